@@ -1,0 +1,148 @@
+"""The fixtures a benchmark test uses: ``pair_run`` for a whole case, and the building blocks
+(``solo_baseline``, ``gpu_monitor``, ``background_load``) for tests of one's own."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from .background import BackgroundLoop
+from .cases import Case, JobConfig, describe
+from .jobs import build_spec
+from .measure import BackgroundNotReady, Measurement, Round
+from .monitor.nvml import PidRoles, Sampler
+from .results import CaseResult, aggregate, round_record, save_result
+from .session import DeviceRequestError, GpuPairsSession
+from .workloads.catalog import builtin
+
+
+def gpu_pairs_session(config: pytest.Config) -> GpuPairsSession:
+    from .plugin import SESSION_KEY
+
+    return config.stash[SESSION_KEY]
+
+
+class PairRun:
+    """Runs one case: solo baselines first (cached), then ``runs_per_config`` concurrent rounds in
+    which pytest-benchmark times the foreground job alone."""
+
+    def __init__(self, case: Case, session: GpuPairsSession, benchmark):
+        self.case, self.session, self.benchmark = case, session, benchmark
+        self.env = session.environment()
+        self.measurements: list[Measurement] = []
+        self._round: Optional[Round] = None
+
+    def __call__(self) -> CaseResult:
+        case = self.case
+        solo_fg = self._solo(case.fg)
+        solo_bg = self._solo(case.bg) if case.bg is not None else None
+        try:
+            self.benchmark.pedantic(self._foreground, setup=self._start_round, teardown=self._end_round,
+                                    rounds=case.runs_per_config)
+            self._end_round()
+            while len(self.measurements) < case.runs_per_config:  # --benchmark-disable runs one round
+                self._start_round()
+                self._foreground()
+                self._end_round()
+        except BackgroundNotReady as exc:
+            return self._finish({**describe(case), "failure": str(exc), "oom": self._background_oom()})
+        records = [round_record(case, m, solo_fg, solo_bg, self.env) for m in self.measurements]
+        return self._finish(aggregate(records))
+
+    def _solo(self, job: JobConfig) -> Measurement:
+        solo = self.session.solo(job, self.case.timeout_s)
+        if solo.fg.failed:
+            pytest.fail(f"{self.case.id}: solo baseline of {job.model} failed: {solo.fg.reason()}", pytrace=False)
+        return solo
+
+    def _round_dir(self) -> Path:
+        base = self.session.case_dir(self.case)
+        return base if self.case.runs_per_config == 1 else base / f"round-{len(self.measurements) + 1:02d}"
+
+    def _start_round(self) -> None:
+        self._round = Round(self.case.fg, self.case.bg, self.env, self._round_dir(), self.case.timeout_s,
+                            self.case.restart_delay_s)
+        self._round.start()
+
+    def _foreground(self):
+        return self._round.run_foreground()
+
+    def _end_round(self, *_: Any) -> None:
+        if self._round is not None and self._round.fg_outcome is not None:
+            self.measurements.append(self._round.finish())
+            self._round = None
+
+    def _background_oom(self) -> bool:
+        loop = self._round.background if self._round else None
+        return bool(loop and loop.ooms)
+
+    def _finish(self, record: dict[str, Any]) -> CaseResult:
+        self.close()
+        self.benchmark.extra_info.update(record)
+        path = save_result(self.session.case_dir(self.case), record)
+        result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)])
+        self.session.results.append(result)
+        return result
+
+    def close(self) -> None:
+        if self._round is not None:
+            self._round.abort()
+            self._round = None
+
+
+@pytest.fixture(scope="session")
+def gpu_pairs(request) -> GpuPairsSession:
+    """The session: options, device, solo baselines and results so far."""
+    session = gpu_pairs_session(request.config)
+    try:
+        session.environment()
+    except DeviceRequestError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    return session
+
+
+@pytest.fixture
+def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark):
+    """``pair_run()`` measures the parametrised case and returns its ``CaseResult``."""
+    run = PairRun(gpu_pair_case, gpu_pairs, benchmark)
+    yield run
+    run.close()
+
+
+@pytest.fixture(scope="session")
+def solo_baseline(gpu_pairs: GpuPairsSession):
+    """``solo_baseline(job_config)``: the job alone on the device, measured once per session."""
+    return lambda job, timeout_s=3600.0: gpu_pairs.solo(job, timeout_s)
+
+
+@pytest.fixture
+def gpu_monitor(gpu_pairs: GpuPairsSession):
+    """A GPU sampler running for the test; None where there is no GPU to sample."""
+    env = gpu_pairs.environment()
+    if env.gpu is None or env.device != "cuda":
+        yield None
+        return
+    sampler = Sampler(env.gpu, env.sample_hz, PidRoles()).start()
+    yield sampler
+    sampler.stop()
+
+
+@pytest.fixture
+def background_load(gpu_pairs: GpuPairsSession, tmp_path):
+    """``background_load("resnet20", epochs=1)`` starts a ready background loop, stopped at teardown."""
+    loops: list[BackgroundLoop] = []
+    env = gpu_pairs.environment()
+
+    def start(model: str, timeout_s: float = 600.0, restart_delay_s: float = 0.0, **hparams) -> BackgroundLoop:
+        job = JobConfig(model, tuple(sorted({**builtin(model).defaults(), **hparams}.items())))
+        spec = build_spec(job, "bg", env.device, env.scale, timeout_s, env.extra_env)
+        loop = BackgroundLoop(spec, tmp_path / f"bg-{model}-{len(loops)}", restart_delay_s).start()
+        loops.append(loop)
+        if not loop.wait_ready(timeout_s):
+            raise BackgroundNotReady(loop.failure or f"background {model} not ready within {timeout_s} s")
+        return loop
+
+    yield start
+    for loop in loops:
+        loop.stop()

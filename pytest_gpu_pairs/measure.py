@@ -1,0 +1,149 @@
+"""One round of a case, from monitors up to monitors down: Case -> Measurement.
+
+The phases are separate methods so that pytest-benchmark times only the foreground job
+(``run_foreground``) while the background and monitors are set up and torn down around it.
+``abort`` is safe to call at any point and more than once: it is what teardown calls when a
+phase raised.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .background import BackgroundLoop
+from .cases import JobConfig
+from .jobs import JobOutcome, JobProcess, build_spec
+from .monitor.cpu import RaplMeter
+from .monitor.nvml import Gpu, PidRoles, Sampler
+from .monitor.samples import GpuSample, save_samples
+
+
+@dataclass
+class Environment:
+    """Session-wide facts every measurement needs."""
+
+    device: str
+    scale: float
+    sample_hz: float
+    gpu: Optional[Gpu] = None
+    gpu_unavailable: Optional[str] = None
+    idle_power_w: Optional[float] = None
+    idle_power_note: Optional[str] = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def device_name(self) -> str:
+        return self.gpu.info.name if self.gpu is not None and self.device == "cuda" else "cpu"
+
+
+@dataclass
+class Measurement:
+    """The raw facts of one round; ``results`` turns them into the record."""
+
+    mode: str
+    fg: JobOutcome
+    window: tuple[float, float]
+    samples: list[GpuSample]
+    background: Optional[BackgroundLoop]
+    cpu_energy_j: Optional[float]
+    cpu_energy_unavailable: Optional[str]
+    out_dir: Path
+
+    @property
+    def window_s(self) -> float:
+        return self.window[1] - self.window[0]
+
+
+class BackgroundNotReady(RuntimeError):
+    pass
+
+
+class Round:
+    def __init__(self, fg: JobConfig, bg: Optional[JobConfig], env: Environment, out_dir: str | Path,
+                 timeout_s: float, restart_delay_s: float):
+        self.fg_job, self.bg_job, self.env = fg, bg, env
+        self.out_dir, self.timeout_s, self.restart_delay_s = Path(out_dir), timeout_s, restart_delay_s
+        self.roles = PidRoles()
+        self.sampler: Optional[Sampler] = None
+        self.rapl = RaplMeter()
+        self.background: Optional[BackgroundLoop] = None
+        self.fg_outcome: Optional[JobOutcome] = None
+        self._fg_process: Optional[JobProcess] = None
+        self._closed = False
+
+    @property
+    def mode(self) -> str:
+        return "solo" if self.bg_job is None else "concurrent"
+
+    def _spec(self, job: JobConfig, role: str):
+        return build_spec(job, role, self.env.device, self.env.scale, self.timeout_s, self.env.extra_env)
+
+    def start(self) -> None:
+        """Monitors up, then the background loop, returning once the background is training."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.env.gpu is not None and self.env.device == "cuda":
+            self.sampler = Sampler(self.env.gpu, self.env.sample_hz, self.roles).start()
+        self.rapl.start()
+        if self.bg_job is None:
+            return
+        self.background = BackgroundLoop(self._spec(self.bg_job, "bg"), self.out_dir, self.restart_delay_s,
+                                         on_start=lambda job: self.roles.register(job.pid, "bg")).start()
+        if not self.background.wait_ready(self.timeout_s):
+            reason = self.background.failure or (
+                f"background {self.bg_job.model} did not become ready within {self.timeout_s:.0f} s"
+                f" (see {self.out_dir}/bg-run-*.log)")
+            raise BackgroundNotReady(reason)
+
+    def run_foreground(self) -> JobOutcome:
+        self._fg_process = JobProcess(self._spec(self.fg_job, "fg"), self.out_dir / "fg.log",
+                                      self.out_dir / "fg.progress.jsonl").start()
+        self.roles.register(self._fg_process.pid, "fg")
+        self._fg_process.wait()
+        self.fg_outcome = self._fg_process.outcome()
+        return self.fg_outcome
+
+    def finish(self) -> Measurement:
+        """Stop the background and monitors, save the samples, and hand back the round's facts."""
+        self._close()
+        window = (self.fg_outcome.start_t, self.fg_outcome.end_t)
+        samples = self.sampler.samples if self.sampler else []
+        if samples:
+            save_samples(samples, self.out_dir)
+        return Measurement(self.mode, self.fg_outcome, window, samples, self.background,
+                           self.rapl.energy_j, self.rapl.unavailable_reason, self.out_dir)
+
+    def abort(self) -> None:
+        if self._fg_process is not None:
+            self._fg_process.kill_tree()
+        self._close()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.background is not None:
+                self.background.stop()
+        finally:
+            if self.sampler is not None:
+                self.sampler.stop()
+            self.rapl.stop()
+
+
+def measure_solo(job: JobConfig, env: Environment, out_dir: str | Path, timeout_s: float) -> Measurement:
+    """One job alone on the device: the baseline its concurrent runs are compared with."""
+    round_ = Round(job, None, env, out_dir, timeout_s, restart_delay_s=0.0)
+    try:
+        round_.start()
+        round_.run_foreground()
+        return round_.finish()
+    finally:
+        round_.abort()
+
+
+def settle(seconds: float) -> None:
+    """A cool-down between cases, only when the settings ask for one."""
+    if seconds > 0:
+        time.sleep(seconds)

@@ -1,0 +1,105 @@
+"""The metric definitions of DESIGN.md as pure functions, shared by assertions and reports.
+
+Every function returns None when its inputs do not allow an honest figure; the caller records
+why in the result's notes.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Optional, Sequence
+
+
+def fg_slowdown(concurrent_s: Optional[float], solo_s: Optional[float]) -> Optional[float]:
+    if not concurrent_s or not solo_s or solo_s <= 0:
+        return None
+    return concurrent_s / solo_s
+
+
+def bg_progress_ratio(steps_in_window: Optional[float], window_s: float,
+                      solo_steps_per_s: Optional[float]) -> Optional[float]:
+    """Background work done in the window, as a fraction of what it does alone in that time."""
+    if steps_in_window is None or not solo_steps_per_s or window_s <= 0:
+        return None
+    return steps_in_window / window_s / solo_steps_per_s
+
+
+def concurrency_efficiency(slowdown: Optional[float], progress_ratio: Optional[float]) -> Optional[float]:
+    """Normalised system throughput: 2.0 means sharing is free, below 1.0 serial is faster."""
+    if not slowdown or progress_ratio is None:
+        return None
+    return 1.0 / slowdown + progress_ratio
+
+
+def _value_at(points: Sequence[tuple[float, float]], t: float) -> float:
+    """Linear interpolation in time-ordered (t, value) points, clamped at the ends."""
+    if t <= points[0][0]:
+        return points[0][1]
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t <= t1:
+            return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+    return points[-1][1]
+
+
+def counter_energy_j(readings: Iterable[tuple[float, Optional[float]]], start: float, end: float,
+                     wrap_mj: Optional[float] = None) -> Optional[float]:
+    """Energy in joules over [start, end] from a cumulative counter in mJ read at times t.
+
+    A reading lower than the previous one is a wrap (when ``wrap_mj`` is known) or a counter
+    reset; a reset contributes nothing rather than a negative or invented amount. The window's
+    ends are interpolated between the readings around them.
+    """
+    points = sorted((t, float(v)) for t, v in readings if v is not None)
+    if len(points) < 2 or end <= start or points[0][0] > start or points[-1][0] < end:
+        return None
+    unwrapped, offset = [points[0]], 0.0
+    for (_, previous), (t, value) in zip(points, points[1:]):
+        if value < previous:
+            offset += wrap_mj if wrap_mj else previous - value
+        unwrapped.append((t, value + offset))
+    return (_value_at(unwrapped, end) - _value_at(unwrapped, start)) / 1000.0
+
+
+def energy_above_idle(total_j: Optional[float], idle_w: Optional[float], window_s: float) -> Optional[float]:
+    """Energy beyond what the idle card would have drawn in the window (may be slightly negative)."""
+    if total_j is None or idle_w is None:
+        return None
+    return total_j - idle_w * window_s
+
+
+def split_energy(total_j: Optional[float], fg_weight: float, bg_weight: float) -> tuple[Optional[float], Optional[float]]:
+    """Split ``total_j`` in proportion to the weights; the two parts always sum to the total."""
+    if total_j is None:
+        return None, None
+    weight = fg_weight + bg_weight
+    if weight <= 0 or not math.isfinite(weight):
+        return None, None
+    fg = total_j * (fg_weight / weight)
+    return fg, total_j - fg
+
+
+def coverage(intervals: Iterable[tuple[float, float]], start: float, end: float) -> Optional[float]:
+    """Share of [start, end] covered by the union of ``intervals``."""
+    if end <= start:
+        return None
+    clipped = sorted((max(a, start), min(b, end)) for a, b in intervals if b > start and a < end)
+    covered, cursor = 0.0, start
+    for a, b in clipped:
+        a = max(a, cursor)
+        if b > a:
+            covered += b - a
+            cursor = b
+    return covered / (end - start)
+
+
+def peak(values: Iterable[Optional[float]]) -> Optional[float]:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def mean_and_std(values: Sequence[Optional[float]]) -> tuple[Optional[float], Optional[float]]:
+    """Mean and sample standard deviation of the measured values (None entries left out)."""
+    present = [float(v) for v in values if v is not None]
+    if not present:
+        return None, None
+    return statistics.fmean(present), statistics.stdev(present) if len(present) > 1 else 0.0

@@ -1,0 +1,1 @@
+"""Monitors that run beside the jobs: the GPU through NVML, the CPU package through RAPL."""

@@ -1,0 +1,183 @@
+"""GPU sampling through NVML, in a thread of the pytest process.
+
+NVML reads the driver's counters without creating a CUDA context, so the harness measures the
+jobs and adds nothing to the card. Energy comes from the total-energy counter (mJ since driver
+load), which integrates on the device; polled power is recorded beside it for plots only.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .samples import GpuSample
+
+MB = 1024 * 1024
+
+
+class NvmlUnavailable(RuntimeError):
+    """No usable NVIDIA GPU; the message says why, for the record's notes."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    uuid: str
+    driver: str
+    cuda_driver_version: str
+    memory_total_mb: float
+    power_limit_w: Optional[float]
+
+
+def _load_nvml():
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise NvmlUnavailable(f"nvidia-ml-py is not importable ({exc})") from None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        raise NvmlUnavailable(f"NVML could not start: {exc}") from None
+    return pynvml
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _optional(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except Exception:
+        return None
+
+
+class Gpu:
+    """An opened NVML device; ``nvml`` is the pynvml module or a fake with the same functions."""
+
+    def __init__(self, index: int = 0, nvml=None):
+        self.nvml = nvml or _load_nvml()
+        try:
+            count = self.nvml.nvmlDeviceGetCount()
+        except Exception as exc:
+            raise NvmlUnavailable(f"NVML could not count devices: {exc}") from None
+        if count <= index:
+            raise NvmlUnavailable(f"NVML reports {count} GPU(s); device {index} does not exist")
+        self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+        self.info = self._read_info(index)
+        self._energy_ok = _optional(lambda: self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) is not None
+
+    def _read_info(self, index: int) -> DeviceInfo:
+        n, h = self.nvml, self.handle
+        cuda = _optional(n.nvmlSystemGetCudaDriverVersion)
+        limit = _optional(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
+        return DeviceInfo(index, _text(n.nvmlDeviceGetName(h)), _text(_optional(lambda: n.nvmlDeviceGetUUID(h)) or ""),
+                          _text(_optional(n.nvmlSystemGetDriverVersion) or "unknown"),
+                          f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else "unknown",
+                          n.nvmlDeviceGetMemoryInfo(h).total / MB, limit / 1000 if limit else None)
+
+    @property
+    def has_energy_counter(self) -> bool:
+        return self._energy_ok
+
+    def energy_mj(self) -> Optional[float]:
+        return _optional(lambda: float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)))
+
+    def compute_processes(self) -> list[tuple[int, Optional[float]]]:
+        """(pid, used MB) of every compute process; used is None where the driver withholds it."""
+        procs = _optional(lambda: self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)) or []
+        return [(p.pid, None if p.usedGpuMemory in (None, getattr(self.nvml, "NVML_VALUE_NOT_AVAILABLE_ulonglong", -1))
+                 else p.usedGpuMemory / MB) for p in procs]
+
+    def process_sm_utilization(self, since_us: int) -> list[tuple[int, int, float]]:
+        """(pid, timestamp µs, SM %) samples newer than ``since_us``; empty when none or unsupported."""
+        samples = _optional(lambda: self.nvml.nvmlDeviceGetProcessUtilization(self.handle, since_us)) or []
+        return [(s.pid, int(s.timeStamp), float(s.smUtil)) for s in samples]
+
+    def sample(self, last_seen_us: int) -> tuple[GpuSample, int]:
+        n, h = self.nvml, self.handle
+        t = time.time()
+        util = _optional(lambda: n.nvmlDeviceGetUtilizationRates(h))
+        mem = _optional(lambda: n.nvmlDeviceGetMemoryInfo(h))
+        power_mw = _optional(lambda: n.nvmlDeviceGetPowerUsage(h))
+        sample = GpuSample(
+            t=t, energy_mj=self.energy_mj(), power_w=power_mw / 1000 if power_mw is not None else None,
+            util_pct=float(util.gpu) if util is not None else None,
+            mem_used_mb=mem.used / MB if mem is not None else None,
+            temp_c=_optional(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
+            sm_clock_mhz=_optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))))
+        sample.proc_mem_mb = dict(self.compute_processes())
+        newest = last_seen_us
+        for pid, stamp, sm in self.process_sm_utilization(last_seen_us):
+            sample.proc_sm_pct[pid] = sample.proc_sm_pct.get(pid, 0.0) + sm
+            newest = max(newest, stamp)
+        return sample, newest
+
+    def idle_power_w(self, seconds: float = 3.0) -> Optional[float]:
+        """Mean power over ``seconds`` from the energy counter, with nothing of ours running."""
+        start, t0 = self.energy_mj(), time.time()
+        time.sleep(seconds)
+        end, t1 = self.energy_mj(), time.time()
+        if start is None or end is None or end < start:
+            return None
+        return (end - start) / 1000 / (t1 - t0)
+
+
+class PidRoles:
+    """Which job a GPU process belongs to, by its process group: each job has a session of its own."""
+
+    def __init__(self):
+        self._groups: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def register(self, pgid: int, role: str) -> None:
+        with self._lock:
+            self._groups[pgid] = role
+
+    def role_of(self, pid: int) -> str:
+        try:
+            pgid = os.getpgid(pid)
+        except OSError:
+            return "other"
+        with self._lock:
+            return self._groups.get(pgid, "other")
+
+
+class Sampler:
+    """Samples a ``Gpu`` at ``hz`` in a daemon thread until stopped."""
+
+    def __init__(self, gpu: Gpu, hz: float, roles: PidRoles):
+        self.gpu, self.period, self.roles = gpu, 1.0 / hz, roles
+        self.samples: list[GpuSample] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._last_seen_us = int(time.time() * 1e6)
+
+    def start(self) -> "Sampler":
+        self._take()
+        self._thread = threading.Thread(target=self._run, name="gpu-pairs-nvml", daemon=True)
+        self._thread.start()
+        return self
+
+    def _take(self) -> None:
+        sample, self._last_seen_us = self.gpu.sample(self._last_seen_us)
+        sample.roles = {pid: self.roles.role_of(pid) for pid in set(sample.proc_mem_mb) | set(sample.proc_sm_pct)}
+        self.samples.append(sample)
+
+    def _run(self) -> None:
+        next_t = time.monotonic() + self.period
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
+            self._take()
+            next_t += self.period
+            if next_t < time.monotonic():
+                next_t = time.monotonic() + self.period
+
+    def stop(self) -> list[GpuSample]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._take()
+        return self.samples

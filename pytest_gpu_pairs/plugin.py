@@ -1,0 +1,94 @@
+"""pytest hooks and options only; the work lives in session, fixtures, measure and results.
+
+Importing this module must stay cheap: pytest loads it in every session of every project where
+the package is installed, and it must never import torch.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+
+from .cases import DuplicateCaseError, unavailable_reason
+from .fixtures import background_load, gpu_monitor, gpu_pairs, pair_run, solo_baseline  # noqa: F401
+from .options import GpuPairsOptions, add_options
+from .session import GpuPairsSession
+from .settings import SettingsError
+from .summary import terminal_summary
+
+SESSION_KEY = pytest.StashKey[GpuPairsSession]()
+_PREVIOUS_SIGTERM = pytest.StashKey[object]()
+CASE_FIXTURE = "gpu_pair_case"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
+    config.stash[SESSION_KEY] = GpuPairsSession(GpuPairsOptions.from_config(config))
+    _install_sigterm_handler(config)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _install_sigterm_handler(config: pytest.Config) -> None:
+    """SIGTERM ends the session like Ctrl-C does, so every fixture and job is torn down."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.close()
+    previous = config.stash.get(_PREVIOUS_SIGTERM, None)
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if CASE_FIXTURE not in metafunc.fixturenames:
+        return
+    session: GpuPairsSession = metafunc.config.stash[SESSION_KEY]
+    try:
+        cases = session.cases()
+    except (SettingsError, DuplicateCaseError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not cases:
+        raise pytest.UsageError("no gpu-pairs settings: pass --gpu-pairs-settings PATH or set gpu_pairs_settings in the ini")
+    params = [pytest.param(case, id=case.id, marks=_marks(case)) for case in cases]
+    metafunc.parametrize(CASE_FIXTURE, params)
+
+
+def _marks(case) -> list:
+    marks = [pytest.mark.gpu_pairs]
+    reason = unavailable_reason(case)
+    if reason:
+        marks.append(pytest.mark.skip(reason=reason))
+    return marks
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    """GPU name, driver and CUDA version beside pytest-benchmark's CPU info, for comparisons."""
+    session = config.stash.get(SESSION_KEY, None)
+    env = session._env if session is not None else None
+    if env is None:
+        return
+    gpu = env.gpu.info if env.gpu is not None else None
+    machine_info["gpu_pairs"] = {
+        "device": env.device_name, "gpu_name": gpu.name if gpu else None, "driver": gpu.driver if gpu else None,
+        "cuda_driver_version": gpu.cuda_driver_version if gpu else None, "idle_power_w": env.idle_power_w}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and session.results:
+        terminal_summary(terminalreporter, session)

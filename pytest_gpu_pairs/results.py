@@ -1,0 +1,247 @@
+"""Measurements -> the result record of DESIGN.md, its checks, and its atomic storage.
+
+The same record goes into ``benchmark.extra_info`` and ``<out>/<case-id>/result.json``, so the
+terminal summary, ``--benchmark-compare``, ``gpu-pairs compare`` and the reports all read one
+set of numbers. A figure that could not be measured is None with its reason in ``notes``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from . import metrics
+from .cases import Case, describe
+from .measure import Environment, Measurement
+
+SCHEMA_VERSION = 1
+VRAM_SOURCE = "nvml_process_memory"
+AGGREGATED = ("fg_duration_s", "fg_slowdown", "bg_progress_ratio", "concurrency_efficiency", "gpu_energy_j",
+              "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
+              "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
+              "bg_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
+              "bg_runs", "bg_failures", "window_s")
+
+
+class Notes(dict):
+    """key -> why that key is None (or what qualifies it)."""
+
+    def unmeasured(self, key: str, reason: str) -> None:
+        self.setdefault(key, reason)
+
+
+def _in_window(samples, window):
+    start, end = window
+    return [s for s in samples if start <= s.t <= end]
+
+
+def _gpu_figures(m: Measurement, env: Environment, notes: Notes) -> dict[str, Any]:
+    keys = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "gpu_power_avg_w",
+            "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
+            "bg_peak_vram_mb")
+    figures: dict[str, Any] = dict.fromkeys(keys)
+    figures["energy_split_method"] = None
+    if not m.samples:
+        reason = env.gpu_unavailable or "no GPU samples were taken"
+        for key in keys + ("energy_split_method",):
+            notes.unmeasured(key, f"not measurable on this run: {reason}")
+        return figures
+    window, inside = m.window, _in_window(m.samples, m.window)
+    energy = metrics.counter_energy_j(((s.t, s.energy_mj) for s in m.samples), *window)
+    if energy is None:
+        notes.unmeasured("gpu_energy_j", "the NVML total-energy counter was not readable over the window")
+    figures["gpu_energy_j"] = energy
+    figures["gpu_energy_above_idle_j"] = metrics.energy_above_idle(energy, env.idle_power_w, m.window_s)
+    if env.idle_power_w is None:
+        notes.unmeasured("gpu_energy_above_idle_j", env.idle_power_note or "idle power was not measured")
+    figures["gpu_power_avg_w"] = energy / m.window_s if energy is not None and m.window_s > 0 else None
+    figures["gpu_power_max_w"] = metrics.peak(s.power_w for s in inside)
+    utils = [s.util_pct for s in inside if s.util_pct is not None]
+    figures["gpu_util_avg_pct"] = sum(utils) / len(utils) if utils else None
+    figures["gpu_temp_max_c"] = metrics.peak(s.temp_c for s in inside)
+    figures.update(_memory_figures(m, notes))
+    figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], notes))
+    return figures
+
+
+def _memory_figures(m: Measurement, notes: Notes) -> dict[str, Optional[float]]:
+    figures = {"peak_vram_mb": metrics.peak(s.role_memory_mb(("fg", "bg")) for s in m.samples),
+               "fg_peak_vram_mb": metrics.peak(s.role_memory_mb(("fg",)) for s in m.samples),
+               "bg_peak_vram_mb": metrics.peak(s.role_memory_mb(("bg",)) for s in m.samples)}
+    if m.mode == "solo":
+        figures["bg_peak_vram_mb"] = None
+        notes.unmeasured("bg_peak_vram_mb", "solo case: no background job")
+    for key, value in figures.items():
+        if value is None:
+            notes.unmeasured(key, "NVML reported no per-process memory for the case's processes")
+    return figures
+
+
+def _energy_split(m: Measurement, above_idle: Optional[float], notes: Notes) -> dict[str, Any]:
+    if above_idle is None:
+        return {"fg_gpu_energy_j": None, "bg_gpu_energy_j": None, "energy_split_method": None}
+    if m.mode == "solo":
+        return {"fg_gpu_energy_j": above_idle, "bg_gpu_energy_j": 0.0, "energy_split_method": "solo"}
+    inside = _in_window(m.samples, m.window)
+    fg_sm = sum(v for s in inside for pid, v in s.proc_sm_pct.items() if s.roles.get(pid) == "fg")
+    bg_sm = sum(v for s in inside for pid, v in s.proc_sm_pct.items() if s.roles.get(pid) == "bg")
+    if fg_sm + bg_sm > 0:
+        fg, bg = metrics.split_energy(above_idle, fg_sm, bg_sm)
+        return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "sm_util"}
+    bg_time = (metrics.coverage(m.background.training_intervals(), *m.window) or 0.0) * m.window_s
+    fg, bg = metrics.split_energy(above_idle, m.window_s, bg_time)
+    notes.unmeasured("energy_split_method", "NVML gave no per-process SM utilisation: split by time on the GPU")
+    return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}
+
+
+def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes) -> dict[str, Any]:
+    loop = m.background
+    if loop is None:
+        for key in ("bg_progress_ratio", "bg_coverage"):
+            notes.unmeasured(key, "solo case: no background job")
+        return {"bg_runs": 0, "bg_failures": 0, "bg_coverage": None, "bg_progress_ratio": None,
+                "bg_steps_in_window": None, "bg_solo_steps_per_s": None, "bg_peak_mem_reserved_mb": None}
+    steps = loop.steps_between(*m.window) if any(r.outcome.progress.steps for r in loop.runs) else None
+    solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
+    if steps is None:
+        notes.unmeasured("bg_progress_ratio", "the background job reports no steps (no progress protocol)")
+    elif solo_rate is None:
+        notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate")
+    reserved = [r.outcome.progress.result.get("peak_mem_reserved_mb") for r in loop.runs if r.outcome.progress.result]
+    return {"bg_runs": len(loop.runs), "bg_failures": len(loop.failures),
+            "bg_coverage": metrics.coverage(loop.training_intervals(), *m.window),
+            "bg_progress_ratio": metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
+            "bg_steps_in_window": steps, "bg_solo_steps_per_s": solo_rate,
+            "bg_peak_mem_reserved_mb": metrics.peak(reserved)}
+
+
+def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+                 env: Environment) -> dict[str, Any]:
+    """The record of one round (one repeat) of a case."""
+    notes = Notes()
+    fg = m.fg
+    fg_result = fg.progress.result or {}
+    record: dict[str, Any] = {**describe(case), "mode": m.mode}
+    record["fg_duration_s"] = fg.duration_s
+    record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None
+    record["fg_slowdown"] = metrics.fg_slowdown(fg.duration_s, record["fg_solo_duration_s"]) if m.mode != "solo" else None
+    record.update(_background_figures(m, solo_bg, notes))
+    record["concurrency_efficiency"] = metrics.concurrency_efficiency(record["fg_slowdown"], record["bg_progress_ratio"])
+    if m.mode == "solo":
+        for key in ("fg_slowdown", "concurrency_efficiency"):
+            notes.unmeasured(key, "solo case: nothing shares the device")
+    record.update(_gpu_figures(m, env, notes))
+    record["cpu_energy_j"] = m.cpu_energy_j
+    record["cpu_energy_method"] = "rapl" if m.cpu_energy_j is not None else None
+    if m.cpu_energy_j is None:
+        notes.unmeasured("cpu_energy_j", f"not measurable: {m.cpu_energy_unavailable or 'RAPL not read'}")
+    bg_oom = [r for r in (m.background.ooms if m.background else [])]
+    record["oom"] = fg.oom or bool(bg_oom)
+    record["fg_exit_code"] = fg.returncode
+    record["fg_peak_mem_reserved_mb"] = fg_result.get("peak_mem_reserved_mb")
+    record["perf"] = dict(fg_result.get("metrics") or {})
+    record["device"] = env.device_name
+    record["sample_hz"] = env.sample_hz if m.samples else None
+    record["idle_power_w"] = env.idle_power_w
+    record["window_s"] = m.window_s
+    record["vram_budget_mb"] = case.vram_budget_mb
+    record["vram_budget_source"] = VRAM_SOURCE
+    record["min_efficiency"] = case.min_efficiency
+    record["scale"] = env.scale
+    record["failure"] = _failure_text(m)
+    record["notes"] = dict(notes)
+    return record
+
+
+def _failure_text(m: Measurement) -> Optional[str]:
+    problems = []
+    if m.fg.failed:
+        problems.append(f"foreground {m.fg.model} {m.fg.reason()}")
+    if m.background is not None:
+        problems += [f"background {r.outcome.model} run {r.index} {r.outcome.reason()}" for r in m.background.failures]
+        if m.background.failure:
+            problems.append(m.background.failure)
+    return "; ".join(problems) or None
+
+
+def aggregate(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One record for all repeats: numeric keys hold the mean, ``<key>_std`` the spread."""
+    record = dict(rounds[-1])
+    record["repeats"] = len(rounds)
+    if len(rounds) > 1:
+        for key in AGGREGATED:
+            mean, std = metrics.mean_and_std([r.get(key) for r in rounds])
+            record[key], record[f"{key}_std"] = mean, std
+        record["oom"] = any(r["oom"] for r in rounds)
+        failures = [r["failure"] for r in rounds if r.get("failure")]
+        record["failure"] = "; ".join(failures) or None
+        record["rounds"] = [{k: r.get(k) for k in AGGREGATED + ("oom", "failure")} for r in rounds]
+    return record
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    record: dict[str, Any]
+    enforce_efficiency: bool = True
+    artifacts: list[str] = field(default_factory=list)
+
+    def problems(self) -> list[str]:
+        """Everything that makes this case fail, each in words an operator can act on."""
+        r, found = self.record, []
+        if r.get("oom"):
+            found.append(f"OOM: {r.get('failure') or 'a job ran out of memory'}")
+        elif r.get("failure"):
+            found.append(r["failure"])
+        peak = r.get("peak_vram_mb")
+        if peak is not None and peak > self.case.vram_budget_mb:
+            found.append(f"peak VRAM {peak:.0f} MB exceeds the budget of {self.case.vram_budget_mb:.0f} MB "
+                         f"(NVML per-process memory, CUDA contexts included)")
+        eff = r.get("concurrency_efficiency")
+        if self.enforce_efficiency and self.case.mode == "concurrent" and eff is not None \
+                and eff < self.case.min_efficiency:
+            found.append(f"concurrency efficiency {eff:.3f} is below the minimum {self.case.min_efficiency:.3f} "
+                         f"(fg_slowdown {r.get('fg_slowdown'):.3f}, bg_progress_ratio {r.get('bg_progress_ratio'):.3f})")
+        return found
+
+    def check(self) -> None:
+        """Fail the test with every violated condition at once."""
+        import pytest
+
+        found = self.problems()
+        if found:
+            pytest.fail(f"{self.case.id}: " + " | ".join(found), pytrace=False)
+
+
+def atomic_write_json(path: str | Path, data: Any) -> None:
+    """Write to a temporary file in the same folder and rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_result(out_dir: str | Path, record: dict[str, Any]) -> Path:
+    path = Path(out_dir) / "result.json"
+    atomic_write_json(path, {"schema": SCHEMA_VERSION, "complete": True, **record})
+    return path
+
+
+def load_result(out_dir: str | Path) -> Optional[dict[str, Any]]:
+    """A complete earlier result of a case, or None (missing, unreadable or incomplete)."""
+    try:
+        data = json.loads((Path(out_dir) / "result.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if data.get("complete") else None

@@ -1,0 +1,110 @@
+"""State that lives for one pytest session: the cases, the device, the solo baselines, the results.
+
+Everything expensive is lazy: collection only reads settings files, and the device is opened
+(and its idle power measured) when the first case runs, before any job has touched it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+from .cases import Case, JobConfig, Overrides, expand_all
+from .jobs import kill_all_jobs
+from .measure import Environment, Measurement, measure_solo
+from .monitor.nvml import Gpu, NvmlUnavailable
+from .options import GpuPairsOptions
+from .results import CaseResult, atomic_write_json
+from .settings import load_experiment
+
+IDLE_SECONDS = 3.0
+
+
+class DeviceRequestError(RuntimeError):
+    pass
+
+
+def _open_gpu(device: str) -> tuple[Optional[Gpu], Optional[str]]:
+    if device == "cpu":
+        return None, "--gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply"
+    try:
+        return Gpu(0), None
+    except NvmlUnavailable as exc:
+        if device == "cuda":
+            raise DeviceRequestError(f"--gpu-pairs-device cuda, but no GPU is usable: {exc}") from None
+        return None, f"no NVIDIA GPU ({exc}); jobs trained on the CPU"
+
+
+def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:
+    """Idle power from the energy counter over ``IDLE_SECONDS`` before any job of ours runs."""
+    if not gpu.has_energy_counter:
+        return None, "the GPU has no NVML total-energy counter"
+    busy = [pid for pid, _ in gpu.compute_processes()]
+    watts = gpu.idle_power_w(IDLE_SECONDS)
+    if watts is None:
+        return None, "the energy counter did not advance during the idle measurement"
+    note = f"measured with other compute processes present: {busy}" if busy else None
+    return watts, note
+
+
+class GpuPairsSession:
+    def __init__(self, options: GpuPairsOptions):
+        self.options = options
+        self.results: list[CaseResult] = []
+        self._cases: Optional[list[Case]] = None
+        self._env: Optional[Environment] = None
+        self._solo: dict[tuple, Measurement] = {}
+
+    def cases(self) -> list[Case]:
+        if self._cases is None:
+            overrides = Overrides(vram_budget_mb=self.options.vram_budget_mb,
+                                  min_efficiency=self.options.min_efficiency)
+            self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides)
+        return self._cases
+
+    def environment(self) -> Environment:
+        if self._env is None:
+            gpu, reason = _open_gpu(self.options.device)
+            device = "cuda" if gpu is not None else "cpu"
+            env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
+                              gpu=gpu, gpu_unavailable=reason)
+            if gpu is not None:
+                env.idle_power_w, env.idle_power_note = _idle_power(gpu)
+            self._env = env
+            self._write_session_file()
+        return self._env
+
+    @property
+    def enforce_efficiency(self) -> bool:
+        """Thresholds in settings describe GPU sharing; on the CPU only an explicit option applies."""
+        return self.environment().device == "cuda" or self.options.min_efficiency is not None
+
+    def solo(self, job: JobConfig, timeout_s: float) -> Measurement:
+        """The job alone on the device, measured once per session and shared by every case using it."""
+        key = (job, self.options.scale)
+        if key not in self._solo:
+            self._solo[key] = measure_solo(job, self.environment(), self.solo_dir(job), timeout_s)
+        return self._solo[key]
+
+    def solo_dir(self, job: JobConfig) -> Path:
+        digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],
+                                         default=str).encode()).hexdigest()[:10]
+        return self.options.out_dir / "_solo" / f"{job.model}-{digest}"
+
+    def case_dir(self, case: Case) -> Path:
+        return self.options.out_dir / case.id
+
+    def _write_session_file(self) -> None:
+        env = self._env
+        info = env.gpu.info.__dict__ if env.gpu is not None else None
+        atomic_write_json(self.options.out_dir / "session.json", {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "device": env.device_name, "gpu": info,
+            "gpu_unavailable": env.gpu_unavailable, "idle_power_w": env.idle_power_w,
+            "idle_power_note": env.idle_power_note, "idle_method": f"NVML energy counter over {IDLE_SECONDS:.0f} s "
+            "at session start, before any job", "scale": env.scale, "sample_hz": env.sample_hz,
+            "settings": [str(p) for p in self.options.settings]})
+
+    def close(self) -> int:
+        return kill_all_jobs()

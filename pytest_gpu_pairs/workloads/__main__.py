@@ -1,0 +1,41 @@
+"""Job entry point: ``python -m pytest_gpu_pairs.workloads <model> --device cuda --scale 1.0 --epochs 1 ...``."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .catalog import BUILTINS, builtin
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": lambda s: s.lower() in ("1", "true", "yes")}
+
+
+def parse(argv: list[str]) -> tuple[str, str, float, dict]:
+    head = argparse.ArgumentParser(prog="python -m pytest_gpu_pairs.workloads", add_help=False)
+    head.add_argument("model", choices=sorted(BUILTINS))
+    known, _ = head.parse_known_args(argv)
+    info = builtin(known.model)
+    parser = argparse.ArgumentParser(prog=f"python -m pytest_gpu_pairs.workloads {info.name}")
+    parser.add_argument("model", choices=[info.name])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of each epoch's steps to run")
+    for name, spec in info.hyperparameters.items():
+        parser.add_argument(f"--{name}", type=_TYPES[spec.type], default=spec.default)
+    args = vars(parser.parse_args(argv))
+    model, device, scale = args.pop("model"), args.pop("device"), args.pop("scale")
+    return model, device, scale, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    model, device, scale, hparams = parse(sys.argv[1:] if argv is None else argv)
+    info = builtin(model)
+    if info.module is None:
+        print(f"built-in workload {model!r} is not implemented in this version", file=sys.stderr)
+        return 2
+    from .train import run
+
+    return run(info, importlib.import_module(info.module).make(info, hparams, device), device, scale)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

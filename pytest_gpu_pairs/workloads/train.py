@@ -1,0 +1,129 @@
+"""The training loop every built-in workload shares, speaking the progress protocol.
+
+A workload supplies its model, optimiser, batches and evaluation; this loop runs the scaled
+number of steps, reports readiness after the first optimiser step, reports steps, and ends with
+the result event (metrics, steps, torch's peak reserved memory).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import traceback
+from typing import Any, Iterator, Optional
+
+import torch
+
+from .catalog import BuiltinWorkload
+from .progress import ProgressWriter
+
+MB = 1024 * 1024
+
+
+def total_steps(epochs: float, steps_per_epoch: int, scale: float) -> int:
+    return max(1, math.ceil(epochs * steps_per_epoch * scale))
+
+
+class Workload:
+    """Base of the built-ins: a model trained by a per-step optimiser on generated batches."""
+
+    eval_every_epoch = False
+
+    def __init__(self, info: BuiltinWorkload, hp: dict[str, Any], device: str):
+        self.info, self.hp, self.device = info, hp, torch.device(device)
+        torch.manual_seed(int(hp.get("seed", 0)))
+        self.data = self.build_data()
+        self.model = self.build_model().to(self.device)
+        self.optimizer = self.build_optimizer()
+        self.scheduler = self.build_scheduler()
+        self.history: list[dict[str, float]] = []
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.hp["batch_size"])
+
+    def steps_per_epoch(self) -> int:
+        return self.info.steps_per_epoch(self.batch_size)
+
+    def build_data(self) -> Any:
+        return None
+
+    def build_model(self) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        raise NotImplementedError
+
+    def build_scheduler(self) -> Optional[Any]:
+        return None
+
+    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        raise NotImplementedError
+
+    def loss(self, batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def train_step(self, batch) -> torch.Tensor:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(batch)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def evaluate(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    def end_epoch(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.step()
+        if self.eval_every_epoch:
+            self.history.append(self.evaluate())
+
+    def final_metrics(self) -> dict[str, float]:
+        return self.evaluate()
+
+
+def _sync_for(device: str):
+    if device.startswith("cuda"):
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+def _peak_reserved_mb(device: str) -> Optional[float]:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.max_memory_reserved() / MB
+    return None
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) -> int:
+    progress = ProgressWriter.from_env(sync=_sync_for(device))
+    try:
+        steps_per_epoch = workload.steps_per_epoch()
+        total = total_steps(float(workload.hp.get("epochs", 1)), steps_per_epoch, scale)
+        scaled_epoch = max(1, math.ceil(steps_per_epoch * scale))
+        print(f"{info.name}: {total} steps ({scaled_epoch} per epoch at scale {scale}), device {device}", flush=True)
+        batches = workload.batches()
+        for step in range(1, total + 1):
+            workload.train_step(next(batches))
+            if step == 1:
+                progress.ready()
+            progress.step(step, step / scaled_epoch)
+            if step % scaled_epoch == 0 or step == total:
+                workload.end_epoch()
+        progress.step(total, total / scaled_epoch, force=True)
+        metrics = workload.final_metrics()
+        for name, value in metrics.items():
+            print(f"{name}: {value:.6g}", flush=True)
+        progress.result(metrics, total, _peak_reserved_mb(device))
+        return 0
+    except BaseException as exc:
+        progress.error("".join(traceback.format_exception_only(type(exc), exc)), oom=_is_oom(exc))
+        traceback.print_exc()
+        sys.stdout.flush()
+        return 3 if _is_oom(exc) else 1
+    finally:
+        progress.close()
