@@ -68,14 +68,22 @@ def energy_above_idle(total_j: Optional[float], idle_w: Optional[float], window_
 
 
 def split_energy(total_j: Optional[float], fg_weight: float, bg_weight: float) -> tuple[Optional[float], Optional[float]]:
-    """Split ``total_j`` in proportion to the weights; the two parts always sum to the total."""
+    """Split ``total_j`` in proportion to the weights; the two parts sum to the total exactly.
+
+    The larger part is computed first and the smaller one as the difference: the larger part is
+    at least half the total, so that subtraction is exact in floating point (Sterbenz), and the
+    two add back to the total bit for bit.
+    """
     if total_j is None:
         return None, None
     weight = fg_weight + bg_weight
     if weight <= 0 or not math.isfinite(weight):
         return None, None
-    fg = total_j * (fg_weight / weight)
-    return fg, total_j - fg
+    if fg_weight >= bg_weight:
+        fg = total_j * (fg_weight / weight)
+        return fg, total_j - fg
+    bg = total_j * (bg_weight / weight)
+    return total_j - bg, bg
 
 
 def coverage(intervals: Iterable[tuple[float, float]], start: float, end: float) -> Optional[float]:

@@ -53,14 +53,24 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _load_cases(session: GpuPairsSession):
+    try:
+        return session.cases()
+    except (SettingsError, DuplicateCaseError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4."""
+    gpu_pairs = session.config.stash[SESSION_KEY]
+    if gpu_pairs.options.settings:
+        _load_cases(gpu_pairs)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if CASE_FIXTURE not in metafunc.fixturenames:
         return
-    session: GpuPairsSession = metafunc.config.stash[SESSION_KEY]
-    try:
-        cases = session.cases()
-    except (SettingsError, DuplicateCaseError) as exc:
-        raise pytest.UsageError(str(exc)) from None
+    cases = _load_cases(metafunc.config.stash[SESSION_KEY])
     if not cases:
         raise pytest.UsageError("no gpu-pairs settings: pass --gpu-pairs-settings PATH or set gpu_pairs_settings in the ini")
     params = [pytest.param(case, id=case.id, marks=_marks(case)) for case in cases]

@@ -106,7 +106,8 @@ class Progress:
 
     @property
     def total_steps(self) -> int:
-        return self.steps[-1][1] if self.steps else 0
+        reported = int(self.result.get("steps") or 0) if self.result else 0
+        return max(self.steps[-1][1] if self.steps else 0, reported)
 
     def steps_at(self, t: float) -> float:
         """Cumulative steps at time ``t``, linearly interpolated between reports."""

@@ -1,0 +1,40 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO.parent / "shared" / "seed-data"
+
+
+@pytest.fixture
+def seed_dir() -> Path:
+    if not SEED.is_dir():
+        pytest.skip(f"seed data not found at {SEED}")
+    return SEED
+
+
+def write_settings(path: Path, pairs, **top) -> Path:
+    data = {"name": top.pop("name", "t"), "pairs": pairs, **top}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def pair(group="g01", fg="mnist_ff", bg="resnet20", fg_hp=None, bg_hp=None, **extra):
+    return {"group": group, "foreground": {"model": fg, "hyperparameters": fg_hp or {"epochs": 1}},
+            "background": {"model": bg, "hyperparameters": bg_hp or {"epochs": 1}}, **extra}
+
+
+@pytest.fixture
+def make_settings(tmp_path):
+    def make(pairs=None, name="t", **top):
+        return write_settings(tmp_path / f"{name}.json", pairs if pairs is not None else [pair()], name=name, **top)
+    return make
+
+
+def descendants_of_this_process() -> list[int]:
+    import psutil
+    return [p.pid for p in psutil.Process(os.getpid()).children(recursive=True)]

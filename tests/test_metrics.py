@@ -1,0 +1,94 @@
+import math
+
+import pytest
+from hypothesis import assume, given, settings as hsettings, strategies as st
+
+from pytest_gpu_pairs import metrics
+
+finite = st.floats(min_value=0.01, max_value=1e6, allow_nan=False)
+
+
+@given(solo=finite, conc=finite, steps=st.floats(0, 1e6), window=finite, rate=finite)
+def test_efficiency_is_inverse_slowdown_plus_progress_ratio(solo, conc, steps, window, rate):
+    slowdown = metrics.fg_slowdown(conc, solo)
+    ratio = metrics.bg_progress_ratio(steps, window, rate)
+    assert slowdown == pytest.approx(conc / solo)
+    assert metrics.concurrency_efficiency(slowdown, ratio) == pytest.approx(solo / conc + steps / window / rate)
+
+
+def test_efficiency_is_two_when_sharing_is_free_and_t_serial_over_t_parallel_in_general():
+    # fg alone 10 s, bg alone 5 steps/s. Together for 20 s: fg takes 20 s, bg does 50 steps.
+    eff = metrics.concurrency_efficiency(metrics.fg_slowdown(20, 10), metrics.bg_progress_ratio(50, 20, 5))
+    t_serial, t_parallel = 10 + 50 / 5, 20
+    assert eff == pytest.approx(t_serial / t_parallel)
+    assert metrics.concurrency_efficiency(1.0, 1.0) == 2.0
+
+
+def test_unmeasurable_inputs_give_none():
+    assert metrics.fg_slowdown(None, 3) is None
+    assert metrics.bg_progress_ratio(None, 3, 1) is None
+    assert metrics.bg_progress_ratio(3, 3, None) is None
+    assert metrics.concurrency_efficiency(None, 1) is None
+
+
+@given(total=st.floats(-1e6, 1e6, allow_nan=False), fg=st.floats(0, 1e6), bg=st.floats(0, 1e6))
+def test_energy_split_always_sums_to_the_total(total, fg, bg):
+    assume(fg + bg > 0)
+    a, b = metrics.split_energy(total, fg, bg)
+    assert a + b == total
+    assert min(0, total) - 1e-6 * abs(total) <= a <= max(0, total) + 1e-6 * abs(total)
+
+
+def test_energy_split_without_weights_is_none():
+    assert metrics.split_energy(10.0, 0, 0) == (None, None)
+
+
+@hsettings(max_examples=200)
+@given(power=st.lists(st.floats(50, 700), min_size=3, max_size=40), dt=st.floats(0.05, 0.5),
+       start_mj=st.floats(0, 2**40), wrap_at=st.none() | st.integers(1, 30))
+def test_counter_energy_matches_the_integral_also_across_a_wrap(power, dt, start_mj, wrap_at):
+    wrap = 2.0**40
+    readings, value = [], start_mj
+    for i, p in enumerate(power):
+        readings.append((i * dt, value % wrap if wrap_at is not None else value))
+        value += p * dt * 1000
+    end = (len(power) - 1) * dt
+    expected = sum(p * dt for p in power[:-1])
+    got = metrics.counter_energy_j(readings, 0.0, end, wrap_mj=wrap if wrap_at is not None else None)
+    assert got == pytest.approx(expected, rel=1e-6)
+
+
+def test_counter_energy_interpolates_window_edges_and_needs_coverage():
+    readings = [(0.0, 0.0), (1.0, 100_000.0), (2.0, 300_000.0)]  # 100 W then 200 W
+    assert metrics.counter_energy_j(readings, 0.5, 1.5) == pytest.approx(50 + 100)
+    assert metrics.counter_energy_j(readings, -1.0, 1.0) is None
+    assert metrics.counter_energy_j([(0.0, 1.0)], 0, 1) is None
+
+
+def test_counter_reset_adds_nothing():
+    readings = [(0.0, 1000.0), (1.0, 2000.0), (2.0, 500.0), (3.0, 1500.0)]
+    assert metrics.counter_energy_j(readings, 0.0, 3.0) == pytest.approx(2.0)
+
+
+@given(intervals=st.lists(st.tuples(st.floats(-10, 30), st.floats(0, 20)), max_size=10),
+       start=st.floats(0, 10), length=st.floats(0.1, 20))
+def test_coverage_is_a_share_of_the_window(intervals, start, length):
+    spans = [(a, a + w) for a, w in intervals]
+    value = metrics.coverage(spans, start, start + length)
+    assert 0.0 <= value <= 1.0 + 1e-9
+
+
+def test_coverage_merges_overlaps():
+    assert metrics.coverage([(0, 6), (4, 8), (9, 20)], 0, 10) == pytest.approx(0.9)
+    assert metrics.coverage([], 0, 10) == 0.0
+
+
+@given(values=st.lists(st.none() | st.floats(-1e6, 1e6), max_size=10))
+def test_mean_and_std_ignore_missing_values(values):
+    mean, std = metrics.mean_and_std(values)
+    present = [v for v in values if v is not None]
+    if not present:
+        assert (mean, std) == (None, None)
+    else:
+        assert min(present) - 1e-6 <= mean <= max(present) + 1e-6
+        assert std >= 0 and (len(present) > 1 or std == 0)
