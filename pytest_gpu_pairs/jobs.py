@@ -94,8 +94,27 @@ class JobOutcome:
     progress: Progress = field(default_factory=Progress)
 
     @property
-    def duration_s(self) -> float:
+    def wall_s(self) -> float:
         return self.end_t - self.start_t
+
+    @property
+    def training_window(self) -> tuple[float, float]:
+        """From the first optimiser step to the last reported step; the process's lifetime for a
+        job that does not speak the progress protocol. Startup (imports, CUDA context, data) is
+        seconds of noise that a long real job amortises, so durations and energies use this."""
+        first, last = self.progress.ready_t, self.progress.last_t
+        if first is not None and last is not None and last > first:
+            return first, last
+        return self.start_t, self.end_t
+
+    @property
+    def duration_s(self) -> float:
+        start, end = self.training_window
+        return end - start
+
+    @property
+    def duration_basis(self) -> str:
+        return "training" if self.training_window != (self.start_t, self.end_t) else "process"
 
     @property
     def failed(self) -> bool:

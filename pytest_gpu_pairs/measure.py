@@ -107,7 +107,7 @@ class Round:
     def finish(self) -> Measurement:
         """Stop the background and monitors, save the samples, and hand back the round's facts."""
         self._close()
-        window = (self.fg_outcome.start_t, self.fg_outcome.end_t)
+        window = self.fg_outcome.training_window
         samples = self.sampler.samples if self.sampler else []
         if samples:
             save_samples(samples, self.out_dir)

@@ -19,7 +19,7 @@ from .measure import Environment, Measurement
 
 SCHEMA_VERSION = 1
 VRAM_SOURCE = "nvml_process_memory"
-AGGREGATED = ("fg_duration_s", "fg_slowdown", "bg_progress_ratio", "concurrency_efficiency", "gpu_energy_j",
+AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency", "gpu_energy_j",
               "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
               "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
               "bg_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
@@ -102,7 +102,7 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
     if loop is None:
         for key in ("bg_progress_ratio", "bg_coverage"):
             notes.unmeasured(key, "solo case: no background job")
-        return {"bg_runs": 0, "bg_failures": 0, "bg_coverage": None, "bg_progress_ratio": None,
+        return {"bg_runs": 0, "bg_failures": 0, "bg_coverage": None, "bg_progress_ratio": None, "bg_speed_ratio": None,
                 "bg_steps_in_window": None, "bg_solo_steps_per_s": None, "bg_peak_mem_reserved_mb": None}
     steps = loop.steps_between(*m.window) if any(r.outcome.progress.steps for r in loop.runs) else None
     solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
@@ -111,9 +111,10 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
     elif solo_rate is None:
         notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate")
     reserved = [r.outcome.progress.result.get("peak_mem_reserved_mb") for r in loop.runs if r.outcome.progress.result]
-    return {"bg_runs": len(loop.runs), "bg_failures": len(loop.failures),
-            "bg_coverage": metrics.coverage(loop.training_intervals(), *m.window),
+    cover = metrics.coverage(loop.training_intervals(), *m.window)
+    return {"bg_runs": len(loop.runs), "bg_failures": len(loop.failures), "bg_coverage": cover,
             "bg_progress_ratio": metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
+            "bg_speed_ratio": metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
             "bg_steps_in_window": steps, "bg_solo_steps_per_s": solo_rate,
             "bg_peak_mem_reserved_mb": metrics.peak(reserved)}
 
@@ -126,6 +127,10 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     fg_result = fg.progress.result or {}
     record: dict[str, Any] = {**describe(case), "mode": m.mode}
     record["fg_duration_s"] = fg.duration_s
+    record["fg_wall_s"] = fg.wall_s
+    record["duration_basis"] = fg.duration_basis
+    if fg.duration_basis == "process":
+        notes.unmeasured("duration_basis", "the foreground reports no progress: durations are process wall times")
     record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None
     record["fg_slowdown"] = metrics.fg_slowdown(fg.duration_s, record["fg_solo_duration_s"]) if m.mode != "solo" else None
     record.update(_background_figures(m, solo_bg, notes))
