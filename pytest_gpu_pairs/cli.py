@@ -1,0 +1,33 @@
+"""``gpu-pairs``: the command line beside pytest (report, compare, plan, workloads, import-seed).
+
+Each subcommand lives in the module that owns its work; this file only wires them up, so a
+subcommand is added by one line in ``SUBCOMMANDS``. A subcommand module exposes
+``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-pairs", description="pytest-gpu-pairs command line")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(sub)
+        sub.set_defaults(module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return importlib.import_module(args.module).run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
