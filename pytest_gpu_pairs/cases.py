@@ -2,13 +2,15 @@
 
 An id is ``<group>-<fg>+<bg>-<variant>-<mode>``: the model names are in it so ``-k densenet``
 selects by model, and nothing run-dependent is in it so ``--benchmark-compare`` can match
-cases of two runs by name.
+cases of two runs by name. A case measured under MPS carries ``-mps`` at the end (``-k mps``);
+a time-sliced case, the driver's default, keeps the plain id.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
+from .mps import MpsLimits
 from .settings import CommandWorkload, Experiment, JobRef, PairSpec
 from .workloads.catalog import BUILTINS
 
@@ -22,6 +24,7 @@ class JobConfig:
     command: Optional[CommandWorkload] = field(default=None, compare=False, hash=False)
     command_key: str = ""
     base_dir: str = ""
+    mps: Optional[MpsLimits] = field(default=None, compare=False, hash=False)
 
     @property
     def hyperparameters(self) -> dict[str, Any]:
@@ -41,7 +44,7 @@ class Overrides:
 
     vram_budget_mb: Optional[float] = None
     min_efficiency: Optional[float] = None
-    sharing: Optional[str] = None
+    sharing: Optional[tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -73,14 +76,19 @@ def case_id(group: str, fg: str, bg: Optional[str], variant: str, mode: str) -> 
     return f"{group}-{fg}+{bg or 'none'}-{variant}-{mode}"
 
 
+def sharing_case_id(base_id: str, sharing: str) -> str:
+    return base_id if sharing == "timeslice" else f"{base_id}-{sharing}"
+
+
 def job_config(experiment: Experiment, ref: JobRef) -> JobConfig:
     command = experiment.workloads.get(ref.model)
     defaults = command.defaults() if command is not None else BUILTINS[ref.model].defaults()
     hparams = tuple(sorted({**defaults, **ref.hyperparameters}.items()))
+    mps = MpsLimits(**ref.mps.model_dump()) if ref.mps is not None else None
     if command is None:
-        return JobConfig(ref.model, hparams)
+        return JobConfig(ref.model, hparams, mps=mps)
     return JobConfig(ref.model, hparams, command=command, command_key=f"{experiment.source}#{ref.model}",
-                     base_dir=str(experiment.workload_dir()))
+                     base_dir=str(experiment.workload_dir()), mps=mps)
 
 
 def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> Case:
@@ -94,7 +102,7 @@ def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> 
         min_efficiency=_first(overrides.min_efficiency, pair.min_efficiency, d.min_efficiency),
         runs_per_config=_first(pair.runs_per_config, d.runs_per_config),
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
-        sharing=overrides.sharing or "timeslice", source=experiment.source, note=pair.note or "")
+        source=experiment.source, note=pair.note or "")
 
 
 def _first(*values):
@@ -108,6 +116,17 @@ def expand(experiment: Experiment, overrides: Overrides = Overrides()) -> list[C
     return [_pair_case(experiment, pair, overrides) for pair in experiment.pairs]
 
 
+def sharing_modes(experiment: Experiment, overrides: Overrides = Overrides()) -> Callable[[Case], tuple[str, ...]]:
+    """The mechanisms each case of ``experiment`` is measured under: command line, pair, defaults."""
+    per_group = {pair.group: pair.sharing for pair in experiment.pairs if pair.sharing is not None}
+    return lambda case: overrides.sharing or per_group.get(case.group) or tuple(experiment.defaults.sharing)
+
+
+def with_sharing(cases: Iterable[Case], modes_of: Callable[[Case], tuple[str, ...]]) -> list[Case]:
+    """Each case once per sharing mechanism, side by side, so a pair is compared under both."""
+    return [replace(case, sharing=mode, id=sharing_case_id(case.id, mode)) for case in cases for mode in modes_of(case)]
+
+
 class DuplicateCaseError(ValueError):
     pass
 
@@ -117,7 +136,7 @@ def expand_all(experiments: Iterable[Experiment], overrides: Overrides = Overrid
     seen: dict[str, str] = {}
     cases = []
     for experiment in experiments:
-        for case in expand(experiment, overrides):
+        for case in with_sharing(expand(experiment, overrides), sharing_modes(experiment, overrides)):
             if case.id in seen and seen[case.id] != case.source:
                 raise DuplicateCaseError(
                     f"{case.source}: case id {case.id!r} also comes from {seen[case.id]}; rename one group")

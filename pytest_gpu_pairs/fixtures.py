@@ -14,6 +14,7 @@ from .measure import BackgroundNotReady, Measurement, Round
 from .monitor.nvml import PidRoles, Sampler
 from .results import CaseResult, aggregate, round_record, save_result
 from .session import DeviceRequestError, GpuPairsSession
+from .sharing import CaseSharing, SharingUnavailable
 from .workloads.catalog import builtin
 
 
@@ -32,11 +33,14 @@ class PairRun:
         self.env = session.environment()
         self.measurements: list[Measurement] = []
         self._round: Optional[Round] = None
+        self.sharing = CaseSharing(case.sharing)
 
     def __call__(self) -> CaseResult:
         case = self.case
+        self._sharing_or_skip(self.session.sharing.check)
         solo_fg = self._solo(case.fg)
         solo_bg = self._solo(case.bg) if case.bg is not None else None
+        self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
         try:
             self.benchmark.pedantic(self._foreground, setup=self._start_round, teardown=self._end_round,
                                     rounds=case.runs_per_config)
@@ -50,6 +54,13 @@ class PairRun:
         records = [round_record(case, m, solo_fg, solo_bg, self.env) for m in self.measurements]
         return self._finish(aggregate(records))
 
+    def _sharing_or_skip(self, step):
+        """A mechanism that cannot run here (no GPU, MPS daemon failed to start) skips the case."""
+        try:
+            return step(self.case, self.env.device)
+        except SharingUnavailable as exc:
+            pytest.skip(f"{self.case.id}: {exc}")
+
     def _solo(self, job: JobConfig) -> Measurement:
         solo = self.session.solo(job, self.case.timeout_s)
         if solo.fg.failed:
@@ -62,7 +73,7 @@ class PairRun:
 
     def _start_round(self) -> None:
         self._round = Round(self.case.fg, self.case.bg, self.env, self._round_dir(), self.case.timeout_s,
-                            self.case.restart_delay_s)
+                            self.case.restart_delay_s, self.sharing.job_env, self.sharing.probe)
         self._round.start()
 
     def _foreground(self):
@@ -108,6 +119,7 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
     run = PairRun(gpu_pair_case, gpu_pairs, benchmark)
     yield run
     run.close()
+    gpu_pairs.after_case(gpu_pair_case)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from .background import BackgroundLoop
 from .cases import JobConfig
@@ -50,6 +50,7 @@ class Measurement:
     cpu_energy_j: Optional[float]
     cpu_energy_unavailable: Optional[str]
     out_dir: Path
+    sharing_probe: dict[str, Any] = field(default_factory=dict)
 
     @property
     def window_s(self) -> float:
@@ -61,10 +62,15 @@ class BackgroundNotReady(RuntimeError):
 
 
 class Round:
+    """``job_env`` adds variables per role ("fg", "bg"), e.g. an MPS client's; ``probe`` is read once
+    the foreground is done and before the background stops, while the sharing mechanism is live."""
+
     def __init__(self, fg: JobConfig, bg: Optional[JobConfig], env: Environment, out_dir: str | Path,
-                 timeout_s: float, restart_delay_s: float):
+                 timeout_s: float, restart_delay_s: float, job_env: Optional[dict[str, dict[str, str]]] = None,
+                 probe: Optional[Callable[[], dict[str, Any]]] = None):
         self.fg_job, self.bg_job, self.env = fg, bg, env
         self.out_dir, self.timeout_s, self.restart_delay_s = Path(out_dir), timeout_s, restart_delay_s
+        self.job_env, self.probe = job_env or {}, probe
         self.roles = PidRoles()
         self.sampler: Optional[Sampler] = None
         self.rapl = RaplMeter()
@@ -78,7 +84,8 @@ class Round:
         return "solo" if self.bg_job is None else "concurrent"
 
     def _spec(self, job: JobConfig, role: str):
-        return build_spec(job, role, self.env.device, self.env.scale, self.timeout_s, self.env.extra_env)
+        return build_spec(job, role, self.env.device, self.env.scale, self.timeout_s,
+                          {**self.env.extra_env, **self.job_env.get(role, {})})
 
     def start(self) -> None:
         """Monitors up, then the background loop, returning once the background is training."""
@@ -106,13 +113,14 @@ class Round:
 
     def finish(self) -> Measurement:
         """Stop the background and monitors, save the samples, and hand back the round's facts."""
+        probed = self.probe() if self.probe is not None else {}
         self._close()
         window = self.fg_outcome.training_window
         samples = self.sampler.samples if self.sampler else []
         if samples:
             save_samples(samples, self.out_dir)
         return Measurement(self.mode, self.fg_outcome, window, samples, self.background,
-                           self.rapl.energy_j, self.rapl.unavailable_reason, self.out_dir)
+                           self.rapl.energy_j, self.rapl.unavailable_reason, self.out_dir, probed)
 
     def abort(self) -> None:
         if self._fg_process is not None:

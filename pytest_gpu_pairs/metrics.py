@@ -86,6 +86,44 @@ def split_energy(total_j: Optional[float], fg_weight: float, bg_weight: float) -
     return total_j - bg, bg
 
 
+def energy_per_step(energy_j: Optional[float], steps: Optional[float]) -> Optional[float]:
+    if energy_j is None or steps is None or steps <= 0:
+        return None
+    return energy_j / steps
+
+
+def progress_energy_split(total_j: Optional[float], fg_steps: Optional[float], fg_j_per_step: Optional[float],
+                          bg_steps: Optional[float], bg_j_per_step: Optional[float]
+                          ) -> tuple[Optional[float], Optional[float]]:
+    """Split by what each job's progress would have cost alone, normalised to the measured total.
+
+    Under MPS, NVML reports utilisation for the MPS server rather than its clients, so there is
+    no per-process share to split by. Each job's weight is its steps in the window times its solo
+    energy per step; the parts then sum to ``total_j`` exactly (``split_energy``). Without a
+    usable weight for both jobs (missing, negative, or both zero) there is no split.
+    """
+    inputs = (fg_steps, fg_j_per_step, bg_steps, bg_j_per_step)
+    if total_j is None or any(v is None or not math.isfinite(v) or v < 0 for v in inputs):
+        return None, None
+    return split_energy(total_j, fg_steps * fg_j_per_step, bg_steps * bg_j_per_step)
+
+
+def serial_energy_j(fg_steps: Optional[float], fg_j_per_step: Optional[float], bg_steps: Optional[float],
+                    bg_j_per_step: Optional[float]) -> Optional[float]:
+    """Energy the same work would have taken run one job after the other, each alone on the card."""
+    inputs = (fg_steps, fg_j_per_step, bg_steps, bg_j_per_step)
+    if any(v is None or v < 0 for v in inputs):
+        return None
+    return fg_steps * fg_j_per_step + bg_steps * bg_j_per_step
+
+
+def energy_saved_fraction(concurrent_j: Optional[float], serial_j: Optional[float]) -> Optional[float]:
+    """1 - concurrent / serial: 0.25 means sharing used a quarter less energy than serial runs."""
+    if concurrent_j is None or not serial_j or serial_j <= 0:
+        return None
+    return 1.0 - concurrent_j / serial_j
+
+
 def coverage(intervals: Iterable[tuple[float, float]], start: float, end: float) -> Optional[float]:
     """Share of [start, end] covered by the union of ``intervals``."""
     if end <= start:

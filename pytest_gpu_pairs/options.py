@@ -1,11 +1,14 @@
 """The command-line options of DESIGN.md, registered in one place and read into one object."""
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pytest
+
+from .settings import SHARING_MODES
 
 DEFAULT_OUT = "gpu-pairs-results"
 
@@ -15,6 +18,25 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise ValueError(f"expected a positive number, got {text}")
     return value
+
+
+def _sharing_modes(text: str) -> tuple[str, ...]:
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",")))
+    if not modes or any(m not in SHARING_MODES for m in modes):
+        raise argparse.ArgumentTypeError(f"expected timeslice, mps or timeslice,mps, got {text!r}")
+    return modes
+
+
+def _percentage(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f"expected a whole percentage from 1 to 100, got {text!r}")
+    return int(text)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(text)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -33,8 +55,19 @@ def add_options(parser: pytest.Parser) -> None:
                     help="GPU sampling rate of the monitors (default: 10)")
     group.addoption("--gpu-pairs-out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"where per-case results, logs and samples go (default: ./{DEFAULT_OUT})")
+    group.addoption("--gpu-pairs-sharing", type=_sharing_modes, default=None, metavar="MODES",
+                    help="how the two jobs share the GPU: timeslice (the driver's default), mps (a private "
+                         "MPS daemon of the harness), or timeslice,mps to measure every pair both ways; "
+                         "overrides the settings (default there: timeslice)")
+    group.addoption("--gpu-pairs-mps-threads", type=_percentage, default=None, metavar="PCT",
+                    help="CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of every job of an mps case; overrides the settings")
+    group.addoption("--gpu-pairs-mps-mem-limit-mb", type=_positive_int, default=None, metavar="N",
+                    help="CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (N MB on the device) of every job of an mps case; "
+                         "overrides the settings")
     parser.addini("gpu_pairs_settings", type="paths", default=[],
                   help="experiment files used when --gpu-pairs-settings is not given")
+    parser.addini("gpu_pairs_mps_control", default="",
+                  help="path of nvidia-cuda-mps-control (default: found on PATH or in the driver's folders)")
 
 
 @dataclass(frozen=True)
@@ -46,6 +79,10 @@ class GpuPairsOptions:
     min_efficiency: Optional[float]
     sample_hz: float
     out_dir: Path
+    sharing: Optional[tuple[str, ...]] = None
+    mps_threads: Optional[int] = None
+    mps_mem_limit_mb: Optional[int] = None
+    mps_control: Optional[str] = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "GpuPairsOptions":
@@ -54,4 +91,7 @@ class GpuPairsOptions:
         return cls(settings=settings, device=config.getoption("gpu_pairs_device"),
                    scale=config.getoption("gpu_pairs_scale"), vram_budget_mb=config.getoption("vram_budget_mb"),
                    min_efficiency=config.getoption("min_efficiency"), sample_hz=config.getoption("sample_hz"),
-                   out_dir=Path(config.getoption("gpu_pairs_out")).absolute())
+                   out_dir=Path(config.getoption("gpu_pairs_out")).absolute(),
+                   sharing=config.getoption("gpu_pairs_sharing"), mps_threads=config.getoption("gpu_pairs_mps_threads"),
+                   mps_mem_limit_mb=config.getoption("gpu_pairs_mps_mem_limit_mb"),
+                   mps_control=config.getini("gpu_pairs_mps_control") or None)

@@ -77,6 +77,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(CASE_FIXTURE, params)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Tell the session which cases will run, in order: the MPS daemon stops after the last MPS case."""
+    ids = [item.callspec.params[CASE_FIXTURE].id for item in session.items
+           if hasattr(item, "callspec") and CASE_FIXTURE in item.callspec.params]
+    session.config.stash[SESSION_KEY].plan(ids)
+
+
 def _marks(case) -> list:
     marks = [pytest.mark.gpu_pairs]
     reason = unavailable_reason(case)

@@ -23,7 +23,7 @@ AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_slowdown", "bg_progress_ratio", 
               "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
               "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
               "bg_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
-              "bg_runs", "bg_failures", "window_s")
+              "bg_runs", "bg_failures", "window_s", "serial_energy_j", "energy_saved_vs_serial", "mps_server_vram_mb")
 
 
 class Notes(dict):
@@ -38,10 +38,38 @@ def _in_window(samples, window):
     return [s for s in samples if start <= s.t <= end]
 
 
-def _gpu_figures(m: Measurement, env: Environment, notes: Notes) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SoloCost:
+    """A job alone on the card: energy per training step, of the whole card and above idle."""
+
+    j_per_step: Optional[float] = None
+    above_idle_j_per_step: Optional[float] = None
+
+    @classmethod
+    def of(cls, solo: Optional[Measurement], env: Environment) -> "SoloCost":
+        if solo is None or not solo.samples:
+            return cls()
+        energy = metrics.counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)
+        steps = solo.fg.progress.steps_between(*solo.window) if solo.fg.progress.steps else None
+        above = metrics.energy_above_idle(energy, env.idle_power_w, solo.window_s)
+        return cls(metrics.energy_per_step(energy, steps), metrics.energy_per_step(above, steps))
+
+
+@dataclass(frozen=True)
+class Work:
+    """The steps each job did in the foreground window, and what a step costs each job alone."""
+
+    sharing: str
+    fg_steps: Optional[float]
+    bg_steps: Optional[float]
+    fg_solo: SoloCost
+    bg_solo: SoloCost
+
+
+def _gpu_figures(m: Measurement, env: Environment, notes: Notes, work: Work) -> dict[str, Any]:
     keys = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "gpu_power_avg_w",
             "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
-            "bg_peak_vram_mb")
+            "bg_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial")
     figures: dict[str, Any] = dict.fromkeys(keys)
     figures["energy_split_method"] = None
     if not m.samples:
@@ -63,37 +91,76 @@ def _gpu_figures(m: Measurement, env: Environment, notes: Notes) -> dict[str, An
     figures["gpu_util_avg_pct"] = sum(utils) / len(utils) if utils else None
     figures["gpu_temp_max_c"] = metrics.peak(s.temp_c for s in inside)
     figures.update(_memory_figures(m, notes))
-    figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], notes))
+    figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], notes, work))
+    figures.update(_serial_comparison(m, energy, notes, work))
     return figures
 
 
+def _serial_comparison(m: Measurement, energy: Optional[float], notes: Notes, work: Work) -> dict[str, Any]:
+    """The window's energy against running the same work one job after the other (whole card)."""
+    if m.mode == "solo":
+        for key in ("serial_energy_j", "energy_saved_vs_serial"):
+            notes.unmeasured(key, "solo case: nothing shares the device")
+        return {"serial_energy_j": None, "energy_saved_vs_serial": None}
+    serial = metrics.serial_energy_j(work.fg_steps, work.fg_solo.j_per_step, work.bg_steps, work.bg_solo.j_per_step)
+    if serial is None:
+        notes.unmeasured("serial_energy_j", "a job's steps or its solo energy per step are unknown")
+    saved = metrics.energy_saved_fraction(energy, serial)
+    if saved is None:
+        notes.unmeasured("energy_saved_vs_serial", "needs the window's energy and the serial energy")
+    return {"serial_energy_j": serial, "energy_saved_vs_serial": saved}
+
+
+def _mps_server_mb(sample, servers: set[int]) -> float:
+    return sum(v for pid, v in sample.proc_mem_mb.items() if pid in servers and v is not None)
+
+
 def _memory_figures(m: Measurement, notes: Notes) -> dict[str, Optional[float]]:
-    figures = {"peak_vram_mb": metrics.peak(s.role_memory_mb(("fg", "bg")) for s in m.samples),
+    servers = set(m.sharing_probe.get("server_pids") or ())
+    both = [s.role_memory_mb(("fg", "bg")) for s in m.samples]
+    figures = {"peak_vram_mb": metrics.peak(None if v is None else v + _mps_server_mb(s, servers)
+                                            for s, v in zip(m.samples, both)),
                "fg_peak_vram_mb": metrics.peak(s.role_memory_mb(("fg",)) for s in m.samples),
-               "bg_peak_vram_mb": metrics.peak(s.role_memory_mb(("bg",)) for s in m.samples)}
+               "bg_peak_vram_mb": metrics.peak(s.role_memory_mb(("bg",)) for s in m.samples),
+               "mps_server_vram_mb": None}
+    if servers:
+        figures["mps_server_vram_mb"] = metrics.peak(_mps_server_mb(s, servers) for s in m.samples
+                                                     if servers & set(s.proc_mem_mb))
+        notes.unmeasured("peak_vram_mb", "under MPS it includes the MPS server's own memory (mps_server_vram_mb)")
     if m.mode == "solo":
         figures["bg_peak_vram_mb"] = None
         notes.unmeasured("bg_peak_vram_mb", "solo case: no background job")
     for key, value in figures.items():
-        if value is None:
+        if value is None and (key != "mps_server_vram_mb" or servers):
             notes.unmeasured(key, "NVML reported no per-process memory for the case's processes")
     return figures
 
 
-def _energy_split(m: Measurement, above_idle: Optional[float], notes: Notes) -> dict[str, Any]:
+def _energy_split(m: Measurement, above_idle: Optional[float], notes: Notes, work: Work) -> dict[str, Any]:
     if above_idle is None:
         return {"fg_gpu_energy_j": None, "bg_gpu_energy_j": None, "energy_split_method": None}
     if m.mode == "solo":
         return {"fg_gpu_energy_j": above_idle, "bg_gpu_energy_j": 0.0, "energy_split_method": "solo"}
+    if work.sharing == "mps":
+        fg, bg = metrics.progress_energy_split(above_idle, work.fg_steps, work.fg_solo.above_idle_j_per_step,
+                                               work.bg_steps, work.bg_solo.above_idle_j_per_step)
+        if fg is not None:
+            return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "progress_x_solo_energy"}
+        return _time_share_split(m, above_idle, notes, "under MPS NVML reports the MPS server instead of its "
+                                 "clients, and a solo energy per step is missing: split by time on the GPU")
     inside = _in_window(m.samples, m.window)
     fg_sm = sum(v for s in inside for pid, v in s.proc_sm_pct.items() if s.roles.get(pid) == "fg")
     bg_sm = sum(v for s in inside for pid, v in s.proc_sm_pct.items() if s.roles.get(pid) == "bg")
     if fg_sm + bg_sm > 0:
         fg, bg = metrics.split_energy(above_idle, fg_sm, bg_sm)
         return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "sm_util"}
+    return _time_share_split(m, above_idle, notes, "NVML gave no per-process SM utilisation: split by time on the GPU")
+
+
+def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str) -> dict[str, Any]:
     bg_time = (metrics.coverage(m.background.training_intervals(), *m.window) or 0.0) * m.window_s
     fg, bg = metrics.split_energy(above_idle, m.window_s, bg_time)
-    notes.unmeasured("energy_split_method", "NVML gave no per-process SM utilisation: split by time on the GPU")
+    notes.unmeasured("energy_split_method", why)
     return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}
 
 
@@ -138,7 +205,11 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     if m.mode == "solo":
         for key in ("fg_slowdown", "concurrency_efficiency"):
             notes.unmeasured(key, "solo case: nothing shares the device")
-    record.update(_gpu_figures(m, env, notes))
+    work = Work(case.sharing, fg.progress.steps_between(*m.window) if fg.progress.steps else None,
+                record["bg_steps_in_window"], SoloCost.of(solo_fg, env), SoloCost.of(solo_bg, env))
+    record.update(_gpu_figures(m, env, notes, work))
+    record.setdefault("mps_server_vram_mb", None)
+    record["mps"] = _sharing_figures(case, m, notes)
     record["cpu_energy_j"] = m.cpu_energy_j
     record["cpu_energy_method"] = "rapl" if m.cpu_energy_j is not None else None
     if m.cpu_energy_j is None:
@@ -156,13 +227,27 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["vram_budget_source"] = VRAM_SOURCE
     record["min_efficiency"] = case.min_efficiency
     record["scale"] = env.scale
-    record["failure"] = _failure_text(m)
+    record["failure"] = _failure_text(m, case.sharing)
     record["notes"] = dict(notes)
     return record
 
 
-def _failure_text(m: Measurement) -> Optional[str]:
+def _sharing_figures(case: Case, m: Measurement, notes: Notes) -> Optional[dict[str, Any]]:
+    """For an MPS case, the limits each job had and the servers and clients the daemon reported."""
+    system_daemon = m.sharing_probe.get("system_mps_daemon_pid")
+    if case.sharing == "timeslice" and system_daemon is not None:
+        notes.unmeasured("sharing", f"an MPS control daemon of the system (pid {system_daemon}) was running: "
+                                    "jobs that inherit its pipe directory become its clients")
+    if case.sharing != "mps" or m.mode == "solo":
+        return None
+    return {key: m.sharing_probe.get(key) for key in ("limits", "control_pid", "server_pids", "client_pids")}
+
+
+def _failure_text(m: Measurement, sharing: str = "timeslice") -> Optional[str]:
     problems = []
+    if sharing == "mps" and m.mode != "solo" and not m.sharing_probe.get("server_pids"):
+        problems.append("sharing mps: the MPS daemon ran no server for this round, so the jobs did not become "
+                        "MPS clients (they were time-sliced); see the daemon's control.log")
     if m.fg.failed:
         problems.append(f"foreground {m.fg.model} {m.fg.reason()}")
     if m.background is not None:

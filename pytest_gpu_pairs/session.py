@@ -15,9 +15,11 @@ from .cases import Case, JobConfig, Overrides, expand_all
 from .jobs import kill_all_jobs
 from .measure import Environment, Measurement, measure_solo
 from .monitor.nvml import Gpu, NvmlUnavailable
+from .mps import stop_all_daemons, system_daemon_pid
 from .options import GpuPairsOptions
 from .results import CaseResult, atomic_write_json
 from .settings import load_experiment
+from .sharing import SharingManager
 
 IDLE_SECONDS = 3.0
 
@@ -56,13 +58,28 @@ class GpuPairsSession:
         self._cases: Optional[list[Case]] = None
         self._env: Optional[Environment] = None
         self._solo: dict[tuple, Measurement] = {}
+        self._planned: list[str] = []
+        self.sharing = SharingManager(options.out_dir, options.mps_control, options.mps_threads,
+                                      options.mps_mem_limit_mb)
 
     def cases(self) -> list[Case]:
         if self._cases is None:
             overrides = Overrides(vram_budget_mb=self.options.vram_budget_mb,
-                                  min_efficiency=self.options.min_efficiency)
+                                  min_efficiency=self.options.min_efficiency, sharing=self.options.sharing)
             self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides)
         return self._cases
+
+    def plan(self, case_ids: list[str]) -> None:
+        """The ids of the cases this session will run, in order (after selection)."""
+        self._planned = list(case_ids)
+
+    def after_case(self, case: Case) -> None:
+        """Stop the MPS daemon as soon as the last of a run of MPS cases is done."""
+        ids = self._planned
+        following = ids[ids.index(case.id) + 1:] if case.id in ids else []
+        by_id = {c.id: c for c in self._cases or []}
+        if not following or by_id.get(following[0]) is None or by_id[following[0]].sharing != "mps":
+            self.sharing.release()
 
     def environment(self) -> Environment:
         if self._env is None:
@@ -82,9 +99,12 @@ class GpuPairsSession:
         return self.environment().device == "cuda" or self.options.min_efficiency is not None
 
     def solo(self, job: JobConfig, timeout_s: float) -> Measurement:
-        """The job alone on the device, measured once per session and shared by every case using it."""
+        """The job alone on the device, measured once per session and shared by every case using it.
+
+        Always without MPS: both sharing mechanisms are compared with the same plain baseline."""
         key = (job, self.options.scale)
         if key not in self._solo:
+            self.sharing.release()
             self._solo[key] = measure_solo(job, self.environment(), self.solo_dir(job), timeout_s)
         return self._solo[key]
 
@@ -104,7 +124,11 @@ class GpuPairsSession:
             "gpu_unavailable": env.gpu_unavailable, "idle_power_w": env.idle_power_w,
             "idle_power_note": env.idle_power_note, "idle_method": f"NVML energy counter over {IDLE_SECONDS:.0f} s "
             "at session start, before any job", "scale": env.scale, "sample_hz": env.sample_hz,
+            "system_mps_daemon_pid": system_daemon_pid(),
             "settings": [str(p) for p in self.options.settings]})
 
     def close(self) -> int:
-        return kill_all_jobs()
+        """End every job, then the MPS daemon (its clients must be gone before it is asked to quit)."""
+        killed = kill_all_jobs()
+        self.sharing.close()
+        return killed + stop_all_daemons()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError, field_validator, model_validator
 
 from .workloads.catalog import BUILTINS, seed_name
 
@@ -84,9 +84,31 @@ class CommandWorkload(_Strict):
         return {n: s.default for n, s in self.hyperparameters.items() if s.default is not None}
 
 
+SHARING_MODES = ("timeslice", "mps")
+
+
+def _sharing_modes(value: Any) -> tuple[str, ...]:
+    """One mechanism or a list of them; every case is measured once under each."""
+    modes = [value] if isinstance(value, str) else value
+    if not isinstance(modes, list) or not modes or not all(isinstance(m, str) and m in SHARING_MODES for m in modes):
+        raise ValueError("expected 'timeslice', 'mps' or a non-empty list of them")
+    return tuple(dict.fromkeys(modes))
+
+
+Sharing = Annotated[Any, BeforeValidator(_sharing_modes)]
+
+
+class MpsJobSettings(_Strict):
+    """Limits one job gets as an MPS client (ignored when the case is time-sliced)."""
+
+    active_thread_percentage: Optional[StrictInt] = Field(None, ge=1, le=100)
+    pinned_mem_limit_mb: Optional[StrictInt] = Field(None, gt=0)
+
+
 class JobRef(_Strict):
     model: str = Field(min_length=1)
     hyperparameters: dict[str, HyperValue] = Field(default_factory=dict)
+    mps: Optional[MpsJobSettings] = None
 
 
 _GROUP = r"^[A-Za-z0-9_.]+$"
@@ -99,6 +121,7 @@ class PairSpec(_Strict):
     min_efficiency: Optional[float] = Field(None, ge=0)
     vram_budget_mb: Optional[float] = Field(None, gt=0)
     runs_per_config: Optional[int] = Field(None, ge=1)
+    sharing: Optional[Sharing] = None
     note: Optional[str] = None
 
 
@@ -109,6 +132,7 @@ class Defaults(_Strict):
     restart_delay_s: float = Field(2.0, ge=0)
     timeout_s: float = Field(3600.0, gt=0)
     cool_down_s: float = Field(0.0, ge=0)
+    sharing: Sharing = ("timeslice",)
 
 
 class Experiment(_Strict):
