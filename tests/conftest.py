@@ -38,3 +38,14 @@ def make_settings(tmp_path):
 def descendants_of_this_process() -> list[int]:
     import psutil
     return [p.pid for p in psutil.Process(os.getpid()).children(recursive=True)]
+
+
+@pytest.fixture
+def fake_mps_control(tmp_path_factory) -> Path:
+    """An executable stand-in for nvidia-cuda-mps-control (tests/fake_mps_control.py)."""
+    import sys
+
+    path = tmp_path_factory.mktemp("fake-mps") / "nvidia-cuda-mps-control"
+    path.write_text(f"#!/bin/sh\nexec {sys.executable} {REPO / 'tests' / 'fake_mps_control.py'} \"$@\"\n")
+    path.chmod(0o755)
+    return path

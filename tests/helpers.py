@@ -22,3 +22,16 @@ def jobs_started_under(directory) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def mps_processes(pipe_dir) -> list[psutil.Process]:
+    """Live (non-zombie) processes bound to the MPS pipe directory ``pipe_dir``: daemon and servers."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and \
+                    process.environ().get("CUDA_MPS_PIPE_DIRECTORY") == str(pipe_dir):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found

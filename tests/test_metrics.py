@@ -92,3 +92,40 @@ def test_mean_and_std_ignore_missing_values(values):
     else:
         assert min(present) - 1e-6 <= mean <= max(present) + 1e-6
         assert std >= 0 and (len(present) > 1 or std == 0)
+
+
+@given(total=st.floats(-1e6, 1e6, allow_nan=False), fg_steps=st.floats(0, 1e6), fg_j=st.floats(0, 1e3),
+       bg_steps=st.floats(0, 1e6), bg_j=st.floats(0, 1e3))
+def test_progress_split_sums_to_the_total_and_follows_solo_cost_of_the_progress(total, fg_steps, fg_j, bg_steps, bg_j):
+    fg, bg = metrics.progress_energy_split(total, fg_steps, fg_j, bg_steps, bg_j)
+    fg_weight, bg_weight = fg_steps * fg_j, bg_steps * bg_j
+    if fg_weight + bg_weight <= 0:
+        assert (fg, bg) == (None, None)
+        return
+    assert fg + bg == total
+    assert fg == pytest.approx(total * fg_weight / (fg_weight + bg_weight), rel=1e-9, abs=1e-9)
+
+
+def test_progress_split_example_and_unusable_inputs():
+    # fg did 100 steps at 2 J each alone, bg 50 steps at 4 J: equal weights, so half each of 300 J.
+    assert metrics.progress_energy_split(300.0, 100, 2.0, 50, 4.0) == (150.0, 150.0)
+    assert metrics.progress_energy_split(300.0, 100, 1.0, 50, 4.0) == (100.0, 200.0)
+    assert metrics.progress_energy_split(300.0, 100, None, 50, 4.0) == (None, None)
+    assert metrics.progress_energy_split(300.0, 100, -1.0, 50, 4.0) == (None, None)  # noisy solo below idle
+    assert metrics.progress_energy_split(None, 100, 1.0, 50, 4.0) == (None, None)
+
+
+def test_energy_saved_against_running_the_same_work_serially():
+    serial = metrics.serial_energy_j(100, 2.0, 50, 4.0)
+    assert serial == 400.0
+    assert metrics.energy_saved_fraction(300.0, serial) == pytest.approx(0.25)
+    assert metrics.energy_saved_fraction(500.0, serial) == pytest.approx(-0.25)  # sharing cost energy
+    assert metrics.serial_energy_j(100, None, 50, 4.0) is None
+    assert metrics.energy_saved_fraction(300.0, None) is None and metrics.energy_saved_fraction(None, 400.0) is None
+
+
+@given(fg_steps=st.integers(1, 10**5), fg_j=st.floats(0.01, 100), bg_steps=st.integers(0, 10**5),
+       bg_j=st.floats(0.01, 100), saved=st.floats(-1, 0.99))
+def test_energy_saved_recovers_the_saving(fg_steps, fg_j, bg_steps, bg_j, saved):
+    serial = metrics.serial_energy_j(fg_steps, fg_j, bg_steps, bg_j)
+    assert metrics.energy_saved_fraction(serial * (1 - saved), serial) == pytest.approx(saved, abs=1e-9)

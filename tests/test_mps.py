@@ -1,0 +1,91 @@
+"""The private MPS daemon's lifecycle, with a stand-in control program at the process boundary."""
+import os
+import stat
+
+import pytest
+from hypothesis import given, strategies as st
+
+from pytest_gpu_pairs import mps
+from pytest_gpu_pairs.mps import MpsDaemon, MpsLimits, MpsUnavailable, find_control, live_daemons, stop_all_daemons
+
+from helpers import mps_processes
+
+
+def test_daemon_runs_in_private_dirs_and_stops_with_its_server(fake_mps_control, tmp_path):
+    daemon = MpsDaemon([str(fake_mps_control)], tmp_path / "log").start()
+    try:
+        pipe = daemon.pipe_dir
+        assert stat.S_IMODE(pipe.stat().st_mode) == 0o700
+        assert stat.S_IMODE((tmp_path / "log").stat().st_mode) == 0o700
+        assert str(pipe) != mps.SYSTEM_PIPE_DIRECTORY and daemon in live_daemons()
+        probe = daemon.probe()
+        assert probe["control_pid"] == daemon.pid and len(probe["server_pids"]) == 1
+        assert len(mps_processes(pipe)) == 2  # the control daemon and its server
+        assert daemon.client_env() == {"CUDA_MPS_PIPE_DIRECTORY": str(pipe),
+                                       "CUDA_MPS_LOG_DIRECTORY": str(tmp_path / "log")}
+    finally:
+        problem = daemon.stop()
+    assert problem is None
+    assert mps_processes(pipe) == [] and not pipe.exists()
+    assert daemon not in live_daemons() and not daemon.running
+    assert "command 'quit'" in (tmp_path / "log" / "control.log").read_text()
+
+
+def test_failed_start_gives_the_reason_and_leaves_nothing(fake_mps_control, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_MPS_FAIL", "1")
+    daemon = MpsDaemon([str(fake_mps_control)], tmp_path / "log")
+    with pytest.raises(MpsUnavailable) as info:
+        daemon.start()
+    message = str(info.value)
+    assert "exited with code 1" in message and "cannot start the daemon" in message
+    assert "no CUDA-capable device" in message  # the tail of control.log
+    assert not daemon.running and live_daemons() == [] and not daemon.pipe_dir.exists()
+
+
+def test_a_daemon_that_ignores_quit_is_killed_and_said_so(fake_mps_control, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_MPS_IGNORE_QUIT", "1")
+    daemon = MpsDaemon([str(fake_mps_control)], tmp_path / "log", stop_timeout_s=1.0).start()
+    pipe = daemon.pipe_dir
+    problem = daemon.stop()
+    assert "did not quit" in problem and "killed" in problem
+    assert mps_processes(pipe) == []
+
+
+def test_stop_all_daemons_reaches_every_running_daemon(fake_mps_control, tmp_path):
+    daemons = [MpsDaemon([str(fake_mps_control)], tmp_path / f"log{i}").start() for i in range(2)]
+    pipes = [d.pipe_dir for d in daemons]
+    assert stop_all_daemons() == 2
+    assert all(mps_processes(p) == [] for p in pipes) and live_daemons() == []
+
+
+def test_a_missing_control_program_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    with pytest.raises(MpsUnavailable, match="not an executable file"):
+        find_control(str(tmp_path / "nope"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(mps, "KNOWN_LOCATIONS", (str(tmp_path),))
+    with pytest.raises(MpsUnavailable, match="nvidia-cuda-mps-control not found on PATH"):
+        find_control(None)
+
+
+def test_system_daemon_is_seen_only_while_alive(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    assert mps.system_daemon_pid() is None
+    (tmp_path / mps.PID_FILE).write_text(f"{os.getpid()}\n")
+    assert mps.system_daemon_pid() == os.getpid()
+    (tmp_path / mps.PID_FILE).write_text("999999999\n")
+    assert mps.system_daemon_pid() is None
+
+
+def test_client_limits_use_the_documented_variables():
+    assert MpsLimits(50, 4096).env() == {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
+                                         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4096M"}
+    assert MpsLimits().env() == {}
+
+
+@given(cli=st.tuples(st.none() | st.integers(1, 100), st.none() | st.integers(1, 10**6)),
+       job=st.none() | st.tuples(st.none() | st.integers(1, 100), st.none() | st.integers(1, 10**6)))
+def test_command_line_limits_beat_the_job_settings_one_by_one(cli, job):
+    merged = MpsLimits(*cli).merged_over(MpsLimits(*job) if job else None)
+    for index, key in enumerate(("active_thread_percentage", "pinned_mem_limit_mb")):
+        expected = cli[index] if cli[index] is not None else (job[index] if job else None)
+        assert getattr(merged, key) == expected
