@@ -11,6 +11,7 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "sharing-report": ("pytest_gpu_pairs.sharing_report", "each pair under timeslice and mps, and which to use"),
 }
 
 

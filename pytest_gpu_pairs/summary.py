@@ -33,12 +33,28 @@ def unmeasured(records: list[dict[str, Any]]) -> dict[str, set[str]]:
     return by_reason
 
 
+def sharing_lines(records: list[dict[str, Any]]) -> list[str]:
+    """For each pair measured under both mechanisms: their efficiencies and the recommended one."""
+    from .sharing_report import compare
+
+    lines = []
+    for entry in compare(records):
+        if len(entry["mechanisms"]) < 2:
+            continue
+        effs = ", ".join(f"{m} {_cell('{:.2f}', s['concurrency_efficiency']['mean'])}"
+                         for m, s in sorted(entry["mechanisms"].items(), reverse=True))
+        lines.append(f"  {entry['pair']}: efficiency {effs} -> {entry['recommended']} ({entry['reason']})")
+    return ["sharing (timeslice vs mps):"] + lines if lines else []
+
+
 def terminal_summary(reporter, session) -> None:
     records = [r.record for r in session.results]
     reporter.write_sep("=", "gpu-pairs results")
     device: Optional[str] = records[0].get("device") if records else None
     reporter.write_line(f"device: {device}   results: {session.options.out_dir}")
     for line in format_table(records):
+        reporter.write_line(line)
+    for line in sharing_lines(records):
         reporter.write_line(line)
     missing = unmeasured(records)
     if missing:

@@ -1,0 +1,144 @@
+"""Size the sharing experiment to the device time at hand (issue 8), before it runs.
+
+Each distinct job of the template is started once as the harness starts it (the workload entry
+point in its own process, on the GPU) and killed after ``--probe-s`` seconds of training: that
+gives its solo steps per second and its startup time (process start to first step). From those,
+the per-round overhead and the budget, the script picks the foreground's solo training time ``W``
+and writes a settings file whose epochs make every foreground train ~W s alone and every
+background ~2W + 5 s alone (it must outlast the foreground's startup and slowed window, or it
+restarts inside the window), plus the global ``--gpu-pairs-scale`` that goes with those epochs.
+
+Usage: python3 scripts/device/sharing_calibrate.py TEMPLATE OUT_SETTINGS OUT_SCALE --budget-s 450
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_gpu_pairs.cases import JobConfig
+from pytest_gpu_pairs.jobs import JobProcess, build_spec
+from pytest_gpu_pairs.workloads.catalog import BUILTINS
+from pytest_gpu_pairs.workloads.progress import Progress
+
+MECHANISMS = 2
+SLOWDOWN_GUESS = 1.5
+BG_FACTOR, BG_EXTRA_S = 2.0, 5.0
+FIXED_S = 25.0  # pytest start, idle power (3 s), daemon starts and stops, result writing
+MIN_W, MAX_W = 2.5, 12.0
+
+
+def _steps_per_epoch(log_path: str, fallback: int) -> int:
+    """The job's own count (its first line: "<model>: N steps (M per epoch at scale 1.0)")."""
+    try:
+        found = re.search(r": (\d+) steps \((\d+) per epoch at scale", Path(log_path).read_text(errors="replace"))
+    except OSError:
+        found = None
+    return int(found.group(2)) if found else fallback
+
+
+def probe(model: str, hparams: dict, seconds: float, workdir: Path, device: str = "cuda") -> dict:
+    """Train the job alone for ``seconds`` after its first step; its rate and startup time."""
+    info = BUILTINS[model]
+    if not info.implemented:
+        return {"model": model, "error": "not implemented in this version"}
+    hp = {**info.defaults(), **hparams, "epochs": 1}
+    spec = build_spec(JobConfig(model, tuple(sorted(hp.items()))), "calibration", device, 1.0, 300.0)
+    job = JobProcess(spec, workdir / f"{model}.log", workdir / f"{model}.progress.jsonl").start()
+    try:
+        deadline = time.time() + 240
+        while job.poll() is None and time.time() < deadline:
+            progress = Progress.read(job.progress_path)
+            if progress.ready_t is not None and progress.last_t is not None \
+                    and progress.last_t - progress.ready_t >= seconds:
+                break
+            time.sleep(0.1)
+    finally:
+        job.kill_tree(grace_s=2.0)
+    progress = Progress.read(job.progress_path)
+    rate = progress.training_rate()
+    if rate is None:
+        return {"model": model, "error": f"no training rate (see {job.log_path})"}
+    fallback = info.steps_per_epoch(int(hp["batch_size"])) if "batch_size" in hp else info.steps_per_epoch()
+    return {"model": model, "steps_per_s": rate, "startup_s": progress.ready_t - job.start_t,
+            "steps_per_epoch": _steps_per_epoch(job.log_path, fallback)}
+
+
+def _jobs(template: dict) -> list[tuple[str, str, dict]]:
+    """(role, model, hyperparameters) of every job, in file order."""
+    return [(role, p[key]["model"], p[key].get("hyperparameters", {}))
+            for p in template["pairs"] for role, key in (("fg", "foreground"), ("bg", "background"))]
+
+
+def choose_w(budget_s: float, pairs: int, rounds: int, overhead_s: float, startup_s: float,
+             fg_solos: int, bg_solos: int) -> float:
+    """The foreground solo seconds that make the whole run fit ``budget_s`` (linear in W)."""
+    n_rounds = pairs * MECHANISMS * rounds
+    fixed = FIXED_S + n_rounds * overhead_s + (fg_solos + bg_solos) * startup_s + bg_solos * BG_EXTRA_S
+    per_w = n_rounds * SLOWDOWN_GUESS + fg_solos + bg_solos * BG_FACTOR
+    return max(MIN_W, min(MAX_W, (budget_s - fixed) / per_w))
+
+
+def plan(template: dict, rates: dict[str, dict], w: float) -> tuple[dict, float, dict]:
+    """Epochs per job and one scale: every job gets its target steps within a few percent."""
+    targets = {}
+    for role, model, _ in _jobs(template):
+        if "steps_per_s" in rates.get(model, {}):
+            seconds = w if role == "fg" else BG_FACTOR * w + BG_EXTRA_S
+            targets[(role, model)] = rates[model]["steps_per_s"] * seconds
+    if not targets:
+        return template, 0.01, {}
+    # The smallest job gets 3 epochs, so rounding epochs to whole numbers costs at most ~17 %.
+    scale = min(steps / rates[m]["steps_per_epoch"] for (_, m), steps in targets.items()) / 3
+    epochs = {key: max(1, round(steps / (rates[key[1]]["steps_per_epoch"] * scale))) for key, steps in targets.items()}
+    settings = json.loads(json.dumps(template))
+    for pair in settings["pairs"]:
+        for role, key in (("fg", "foreground"), ("bg", "background")):
+            found = epochs.get((role, pair[key]["model"]))
+            if found is not None:
+                pair[key].setdefault("hyperparameters", {})["epochs"] = found
+    return settings, scale, {f"{r}:{m}": e for (r, m), e in epochs.items()}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("template")
+    parser.add_argument("out_settings")
+    parser.add_argument("out_scale")
+    parser.add_argument("--budget-s", type=float, default=450.0, help="wall time for the pytest run that follows")
+    parser.add_argument("--probe-s", type=float, default=2.0)
+    parser.add_argument("--device", default="cuda", help="cuda on the device machine; cpu only to try the script")
+    args = parser.parse_args(argv)
+    started = time.time()
+    template = json.loads(Path(args.template).read_text())
+    models = {model: hp for _, model, hp in _jobs(template)}
+    with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
+        rates = {m: probe(m, hp, args.probe_s, Path(tmp), args.device) for m, hp in models.items()}
+    usable = [r for r in rates.values() if "steps_per_s" in r]
+    startup = max((r["startup_s"] for r in usable), default=5.0)
+    overhead = 2 * startup + 2.0  # background start to ready, foreground start to first step, teardown
+    runnable = [p for p in template["pairs"] if all("steps_per_s" in rates[p[k]["model"]]
+                                                     for k in ("foreground", "background"))]
+    fg_solos = len({json.dumps(p["foreground"], sort_keys=True) for p in runnable})
+    bg_solos = len({json.dumps(p["background"], sort_keys=True) for p in runnable})
+    rounds = template.get("defaults", {}).get("runs_per_config", 1)
+    budget = args.budget_s - (time.time() - started)
+    w = choose_w(budget, len(runnable), rounds, overhead, startup, fg_solos, bg_solos)
+    settings, scale, epochs = plan(template, rates, w)
+    Path(args.out_settings).write_text(json.dumps(settings, indent=1))
+    Path(args.out_scale).write_text(f"{scale:.6g}\n")
+    for r in rates.values():
+        print(f"  {r['model']:12s} " + (f"{r['steps_per_s']:8.1f} steps/s alone, first step {r['startup_s']:.1f} s "
+                                         f"after start" if "steps_per_s" in r else r["error"]))
+    print(f"calibration took {time.time() - started:.0f} s; {len(runnable)} runnable pairs x {MECHANISMS} mechanisms "
+          f"x {rounds} rounds; overhead per round ~{overhead:.1f} s; foreground solo time W = {w:.1f} s "
+          f"(background {BG_FACTOR * w + BG_EXTRA_S:.1f} s); scale {scale:.4g}; epochs {epochs}")
+    return 0 if usable else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,35 @@
+# Issue 8 on one H100: five pairs under time-slicing and under MPS, 3 rounds each, plus solo
+# baselines once per job. Wall time: SHARING_BUDGET_S (default 450 s) for calibration + pytest,
+# hard-stopped 30 s past it; then the summary table. Files in $OUT (6):
+#   sharing_plan.txt  sharing_settings.json  sharing_bench.json  sharing_pytest.log
+#   sharing_results.tgz  sharing_mps.md (the table, also printed last)
+# Turn them into reports/reference/ with (on the lead's machine, from the repo root):
+#   gpu-pairs sharing-report FILES/sharing_bench.json FILES/sharing_results.tgz --out reports/reference/sharing_mps
+source scripts/device/setup.sh
+BUDGET_S=${SHARING_BUDGET_S:-450}
+START=$(date +%s)
+{
+  nvidia-smi --query-gpu=name,driver_version,compute_mode,memory.total,power.limit --format=csv
+  echo "mps control: $(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)"
+  python3 scripts/device/sharing_calibrate.py settings/sharing_pairs.json /tmp/sharing_settings.json \
+    /tmp/sharing_scale.txt --budget-s "$BUDGET_S" || echo "calibration failed: running the template as it is"
+} 2>&1 | tee $OUT/sharing_plan.txt
+[ -s /tmp/sharing_settings.json ] || cp settings/sharing_pairs.json /tmp/sharing_settings.json
+[ -s /tmp/sharing_scale.txt ] || echo 0.02 > /tmp/sharing_scale.txt
+cp /tmp/sharing_settings.json $OUT/sharing_settings.json
+LEFT=$(( BUDGET_S - ($(date +%s) - START) ))
+[ "$LEFT" -gt 60 ] || LEFT=60
+# SIGTERM at the budget: the plugin ends like Ctrl-C (jobs killed, MPS daemon quit), results so far stay.
+timeout -s TERM -k 30 "$LEFT" python3 -m pytest benchmarks -p no:cacheprovider -rs \
+  --gpu-pairs-device cuda --gpu-pairs-settings /tmp/sharing_settings.json \
+  --gpu-pairs-scale "$(cat /tmp/sharing_scale.txt)" --gpu-pairs-out /tmp/sharing-results \
+  --benchmark-json $OUT/sharing_bench.json 2>&1 | tee $OUT/sharing_pytest.log
+echo "pytest wall: $(( $(date +%s) - START )) s since the script started" | tee -a $OUT/sharing_pytest.log
+ps -eo pid,args | grep -i "[m]ps-" | tee -a $OUT/sharing_pytest.log   # must be empty: no daemon left behind
+tar czf $OUT/sharing_results.tgz -C /tmp sharing-results
+# The tgz holds every case's result.json (failed ones too); the benchmark JSON exists only if pytest finished.
+INPUTS="$OUT/sharing_results.tgz"
+[ -s $OUT/sharing_bench.json ] && INPUTS="$OUT/sharing_bench.json $INPUTS"
+python3 -m pytest_gpu_pairs.cli sharing-report $INPUTS --out /tmp/sharing_report/sharing_mps > /dev/null \
+  && cp /tmp/sharing_report/sharing_mps.md $OUT/
+cat $OUT/sharing_mps.md
