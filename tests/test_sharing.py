@@ -148,6 +148,13 @@ def test_sharing_option_doubles_the_cases_and_k_mps_selects_the_mps_ones(pyteste
                                  "*[[]g02-mnist+densenet121-default-concurrent-mps[]]", "2/4 tests collected*"])
 
 
+def test_sharing_options_are_documented_in_help(pytester):
+    result = pytester.runpytest_subprocess("--help")
+    for option in ("--gpu-pairs-sharing", "--gpu-pairs-mps-threads", "--gpu-pairs-mps-mem-limit-mb",
+                   "gpu_pairs_mps_control"):
+        result.stdout.fnmatch_lines([f"*{option}*"])
+
+
 def test_bad_sharing_option_is_a_usage_error(pytester):
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest_subprocess("--gpu-pairs-sharing", "mps,gang", "--collect-only")

@@ -79,3 +79,11 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert main(["sharing-report", str(bad), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"{bad}: $.benchmarks: expected the list" in err
+
+
+def test_terminal_summary_compares_pairs_measured_both_ways():
+    from pytest_gpu_pairs.summary import sharing_lines
+
+    lines = sharing_lines(RECORDS + [_record("m09", "timeslice", [1.5], [0.1])])
+    assert lines[0] == "sharing (timeslice vs mps):" and len(lines) == 3  # m09 has one mechanism only
+    assert "m01-densenet121+pcb-default-concurrent: efficiency timeslice 1.40, mps 1.83 -> mps" in lines[1]
