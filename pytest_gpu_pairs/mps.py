@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -38,6 +39,25 @@ START_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_CHARS = 600
+CLIENT_CHECK_TIMEOUT_S = 60.0
+
+# A CUDA client without torch: creates a context on device 0 through the driver API (which connects
+# to the MPS daemon named in its environment), says "ok", and holds the context until stdin closes.
+CLIENT_CHECK = """
+import ctypes, sys
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+except OSError as exc:
+    sys.exit(f"cannot load the CUDA driver: {exc}")
+device, context = ctypes.c_int(), ctypes.c_void_p()
+for name, call in (("cuInit", lambda: cuda.cuInit(0)), ("cuDeviceGet", lambda: cuda.cuDeviceGet(ctypes.byref(device), 0)),
+                   ("cuCtxCreate", lambda: cuda.cuCtxCreate_v2(ctypes.byref(context), 0, device))):
+    result = call()
+    if result != 0:
+        sys.exit(f"{name} failed with CUresult {result}")
+print("ok", flush=True)
+sys.stdin.read()
+"""
 
 
 class MpsUnavailable(RuntimeError):
@@ -186,17 +206,48 @@ class MpsDaemon:
         return None
 
     def _give_up_start(self, what: str) -> None:
-        log = self._control_log()
+        hint = self._log_hint()
         self._kill_leftovers()
         self._discard_pipe_dir()
-        raise MpsUnavailable(f"MPS control daemon did not start: {what}"
-                             + (f"; control.log: {log}" if log else f"; logs in {self.log_dir}"))
+        raise MpsUnavailable(f"MPS control daemon did not start: {what}{hint}")
 
     def _control_log(self) -> str:
         try:
             return _tail((self.log_dir / "control.log").read_text(encoding="utf-8", errors="replace"))
         except OSError:
             return ""
+
+    def check_client(self, argv: Optional[Sequence[str]] = None) -> None:
+        """Prove that a CUDA client gets an MPS server from this daemon; MpsUnavailable if not.
+
+        A client that cannot reach the daemon silently runs without MPS, and a server that cannot
+        start fails every client: either would waste every MPS round, so it is found out once, here.
+        """
+        argv = list(argv) if argv else [sys.executable, "-c", CLIENT_CHECK]
+        client = subprocess.Popen(argv, env={**os.environ, **self.client_env()}, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            said = _read_line(client, CLIENT_CHECK_TIMEOUT_S)
+            servers = self.server_pids() if said == "ok" else []
+        finally:
+            client.stdin.close()
+            try:
+                client.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                client.kill()
+                client.wait()
+        if said != "ok":
+            raise MpsUnavailable(f"a CUDA client could not start under the MPS daemon: "
+                                 f"{_tail(client.stderr.read()) or 'no output'}" + self._log_hint())
+        client.stderr.close()
+        client.stdout.close()
+        if not servers:
+            raise MpsUnavailable("a CUDA client ran but no MPS server appeared: the client did not connect to the "
+                                 "daemon" + self._log_hint())
+
+    def _log_hint(self) -> str:
+        log = self._control_log()
+        return f"; control.log: {log}" if log else f"; logs in {self.log_dir}"
 
     def command(self, text: str) -> str:
         """Send one interactive command (``get_server_list``, ``quit``...) and return its answer."""
@@ -279,6 +330,15 @@ class MpsDaemon:
     def _discard_pipe_dir(self) -> None:
         if self.pipe_dir is not None:
             shutil.rmtree(self.pipe_dir, ignore_errors=True)
+
+
+def _read_line(process: subprocess.Popen, timeout_s: float) -> Optional[str]:
+    """The first line a process prints, or None if it exits or says nothing within ``timeout_s``."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return lines[0].strip() if lines and lines[0] else None
 
 
 def _wait_gone(pids: list[int], timeout_s: float) -> bool:

@@ -32,9 +32,9 @@ class CaseSharing:
 
 class SharingManager:
     def __init__(self, out_dir: Path, control: Optional[str] = None, mps_threads: Optional[int] = None,
-                 mps_mem_limit_mb: Optional[int] = None):
+                 mps_mem_limit_mb: Optional[int] = None, client_check: Optional[list[str]] = None):
         self.log_dir = Path(out_dir) / "_mps"
-        self.control = control
+        self.control, self.client_check = control, client_check
         self.command_line_limits = MpsLimits(mps_threads, mps_mem_limit_mb)
         self.daemon: Optional[MpsDaemon] = None
         self.starts = 0
@@ -56,7 +56,7 @@ class SharingManager:
         if case.sharing == "timeslice":
             self.release()
             return CaseSharing("timeslice", probe=self._timeslice_probe())
-        daemon = self.start_mps()
+        daemon = self.start_mps(check_client=True)
         limits = {role: self.limits(job) for role, job in (("fg", case.fg), ("bg", case.bg)) if job is not None}
         job_env = {role: daemon.client_env(lim) for role, lim in limits.items()}
         record = {role: lim.as_record() for role, lim in limits.items()}
@@ -65,18 +65,22 @@ class SharingManager:
     def limits(self, job: JobConfig) -> MpsLimits:
         return self.command_line_limits.merged_over(job.mps)
 
-    def start_mps(self) -> MpsDaemon:
-        """The running daemon, started now if needed; a failed start is remembered as the skip reason."""
+    def start_mps(self, check_client: bool = False) -> MpsDaemon:
+        """The running daemon, started now if needed (and, with ``check_client``, proven to serve a
+        CUDA client); a failure is remembered as the skip reason of every later MPS case."""
         if self.daemon is not None and self.daemon.running:
             return self.daemon
         if self._failure is not None:
             raise SharingUnavailable(self._failure)
         try:
             self.daemon = MpsDaemon(find_control(self.control), self.log_dir).start()
+            self.starts += 1
+            if check_client:
+                self.daemon.check_client(self.client_check)
         except MpsUnavailable as exc:
             self._failure = f"MPS unavailable: {exc}"
+            self.release()
             raise SharingUnavailable(self._failure) from None
-        self.starts += 1
         return self.daemon
 
     def release(self) -> None:

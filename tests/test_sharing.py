@@ -2,6 +2,7 @@
 exits (failure, Ctrl-C, SIGTERM) with a stand-in MPS control program."""
 import json
 import re
+import sys
 from dataclasses import replace
 
 import pytest
@@ -14,6 +15,9 @@ from pytest_gpu_pairs.sharing import SharingManager, SharingUnavailable
 from conftest import pair
 from helpers import mps_processes
 
+# A stand-in CUDA client: it must be handed the daemon's pipe directory, then holds on until stdin closes.
+FAKE_CLIENT = [sys.executable, "-c", "import os, sys; assert os.environ['CUDA_MPS_PIPE_DIRECTORY']; "
+                                     "print('ok', flush=True); sys.stdin.read()"]
 ID = re.compile(r"^[A-Za-z0-9_.]+-[a-z0-9_]+\+[a-z0-9_]+-[a-z0-9_.]+-(concurrent|solo)(-mps)?$")
 
 
@@ -68,7 +72,7 @@ def test_timeslice_needs_nothing_and_mps_needs_a_gpu(tmp_path):
 
 
 def test_mps_case_gets_a_private_daemon_that_a_timeslice_case_stops(fake_mps_control, tmp_path):
-    manager = SharingManager(tmp_path, str(fake_mps_control), mps_threads=30)
+    manager = SharingManager(tmp_path, str(fake_mps_control), mps_threads=30, client_check=FAKE_CLIENT)
     timeslice, mps_case = _cases()
     mps_case = replace(mps_case, bg=replace(mps_case.bg, mps=MpsLimits(80, 1024)))
     sharing = manager.prepare(mps_case, "cuda")
@@ -95,7 +99,7 @@ def test_mps_case_gets_a_private_daemon_that_a_timeslice_case_stops(fake_mps_con
 
 def test_a_failed_daemon_start_is_the_skip_reason_of_every_mps_case(fake_mps_control, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_MPS_FAIL", "1")
-    manager = SharingManager(tmp_path, str(fake_mps_control))
+    manager = SharingManager(tmp_path, str(fake_mps_control), client_check=FAKE_CLIENT)
     _, mps_case = _cases()
     with pytest.raises(SharingUnavailable, match="MPS unavailable: MPS control daemon did not start") as first:
         manager.prepare(mps_case, "cuda")
@@ -111,6 +115,7 @@ def test_the_daemon_stops_right_after_the_last_of_a_run_of_mps_cases(fake_mps_co
 
     options = GpuPairsOptions((), "cpu", 1.0, None, None, 10.0, tmp_path, mps_control=str(fake_mps_control))
     session = GpuPairsSession(options)
+    session.sharing.client_check = FAKE_CLIENT
     cases = expand_all([_experiment([pair("a"), pair("b")], sharing=["timeslice", "mps"])])
     session._cases = cases
     session.plan([c.id for c in cases[1:]] + [cases[0].id])  # order: a-mps, b, b-mps, a
@@ -126,6 +131,22 @@ def test_the_daemon_stops_right_after_the_last_of_a_run_of_mps_cases(fake_mps_co
         assert not session.sharing.daemon.running  # nothing follows
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("client, env, reason", [
+    ([sys.executable, "-c", "import sys; sys.exit('cuCtxCreate failed with CUresult 805')"], {},
+     "a CUDA client could not start under the MPS daemon: cuCtxCreate failed with CUresult 805"),
+    (FAKE_CLIENT, {"FAKE_MPS_NO_SERVER": "1"}, "a CUDA client ran but no MPS server appeared"),
+])
+def test_a_daemon_that_cannot_serve_a_client_is_the_skip_reason_and_is_stopped(
+        fake_mps_control, tmp_path, monkeypatch, client, env, reason):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    manager = SharingManager(tmp_path, str(fake_mps_control), client_check=client)
+    _, mps_case = _cases()
+    with pytest.raises(SharingUnavailable, match=f"MPS unavailable: {reason}.*control.log: .*control daemon started"):
+        manager.prepare(mps_case, "cuda")
+    assert not manager.daemon.running and mps_processes(manager.daemon.pipe_dir) == []
 
 
 # --- through pytest: collection, options, skips and every way out ----------------------------
