@@ -28,7 +28,7 @@ from pytest_gpu_pairs.workloads.progress import Progress
 MECHANISMS = 2
 SLOWDOWN_GUESS = 1.5
 BG_FACTOR, BG_EXTRA_S = 2.0, 5.0
-FIXED_S = 25.0  # pytest start, idle power (3 s), daemon starts and stops, result writing
+FIXED_S = 35.0  # pytest start, idle power (3 s), daemon starts (with their client check) and stops, writing
 MIN_W, MAX_W = 2.5, 12.0
 
 
@@ -74,13 +74,18 @@ def _jobs(template: dict) -> list[tuple[str, str, dict]]:
             for p in template["pairs"] for role, key in (("fg", "foreground"), ("bg", "background"))]
 
 
-def choose_w(budget_s: float, pairs: int, rounds: int, overhead_s: float, startup_s: float,
-             fg_solos: int, bg_solos: int) -> float:
-    """The foreground solo seconds that make the whole run fit ``budget_s`` (linear in W)."""
+def estimate_s(w: float, pairs: int, rounds: int, overhead_s: float, startup_s: float, fg_solos: int,
+               bg_solos: int) -> float:
+    """Expected wall time of the pytest run: rounds (overhead + slowed window) plus solo baselines."""
     n_rounds = pairs * MECHANISMS * rounds
-    fixed = FIXED_S + n_rounds * overhead_s + (fg_solos + bg_solos) * startup_s + bg_solos * BG_EXTRA_S
-    per_w = n_rounds * SLOWDOWN_GUESS + fg_solos + bg_solos * BG_FACTOR
-    return max(MIN_W, min(MAX_W, (budget_s - fixed) / per_w))
+    return (FIXED_S + n_rounds * (overhead_s + SLOWDOWN_GUESS * w) + fg_solos * (startup_s + w)
+            + bg_solos * (startup_s + BG_FACTOR * w + BG_EXTRA_S))
+
+
+def choose_w(budget_s: float, *shape) -> float:
+    """The foreground solo seconds that make the whole run fit ``budget_s`` (the estimate is linear in W)."""
+    fixed, slope = estimate_s(0.0, *shape), estimate_s(1.0, *shape) - estimate_s(0.0, *shape)
+    return max(MIN_W, min(MAX_W, (budget_s - fixed) / slope))
 
 
 def plan(template: dict, rates: dict[str, dict], w: float) -> tuple[dict, float, dict]:
@@ -127,7 +132,8 @@ def main(argv: list[str]) -> int:
     bg_solos = len({json.dumps(p["background"], sort_keys=True) for p in runnable})
     rounds = template.get("defaults", {}).get("runs_per_config", 1)
     budget = args.budget_s - (time.time() - started)
-    w = choose_w(budget, len(runnable), rounds, overhead, startup, fg_solos, bg_solos)
+    shape = (len(runnable), rounds, overhead, startup, fg_solos, bg_solos)
+    w = choose_w(budget, *shape)
     settings, scale, epochs = plan(template, rates, w)
     Path(args.out_settings).write_text(json.dumps(settings, indent=1))
     Path(args.out_scale).write_text(f"{scale:.6g}\n")
@@ -136,7 +142,8 @@ def main(argv: list[str]) -> int:
                                          f"after start" if "steps_per_s" in r else r["error"]))
     print(f"calibration took {time.time() - started:.0f} s; {len(runnable)} runnable pairs x {MECHANISMS} mechanisms "
           f"x {rounds} rounds; overhead per round ~{overhead:.1f} s; foreground solo time W = {w:.1f} s "
-          f"(background {BG_FACTOR * w + BG_EXTRA_S:.1f} s); scale {scale:.4g}; epochs {epochs}")
+          f"(background {BG_FACTOR * w + BG_EXTRA_S:.1f} s); scale {scale:.4g}; epochs {epochs}; "
+          f"expected pytest wall {estimate_s(w, *shape):.0f} s of {budget:.0f} s left")
     return 0 if usable else 1
 
 
