@@ -230,17 +230,10 @@ class MpsDaemon:
             said = _read_line(client, CLIENT_CHECK_TIMEOUT_S)
             servers = self.server_pids() if said == "ok" else []
         finally:
-            client.stdin.close()
-            try:
-                client.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                client.kill()
-                client.wait()
+            errors = _end_client(client)
         if said != "ok":
             raise MpsUnavailable(f"a CUDA client could not start under the MPS daemon: "
-                                 f"{_tail(client.stderr.read()) or 'no output'}" + self._log_hint())
-        client.stderr.close()
-        client.stdout.close()
+                                 f"{_tail(errors) or 'no output'}" + self._log_hint())
         if not servers:
             raise MpsUnavailable("a CUDA client ran but no MPS server appeared: the client did not connect to the "
                                  "daemon" + self._log_hint())
@@ -330,6 +323,20 @@ class MpsDaemon:
     def _discard_pipe_dir(self) -> None:
         if self.pipe_dir is not None:
             shutil.rmtree(self.pipe_dir, ignore_errors=True)
+
+
+def _end_client(client: subprocess.Popen) -> str:
+    """Let the check client go (stdin closed), kill it if it lingers; its stderr."""
+    client.stdin.close()
+    try:
+        client.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        client.wait()
+    errors = client.stderr.read()
+    client.stdout.close()
+    client.stderr.close()
+    return errors
 
 
 def _read_line(process: subprocess.Popen, timeout_s: float) -> Optional[str]:
