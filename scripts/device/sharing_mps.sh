@@ -1,6 +1,9 @@
 # Issue 8 on one H100: five pairs under time-slicing and under MPS, 3 rounds each, plus solo
 # baselines once per job. Wall time: SHARING_BUDGET_S (default 450 s) for calibration + pytest,
-# hard-stopped 30 s past it; then the summary table. Files in $OUT (6):
+# hard-stopped 30 s past it; then the summary table. Each round costs two process startups (~8 s)
+# beside its training, so 450 s buys foreground windows of ~2.5-3 s; SHARING_BUDGET_S=540 (~4 s)
+# still fits a 600 s command. If the estimate is short, the last pair (m05) is cut, not the others.
+# Files in $OUT (6):
 #   sharing_plan.txt  sharing_settings.json  sharing_bench.json  sharing_pytest.log
 #   sharing_results.tgz  sharing_mps.md (the table, also printed last)
 # Turn them into reports/reference/ with (on the lead's machine, from the repo root):
