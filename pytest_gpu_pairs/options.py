@@ -31,6 +31,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="minimum concurrency efficiency; overrides the settings and is then enforced on cpu too")
     group.addoption("--sample-hz", type=_positive_float, default=10.0, metavar="N",
                     help="GPU sampling rate of the monitors (default: 10)")
+    group.addoption("--gpu-memory-mb", type=_positive_float, default=None, metavar="N",
+                    help="emulate a card of N MB: a ballast process holds the rest of the GPU's memory for each "
+                         "case, solo baselines included, so a smaller card's OOMs happen for real (needs a GPU)")
     group.addoption("--gpu-pairs-out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"where per-case results, logs and samples go (default: ./{DEFAULT_OUT})")
     parser.addini("gpu_pairs_settings", type="paths", default=[],
@@ -46,6 +49,7 @@ class GpuPairsOptions:
     min_efficiency: Optional[float]
     sample_hz: float
     out_dir: Path
+    gpu_memory_mb: Optional[float] = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "GpuPairsOptions":
@@ -54,4 +58,5 @@ class GpuPairsOptions:
         return cls(settings=settings, device=config.getoption("gpu_pairs_device"),
                    scale=config.getoption("gpu_pairs_scale"), vram_budget_mb=config.getoption("vram_budget_mb"),
                    min_efficiency=config.getoption("min_efficiency"), sample_hz=config.getoption("sample_hz"),
-                   out_dir=Path(config.getoption("gpu_pairs_out")).absolute())
+                   out_dir=Path(config.getoption("gpu_pairs_out")).absolute(),
+                   gpu_memory_mb=config.getoption("gpu_memory_mb"))
