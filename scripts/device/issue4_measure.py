@@ -115,7 +115,10 @@ def fast_poll(gpu: Gpu, hz: float, stop: threading.Event, out: list) -> None:
     period = 1.0 / hz
     while not stop.wait(period):
         instant, average = gpu.power_fields_w()
-        usage = gpu.nvml.nvmlDeviceGetPowerUsage(gpu.handle) / 1000
+        try:
+            usage = gpu.nvml.nvmlDeviceGetPowerUsage(gpu.handle) / 1000
+        except Exception:
+            usage = None
         out.append((time.time(), gpu.energy_mj(), instant, average, usage))
 
 

@@ -7,10 +7,10 @@ rm -rf $R && mkdir -p $R/oom
 M="python3 scripts/device/issue4_measure.py"
 PAIRS="python3 -m pytest benchmarks --gpu-pairs-device cuda -p no:cacheprovider -q -rA"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,power.limit --format=csv | tee $R/nvidia-smi.csv
-# 1. counter energy vs integrated polled power on a steady load (~30 s)
-timeout 75 $M steady --seconds 15 --out $R/steady > $R/steady.log 2>&1; echo "steady: exit $?"
-# 2. step-time cost of the 10 Hz sampler, 6 blocks off / 6 on, interleaved (~60 s)
-timeout 100 $M overhead --blocks 12 --block-s 4 --out $R/overhead > $R/overhead.log 2>&1; echo "overhead: exit $?"
+# 1. counter energy vs integrated polled power on a steady load (~25 s)
+timeout 75 $M steady --seconds 12 --out $R/steady > $R/steady.log 2>&1; echo "steady: exit $?"
+# 2. step-time cost of the 10 Hz sampler, 6 blocks off / 6 on of 3 s, interleaved (~50 s)
+timeout 100 $M overhead --blocks 12 --block-s 3 --margin-s 0.4 --out $R/overhead > $R/overhead.log 2>&1; echo "overhead: exit $?"
 # 3. one pair at full scale with per-job energy (~50 s)
 timeout 120 $PAIRS --gpu-pairs-settings settings/slice_pairs.json --gpu-pairs-out $R/pair \
   --junitxml $R/pair.junit.xml > $R/pair.log 2>&1; echo $? > $R/pair.exit; echo "pair: exit $(cat $R/pair.exit)"
