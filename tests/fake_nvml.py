@@ -56,8 +56,10 @@ class FakeNvml:
     def __init__(self, clock: FakeClock, power: Sequence[tuple[float, float]] = ((0.0, 70.0),),
                  processes: Sequence[FakeProcess] = (), total_mb: float = 81559.0, reserved_mb: float = 500.0,
                  counter_period_s: float = 0.0, util_period_s: float = 0.1, energy_start_mj: float = 5e9,
-                 fields_supported: bool = True, process_util_supported: bool = True, name: str = "Fake H100"):
-        """``power``: (from time, watts) segments, times relative to the clock's start."""
+                 fields_supported: bool = True, process_util_supported: bool = True, name: str = "Fake H100",
+                 stamp_base: Optional[float] = None):
+        """``power``: (from time, watts) segments, times relative to the clock's start; ``stamp_base``:
+        the time (s) that per-process timestamps count from at the start (the wall clock by default)."""
         self.clock, self.t0 = clock, clock()
         self.power = sorted(power)
         self.processes = list(processes)
@@ -66,6 +68,7 @@ class FakeNvml:
         self.energy_start_mj = energy_start_mj
         self.fields_supported, self.process_util_supported = fields_supported, process_util_supported
         self.name = name
+        self.stamp_base = self.t0 if stamp_base is None else stamp_base
 
     # --- the script ------------------------------------------------------------------
 
@@ -149,7 +152,7 @@ class FakeNvml:
             raise FakeNVMLError("NotSupported")
         rel = self.rel()
         tick = math.floor(rel / self.util_period_s) * self.util_period_s
-        stamp = int(round((self.t0 + tick) * 1e6))
+        stamp = int(round((self.stamp_base + tick) * 1e6))
         found = [SimpleNamespace(pid=p.pid, timeStamp=stamp, smUtil=p.sm_pct, memUtil=0, encUtil=0, decUtil=0)
                  for p in self.alive(tick) if p.sm_pct > 0 and stamp > last_seen_us]
         if not found:

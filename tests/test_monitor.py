@@ -126,6 +126,15 @@ def test_a_stretch_where_only_the_foreground_computes_is_the_foregrounds():
     assert got["fg_gpu_energy_j"] + got["bg_gpu_energy_j"] == got["gpu_energy_above_idle_j"]
 
 
+def test_per_process_samples_are_found_whatever_time_base_the_driver_stamps_them_in():
+    clock = FakeClock()
+    fake = steady_pair(clock, stamp_base=1234.5)  # seconds since boot, say, not since the epoch
+    gpu, samples = sample_timeline(fake, clock, 14.0)
+    assert sum(1 for s in samples if s.has_sm_data) >= 120
+    got, _ = figures(fake, gpu, samples, (2.0, 12.0))
+    assert got["energy_split_method"] == "sm_util"
+
+
 def test_without_process_utilisation_the_split_falls_back_to_time_share_and_says_so():
     clock = FakeClock()
     fake = steady_pair(clock, process_util_supported=False)

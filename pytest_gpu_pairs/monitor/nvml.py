@@ -126,8 +126,13 @@ class Gpu:
         samples = _optional(lambda: self.nvml.nvmlDeviceGetProcessUtilization(self.handle, since_us)) or []
         return [(s.pid, int(s.timeStamp), float(s.smUtil)) for s in samples]
 
-    def sample(self, last_seen_us: int) -> tuple[GpuSample, int]:
-        """One reading of everything; returns the newest per-process timestamp seen, for the next call."""
+    def sample(self, last_seen_us: Optional[int]) -> tuple[GpuSample, Optional[int]]:
+        """One reading of everything; returns the newest per-process timestamp seen, for the next call.
+
+        The driver stamps per-process samples in a time base of its own. Until one has been seen
+        (``last_seen_us`` None) the driver is asked for everything it holds, only to learn the
+        newest stamp: those samples may be old and are not recorded; every later one is newer.
+        """
         n, h = self.nvml, self.handle
         t = self.clock()
         util = _optional(lambda: n.nvmlDeviceGetUtilizationRates(h))
@@ -140,6 +145,9 @@ class Gpu:
             temp_c=_optional(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
             sm_clock_mhz=_optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))))
         sample.proc_mem_mb = dict(self.compute_processes())
+        if last_seen_us is None:
+            stamps = [stamp for _, stamp, _ in self.process_sm_utilization(0)]
+            return sample, max(stamps) if stamps else None
         newest = last_seen_us
         for pid, stamp, sm in self.process_sm_utilization(last_seen_us):
             sample.proc_sm_pct[pid] = sample.proc_sm_pct.get(pid, 0.0) + sm
@@ -212,7 +220,7 @@ class Sampler:
         self.samples: list[GpuSample] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._last_seen_us = int(gpu.clock() * 1e6)
+        self._last_seen_us: Optional[int] = None
 
     def start(self) -> "Sampler":
         self.take()
