@@ -259,7 +259,7 @@ def probe_reserved_mb(batch_size: int, out: Path, device: str) -> float | None:
     with open(out / f"probe-{batch_size}.log", "w") as log:
         try:
             subprocess.run(argv, env={**os.environ, ENV_VAR: str(progress)}, stdout=log, stderr=subprocess.STDOUT,
-                           timeout=40)
+                           timeout=30)
         except subprocess.TimeoutExpired:
             return None
     result = Progress.read(progress).result or {}
