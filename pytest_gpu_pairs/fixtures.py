@@ -7,13 +7,15 @@ from typing import Any, Optional
 
 import pytest
 
+from . import ballast
 from .background import BackgroundLoop
+from .ballast import Ballast, BallastError
 from .cases import Case, JobConfig, describe
 from .jobs import build_spec
 from .measure import BackgroundNotReady, Measurement, Round
 from .monitor.nvml import PidRoles, Sampler
 from .results import CaseResult, aggregate, round_record, save_result
-from .session import DeviceRequestError, GpuPairsSession
+from .session import CardEmulationUnavailable, DeviceRequestError, GpuPairsSession
 from .sharing import CaseSharing, SharingUnavailable
 from .workloads.catalog import builtin
 
@@ -34,8 +36,28 @@ class PairRun:
         self.measurements: list[Measurement] = []
         self._round: Optional[Round] = None
         self.sharing = CaseSharing(case.sharing)
+        self._card: Optional[Ballast] = None
 
     def __call__(self) -> CaseResult:
+        """With ``--gpu-memory-mb`` the whole case, solo baselines included, runs on the emulated card."""
+        try:
+            self._card = self.session.emulated_card(self.case)
+        except CardEmulationUnavailable as exc:
+            pytest.skip(str(exc))
+        if self._card is None:
+            return self._run()
+        try:
+            self._card.start()
+        except BallastError as exc:
+            self.close()
+            pytest.fail(f"{self.case.id}: --gpu-memory-mb: {exc}", pytrace=False)
+        self.env.fixed_roles[self._card.pid] = ballast.ROLE
+        try:
+            return self._run()
+        finally:
+            self._stop_card()
+
+    def _run(self) -> CaseResult:
         case = self.case
         self._sharing_or_skip(self.session.sharing.check)
         solo_fg = self._solo(case.fg)
@@ -90,6 +112,7 @@ class PairRun:
 
     def _finish(self, record: dict[str, Any]) -> CaseResult:
         self.close()
+        record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
         self.benchmark.extra_info.update(record)
         path = save_result(self.session.case_dir(self.case), record)
         result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)])
@@ -100,6 +123,12 @@ class PairRun:
         if self._round is not None:
             self._round.abort()
             self._round = None
+        self._stop_card()
+
+    def _stop_card(self) -> None:
+        if self._card is not None:
+            self._card.stop()
+            self.env.fixed_roles.pop(self._card.pid, None)
 
 
 @pytest.fixture(scope="session")

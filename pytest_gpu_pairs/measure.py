@@ -15,9 +15,9 @@ from typing import Any, Callable, Optional
 from .background import BackgroundLoop
 from .cases import JobConfig
 from .jobs import JobOutcome, JobProcess, build_spec
-from .monitor.cpu import RaplMeter
+from .monitor.cpu import RaplSampler
 from .monitor.nvml import Gpu, PidRoles, Sampler
-from .monitor.samples import GpuSample, save_samples
+from .monitor.samples import GpuSample, save_cpu_readings, save_samples
 
 
 @dataclass
@@ -32,6 +32,8 @@ class Environment:
     idle_power_w: Optional[float] = None
     idle_power_note: Optional[str] = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    # process groups of helpers that are not jobs (the --gpu-memory-mb ballast), by role
+    fixed_roles: dict[int, str] = field(default_factory=dict)
 
     @property
     def device_name(self) -> str:
@@ -72,8 +74,10 @@ class Round:
         self.out_dir, self.timeout_s, self.restart_delay_s = Path(out_dir), timeout_s, restart_delay_s
         self.job_env, self.probe = job_env or {}, probe
         self.roles = PidRoles()
+        for pgid, role in env.fixed_roles.items():
+            self.roles.register(pgid, role)
         self.sampler: Optional[Sampler] = None
-        self.rapl = RaplMeter()
+        self.rapl = RaplSampler()
         self.background: Optional[BackgroundLoop] = None
         self.fg_outcome: Optional[JobOutcome] = None
         self._fg_process: Optional[JobProcess] = None
@@ -119,8 +123,10 @@ class Round:
         samples = self.sampler.samples if self.sampler else []
         if samples:
             save_samples(samples, self.out_dir)
+        if self.rapl.readings:
+            save_cpu_readings(self.rapl.readings, self.out_dir)
         return Measurement(self.mode, self.fg_outcome, window, samples, self.background,
-                           self.rapl.energy_j, self.rapl.unavailable_reason, self.out_dir, probed)
+                           self.rapl.energy_j(*window), self.rapl.unavailable_reason, self.out_dir, probed)
 
     def abort(self) -> None:
         if self._fg_process is not None:

@@ -5,6 +5,7 @@ why in the result's notes.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from typing import Iterable, Optional, Sequence
@@ -31,33 +32,46 @@ def concurrency_efficiency(slowdown: Optional[float], progress_ratio: Optional[f
     return 1.0 / slowdown + progress_ratio
 
 
-def _value_at(points: Sequence[tuple[float, float]], t: float) -> float:
+def value_at(points: Sequence[tuple[float, float]], t: float) -> float:
     """Linear interpolation in time-ordered (t, value) points, clamped at the ends."""
-    if t <= points[0][0]:
+    i = bisect.bisect_left(points, t, key=lambda p: p[0])
+    if i == 0:
         return points[0][1]
-    for (t0, v0), (t1, v1) in zip(points, points[1:]):
-        if t <= t1:
-            return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
-    return points[-1][1]
+    if i == len(points):
+        return points[-1][1]
+    (t0, v0), (t1, v1) = points[i - 1], points[i]
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+
+
+def unwrap_counter(readings: Iterable[tuple[float, Optional[float]]],
+                   wrap: Optional[float] = None) -> list[tuple[float, float]]:
+    """Time-ordered (t, cumulative value) of a counter that may wrap or reset.
+
+    A reading lower than the previous one is a wrap (when ``wrap`` is known) or a counter reset;
+    a reset contributes nothing rather than a negative or invented amount.
+    """
+    points = sorted((t, float(v)) for t, v in readings if v is not None)
+    if not points:
+        return []
+    unwrapped, offset = [points[0]], 0.0
+    for (_, previous), (t, value) in zip(points, points[1:]):
+        if value < previous:
+            offset += wrap if wrap else previous - value
+        unwrapped.append((t, value + offset))
+    return unwrapped
 
 
 def counter_energy_j(readings: Iterable[tuple[float, Optional[float]]], start: float, end: float,
                      wrap_mj: Optional[float] = None) -> Optional[float]:
     """Energy in joules over [start, end] from a cumulative counter in mJ read at times t.
 
-    A reading lower than the previous one is a wrap (when ``wrap_mj`` is known) or a counter
-    reset; a reset contributes nothing rather than a negative or invented amount. The window's
-    ends are interpolated between the readings around them.
+    The window's ends are interpolated between the readings around them; a window the readings
+    do not cover is None.
     """
-    points = sorted((t, float(v)) for t, v in readings if v is not None)
+    points = unwrap_counter(readings, wrap_mj)
     if len(points) < 2 or end <= start or points[0][0] > start or points[-1][0] < end:
         return None
-    unwrapped, offset = [points[0]], 0.0
-    for (_, previous), (t, value) in zip(points, points[1:]):
-        if value < previous:
-            offset += wrap_mj if wrap_mj else previous - value
-        unwrapped.append((t, value + offset))
-    return (_value_at(unwrapped, end) - _value_at(unwrapped, start)) / 1000.0
+    return (value_at(points, end) - value_at(points, start)) / 1000.0
 
 
 def energy_above_idle(total_j: Optional[float], idle_w: Optional[float], window_s: float) -> Optional[float]:
@@ -122,6 +136,28 @@ def energy_saved_fraction(concurrent_j: Optional[float], serial_j: Optional[floa
     if concurrent_j is None or not serial_j or serial_j <= 0:
         return None
     return 1.0 - concurrent_j / serial_j
+
+def interval_energies_above_idle(points: Sequence[tuple[float, float]], edges: Sequence[float],
+                                 idle_w: float) -> list[float]:
+    """Energy above idle (J) between consecutive ``edges``, from unwrapped counter points in mJ."""
+    at = [value_at(points, t) for t in edges]
+    return [(b - a) / 1000.0 - idle_w * (t1 - t0) for a, b, t0, t1 in zip(at, at[1:], edges, edges[1:])]
+
+
+def sm_split_weights(intervals: Iterable[tuple[float, float, float]]) -> tuple[float, float]:
+    """fg and bg weights from (energy above idle, fg SM %, bg SM %) per interval.
+
+    Each interval's energy goes to the jobs in proportion to their SM utilisation in it (the
+    shares are normalised per interval), so a stretch where only one job computes is that job's
+    alone. Energy below idle (noise) weighs nothing; if no interval has any energy above idle,
+    the normalised shares count equally.
+    """
+    intervals = [(e, fg, bg) for e, fg, bg in intervals if fg + bg > 0]
+    fg_w = sum(max(e, 0.0) * fg / (fg + bg) for e, fg, bg in intervals)
+    bg_w = sum(max(e, 0.0) * bg / (fg + bg) for e, fg, bg in intervals)
+    if fg_w + bg_w > 0:
+        return fg_w, bg_w
+    return (sum(fg / (fg + bg) for _, fg, bg in intervals), sum(bg / (fg + bg) for _, fg, bg in intervals))
 
 
 def coverage(intervals: Iterable[tuple[float, float]], start: float, end: float) -> Optional[float]:

@@ -53,6 +53,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="minimum concurrency efficiency; overrides the settings and is then enforced on cpu too")
     group.addoption("--sample-hz", type=_positive_float, default=10.0, metavar="N",
                     help="GPU sampling rate of the monitors (default: 10)")
+    group.addoption("--gpu-memory-mb", type=_positive_float, default=None, metavar="N",
+                    help="emulate a card of N MB: a ballast process holds the rest of the GPU's memory for each "
+                         "case, solo baselines included, so a smaller card's OOMs happen for real (needs a GPU)")
     group.addoption("--gpu-pairs-out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"where per-case results, logs and samples go (default: ./{DEFAULT_OUT})")
     group.addoption("--gpu-pairs-sharing", type=_sharing_modes, default=None, metavar="MODES",
@@ -83,6 +86,7 @@ class GpuPairsOptions:
     mps_threads: Optional[int] = None
     mps_mem_limit_mb: Optional[int] = None
     mps_control: Optional[str] = None
+    gpu_memory_mb: Optional[float] = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "GpuPairsOptions":
@@ -94,4 +98,5 @@ class GpuPairsOptions:
                    out_dir=Path(config.getoption("gpu_pairs_out")).absolute(),
                    sharing=config.getoption("gpu_pairs_sharing"), mps_threads=config.getoption("gpu_pairs_mps_threads"),
                    mps_mem_limit_mb=config.getoption("gpu_pairs_mps_mem_limit_mb"),
-                   mps_control=config.getini("gpu_pairs_mps_control") or None)
+                   mps_control=config.getini("gpu_pairs_mps_control") or None,
+                   gpu_memory_mb=config.getoption("gpu_memory_mb"))

@@ -102,7 +102,8 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     gpu = env.gpu.info if env.gpu is not None else None
     machine_info["gpu_pairs"] = {
         "device": env.device_name, "gpu_name": gpu.name if gpu else None, "driver": gpu.driver if gpu else None,
-        "cuda_driver_version": gpu.cuda_driver_version if gpu else None, "idle_power_w": env.idle_power_w}
+        "cuda_driver_version": gpu.cuda_driver_version if gpu else None, "idle_power_w": env.idle_power_w,
+        "gpu_memory_mb": session.options.gpu_memory_mb}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -16,13 +16,15 @@ from typing import Any, Optional, Sequence
 from . import metrics
 from .cases import Case, describe
 from .measure import Environment, Measurement
+from .monitor.samples import JOB_ROLES
 
 SCHEMA_VERSION = 1
 VRAM_SOURCE = "nvml_process_memory"
+IDLE_METHOD = "nvml_energy_counter_at_session_start"
 AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency", "gpu_energy_j",
               "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
               "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
-              "bg_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
+              "bg_peak_vram_mb", "other_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
               "bg_runs", "bg_failures", "window_s", "serial_energy_j", "energy_saved_vs_serial", "mps_server_vram_mb")
 
 
@@ -69,7 +71,7 @@ class Work:
 def _gpu_figures(m: Measurement, env: Environment, notes: Notes, work: Work) -> dict[str, Any]:
     keys = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "gpu_power_avg_w",
             "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
-            "bg_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial")
+            "bg_peak_vram_mb", "other_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial")
     figures: dict[str, Any] = dict.fromkeys(keys)
     figures["energy_split_method"] = None
     if not m.samples:
@@ -91,7 +93,7 @@ def _gpu_figures(m: Measurement, env: Environment, notes: Notes, work: Work) -> 
     figures["gpu_util_avg_pct"] = sum(utils) / len(utils) if utils else None
     figures["gpu_temp_max_c"] = metrics.peak(s.temp_c for s in inside)
     figures.update(_memory_figures(m, notes))
-    figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], notes, work))
+    figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], env.idle_power_w, notes, work))
     figures.update(_serial_comparison(m, energy, notes, work))
     return figures
 
@@ -115,13 +117,31 @@ def _mps_server_mb(sample, servers: set[int]) -> float:
     return sum(v for pid, v in sample.proc_mem_mb.items() if pid in servers and v is not None)
 
 
+def _role_peak(samples, roles: tuple[str, ...], servers: frozenset[int] = frozenset()) -> Optional[float]:
+    """Peak summed memory of ``roles`` (plus MPS servers) over the samples listing one of their processes."""
+    return metrics.peak(_plus(s.role_memory_mb(roles), _mps_server_mb(s, servers)) for s in samples if s.pids_with(roles))
+
+
+def _plus(value: Optional[float], extra: float) -> Optional[float]:
+    return None if value is None else value + extra
+
+
+def _other_memory_mb(sample, servers: frozenset[int]) -> float:
+    return sum(v for pid, v in sample.proc_mem_mb.items()
+               if sample.roles.get(pid, "other") == "other" and pid not in servers and v is not None)
+
+
 def _memory_figures(m: Measurement, notes: Notes) -> dict[str, Optional[float]]:
-    servers = set(m.sharing_probe.get("server_pids") or ())
-    both = [s.role_memory_mb(("fg", "bg")) for s in m.samples]
-    figures = {"peak_vram_mb": metrics.peak(None if v is None else v + _mps_server_mb(s, servers)
-                                            for s, v in zip(m.samples, both)),
-               "fg_peak_vram_mb": metrics.peak(s.role_memory_mb(("fg",)) for s in m.samples),
-               "bg_peak_vram_mb": metrics.peak(s.role_memory_mb(("bg",)) for s in m.samples),
+    """Peaks of NVML per-process memory (CUDA contexts included) over the whole round.
+
+    Only the case's own processes count (under MPS, with the MPS server that holds their
+    memory); another user's process, or the ``--gpu-memory-mb`` ballast, is never in
+    ``peak_vram_mb`` (``other_peak_vram_mb`` shows what others held).
+    """
+    servers = frozenset(m.sharing_probe.get("server_pids") or ())
+    figures = {"peak_vram_mb": _role_peak(m.samples, JOB_ROLES, servers),
+               "fg_peak_vram_mb": _role_peak(m.samples, ("fg",)), "bg_peak_vram_mb": _role_peak(m.samples, ("bg",)),
+               "other_peak_vram_mb": metrics.peak(_other_memory_mb(s, servers) for s in m.samples) or None,
                "mps_server_vram_mb": None}
     if servers:
         figures["mps_server_vram_mb"] = metrics.peak(_mps_server_mb(s, servers) for s in m.samples
@@ -130,13 +150,37 @@ def _memory_figures(m: Measurement, notes: Notes) -> dict[str, Optional[float]]:
     if m.mode == "solo":
         figures["bg_peak_vram_mb"] = None
         notes.unmeasured("bg_peak_vram_mb", "solo case: no background job")
-    for key, value in figures.items():
-        if value is None and (key != "mps_server_vram_mb" or servers):
-            notes.unmeasured(key, "NVML reported no per-process memory for the case's processes")
+    for key in ("peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb"):
+        if figures[key] is None:
+            notes.unmeasured(key, "NVML listed no process of this job with its memory (a job that never reached "
+                                  "the GPU, or NVML pids that do not match the jobs' pids, as in a container)")
+    if figures["other_peak_vram_mb"]:
+        notes.unmeasured("other_peak_vram_mb", "processes that are not the case's jobs held GPU memory; "
+                                               "they are not in peak_vram_mb")
     return figures
 
 
-def _energy_split(m: Measurement, above_idle: Optional[float], notes: Notes, work: Work) -> dict[str, Any]:
+def _sm_intervals(m: Measurement, idle_w: float) -> list[tuple[float, float, float]]:
+    """(energy above idle, fg SM %, bg SM %) per stretch of the window, one stretch per sample
+    that carried per-process utilisation (the stretch before it; the last one runs to the end)."""
+    start, end = m.window
+    ticks = [s for s in _in_window(m.samples, m.window) if s.has_sm_data]
+    if not ticks:
+        return []
+    points = metrics.unwrap_counter((s.t, s.energy_mj) for s in m.samples)
+    edges = [start] + [s.t for s in ticks[:-1]] + [end]
+    energies = metrics.interval_energies_above_idle(points, edges, idle_w)
+    return [(e, s.role_sm_pct("fg"), s.role_sm_pct("bg")) for e, s in zip(energies, ticks)]
+
+
+def _other_sm_pids(m: Measurement) -> list[int]:
+    return sorted({pid for s in _in_window(m.samples, m.window) for pid in s.pids_with(("other",))
+                   if s.proc_sm_pct.get(pid, 0.0) > 0})
+
+
+def _energy_split(m: Measurement, above_idle: Optional[float], idle_w: Optional[float],
+                  notes: Notes, work: Work) -> dict[str, Any]:
+    """fg + bg = energy above idle, exactly; ``energy_split_method`` says how it was split."""
     if above_idle is None:
         return {"fg_gpu_energy_j": None, "bg_gpu_energy_j": None, "energy_split_method": None}
     if m.mode == "solo":
@@ -148,13 +192,16 @@ def _energy_split(m: Measurement, above_idle: Optional[float], notes: Notes, wor
             return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "progress_x_solo_energy"}
         return _time_share_split(m, above_idle, notes, "under MPS NVML reports the MPS server instead of its "
                                  "clients, and a solo energy per step is missing: split by time on the GPU")
-    inside = _in_window(m.samples, m.window)
-    fg_sm = sum(v for s in inside for pid, v in s.proc_sm_pct.items() if s.roles.get(pid) == "fg")
-    bg_sm = sum(v for s in inside for pid, v in s.proc_sm_pct.items() if s.roles.get(pid) == "bg")
-    if fg_sm + bg_sm > 0:
-        fg, bg = metrics.split_energy(above_idle, fg_sm, bg_sm)
+    others = _other_sm_pids(m)
+    if others:
+        notes.unmeasured("energy_split_method", f"processes that are not the case's jobs computed during the window "
+                                                f"(pids {others}); their energy is inside the split")
+    fg_w, bg_w = metrics.sm_split_weights(_sm_intervals(m, idle_w or 0.0))
+    if fg_w + bg_w > 0:
+        fg, bg = metrics.split_energy(above_idle, fg_w, bg_w)
         return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "sm_util"}
-    return _time_share_split(m, above_idle, notes, "NVML gave no per-process SM utilisation: split by time on the GPU")
+    return _time_share_split(m, above_idle, notes, "NVML gave no per-process SM utilisation for the jobs: split by "
+                             "time on the GPU (fg: the whole window, bg: its training time in it)")
 
 
 def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str) -> dict[str, Any]:
@@ -214,6 +261,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["cpu_energy_method"] = "rapl" if m.cpu_energy_j is not None else None
     if m.cpu_energy_j is None:
         notes.unmeasured("cpu_energy_j", f"not measurable: {m.cpu_energy_unavailable or 'RAPL not read'}")
+        notes.unmeasured("cpu_energy_method", "no CPU energy figure, and no estimate is offered in its place")
     bg_oom = [r for r in (m.background.ooms if m.background else [])]
     record["oom"] = fg.oom or bool(bg_oom)
     record["fg_exit_code"] = fg.returncode
@@ -222,6 +270,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["device"] = env.device_name
     record["sample_hz"] = env.sample_hz if m.samples else None
     record["idle_power_w"] = env.idle_power_w
+    record["idle_power_method"] = IDLE_METHOD if env.idle_power_w is not None else None
     record["window_s"] = m.window_s
     record["vram_budget_mb"] = case.vram_budget_mb
     record["vram_budget_source"] = VRAM_SOURCE

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from .ballast import Ballast
 from .cases import Case, JobConfig, Overrides, expand_all
 from .jobs import kill_all_jobs
 from .measure import Environment, Measurement, measure_solo
@@ -22,10 +23,16 @@ from .settings import load_experiment
 from .sharing import SharingManager
 
 IDLE_SECONDS = 3.0
+IDLE_METHOD_TEXT = (f"NVML total-energy counter over {IDLE_SECONDS:.0f} s at session start, before any job or "
+                    "ballast, both ends of the window on an update of the counter")
 
 
 class DeviceRequestError(RuntimeError):
     pass
+
+
+class CardEmulationUnavailable(RuntimeError):
+    """``--gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
 
 
 def _open_gpu(device: str) -> tuple[Optional[Gpu], Optional[str]]:
@@ -49,6 +56,13 @@ def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:
         return None, "the energy counter did not advance during the idle measurement"
     note = f"measured with other compute processes present: {busy}" if busy else None
     return watts, note
+
+
+def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
+    total = gpu.info.memory_total_mb
+    if gpu_memory_mb is not None and gpu_memory_mb >= total:
+        raise DeviceRequestError(f"--gpu-memory-mb {gpu_memory_mb:.0f} is not smaller than the GPU's "
+                                 f"{total:.0f} MB: there is no smaller card to emulate")
 
 
 class GpuPairsSession:
@@ -88,6 +102,7 @@ class GpuPairsSession:
             env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
                               gpu=gpu, gpu_unavailable=reason)
             if gpu is not None:
+                _check_card_size(self.options.gpu_memory_mb, gpu)
                 env.idle_power_w, env.idle_power_note = _idle_power(gpu)
             self._env = env
             self._write_session_file()
@@ -113,6 +128,20 @@ class GpuPairsSession:
                                          default=str).encode()).hexdigest()[:10]
         return self.options.out_dir / "_solo" / f"{job.model}-{digest}"
 
+    def emulated_card(self, case: Case) -> Optional[Ballast]:
+        """The ballast of ``--gpu-memory-mb`` for one case (not started), or None without the option.
+
+        Without a GPU there is no card to shrink: ``CardEmulationUnavailable`` says so.
+        """
+        size = self.options.gpu_memory_mb
+        if size is None:
+            return None
+        env = self.environment()
+        if env.gpu is None or env.device != "cuda":
+            raise CardEmulationUnavailable(f"--gpu-memory-mb {size:.0f} emulates a smaller GPU and needs one: "
+                                           f"{env.gpu_unavailable}")
+        return Ballast(size, env.gpu, self.case_dir(case), env.extra_env)
+
     def case_dir(self, case: Case) -> Path:
         return self.options.out_dir / case.id
 
@@ -122,8 +151,8 @@ class GpuPairsSession:
         atomic_write_json(self.options.out_dir / "session.json", {
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "device": env.device_name, "gpu": info,
             "gpu_unavailable": env.gpu_unavailable, "idle_power_w": env.idle_power_w,
-            "idle_power_note": env.idle_power_note, "idle_method": f"NVML energy counter over {IDLE_SECONDS:.0f} s "
-            "at session start, before any job", "scale": env.scale, "sample_hz": env.sample_hz,
+            "idle_power_note": env.idle_power_note, "idle_method": IDLE_METHOD_TEXT,
+            "gpu_memory_mb": self.options.gpu_memory_mb, "scale": env.scale, "sample_hz": env.sample_hz,
             "system_mps_daemon_pid": system_daemon_pid(),
             "settings": [str(p) for p in self.options.settings]})
 

@@ -51,7 +51,9 @@ def terminal_summary(reporter, session) -> None:
     records = [r.record for r in session.results]
     reporter.write_sep("=", "gpu-pairs results")
     device: Optional[str] = records[0].get("device") if records else None
-    reporter.write_line(f"device: {device}   results: {session.options.out_dir}")
+    card = session.options.gpu_memory_mb
+    emulated = f"   emulated card: {card:.0f} MB (--gpu-memory-mb)" if card is not None else ""
+    reporter.write_line(f"device: {device}   results: {session.options.out_dir}{emulated}")
     for line in format_table(records):
         reporter.write_line(line)
     for line in sharing_lines(records):

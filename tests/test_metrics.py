@@ -129,3 +129,50 @@ def test_energy_saved_against_running_the_same_work_serially():
 def test_energy_saved_recovers_the_saving(fg_steps, fg_j, bg_steps, bg_j, saved):
     serial = metrics.serial_energy_j(fg_steps, fg_j, bg_steps, bg_j)
     assert metrics.energy_saved_fraction(serial * (1 - saved), serial) == pytest.approx(saved, abs=1e-9)
+
+@given(points=st.lists(st.tuples(st.floats(0, 100), st.floats(-1e6, 1e6)), min_size=1, max_size=30),
+       t=st.floats(-10, 110))
+def test_value_at_stays_between_the_neighbouring_points(points, t):
+    points = sorted(points)
+    value = metrics.value_at(points, t)
+    if t <= points[0][0]:
+        assert value == points[0][1]
+    elif t >= points[-1][0]:
+        assert value == points[-1][1] or points[-1][0] == t
+    else:
+        after = next(i for i, (ti, _) in enumerate(points) if ti >= t)
+        lo, hi = sorted((points[after - 1][1], points[after][1]))
+        assert lo - 1e-6 * max(1, abs(lo)) <= value <= hi + 1e-6 * max(1, abs(hi))
+
+
+intervals = st.lists(st.tuples(st.floats(-100, 1e4), st.floats(0, 100), st.floats(0, 100)), max_size=20)
+
+
+@given(parts=intervals, total=st.floats(-1e5, 1e6))
+def test_sm_split_weights_split_any_total_exactly(parts, total):
+    fg_w, bg_w = metrics.sm_split_weights(parts)
+    assert fg_w >= 0 and bg_w >= 0
+    if any(fg + bg > 0 for _, fg, bg in parts):
+        fg, bg = metrics.split_energy(total, fg_w, bg_w)
+        assert fg + bg == total
+    else:
+        assert (fg_w, bg_w) == (0, 0)
+
+
+@given(parts=intervals, share=st.floats(0.01, 0.99))
+def test_constant_sm_shares_give_that_share_whatever_the_energy(parts, share):
+    shaped = [(e, 100 * share, 100 * (1 - share)) for e, _, _ in parts]
+    fg_w, bg_w = metrics.sm_split_weights(shaped)
+    if shaped:
+        assert fg_w / (fg_w + bg_w) == pytest.approx(share, rel=1e-9)
+
+
+def test_energy_of_a_stretch_goes_to_whoever_computed_in_it():
+    # 100 J above idle with fg alone, then 300 J shared 1:2
+    assert metrics.sm_split_weights([(100.0, 50.0, 0.0), (300.0, 30.0, 60.0)]) == pytest.approx((200.0, 200.0))
+    assert metrics.sm_split_weights([(-5.0, 50.0, 50.0), (0.0, 10.0, 30.0)]) == pytest.approx((0.75, 1.25))
+
+
+def test_interval_energies_subtract_idle_per_stretch():
+    points = [(0.0, 0.0), (1.0, 100_000.0), (3.0, 500_000.0)]  # 100 W, then 200 W
+    assert metrics.interval_energies_above_idle(points, [0.0, 1.0, 2.0, 3.0], 50.0) == pytest.approx([50, 150, 150])

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 from .samples import GpuSample
 
 MB = 1024 * 1024
+POWER_FIELDS = ("NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE")
 
 
 class NvmlUnavailable(RuntimeError):
@@ -56,10 +57,16 @@ def _optional(read: Callable[[], Any]) -> Any:
 
 
 class Gpu:
-    """An opened NVML device; ``nvml`` is the pynvml module or a fake with the same functions."""
+    """An opened NVML device; ``nvml`` is the pynvml module or a fake with the same functions.
 
-    def __init__(self, index: int = 0, nvml=None):
+    ``clock`` and ``sleep`` are the wall clock NVML's per-process timestamps share (µs since the
+    epoch) and the way to wait; tests pass a scripted clock.
+    """
+
+    def __init__(self, index: int = 0, nvml=None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
         self.nvml = nvml or _load_nvml()
+        self.clock, self.sleep = clock, sleep
         try:
             count = self.nvml.nvmlDeviceGetCount()
         except Exception as exc:
@@ -68,7 +75,9 @@ class Gpu:
             raise NvmlUnavailable(f"NVML reports {count} GPU(s); device {index} does not exist")
         self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
         self.info = self._read_info(index)
-        self._energy_ok = _optional(lambda: self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) is not None
+        self._energy_ok = self.energy_mj() is not None
+        self._power_fields = tuple(getattr(self.nvml, name, None) for name in POWER_FIELDS)
+        self._power_fields_ok = None not in self._power_fields
 
     def _read_info(self, index: int) -> DeviceInfo:
         n, h = self.nvml, self.handle
@@ -86,51 +95,102 @@ class Gpu:
     def energy_mj(self) -> Optional[float]:
         return _optional(lambda: float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)))
 
+    def memory_used_mb(self) -> Optional[float]:
+        mem = _optional(lambda: self.nvml.nvmlDeviceGetMemoryInfo(self.handle))
+        return mem.used / MB if mem is not None else None
+
+    def power_fields_w(self) -> tuple[Optional[float], Optional[float]]:
+        """POWER_INSTANT and POWER_AVERAGE in W, one call for both; None for a field the driver refuses.
+
+        A driver that rejects the call as a whole is not asked again in this session.
+        """
+        if not self._power_fields_ok:
+            return None, None
+        try:
+            values = self.nvml.nvmlDeviceGetFieldValues(self.handle, list(self._power_fields))
+        except Exception:
+            self._power_fields_ok = False
+            return None, None
+        return tuple(v.value.uiVal / 1000.0 if v.nvmlReturn == 0 else None for v in values)
+
     def compute_processes(self) -> list[tuple[int, Optional[float]]]:
         """(pid, used MB) of every compute process; used is None where the driver withholds it."""
         procs = _optional(lambda: self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)) or []
-        return [(p.pid, None if p.usedGpuMemory in (None, getattr(self.nvml, "NVML_VALUE_NOT_AVAILABLE_ulonglong", -1))
-                 else p.usedGpuMemory / MB) for p in procs]
+        return [(p.pid, None if p.usedGpuMemory is None else p.usedGpuMemory / MB) for p in procs]
 
     def process_sm_utilization(self, since_us: int) -> list[tuple[int, int, float]]:
-        """(pid, timestamp µs, SM %) samples newer than ``since_us``; empty when none or unsupported."""
+        """(pid, timestamp µs, SM %) samples newer than ``since_us``; empty when none or unsupported.
+
+        NVML answers NOT_FOUND when no sample is newer than ``since_us``; that is an empty list.
+        """
         samples = _optional(lambda: self.nvml.nvmlDeviceGetProcessUtilization(self.handle, since_us)) or []
         return [(s.pid, int(s.timeStamp), float(s.smUtil)) for s in samples]
 
-    def sample(self, last_seen_us: int) -> tuple[GpuSample, int]:
+    def sample(self, last_seen_us: Optional[int]) -> tuple[GpuSample, Optional[int]]:
+        """One reading of everything; returns the newest per-process timestamp seen, for the next call.
+
+        The driver stamps per-process samples in a time base of its own. Until one has been seen
+        (``last_seen_us`` None) the driver is asked for everything it holds, only to learn the
+        newest stamp: those samples may be old and are not recorded; every later one is newer.
+        """
         n, h = self.nvml, self.handle
-        t = time.time()
+        t = self.clock()
         util = _optional(lambda: n.nvmlDeviceGetUtilizationRates(h))
-        mem = _optional(lambda: n.nvmlDeviceGetMemoryInfo(h))
         power_mw = _optional(lambda: n.nvmlDeviceGetPowerUsage(h))
+        instant_w, average_w = self.power_fields_w()
         sample = GpuSample(
             t=t, energy_mj=self.energy_mj(), power_w=power_mw / 1000 if power_mw is not None else None,
-            util_pct=float(util.gpu) if util is not None else None,
-            mem_used_mb=mem.used / MB if mem is not None else None,
+            power_instant_w=instant_w, power_avg_w=average_w,
+            util_pct=float(util.gpu) if util is not None else None, mem_used_mb=self.memory_used_mb(),
             temp_c=_optional(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
             sm_clock_mhz=_optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))))
         sample.proc_mem_mb = dict(self.compute_processes())
+        if last_seen_us is None:
+            stamps = [stamp for _, stamp, _ in self.process_sm_utilization(0)]
+            return sample, max(stamps) if stamps else None
         newest = last_seen_us
         for pid, stamp, sm in self.process_sm_utilization(last_seen_us):
             sample.proc_sm_pct[pid] = sample.proc_sm_pct.get(pid, 0.0) + sm
             newest = max(newest, stamp)
         return sample, newest
 
+    def _next_counter_update(self, limit_s: float = 0.5, poll_s: float = 0.002) -> tuple[float, Optional[float]]:
+        """The time and value of the counter's next change (it advances in steps, not continuously)."""
+        first = self.energy_mj()
+        deadline = self.clock() + limit_s
+        while self.clock() < deadline:
+            value = self.energy_mj()
+            if value != first:
+                return self.clock(), value
+            self.sleep(poll_s)
+        return self.clock(), self.energy_mj()
+
     def idle_power_w(self, seconds: float = 3.0) -> Optional[float]:
-        """Mean power over ``seconds`` from the energy counter, with nothing of ours running."""
-        start, t0 = self.energy_mj(), time.time()
-        time.sleep(seconds)
-        end, t1 = self.energy_mj(), time.time()
-        if start is None or end is None or end < start:
+        """Mean power over about ``seconds`` from the energy counter, with nothing of ours running.
+
+        Both ends of the window sit on an update of the counter, so its update period (tens of
+        ms) does not enter as an error of up to one period over a few seconds.
+        """
+        t0, start = self._next_counter_update()
+        self.sleep(seconds)
+        t1, end = self._next_counter_update()
+        if start is None or end is None or end < start or t1 <= t0:
             return None
         return (end - start) / 1000 / (t1 - t0)
 
 
 class PidRoles:
-    """Which job a GPU process belongs to, by its process group: each job has a session of its own."""
+    """Which job a GPU process belongs to, by its process group: each job has a session of its own,
+    so a job's children (a ``train.sh`` and the python it starts) resolve to the job's role.
 
-    def __init__(self):
+    A pid once resolved keeps its role, so a process NVML still lists while it exits stays
+    counted; a pid of no registered group (another user's job) is ``other``.
+    """
+
+    def __init__(self, getpgid: Callable[[int], int] = os.getpgid):
         self._groups: dict[int, str] = {}
+        self._known: dict[int, str] = {}
+        self._getpgid = getpgid
         self._lock = threading.Lock()
 
     def register(self, pgid: int, role: str) -> None:
@@ -138,46 +198,55 @@ class PidRoles:
             self._groups[pgid] = role
 
     def role_of(self, pid: int) -> str:
+        with self._lock:
+            if pid in self._known:
+                return self._known[pid]
         try:
-            pgid = os.getpgid(pid)
+            pgid = self._getpgid(pid)
         except OSError:
             return "other"
         with self._lock:
-            return self._groups.get(pgid, "other")
+            role = self._groups.get(pgid, "other")
+            if role != "other":
+                self._known[pid] = role
+            return role
 
 
 class Sampler:
-    """Samples a ``Gpu`` at ``hz`` in a daemon thread until stopped."""
+    """Samples a ``Gpu`` at ``hz`` in a daemon thread until stopped; ``take`` is one sample."""
 
     def __init__(self, gpu: Gpu, hz: float, roles: PidRoles):
         self.gpu, self.period, self.roles = gpu, 1.0 / hz, roles
         self.samples: list[GpuSample] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._last_seen_us = int(time.time() * 1e6)
+        self._last_seen_us: Optional[int] = None
 
     def start(self) -> "Sampler":
-        self._take()
+        self.take()
         self._thread = threading.Thread(target=self._run, name="gpu-pairs-nvml", daemon=True)
         self._thread.start()
         return self
 
-    def _take(self) -> None:
+    def take(self) -> GpuSample:
         sample, self._last_seen_us = self.gpu.sample(self._last_seen_us)
         sample.roles = {pid: self.roles.role_of(pid) for pid in set(sample.proc_mem_mb) | set(sample.proc_sm_pct)}
         self.samples.append(sample)
+        return sample
 
     def _run(self) -> None:
         next_t = time.monotonic() + self.period
         while not self._stop.wait(max(0.0, next_t - time.monotonic())):
-            self._take()
+            self.take()
             next_t += self.period
             if next_t < time.monotonic():
                 next_t = time.monotonic() + self.period
 
     def stop(self) -> list[GpuSample]:
+        if self._stop.is_set():
+            return self.samples
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._take()
+        self.take()
         return self.samples
