@@ -1,7 +1,9 @@
 """One round of a case, from monitors up to monitors down: Case -> Measurement.
 
 The phases are separate methods so that pytest-benchmark times only the foreground job
-(``run_foreground``) while the background and monitors are set up and torn down around it.
+(``run_foreground``) while the background and monitors are set up and torn down around it. A
+built-in foreground starts beside the background and waits at a start gate, opened when the
+background trains, so both jobs' startups overlap and neither trains alone at the window's start.
 ``abort`` is safe to call at any point and more than once: it is what teardown calls when a
 phase raised.
 """
@@ -18,6 +20,7 @@ from .jobs import JobOutcome, JobProcess, build_spec
 from .monitor.cpu import RaplSampler
 from .monitor.nvml import Gpu, PidRoles, Sampler
 from .monitor.samples import GpuSample, save_cpu_readings, save_samples
+from .workloads.progress import GATE_VAR
 
 
 @dataclass
@@ -81,6 +84,7 @@ class Round:
         self.background: Optional[BackgroundLoop] = None
         self.fg_outcome: Optional[JobOutcome] = None
         self._fg_process: Optional[JobProcess] = None
+        self._gate: Optional[Path] = None
         self._closed = False
 
     @property
@@ -101,16 +105,29 @@ class Round:
             return
         self.background = BackgroundLoop(self._spec(self.bg_job, "bg"), self.out_dir, self.restart_delay_s,
                                          on_start=lambda job: self.roles.register(job.pid, "bg")).start()
+        if self.fg_job.is_builtin:
+            self._start_foreground(gate=self.out_dir / "fg.start-gate")
         if not self.background.wait_ready(self.timeout_s):
             reason = self.background.failure or (
                 f"background {self.bg_job.model} did not become ready within {self.timeout_s:.0f} s"
                 f" (see {self.out_dir}/bg-run-*.log)")
             raise BackgroundNotReady(reason)
+        if self._gate is not None:
+            self._gate.touch()
+
+    def _start_foreground(self, gate: Optional[Path] = None) -> None:
+        """Start the foreground job; a built-in one held at ``gate`` (see ``wait_for_start_gate``)."""
+        spec = self._spec(self.fg_job, "fg")
+        if gate is not None:
+            gate.unlink(missing_ok=True)
+            spec.env[GATE_VAR] = str(gate)
+        self._gate = gate
+        self._fg_process = JobProcess(spec, self.out_dir / "fg.log", self.out_dir / "fg.progress.jsonl").start()
+        self.roles.register(self._fg_process.pid, "fg")
 
     def run_foreground(self) -> JobOutcome:
-        self._fg_process = JobProcess(self._spec(self.fg_job, "fg"), self.out_dir / "fg.log",
-                                      self.out_dir / "fg.progress.jsonl").start()
-        self.roles.register(self._fg_process.pid, "fg")
+        if self._fg_process is None:
+            self._start_foreground()
         self._fg_process.wait()
         self.fg_outcome = self._fg_process.outcome()
         return self.fg_outcome

@@ -21,7 +21,7 @@ from .monitor.samples import JOB_ROLES
 SCHEMA_VERSION = 1
 VRAM_SOURCE = "nvml_process_memory"
 IDLE_METHOD = "nvml_energy_counter_at_session_start"
-AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency", "gpu_energy_j",
+AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_startup_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency", "gpu_energy_j",
               "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
               "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
               "bg_peak_vram_mb", "other_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
@@ -242,6 +242,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record: dict[str, Any] = {**describe(case), "mode": m.mode}
     record["fg_duration_s"] = fg.duration_s
     record["fg_wall_s"] = fg.wall_s
+    record["fg_startup_s"] = fg.progress.setup_t - fg.start_t if fg.progress.setup_t else None
     record["duration_basis"] = fg.duration_basis
     if fg.duration_basis == "process":
         notes.unmeasured("duration_basis", "the foreground reports no progress: durations are process wall times")

@@ -15,7 +15,20 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 ENV_VAR = "GPU_PAIRS_PROGRESS"
+GATE_VAR = "GPU_PAIRS_START_GATE"
 STEP_INTERVAL_S = 0.25
+
+
+def wait_for_start_gate(poll_s: float = 0.01) -> None:
+    """Hold the first training step until the harness creates the gate file.
+
+    The harness starts the foreground while the background is still starting up and opens the
+    gate once the background trains: the foreground's seconds of imports and CUDA setup then
+    overlap the background's, and its first step meets a background that is really training.
+    """
+    path = os.environ.get(GATE_VAR)
+    while path and not os.path.exists(path):
+        time.sleep(poll_s)
 
 
 class ProgressWriter:
@@ -38,6 +51,11 @@ class ProgressWriter:
         if self._file is not None:
             self._file.write(json.dumps({**event, "t": self._clock()}) + "\n")
             self._file.flush()
+
+    def setup_done(self) -> None:
+        """Model and data are built: what came before this line is startup, not training."""
+        self._sync()
+        self._emit({"event": "setup"})
 
     def ready(self) -> None:
         self._sync()
@@ -69,6 +87,7 @@ class Progress:
     """What a job reported, parsed tolerantly (a killed job leaves a half-written last line)."""
 
     ready_t: Optional[float] = None
+    setup_t: Optional[float] = None
     steps: list[tuple[float, int]] = field(default_factory=list)
     result: Optional[dict[str, Any]] = None
     error: Optional[dict[str, Any]] = None
@@ -90,7 +109,9 @@ class Progress:
 
     def _add(self, event: dict[str, Any]) -> None:
         kind, t = event.get("event"), event.get("t")
-        if kind == "ready" and self.ready_t is None:
+        if kind == "setup":
+            self.setup_t = t
+        elif kind == "ready" and self.ready_t is None:
             self.ready_t = t
             self.steps.append((t, 1))
         elif kind == "step":

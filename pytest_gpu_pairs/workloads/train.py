@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional
 import torch
 
 from .catalog import BuiltinWorkload
-from .progress import ProgressWriter
+from .progress import ProgressWriter, wait_for_start_gate
 
 MB = 1024 * 1024
 
@@ -107,6 +107,8 @@ def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) ->
         scaled_epoch = max(1, math.ceil(steps_per_epoch * scale))
         print(f"{info.name}: {total} steps ({scaled_epoch} per epoch at scale {scale}), device {device}", flush=True)
         batches = workload.batches()
+        progress.setup_done()
+        wait_for_start_gate()
         for step in range(1, total + 1):
             workload.train_step(next(batches))
             if step == 1:
