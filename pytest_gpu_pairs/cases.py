@@ -7,11 +7,16 @@ a time-sliced case, the driver's default, keeps the plain id.
 """
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from . import mutation
+from .history import GpuPairsWarning, History, load_history
 from .mps import MpsLimits
-from .settings import CommandWorkload, Experiment, JobRef, PairSpec
+from .settings import CommandWorkload, Experiment, JobRef, PairSpec, hyperparameter_specs, value_kind
 from .workloads.catalog import BUILTINS
 
 
@@ -45,6 +50,7 @@ class Overrides:
     vram_budget_mb: Optional[float] = None
     min_efficiency: Optional[float] = None
     sharing: Optional[tuple[str, ...]] = None
+    results_dir: Optional[Path] = None  # earlier results there are history the mutation design avoids
 
 
 @dataclass(frozen=True)
@@ -91,13 +97,13 @@ def job_config(experiment: Experiment, ref: JobRef) -> JobConfig:
                      base_dir=str(experiment.workload_dir()), mps=mps)
 
 
-def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> Case:
+def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobConfig, bg: Optional[JobConfig],
+          variant: str, mode: str) -> Case:
     d = experiment.defaults
-    fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
     return Case(
-        id=case_id(pair.group, fg.model, bg.model, "default", "concurrent"),
-        experiment=experiment.name, design=experiment.design, group=pair.group, variant="default",
-        mode="concurrent", fg=fg, bg=bg,
+        id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode),
+        experiment=experiment.name, design=experiment.design, group=pair.group, variant=variant,
+        mode=mode, fg=fg, bg=bg,
         vram_budget_mb=_first(overrides.vram_budget_mb, pair.vram_budget_mb, d.vram_budget_mb),
         min_efficiency=_first(overrides.min_efficiency, pair.min_efficiency, d.min_efficiency),
         runs_per_config=_first(pair.runs_per_config, d.runs_per_config),
@@ -105,15 +111,118 @@ def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> 
         source=experiment.source, note=pair.note or "")
 
 
+def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> Case:
+    fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+    return _case(experiment, pair, overrides, fg, bg, "default", "concurrent")
+
+
 def _first(*values):
     return next(v for v in values if v is not None)
 
 
+# --- hp_study: does sharing change how hyperparameters act? -------------------------------
+
+VARIANT_NAMES = {"learning_rate": "lr"}
+
+
+def scaled_value(experiment: Experiment, model: str, name: str, default: Any, factor: float) -> Any:
+    """``default * factor``: exact for floats and for a built-in's (fractional) epochs, else the
+    nearest integer, at least 1."""
+    spec = hyperparameter_specs(experiment, model)[name]
+    value = default * factor
+    if value_kind(experiment, model, name, spec) == "float":
+        value = float(f"{value:.10g}")
+        return int(value) if value.is_integer() and isinstance(default, int) else value
+    return max(1, math.floor(value + 0.5))
+
+
+def study_variants(experiment: Experiment, pair: PairSpec, varied: JobConfig) -> list[tuple[str, JobConfig]]:
+    """default, then ``<hp>_min`` and ``<hp>_max`` for each varied hyperparameter (lr = learning_rate)."""
+    variants = [("default", varied)]
+    for name, factors in experiment.pair_vary(pair).items():
+        default = varied.hyperparameters[name]
+        for bound, factor in zip(("min", "max"), factors):
+            value = scaled_value(experiment, varied.model, name, default, factor)
+            variants.append((f"{VARIANT_NAMES.get(name, name)}_{bound}", varied.with_hyperparameters(**{name: value})))
+    return variants
+
+
+def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
+    """Per pair: the background A alone, the varied foreground B alone in every variant, then every
+    variant of B concurrent with A at default. Solo runs come first, so the concurrent cases find
+    their baselines measured; a solo job several pairs need is one case, under the first pair."""
+    cases: list[Case] = []
+    solo_jobs: set[JobConfig] = set()
+    for pair in experiment.pairs:
+        varied, load = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+        variants = study_variants(experiment, pair, varied)
+        load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
+        for variant, job in [(load_variant, load)] + variants:
+            if job not in solo_jobs:
+                solo_jobs.add(job)
+                cases.append(_case(experiment, pair, overrides, job, None, variant, "solo"))
+        cases += [_case(experiment, pair, overrides, job, load, variant, "concurrent") for variant, job in variants]
+    return cases
+
+
+# --- mutation: random hyperparameters, never a configuration run before --------------------
+
+def _mutation_history(experiment: Experiment, overrides: Overrides) -> History:
+    if not experiment.mutation.dedup:
+        return History()
+    return load_history(overrides.results_dir, experiment.mutation.historical_csvs, experiment.workload_dir(),
+                        experiment.source)
+
+
+def _mutated_cases(experiment: Experiment, index: int, pair: PairSpec, overrides: Overrides,
+                   history: History, seen: set) -> list[Case]:
+    fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+    specs = hyperparameter_specs(experiment, fg.model)
+    names = mutation.mutated_names(pair.mutate, specs)
+    label = "_".join(names) if len(names) <= 2 else "mut"
+
+    def variant(key) -> str:
+        return f"{label}_{mutation.key_digest(key)}"
+
+    def taken(key) -> bool:
+        return key in seen or history.ran_elsewhere(key, case_id(pair.group, fg.model, bg.model, variant(key), "concurrent"))
+
+    wanted = pair.mutations or 1
+    rng = mutation.pair_rng(experiment.mutation.seed, pair.group, fg.model, bg.model, *names)
+    stream = mutation.candidates(specs, names, fg.hyperparameters, rng)
+    drawn, attempts = mutation.draw_unique(stream, wanted, experiment.mutation.max_attempts, fg.model,
+                                           "concurrent", taken)
+    if len(drawn) < wanted:
+        warnings.warn(f"{experiment.source}: {experiment.mutate_path(index)}: only {len(drawn)} of {wanted} "
+                      f"configurations of {', '.join(names)} were never run before ({attempts} draws); "
+                      f"widen the ranges or ask for fewer", GpuPairsWarning, stacklevel=2)
+    seen.update(d.key for d in drawn)
+    return [_case(experiment, pair, overrides, fg.with_hyperparameters(**d.hyperparameters), bg, variant(d.key),
+                  "concurrent") for d in drawn]
+
+
+def _mutation_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
+    """A pair with ``mutate`` gets ``mutations`` sampled variants; one without, its default case."""
+    history = _mutation_history(experiment, overrides)
+    seen: set = set()
+    cases: list[Case] = []
+    for index, pair in enumerate(experiment.pairs):
+        if pair.mutate:
+            cases += _mutated_cases(experiment, index, pair, overrides, history, seen)
+            continue
+        case = _pair_case(experiment, pair, overrides)
+        seen.add(mutation.run_key(case.fg.model, case.fg.hyperparameters, case.mode))
+        cases.append(case)
+    return cases
+
+
+_DESIGNS = {"pairs": lambda experiment, overrides: [_pair_case(experiment, p, overrides) for p in experiment.pairs],
+            "hp_study": _hp_study_cases, "mutation": _mutation_cases}
+
+
 def expand(experiment: Experiment, overrides: Overrides = Overrides()) -> list[Case]:
     """All cases of one experiment, in file order."""
-    if experiment.design != "pairs":
-        raise NotImplementedError(f"{experiment.source}: design {experiment.design!r} is not expanded yet")
-    return [_pair_case(experiment, pair, overrides) for pair in experiment.pairs]
+    return _DESIGNS[experiment.design](experiment, overrides)
 
 
 def sharing_modes(experiment: Experiment, overrides: Overrides = Overrides()) -> Callable[[Case], tuple[str, ...]]:
@@ -123,8 +232,10 @@ def sharing_modes(experiment: Experiment, overrides: Overrides = Overrides()) ->
 
 
 def with_sharing(cases: Iterable[Case], modes_of: Callable[[Case], tuple[str, ...]]) -> list[Case]:
-    """Each case once per sharing mechanism, side by side, so a pair is compared under both."""
-    return [replace(case, sharing=mode, id=sharing_case_id(case.id, mode)) for case in cases for mode in modes_of(case)]
+    """Each case once per sharing mechanism, side by side, so a pair is compared under both; a solo
+    case once and plain: nothing shares the card, and every baseline is measured without MPS."""
+    return [replace(case, sharing=mode, id=sharing_case_id(case.id, mode)) for case in cases
+            for mode in (("timeslice",) if case.mode == "solo" else modes_of(case))]
 
 
 class DuplicateCaseError(ValueError):
@@ -145,6 +256,13 @@ def expand_all(experiments: Iterable[Experiment], overrides: Overrides = Overrid
             seen[case.id] = case.source
             cases.append(case)
     return cases
+
+
+def baseline_case(job: JobConfig, case_id_: str, timeout_s: float, vram_budget_mb: float) -> Case:
+    """The case a solo baseline is recorded as when no solo case of the suite measured it."""
+    return Case(id=case_id_, experiment="", design="baseline", group="_solo", variant="baseline", mode="solo",
+                fg=job, bg=None, vram_budget_mb=vram_budget_mb, min_efficiency=0.0, runs_per_config=1,
+                restart_delay_s=0.0, timeout_s=timeout_s)
 
 
 def unavailable_reason(case: Case) -> Optional[str]:

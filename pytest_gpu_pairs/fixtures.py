@@ -11,6 +11,7 @@ from . import ballast
 from .background import BackgroundLoop
 from .ballast import Ballast, BallastError
 from .cases import Case, JobConfig, describe
+from .derived import with_derived
 from .jobs import build_spec
 from .measure import BackgroundNotReady, Measurement, Round
 from .monitor.nvml import PidRoles, Sampler
@@ -27,8 +28,8 @@ def gpu_pairs_session(config: pytest.Config) -> GpuPairsSession:
 
 
 class PairRun:
-    """Runs one case: solo baselines first (cached), then ``runs_per_config`` concurrent rounds in
-    which pytest-benchmark times the foreground job alone."""
+    """Runs one case: solo baselines first (cached), then ``runs_per_config`` rounds in which
+    pytest-benchmark times the foreground job alone; a solo case's rounds have no background."""
 
     def __init__(self, case: Case, session: GpuPairsSession, benchmark):
         self.case, self.session, self.benchmark = case, session, benchmark
@@ -58,22 +59,33 @@ class PairRun:
             self._stop_card()
 
     def _run(self) -> CaseResult:
+        if self.case.mode == "solo":
+            return self._solo_case()
         case = self.case
         self._sharing_or_skip(self.session.sharing.check)
         solo_fg = self._solo(case.fg)
         solo_bg = self._solo(case.bg) if case.bg is not None else None
         self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
         try:
-            self.benchmark.pedantic(self._foreground, setup=self._start_round, teardown=self._end_round,
-                                    rounds=case.runs_per_config)
-            self._end_round()
-            while len(self.measurements) < case.runs_per_config:  # --benchmark-disable runs one round
-                self._start_round()
-                self._foreground()
-                self._end_round()
+            self._measure_rounds()
         except BackgroundNotReady as exc:
             return self._finish({**describe(case), "failure": str(exc), "oom": self._background_oom()})
-        records = [round_record(case, m, solo_fg, solo_bg, self.env) for m in self.measurements]
+        return self._finish(aggregate(self._round_records(solo_fg, solo_bg)))
+
+    def _solo_case(self) -> CaseResult:
+        """A solo case measures its job unless the session already did (then it reports that
+        measurement, and pytest-benchmark has nothing of its own to time); its first round is the
+        job's baseline for every concurrent case after it."""
+        job = self.case.fg
+        cached = self.session.cached_solo(job)
+        if cached is not None:
+            record = self._record(cached, cached, None)
+            record["reused_measurement"] = str(cached.out_dir)
+            return self._finish(aggregate([record]))
+        self.sharing = self._sharing_or_skip(self.session.sharing.prepare)  # plain: no MPS daemon up
+        self._measure_rounds()
+        records = self._round_records(None, None)
+        self.session.adopt_solo(job, self.measurements[0], records[0])
         return self._finish(aggregate(records))
 
     def _sharing_or_skip(self, step):
@@ -82,6 +94,30 @@ class PairRun:
             return step(self.case, self.env.device)
         except SharingUnavailable as exc:
             pytest.skip(f"{self.case.id}: {exc}")
+
+    def _measure_rounds(self) -> None:
+        """``runs_per_config`` rounds, pytest-benchmark timing the foreground job of each."""
+        rounds = self.case.runs_per_config
+        self.benchmark.pedantic(self._foreground, setup=self._start_round, teardown=self._end_round, rounds=rounds)
+        self._end_round()
+        while len(self.measurements) < rounds:  # --benchmark-disable runs one round
+            self._start_round()
+            self._foreground()
+            self._end_round()
+
+    def _round_records(self, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> list[dict[str, Any]]:
+        """Every round's record (a solo round is its own baseline); with repeats, each one is also
+        saved in its round folder, so every repeat is on record and not only their mean."""
+        records = [self._record(m, solo_fg or m, solo_bg) for m in self.measurements]
+        if self.case.runs_per_config > 1:
+            for m, record in zip(self.measurements, records):
+                save_result(m.out_dir, record)
+        return records
+
+    def _record(self, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> dict[str, Any]:
+        case = self.case
+        record = round_record(case, m, solo_fg, solo_bg, self.env)
+        return with_derived(record, case.fg, None if case.mode == "solo" else self.session.solo_record(case.fg))
 
     def _solo(self, job: JobConfig) -> Measurement:
         solo = self.session.solo(job, self.case.timeout_s)

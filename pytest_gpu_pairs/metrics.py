@@ -185,3 +185,24 @@ def mean_and_std(values: Sequence[Optional[float]]) -> tuple[Optional[float], Op
     if not present:
         return None, None
     return statistics.fmean(present), statistics.stdev(present) if len(present) > 1 else 0.0
+
+
+def relative_change(value: Optional[float], reference: Optional[float]) -> Optional[float]:
+    """(value - reference) / |reference|: 0.1 is 10 % more than the reference."""
+    if value is None or reference is None or reference == 0:
+        return None
+    return (value - reference) / abs(reference)
+
+
+def per_unit(amount: Optional[float], units: Optional[float]) -> Optional[float]:
+    if amount is None or units is None or units <= 0:
+        return None
+    return amount / units
+
+
+
+def energy_saved_j(concurrent_j: Optional[float], serial_j: Optional[float]) -> Optional[float]:
+    """Positive: sharing the card cost less energy than the same work run one job after the other."""
+    if concurrent_j is None or serial_j is None:
+        return None
+    return serial_j - concurrent_j

@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 
 from . import metrics
 from .cases import Case, describe
+from .derived import DERIVED_KEYS
 from .measure import Environment, Measurement
 from .monitor.samples import JOB_ROLES
 
@@ -26,6 +27,7 @@ AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_startup_s", "fg_slowdown", "bg_p
               "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
               "bg_peak_vram_mb", "other_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
               "bg_runs", "bg_failures", "window_s", "serial_energy_j", "energy_saved_vs_serial", "mps_server_vram_mb")
+AGGREGATED += DERIVED_KEYS
 
 
 class Notes(dict):

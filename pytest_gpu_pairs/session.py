@@ -9,17 +9,18 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from .ballast import Ballast
-from .cases import Case, JobConfig, Overrides, expand_all
+from .cases import Case, JobConfig, Overrides, baseline_case, expand_all
+from .derived import with_derived
 from .jobs import kill_all_jobs
 from .measure import Environment, Measurement, measure_solo
 from .monitor.nvml import Gpu, NvmlUnavailable
 from .mps import stop_all_daemons, system_daemon_pid
 from .options import GpuPairsOptions
-from .results import CaseResult, atomic_write_json
-from .settings import load_experiment
+from .results import CaseResult, atomic_write_json, round_record, save_result
+from .settings import Defaults, load_experiment
 from .sharing import SharingManager
 
 IDLE_SECONDS = 3.0
@@ -71,7 +72,7 @@ class GpuPairsSession:
         self.results: list[CaseResult] = []
         self._cases: Optional[list[Case]] = None
         self._env: Optional[Environment] = None
-        self._solo: dict[tuple, Measurement] = {}
+        self._solo: dict[tuple, tuple[Measurement, dict[str, Any]]] = {}
         self._planned: list[str] = []
         self.sharing = SharingManager(options.out_dir, options.mps_control, options.mps_threads,
                                       options.mps_mem_limit_mb)
@@ -79,7 +80,8 @@ class GpuPairsSession:
     def cases(self) -> list[Case]:
         if self._cases is None:
             overrides = Overrides(vram_budget_mb=self.options.vram_budget_mb,
-                                  min_efficiency=self.options.min_efficiency, sharing=self.options.sharing)
+                                  min_efficiency=self.options.min_efficiency, sharing=self.options.sharing,
+                                  results_dir=self.options.out_dir)
             self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides)
         return self._cases
 
@@ -114,14 +116,34 @@ class GpuPairsSession:
         return self.environment().device == "cuda" or self.options.min_efficiency is not None
 
     def solo(self, job: JobConfig, timeout_s: float) -> Measurement:
-        """The job alone on the device, measured once per session and shared by every case using it.
+        """The job alone on the device, measured once per session and shared by every case using it;
+        its record (mode ``solo``) is saved as ``<out>/_solo/<model>-<digest>/result.json``.
 
         Always without MPS: both sharing mechanisms are compared with the same plain baseline."""
         key = (job, self.options.scale)
         if key not in self._solo:
             self.sharing.release()
-            self._solo[key] = measure_solo(job, self.environment(), self.solo_dir(job), timeout_s)
-        return self._solo[key]
+            out = self.solo_dir(job)
+            measurement = measure_solo(job, self.environment(), out, timeout_s)
+            budget = self.options.vram_budget_mb or Defaults().vram_budget_mb
+            case = baseline_case(job, f"_solo/{out.name}", timeout_s, budget)
+            record = with_derived(round_record(case, measurement, measurement, None, self.environment()), job, None)
+            save_result(out, record)
+            self._solo[key] = (measurement, record)
+        return self._solo[key][0]
+
+    def cached_solo(self, job: JobConfig) -> Optional[Measurement]:
+        found = self._solo.get((job, self.options.scale))
+        return found[0] if found else None
+
+    def solo_record(self, job: JobConfig) -> Optional[dict[str, Any]]:
+        """The record of the job's solo measurement, for the comparisons of concurrent cases."""
+        found = self._solo.get((job, self.options.scale))
+        return found[1] if found else None
+
+    def adopt_solo(self, job: JobConfig, measurement: Measurement, record: dict[str, Any]) -> None:
+        """A solo case's first round becomes the job's baseline: no job is measured alone twice."""
+        self._solo.setdefault((job, self.options.scale), (measurement, record))
 
     def solo_dir(self, job: JobConfig) -> Path:
         digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],

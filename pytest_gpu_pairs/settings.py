@@ -8,15 +8,18 @@ three-day matrix is caught at collection, not at hour two.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError, field_validator, model_validator
 
-from .workloads.catalog import BUILTINS, seed_name
+from .workloads.catalog import BUILTINS, FRACTIONAL, seed_name
 
 HyperValue = Union[StrictBool, StrictInt, float, str]
+Factors = tuple[float, float]
+DEFAULT_VARY: dict[str, Factors] = {"learning_rate": (0.2, 5.0), "epochs": (0.5, 1.5)}
 
 
 class SettingsError(ValueError):
@@ -114,6 +117,13 @@ class JobRef(_Strict):
 _GROUP = r"^[A-Za-z0-9_.]+$"
 
 
+def _positive_factors(vary: Optional[dict[str, Factors]]) -> Optional[dict[str, Factors]]:
+    for name, factors in (vary or {}).items():
+        if min(factors) <= 0:
+            raise ValueError(f"expected positive [min, max] factors of the default for {name}, got {list(factors)}")
+    return vary
+
+
 class PairSpec(_Strict):
     group: str = Field(pattern=_GROUP)
     foreground: JobRef
@@ -123,6 +133,14 @@ class PairSpec(_Strict):
     runs_per_config: Optional[int] = Field(None, ge=1)
     sharing: Optional[Sharing] = None
     note: Optional[str] = None
+    vary: Optional[dict[str, Factors]] = Field(None, min_length=1)
+    mutate: Optional[list[str]] = Field(None, min_length=1)
+    mutations: Optional[int] = Field(None, ge=1)
+
+    @field_validator("vary")
+    @classmethod
+    def _factors_are_positive(cls, vary):
+        return _positive_factors(vary)
 
 
 class Defaults(_Strict):
@@ -135,19 +153,44 @@ class Defaults(_Strict):
     sharing: Sharing = ("timeslice",)
 
 
+class MutationSettings(_Strict):
+    """How the mutation design samples: seeded (stable case ids), deduplicated against history."""
+
+    seed: int = 0
+    dedup: bool = True
+    historical_csvs: list[str] = Field(default_factory=list)
+    max_attempts: int = Field(1000, ge=1)
+
+
 class Experiment(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     design: Literal["pairs", "hp_study", "mutation"] = "pairs"
     defaults: Defaults = Field(default_factory=Defaults)
     workloads: dict[str, CommandWorkload] = Field(default_factory=dict)
+    vary: dict[str, Factors] = Field(default_factory=lambda: dict(DEFAULT_VARY), min_length=1)
+    mutation: MutationSettings = Field(default_factory=MutationSettings)
     pairs: list[PairSpec] = Field(min_length=1)
     source: str = Field("", exclude=True)
     _pair_paths: list[str] = PrivateAttr(default_factory=list)
+    _mutate_paths: list[str] = PrivateAttr(default_factory=list)
+
+    @field_validator("vary")
+    @classmethod
+    def _factors_are_positive(cls, vary):
+        return _positive_factors(vary)
 
     def pair_path(self, index: int) -> str:
         """Where pair ``index`` stands in the file the user wrote (a seed file numbers differently)."""
         return self._pair_paths[index] if index < len(self._pair_paths) else f"$.pairs[{index}]"
+
+    def mutate_path(self, index: int) -> str:
+        """Where pair ``index``'s list of mutated hyperparameters stands (a seed file: under foreground)."""
+        return self._mutate_paths[index] if index < len(self._mutate_paths) else f"{self.pair_path(index)}.mutate"
+
+    def pair_vary(self, pair: PairSpec) -> dict[str, Factors]:
+        """The hyperparameters the study varies for a pair, and their [min, max] factors of the default."""
+        return pair.vary if pair.vary is not None else self.vary
 
     def workload_dir(self) -> Path:
         """Command workloads' relative ``cwd`` is read from the settings file's folder."""
@@ -180,6 +223,8 @@ class _SeedFile(BaseModel):
     description: str = ""
     mode: Optional[str] = None
     runs_per_config: int = Field(1, ge=1)
+    use_deduplication: bool = False
+    historical_csvs: list[str] = Field(default_factory=list)
     experiments: list[_SeedEntry] = Field(min_length=1)
 
 
@@ -198,29 +243,40 @@ def _seed_job(job: _SeedJob, where: str, source: str) -> dict[str, Any]:
     return {"model": name, "hyperparameters": dict(job.hyperparameters)}
 
 
-def _seed_to_native(seed: _SeedFile, source: str) -> tuple[dict[str, Any], list[str]]:
-    pairs, paths = [], []
+def _seed_pair(seed: _SeedFile, entry: _SeedEntry, index: int, where: str, source: str) -> dict[str, Any]:
+    """One parallel entry. In a mutated entry the seed's ``runs_per_config`` counts distinct samples
+    (its comments: "batch_size: 3->5, need 2, set 3"), so it becomes ``mutations``, each run once."""
+    pair = {"group": _seed_group(entry, index),
+            "foreground": _seed_job(entry.foreground, f"{where}.foreground", source),
+            "background": _seed_job(entry.background, f"{where}.background", source)}
+    if entry.foreground.mutate:
+        pair["mutate"] = list(entry.foreground.mutate)
+        pair["mutations"] = entry.runs_per_config or seed.runs_per_config
+    elif entry.runs_per_config is not None:
+        pair["runs_per_config"] = entry.runs_per_config
+    if entry.note:
+        pair["note"] = entry.note
+    return pair
+
+
+def _seed_to_native(seed: _SeedFile, source: str) -> tuple[dict[str, Any], list[str], list[str]]:
+    pairs, paths, mutate_paths = [], [], []
     for index, entry in enumerate(seed.experiments):
         if entry.foreground is None and entry.background is None:
             continue  # the seed's files carry comment-only entries
         where = f"$.experiments[{index}]"
         if entry.foreground is None or entry.background is None:
             raise SettingsError(source, where, "expected both 'foreground' and 'background' for a parallel experiment")
-        if entry.foreground.mutate:
-            raise SettingsError(source, f"{where}.foreground.mutate",
-                                "mutation experiments are not supported by this loader yet")
-        pair = {"group": _seed_group(entry, index),
-                "foreground": _seed_job(entry.foreground, f"{where}.foreground", source),
-                "background": _seed_job(entry.background, f"{where}.background", source)}
-        if entry.runs_per_config is not None:
-            pair["runs_per_config"] = entry.runs_per_config
-        if entry.note:
-            pair["note"] = entry.note
-        pairs.append(pair)
+        pairs.append(_seed_pair(seed, entry, index, where, source))
         paths.append(where)
-    native = {"name": seed.experiment_name, "description": seed.description, "design": "pairs",
-              "defaults": {"runs_per_config": seed.runs_per_config}, "pairs": pairs}
-    return native, paths
+        mutate_paths.append(f"{where}.foreground.mutate")
+    mutated = any("mutate" in pair for pair in pairs)
+    native = {"name": seed.experiment_name, "description": seed.description,
+              "design": "mutation" if mutated else "pairs",
+              "defaults": {"runs_per_config": 1 if mutated else seed.runs_per_config}, "pairs": pairs}
+    if mutated:
+        native["mutation"] = {"dedup": seed.use_deduplication, "historical_csvs": seed.historical_csvs}
+    return native, paths, mutate_paths
 
 
 # --- loading ----------------------------------------------------------------------------
@@ -267,6 +323,16 @@ def _known_hyperparameters(experiment: Experiment, model: str) -> dict[str, Any]
     return None
 
 
+def hyperparameter_specs(experiment: Experiment, model: str) -> dict[str, Any]:
+    """A model's hyperparameters (catalog entries or a command workload's specs), by name."""
+    return _known_hyperparameters(experiment, model) or {}
+
+
+def value_kind(experiment: Experiment, model: str, name: str, spec: Any) -> str:
+    """The type a value must have; a built-in's epochs may be fractional (see catalog.FRACTIONAL)."""
+    return "float" if model in BUILTINS and model not in experiment.workloads and name in FRACTIONAL else spec.type
+
+
 def _check_job(experiment: Experiment, job: JobRef, where: str) -> None:
     known = _known_hyperparameters(experiment, job.model)
     if known is None:
@@ -277,7 +343,8 @@ def _check_job(experiment: Experiment, job: JobRef, where: str) -> None:
         if name not in known:
             raise SettingsError(experiment.source, f"{where}.hyperparameters.{name}",
                                 f"expected one of {job.model}'s hyperparameters ({', '.join(sorted(known))})")
-        _check_value_type(experiment.source, f"{where}.hyperparameters.{name}", known[name].type, value)
+        kind = value_kind(experiment, job.model, name, known[name])
+        _check_value_type(experiment.source, f"{where}.hyperparameters.{name}", kind, value)
 
 
 def _check_value_type(source: str, where: str, kind: str, value: Any) -> None:
@@ -296,6 +363,63 @@ def _check_references(experiment: Experiment) -> None:
         where = experiment.pair_path(index)
         _check_job(experiment, pair.foreground, f"{where}.foreground")
         _check_job(experiment, pair.background, f"{where}.background")
+        _check_design_keys(experiment, index, pair)
+
+
+_DESIGN_KEYS = {"vary": "hp_study", "mutate": "mutation", "mutations": "mutation"}
+
+
+def _check_design_keys(experiment: Experiment, index: int, pair: PairSpec) -> None:
+    """Each design's pair keys only where that design reads them, and naming what exists."""
+    where = experiment.pair_path(index)
+    for key, design in _DESIGN_KEYS.items():
+        if getattr(pair, key) is not None and experiment.design != design:
+            raise SettingsError(experiment.source, f"{where}.{key}",
+                                f"expected only with design {design!r} (this file's design is {experiment.design!r})")
+    if experiment.design == "hp_study":
+        _check_vary(experiment, index, pair)
+    if pair.mutate is not None:
+        _check_mutate(experiment, index, pair)
+
+
+def _effective_default(experiment: Experiment, job: JobRef, name: str) -> Any:
+    known = _known_hyperparameters(experiment, job.model)
+    return job.hyperparameters.get(name, known[name].default)
+
+
+def _check_vary(experiment: Experiment, index: int, pair: PairSpec) -> None:
+    where = f"{experiment.pair_path(index)}.vary" if pair.vary is not None else "$.vary"
+    known = _known_hyperparameters(experiment, pair.foreground.model)
+    for name in experiment.pair_vary(pair):
+        if name not in known:
+            raise SettingsError(experiment.source, f"{where}.{name}",
+                                f"expected one of {pair.foreground.model}'s hyperparameters to vary "
+                                f"({', '.join(sorted(known))}); give the pair its own 'vary'")
+        default = _effective_default(experiment, pair.foreground, name)
+        if isinstance(default, bool) or not isinstance(default, (int, float)) or default <= 0:
+            raise SettingsError(experiment.source, f"{where}.{name}",
+                                f"expected a hyperparameter with a positive numeric default to scale, "
+                                f"{pair.foreground.model}'s {name} is {default!r}")
+
+
+def _check_mutate(experiment: Experiment, index: int, pair: PairSpec) -> None:
+    where = experiment.mutate_path(index)
+    known = _known_hyperparameters(experiment, pair.foreground.model)
+    for position, name in enumerate(pair.mutate):
+        if name == "all":
+            continue
+        if name not in known:
+            raise SettingsError(experiment.source, f"{where}[{position}]",
+                                f"expected one of {pair.foreground.model}'s hyperparameters or 'all' "
+                                f"({', '.join(sorted(known))}), got {name!r}")
+        spec = known[name]
+        if spec.range is None or spec.type not in ("int", "float"):
+            raise SettingsError(experiment.source, f"{where}[{position}]",
+                                f"expected a numeric hyperparameter with a range to sample from; "
+                                f"{pair.foreground.model}'s {name} has none")
+        if spec.type == "int" and math.ceil(spec.range[0]) > math.floor(spec.range[1]):
+            raise SettingsError(experiment.source, f"{where}[{position}]",
+                                f"expected an int range holding at least one integer, got {list(spec.range)}")
 
 
 def is_seed_experiment(data: Any) -> bool:
@@ -307,17 +431,19 @@ def parse_experiment(data: Any, source: str) -> Experiment:
     if not isinstance(data, dict):
         raise SettingsError(source, "$", f"expected a JSON object, got {type(data).__name__}")
     pair_paths: list[str] = []
+    mutate_paths: list[str] = []
     if is_seed_experiment(data):
         try:
             seed = _SeedFile.model_validate(data)
         except ValidationError as exc:
             raise _first_error(exc, source) from None
-        data, pair_paths = _seed_to_native(seed, source)
+        data, pair_paths, mutate_paths = _seed_to_native(seed, source)
     try:
         experiment = Experiment.model_validate({**data, "source": source})
     except ValidationError as exc:
         raise _first_error(exc, source) from None
     experiment._pair_paths = pair_paths
+    experiment._mutate_paths = mutate_paths
     _check_references(experiment)
     return experiment
 

@@ -7,7 +7,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-SEED = REPO.parent / "shared" / "seed-data"
+SEED = Path(os.environ.get("GPU_PAIRS_SEED_DATA", REPO.parent / "shared" / "seed-data"))
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ def _error(data, tmp_path) -> str:
     ({"name": "x", "pairs": [pair(fg="nosuchnet")]}, "$.pairs[0].foreground.model", "expected a built-in workload"),
     ({"name": "x", "pairs": [pair(bg_hp={"epochz": 1})]}, "$.pairs[0].background.hyperparameters.epochz",
      "expected one of resnet20's hyperparameters"),
-    ({"name": "x", "pairs": [pair(fg_hp={"epochs": 1.5})]}, "$.pairs[0].foreground.hyperparameters.epochs",
+    ({"name": "x", "pairs": [pair(fg_hp={"batch_size": 1.5})]}, "$.pairs[0].foreground.hyperparameters.batch_size",
      "expected a value of type int"),
     ({"name": "x", "pairs": [pair()], "defaults": {"vram_budget_mb": -1}}, "$.defaults.vram_budget_mb", "greater than 0"),
     ({"name": "x", "pairs": [pair()], "defualts": {}}, "$.defualts", "unexpected key"),

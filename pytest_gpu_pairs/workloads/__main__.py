@@ -5,7 +5,7 @@ import argparse
 import importlib
 import sys
 
-from .catalog import BUILTINS, builtin
+from .catalog import BUILTINS, FRACTIONAL, builtin
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": lambda s: s.lower() in ("1", "true", "yes")}
 
@@ -20,7 +20,8 @@ def parse(argv: list[str]) -> tuple[str, str, float, dict]:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of each epoch's steps to run")
     for name, spec in info.hyperparameters.items():
-        parser.add_argument(f"--{name}", type=_TYPES[spec.type], default=spec.default)
+        kind = "float" if name in FRACTIONAL else spec.type
+        parser.add_argument(f"--{name}", type=_TYPES[kind], default=spec.default)
     args = vars(parser.parse_args(argv))
     model, device, scale = args.pop("model"), args.pop("device"), args.pop("scale")
     return model, device, scale, args

@@ -19,6 +19,7 @@ class Hyperparameter:
     range: tuple[float, float] | None = None
     distribution: str | None = None
     flag: str | None = None
+    zero_probability: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,11 @@ class BuiltinWorkload:
 
     def defaults(self) -> dict[str, Any]:
         return {name: hp.default for name, hp in self.hyperparameters.items()}
+
+    @property
+    def primary_metric(self) -> str:
+        """The metric the hyperparameter study compares (interference, energy per unit of performance)."""
+        return self.metrics[0]
 
     def steps_per_epoch(self, batch_size: int | None = None) -> int:
         size = batch_size or self.hyperparameters["batch_size"].default
@@ -145,6 +151,10 @@ _ENTRIES = [
                     }, ("top1_accuracy", "top5_accuracy", "top10_accuracy", "top20_accuracy"),
                     cpu_only=True),
 ]
+
+FRACTIONAL = frozenset({"epochs"})
+"""Built-ins train a fraction of an epoch too (steps = ceil(epochs * steps_per_epoch * scale)), so
+the hyperparameter study's 0.5x of a one-epoch default is half an epoch, not a rounded one."""
 
 BUILTINS: dict[str, BuiltinWorkload] = {entry.name: entry for entry in _ENTRIES}
 
