@@ -110,7 +110,7 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
                               emulated_card=lambda case: Ballast(10240, fake_gpu(), tmp_path,
                                                                  make_argv=stand_in("ready")))
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a"), bg=None, timeout_s=60,
-                           sharing="timeslice")
+                           sharing="timeslice", mode="concurrent")
     run = PairRun(case, session, benchmark=None)
     with pytest.raises(pytest.fail.Exception, match="solo baseline of a failed: out of memory"):
         run()
