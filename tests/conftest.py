@@ -7,7 +7,8 @@ import pytest
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-SEED = REPO.parent / "shared" / "seed-data"
+SEED_PLACES = (REPO.parent / "shared" / "seed-data", REPO.parents[1] / "shared" / "seed-data")  # checkout, worktree
+SEED = next((place for place in SEED_PLACES if place.is_dir()), SEED_PLACES[0])
 
 
 @pytest.fixture
