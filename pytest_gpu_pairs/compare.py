@@ -236,7 +236,9 @@ class Row:
 
 def _judge(row: Row, new_record: dict[str, Any]) -> None:
     t = row.limit
-    if row.base is None:
+    if row.base is None and row.new is None:
+        row.status = "not measured in either"
+    elif row.base is None:
         row.status = "no baseline value"
     elif row.new is None:
         row.reason = (new_record.get("notes") or {}).get(row.metric, "")

@@ -149,7 +149,7 @@ def test_the_seed_report_writes_summary_stats_plots_and_html(seed_report):
                      "sensitivity_learning_rate_energy", "sensitivity_learning_rate_perf",
                      "sensitivity_epochs_energy", "sensitivity_epochs_perf"}
     vram = next(p for p in seed_report.plots if p.name == "vram")
-    assert vram.skipped and "no memory column" in vram.skipped
+    assert vram.skipped and "the seed's CSV has no memory column" in vram.skipped
     for name in drawn:
         assert (out / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with open(out / "summary.csv", newline="") as handle:
@@ -165,7 +165,7 @@ def test_the_seed_report_writes_summary_stats_plots_and_html(seed_report):
     page = (out / "report.html").read_text()
     assert page.count("src='data:image/png;base64,") == len(drawn)
     assert "http://" not in page and "https://" not in page and "<script" not in page
-    assert "Not drawn: the inputs record no peak VRAM" in page
+    assert "Not drawn: no input records a peak VRAM" in page
 
 
 def test_our_records_draw_efficiency_and_vram_against_the_budget(tmp_path, capsys):

@@ -96,7 +96,7 @@ def render(title: str, analysis: Analysis, plots: list[Plot], inputs: list[Input
               "<h2>Efficiency per pair</h2>", _table(analysis.efficiency),
               "<h2>Energy/performance Pareto front</h2>", _table(analysis.pareto),
               "<h2>Peak VRAM against the budget</h2>",
-              _table(analysis.vram, "the inputs record no peak VRAM (the seed's CSV has no memory column)")]
+              _table(analysis.vram, "no input records a peak VRAM (the seed's CSV has no memory column; runs on the CPU have none)")]
     for hp, table in analysis.sensitivity.items():
         shown = table[table["n"] > 0] if not table.empty else table
         parts += [f"<h2>Sensitivity to {_e(hp)}, solo vs concurrent</h2>", _table(shown)]

@@ -255,7 +255,7 @@ def pareto_figure(a: Analysis) -> tuple[Figure, str]:
 def vram_figure(a: Analysis) -> tuple[Figure, str]:
     table = a.vram
     if table.empty:
-        raise NoData("the inputs record no peak VRAM (the seed's CSV has no memory column)")
+        raise NoData("no input records a peak VRAM (the seed's CSV has no memory column; runs on the CPU have none)")
     table = table.sort_values("peak_vram_mb")
     figure = Figure(figsize=(9, 0.4 * len(table) + 1.6), dpi=DPI)
     ax = figure.add_subplot()
