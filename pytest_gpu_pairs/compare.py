@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -357,8 +358,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
     try:
         thresholds = parse_thresholds(args.fail)
         shown = [m.strip() for m in args.metrics.split(",") if m.strip()]

@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 import pytest
 
-from .compare import Comparison, CompareError, Run, compare_runs, format_table, load_run, parse_thresholds, refusal
+from .compare import (Comparison, CompareError, Run, Threshold, compare_runs, format_table, load_run,
+                      parse_thresholds, refusal)
 from .measure import Environment
 
 GATE_KEY = pytest.StashKey["CompareGate"]()
@@ -33,7 +34,7 @@ def machine_info(env: Environment, gpu_memory_mb: Optional[float] = None) -> dic
 @dataclass
 class CompareGate:
     baseline: Run
-    thresholds: list
+    thresholds: list[Threshold]
     force: bool
     gpu_memory_mb: Optional[float] = None
     comparison: Optional[Comparison] = None

@@ -106,9 +106,9 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     """The comparison gate runs here, inside the terminal reporter's wrapper, so a regression both
     shows in the summary and sets the exit status."""
-    gpu_pairs = session.config.stash.get(SESSION_KEY, None)
-    if gpu_pairs is not None:
-        gate.session_finish(session, [r.record for r in gpu_pairs.results], gpu_pairs._env)
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is not None:
+        gate.session_finish(session, [r.record for r in state.results], state._env)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -83,7 +83,8 @@ def test_the_thread_redraws_until_the_round_ends_and_stops_on_close(tmp_path):
 
 def test_a_round_tells_the_live_line_when_it_starts_and_ends(tmp_path):
     calls = []
-    live = SimpleNamespace(round_started=lambda r: calls.append(("start", r)), round_ended=lambda r: calls.append(("end", r)))
+    live = SimpleNamespace(round_started=lambda r: calls.append(("start", r)),
+                           round_ended=lambda r: calls.append(("end", r)))
     env = Environment(device="cpu", scale=0.01, sample_hz=10, live=live)
     round_ = Round(JobConfig("mnist", (("epochs", 1),)), None, env, tmp_path, timeout_s=10, restart_delay_s=0)
     round_.start()

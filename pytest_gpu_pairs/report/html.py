@@ -65,6 +65,7 @@ def _headline(a: Analysis) -> str:
             f"{runs['fg_model'].nunique()} foreground models, {pairs} named pairs.</p>")
 
 
+NO_VRAM = "no input records a peak VRAM (the seed's CSV has no memory column; runs on the CPU have none)"
 DEFINITIONS = [
     ("fg_slowdown", "foreground duration concurrent / solo (seed rows: against solo runs of the same model and "
                     "hyperparameters, random seed aside; per epoch where only epochs differ)"),
@@ -96,7 +97,7 @@ def render(title: str, analysis: Analysis, plots: list[Plot], inputs: list[Input
               "<h2>Efficiency per pair</h2>", _table(analysis.efficiency),
               "<h2>Energy/performance Pareto front</h2>", _table(analysis.pareto),
               "<h2>Peak VRAM against the budget</h2>",
-              _table(analysis.vram, "no input records a peak VRAM (the seed's CSV has no memory column; runs on the CPU have none)")]
+              _table(analysis.vram, NO_VRAM)]
     for hp, table in analysis.sensitivity.items():
         shown = table[table["n"] > 0] if not table.empty else table
         parts += [f"<h2>Sensitivity to {_e(hp)}, solo vs concurrent</h2>", _table(shown)]

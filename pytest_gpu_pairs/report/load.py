@@ -143,7 +143,8 @@ def _load_seed(path: Path) -> tuple[list[dict[str, Any]], Input]:
         raise ReportInputError(f"{path}: $: expected a readable CSV file ({exc})") from None
     missing = [c for c in seed.REQUIRED if c not in frame.columns]
     if missing:
-        raise ReportInputError(f"{path}: columns: expected the seed's raw_data.csv columns, missing {', '.join(missing)}")
+        raise ReportInputError(f"{path}: columns: expected the seed's raw_data.csv columns, "
+                               f"missing {', '.join(missing)}")
     rows = [seed.seed_run(row, str(path), i) for i, row in enumerate(frame.to_dict("records"))]
     return rows, Input(str(path), "seed_csv", len(rows))
 
