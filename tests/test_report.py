@@ -231,3 +231,16 @@ def test_the_plugin_and_the_command_line_parser_import_no_report_libraries():
             "print(sorted(m for m in ('pandas', 'scipy', 'matplotlib') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_the_committed_seed_report_is_what_the_code_makes_today(seed_report):
+    """reports/seed-rtx3080/ must be regenerated when the analysis changes (README gives the command)."""
+    import pandas as pd
+
+    committed = REPO / "reports" / "seed-rtx3080"
+    assert (committed / "stats.csv").read_text() == (seed_report.out_dir / "stats.csv").read_text()
+    ours = pd.read_csv(seed_report.out_dir / "summary.csv", low_memory=False).drop(columns="source")
+    theirs = pd.read_csv(committed / "summary.csv", low_memory=False).drop(columns="source")
+    pd.testing.assert_frame_equal(ours, theirs)
+    assert sorted(p.name for p in (committed / "plots").iterdir()) == sorted(
+        p.path.name for p in seed_report.plots if p.path is not None)

@@ -149,7 +149,8 @@ def overhead(runs: pd.DataFrame, tests: list[dict]) -> pd.DataFrame:
             found = _log_ratio_test(values, "overhead", str(model), what)
             if found:
                 tests.append(found)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    return table.dropna(axis=1, how="all") if "concurrent_overhead (record)" in table else table
 
 
 def _model_defaults(model: str, rows: pd.DataFrame, columns: list[str]) -> dict[str, str]:
