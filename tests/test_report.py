@@ -244,3 +244,16 @@ def test_the_committed_seed_report_is_what_the_code_makes_today(seed_report):
     pd.testing.assert_frame_equal(ours, theirs)
     assert sorted(p.name for p in (committed / "plots").iterdir()) == sorted(
         p.path.name for p in seed_report.plots if p.path is not None)
+
+
+def test_a_pair_shared_through_mps_is_another_pair_than_time_sliced(tmp_path):
+    from pytest_gpu_pairs.report.load import load_runs
+
+    data = json.loads(BENCH.read_text())
+    mps = json.loads(json.dumps(data["benchmarks"][0]))
+    mps["extra_info"].update(case_id=mps["extra_info"]["case_id"] + "-mps", sharing="mps", fg_duration_s=18.0)
+    data["benchmarks"].append(mps)
+    path = tmp_path / "both.json"
+    path.write_text(json.dumps(data))
+    runs = load_runs([path]).runs
+    assert list(runs["pair"]) == ["mnist_ff+resnet20", "mnist+resnet20", "mnist_ff+resnet20 [mps]"]

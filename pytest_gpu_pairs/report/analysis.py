@@ -278,8 +278,12 @@ def _slopes(model, hp, metric, data, x, y, concurrent, tests, campaign) -> list[
 
 def interference(runs: pd.DataFrame, tests: list[dict]) -> pd.DataFrame:
     """Slowdown per (foreground, background) pair; per foreground, a one-way ANOVA of
-    log(slowdown) across its backgrounds says whether the choice of partner matters."""
+    log(slowdown) across its backgrounds says whether the choice of partner matters. A background
+    shared through MPS counts as another partner than the same one time-sliced."""
     concurrent = runs[(runs["mode"] == "concurrent") & runs["bg_model"].notna() & (runs["fg_slowdown"] > 0)]
+    shared = concurrent["sharing"].fillna("timeslice")
+    concurrent = concurrent.assign(bg_model=concurrent["bg_model"].where(
+        shared == "timeslice", concurrent["bg_model"] + " [" + shared + "]"))
     rows = [{"fg_model": fg, "bg_model": bg, "n": len(g), "slowdown (geo. mean)": _geomean(g["fg_slowdown"]),
              "min": g["fg_slowdown"].min(), "max": g["fg_slowdown"].max()}
             for (fg, bg), g in concurrent.groupby(["fg_model", "bg_model"])]

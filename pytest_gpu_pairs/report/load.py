@@ -31,7 +31,8 @@ COLUMNS: dict[str, str] = {
     "mode": "solo | concurrent",
     "fg_model": "foreground workload (built-in name; repo/model for a seed model we do not know)",
     "bg_model": "background workload; empty where the input does not name it",
-    "pair": "fg_model+bg_model for a concurrent run with a known background",
+    "pair": "fg_model+bg_model for a concurrent run with a known background, [mps] when not time-sliced",
+    "sharing": "how the jobs shared the GPU: timeslice or mps (seed rows: timeslice, the driver's default)",
     "success": "the run finished without failure or OOM",
     "failure": "why it failed",
     "experiment_source": "the seed's experiment_source, or our design",
@@ -112,6 +113,7 @@ def record_run(record: dict[str, Any], source: str, kind: str, index: int, machi
         "fg_model": record.get("fg_model"), "bg_model": record.get("bg_model"),
         "success": not failure and not record.get("oom"), "failure": failure,
         "experiment_source": record.get("design"), "mutated_param": None, "oom": record.get("oom"),
+        "sharing": record.get("sharing"),
         "device": record.get("device") or machine.get("device"), "gpu_name": machine.get("gpu_name"),
         "driver": machine.get("driver"), "cuda_driver_version": machine.get("cuda_driver_version")}
     for key in RECORD_NUMBERS:
@@ -209,6 +211,14 @@ def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
+def pair_label(fg: Any, bg: Any, mode: Any, sharing: Any) -> Optional[str]:
+    """``fg+bg`` for a concurrent run with a known background; a pair shared through MPS is another
+    pair than the same one time-sliced, so the mechanism is part of the label."""
+    if mode != "concurrent" or not isinstance(bg, str):
+        return None
+    return f"{fg}+{bg}" if sharing in (None, "timeslice") else f"{fg}+{bg} [{sharing}]"
+
+
 def load_runs(paths: Iterable[str | Path]) -> Loaded:
     rows: list[dict[str, Any]] = []
     inputs = []
@@ -220,8 +230,9 @@ def load_runs(paths: Iterable[str | Path]) -> Loaded:
     for column in COLUMNS:
         if column not in frame:
             frame[column] = None
-    frame["pair"] = [f"{fg}+{bg}" if mode == "concurrent" and isinstance(bg, str) else None
-                     for fg, bg, mode in zip(frame["fg_model"], frame["bg_model"], frame["mode"])]
+    frame["sharing"] = frame["sharing"].fillna("timeslice")
+    frame["pair"] = [pair_label(fg, bg, mode, sharing) for fg, bg, mode, sharing
+                     in zip(frame["fg_model"], frame["bg_model"], frame["mode"], frame["sharing"])]
     numeric = [c for c in frame.columns if c in RECORD_NUMBERS or c.endswith("_std") or c.startswith("perf_")]
     for column in numeric:
         if column not in ("perf_name", "perf_higher_is_better"):
