@@ -106,7 +106,7 @@ def machine_from_session(session: dict[str, Any]) -> dict[str, Any]:
     """The machine of a run directory, from its ``session.json``."""
     gpu = session.get("gpu") or {}
     return {"device": session.get("device"), "gpu_name": gpu.get("name"), "driver": gpu.get("driver"),
-            "cuda_driver_version": gpu.get("cuda_driver_version")}
+            "cuda_driver_version": gpu.get("cuda_driver_version"), "gpu_memory_mb": session.get("gpu_memory_mb")}
 
 
 def _session_machine(run_dir: Path) -> dict[str, Any]:

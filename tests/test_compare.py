@@ -68,11 +68,14 @@ def test_a_gpu_mismatch_is_refused_unless_forced(tmp_path, capsys):
     assert "warning:" in capsys.readouterr().out
 
 
-def test_a_driver_or_cuda_mismatch_is_refused(tmp_path):
+def test_a_driver_cuda_or_emulated_card_size_mismatch_is_refused(tmp_path, capsys):
     driver = with_machine(tmp_path, "d.json", driver="550.54.15")
     cuda = with_machine(tmp_path, "c.json", cuda_driver_version="12.4")
+    smaller = with_machine(tmp_path, "m.json", gpu_memory_mb=10240)
     assert cli.main(["compare", str(BENCH), str(driver)]) == 2
     assert cli.main(["compare", str(BENCH), str(cuda)]) == 2
+    assert cli.main(["compare", str(BENCH), str(smaller)]) == 2
+    assert "emulated card size (--gpu-memory-mb) None vs 10240" in capsys.readouterr().err
 
 
 def test_run_directory_and_result_json_read_the_machine_from_session_json(tmp_path):

@@ -87,4 +87,5 @@ def test_machine_info_names_the_gpu_driver_and_cuda(pytester):
     assert result.ret == 0
     machine = json.loads((pytester.path / "bench.json").read_text())["machine_info"]["gpu_pairs"]
     assert machine["device"] == "cpu"
-    assert {"gpu_name", "driver", "cuda_driver_version", "memory_total_mb", "idle_power_w"} <= set(machine)
+    assert {"gpu_name", "driver", "cuda_driver_version", "memory_total_mb", "idle_power_w",
+            "gpu_memory_mb"} <= set(machine)
