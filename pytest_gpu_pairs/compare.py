@@ -27,9 +27,10 @@ LOWER_IS_BETTER = frozenset((
     "fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdown", "concurrent_overhead", "gpu_energy_j",
     "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
     "gpu_power_max_w", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb",
-    "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_failures", "window_s"))
+    "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "other_peak_vram_mb", "mps_server_vram_mb",
+    "serial_energy_j", "bg_failures", "window_s"))
 HIGHER_IS_BETTER = frozenset(("concurrency_efficiency", "bg_progress_ratio", "bg_speed_ratio", "bg_coverage",
-                              "gpu_util_avg_pct"))
+                              "gpu_util_avg_pct", "energy_saved_vs_serial"))
 DEFAULT_METRICS = ("concurrency_efficiency", "fg_slowdown", "gpu_energy_j", "fg_gpu_energy_j", "peak_vram_mb")
 MACHINE_KEYS = (("gpu_name", "GPU"), ("driver", "driver"), ("cuda_driver_version", "CUDA"),
                 ("gpu_memory_mb", "emulated card size (--gpu-memory-mb)"))

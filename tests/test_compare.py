@@ -144,6 +144,7 @@ def test_bad_inputs_name_the_file_and_what_was_expected(tmp_path, capsys):
 def test_directions_are_documented_by_name():
     assert direction_of("gpu_energy_j") == direction_of("peak_vram_mb") == direction_of("fg_slowdown") == "lower"
     assert direction_of("concurrency_efficiency") == direction_of("bg_progress_ratio") == "higher"
+    assert direction_of("energy_saved_vs_serial") == "higher" and direction_of("mps_server_vram_mb") == "lower"
     assert direction_of("perf.test_accuracy") == "higher" and direction_of("perf.eval_loss") == "lower"
     assert direction_of("case_id") is None
 

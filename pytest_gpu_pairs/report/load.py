@@ -68,7 +68,8 @@ RECORD_NUMBERS = ("fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdo
                   "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j",
                   "gpu_power_avg_w", "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb",
                   "fg_peak_vram_mb", "bg_peak_vram_mb", "fg_peak_mem_reserved_mb", "vram_budget_mb",
-                  "min_efficiency", "bg_coverage", "bg_runs", "bg_failures", "idle_power_w", "window_s", "repeats")
+                  "min_efficiency", "bg_coverage", "bg_runs", "bg_failures", "idle_power_w", "window_s", "repeats",
+                  "serial_energy_j", "energy_saved_vs_serial", "other_peak_vram_mb", "mps_server_vram_mb")
 PERF_FALLBACK = ("test_accuracy", "accuracy", "rank1", "map", "top1_accuracy", "best_val_accuracy", "precision",
                  "recall", "f1", "eval_loss", "test_loss")
 LOWER_IS_BETTER_PERF = re.compile(r"loss|error|perplexity", re.IGNORECASE)
