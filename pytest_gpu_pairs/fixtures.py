@@ -7,11 +7,12 @@ from typing import Any, Optional
 
 import pytest
 
-from . import ballast
+from . import ballast, live
 from .background import BackgroundLoop
 from .ballast import Ballast, BallastError
 from .cases import Case, JobConfig, describe
 from .derived import with_derived
+from .gate import refuse_foreign_baseline
 from .jobs import build_spec
 from .measure import BackgroundNotReady, Measurement, Round
 from .monitor.nvml import PidRoles, Sampler
@@ -172,9 +173,11 @@ def gpu_pairs(request) -> GpuPairsSession:
     """The session: options, device, solo baselines and results so far."""
     session = gpu_pairs_session(request.config)
     try:
-        session.environment()
+        env = session.environment()
     except DeviceRequestError as exc:
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    refuse_foreign_baseline(request.config, env)
+    live.attach(request.config, env)
     return session
 
 

@@ -37,6 +37,7 @@ class Environment:
     extra_env: dict[str, str] = field(default_factory=dict)
     # process groups of helpers that are not jobs (the --gpu-memory-mb ballast), by role
     fixed_roles: dict[int, str] = field(default_factory=dict)
+    live: Optional[Any] = None  # live.LiveLine when the terminal shows one: told when a round starts and ends
 
     @property
     def device_name(self) -> str:
@@ -98,6 +99,8 @@ class Round:
     def start(self) -> None:
         """Monitors up, then the background loop, returning once the background is training."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.env.live is not None:
+            self.env.live.round_started(self)
         if self.env.gpu is not None and self.env.device == "cuda":
             self.sampler = Sampler(self.env.gpu, self.env.sample_hz, self.roles).start()
         self.rapl.start()
@@ -154,6 +157,8 @@ class Round:
         if self._closed:
             return
         self._closed = True
+        if self.env.live is not None:
+            self.env.live.round_ended(self)
         try:
             if self.background is not None:
                 self.background.stop()

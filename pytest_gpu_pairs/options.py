@@ -67,6 +67,14 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpu-pairs-mps-mem-limit-mb", type=_positive_int, default=None, metavar="N",
                     help="CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (N MB on the device) of every job of an mps case; "
                          "overrides the settings")
+    group.addoption("--gpu-pairs-compare", default=None, metavar="PATH",
+                    help="baseline to compare this session's records with at the end: pytest-benchmark JSON, "
+                         "a --gpu-pairs-out directory or a result.json; the table goes into the terminal summary")
+    group.addoption("--gpu-pairs-compare-fail", default=None, metavar="METRIC:PCT[,...]",
+                    help="with --gpu-pairs-compare: exit non-zero when a metric is worse than the baseline by "
+                         "more than PCT %%, e.g. gpu_energy_j:5%%,peak_vram_mb:3%%,concurrency_efficiency:5%%")
+    group.addoption("--gpu-pairs-compare-force", action="store_true", default=False,
+                    help="compare even with a baseline from another GPU model, driver or CUDA version")
     parser.addini("gpu_pairs_settings", type="paths", default=[],
                   help="experiment files used when --gpu-pairs-settings is not given")
     parser.addini("gpu_pairs_mps_control", default="",

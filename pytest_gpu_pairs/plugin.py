@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from . import gate
 from .cases import DuplicateCaseError, unavailable_reason
 from .fixtures import background_load, gpu_monitor, gpu_pairs, pair_run, solo_baseline  # noqa: F401
 from .options import GpuPairsOptions, add_options
@@ -29,6 +30,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
     config.stash[SESSION_KEY] = GpuPairsSession(GpuPairsOptions.from_config(config))
+    gate.configure(config)
     _install_sigterm_handler(config)
 
 
@@ -97,16 +99,20 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     """GPU name, driver and CUDA version beside pytest-benchmark's CPU info, for comparisons."""
     session = config.stash.get(SESSION_KEY, None)
     env = session._env if session is not None else None
-    if env is None:
-        return
-    gpu = env.gpu.info if env.gpu is not None else None
-    machine_info["gpu_pairs"] = {
-        "device": env.device_name, "gpu_name": gpu.name if gpu else None, "driver": gpu.driver if gpu else None,
-        "cuda_driver_version": gpu.cuda_driver_version if gpu else None, "idle_power_w": env.idle_power_w,
-        "gpu_memory_mb": session.options.gpu_memory_mb}
+    if env is not None:
+        machine_info["gpu_pairs"] = gate.machine_info(env, session.options.gpu_memory_mb)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    """The comparison gate runs here, inside the terminal reporter's wrapper, so a regression both
+    shows in the summary and sets the exit status."""
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is not None:
+        gate.session_finish(session, [r.record for r in state.results], state._env)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None and session.results:
         terminal_summary(terminalreporter, session)
+    gate.terminal_summary(terminalreporter, config)

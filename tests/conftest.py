@@ -7,7 +7,8 @@ import pytest
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-SEED = Path(os.environ.get("GPU_PAIRS_SEED_DATA", REPO.parent / "shared" / "seed-data"))
+SEED_PLACES = (REPO.parent / "shared" / "seed-data", REPO.parents[1] / "shared" / "seed-data")  # checkout, worktree
+SEED = Path(os.environ.get("GPU_PAIRS_SEED_DATA") or next((p for p in SEED_PLACES if p.is_dir()), SEED_PLACES[0]))
 
 
 @pytest.fixture

@@ -1,0 +1,184 @@
+"""A live status line while a case runs: elapsed time, the foreground's epoch and step, power, VRAM.
+
+Full-scale cases run for minutes to hours with nothing on screen; this says they are alive. It
+is drawn only when pytest's own output is a terminal, so CI logs and redirected output never see
+it. It writes to the controlling terminal (``/dev/tty``), not to stdout, because pytest captures
+stdout while a test runs; it draws to the right of pytest's current line between an ANSI
+save-cursor and restore-cursor, so pytest's own output continues where it left off. A daemon
+thread draws about once a second from cheap reads (the tail of the progress file, the sampler's
+newest sample): the measured jobs never wait on it.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, TextIO
+
+SAVE_CURSOR, RESTORE_CURSOR, ERASE_TO_END = "\0337", "\0338", "\033[K"
+TAIL_BYTES = 4096
+
+
+@dataclass
+class Snapshot:
+    label: str
+    elapsed_s: float
+    epoch: Optional[float] = None
+    step: Optional[int] = None
+    power_w: Optional[float] = None
+    vram_mb: Optional[float] = None
+    waiting: bool = False
+
+
+def last_progress(path: Path) -> Optional[dict[str, Any]]:
+    """The newest step (or ready) event of a progress file, reading only its tail."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - TAIL_BYTES))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict) and event.get("event") in ("step", "ready"):
+            return event
+    return None
+
+
+def snapshot(round_, started: float, now: float) -> Snapshot:
+    """What the line shows for a running ``measure.Round``."""
+    bg = round_.bg_job.model if round_.bg_job is not None else None
+    label = f"{round_.fg_job.model}+{bg}" if bg else f"{round_.fg_job.model} solo"
+    event = last_progress(Path(round_.out_dir) / "fg.progress.jsonl")
+    shot = Snapshot(label, now - started, waiting=event is None)
+    if event is not None:
+        shot.epoch = event.get("epoch")
+        shot.step = event.get("step", 1 if event.get("event") == "ready" else None)
+    sampler = round_.sampler
+    sample = sampler.samples[-1] if sampler is not None and sampler.samples else None
+    if sample is not None:
+        shot.power_w = sample.power_w
+        shot.vram_mb = sample.role_memory_mb(("fg", "bg")) or sample.mem_used_mb
+    return shot
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+def render(shot: Snapshot, room: int) -> str:
+    """The longest form of the line that fits in ``room`` columns ('' when none does)."""
+    fg = "waiting for the foreground" if shot.waiting else " ".join(
+        part for part in (f"epoch {shot.epoch:.2f}" if shot.epoch is not None else "",
+                          f"step {shot.step}" if shot.step is not None else "") if part)
+    power = f"{shot.power_w:.0f} W" if shot.power_w is not None else ""
+    vram = f"{shot.vram_mb:.0f} MB" if shot.vram_mb is not None else ""
+    candidates = [" | ".join(p for p in (f"[{shot.label} {_clock(shot.elapsed_s)}]", f"fg {fg}", power, vram) if p),
+                  " | ".join(p for p in (f"[{_clock(shot.elapsed_s)}]", fg, power, vram) if p),
+                  f"[{_clock(shot.elapsed_s)}]"]
+    return next((c for c in candidates if len(c) <= room), "")
+
+
+class LiveLine:
+    """Redraws one status line for the round that is running, until that round ends."""
+
+    def __init__(self, stream: TextIO, room: Callable[[], int], interval_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.stream, self.room, self.interval_s, self.clock = stream, room, interval_s, clock
+        self._round = None
+        self._started = 0.0
+        self._drawn = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> "LiveLine":
+        self._thread = threading.Thread(target=self._run, name="gpu-pairs-live", daemon=True)
+        self._thread.start()
+        return self
+
+    def round_started(self, round_) -> None:
+        with self._lock:
+            self._round, self._started = round_, self.clock()
+
+    def round_ended(self, round_) -> None:
+        """Erase the line before pytest writes its result for the test (called in the main thread)."""
+        with self._lock:
+            if self._round is round_:
+                self._round = None
+                self._erase()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.draw()
+
+    def draw(self) -> None:
+        with self._lock:
+            if self._round is None:
+                return
+            try:
+                text = render(snapshot(self._round, self._started, self.clock()), self.room() - 1)
+                if text:
+                    self._write(f"{SAVE_CURSOR} {text}{ERASE_TO_END}{RESTORE_CURSOR}")
+                    self._drawn = True
+            except (OSError, ValueError):
+                self._round = None
+
+    def _erase(self) -> None:
+        if self._drawn:
+            self._write(ERASE_TO_END)
+            self._drawn = False
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            self._round = None
+            try:
+                self._erase()
+            except (OSError, ValueError):
+                pass
+
+
+def _room(reporter) -> Callable[[], int]:
+    writer = getattr(reporter, "_tw", None)
+
+    def room() -> int:
+        try:
+            return int(writer.fullwidth) - int(writer.width_of_current_line)
+        except (AttributeError, TypeError, ValueError):
+            return 0
+    return room
+
+
+def attach(config, env) -> Optional[LiveLine]:
+    """Start the live line for this session when pytest writes to a terminal; None otherwise."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not reporter.isatty() or getattr(env, "live", None) is not None:
+        return None
+    try:
+        tty = open("/dev/tty", "w", encoding="utf-8")
+    except OSError:
+        return None
+    line = LiveLine(tty, _room(reporter)).start()
+    env.live = line
+
+    def close() -> None:
+        line.close()
+        tty.close()
+    config.add_cleanup(close)
+    return line
