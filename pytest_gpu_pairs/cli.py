@@ -12,6 +12,7 @@ import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sharing-report": ("pytest_gpu_pairs.sharing_report", "each pair under timeslice and mps, and which to use"),
+    "workloads": ("pytest_gpu_pairs.workloads.listing", "list the built-in workloads: size, input, defaults, epoch length"),
 }
 
 

@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     if info.module is None:
         print(f"built-in workload {model!r} is not implemented in this version", file=sys.stderr)
         return 2
+    if info.cpu_only:
+        device = "cpu"
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     from .train import run
 
     workload = importlib.import_module(info.module).make(info, hparams, device, scale)

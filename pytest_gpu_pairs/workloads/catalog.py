@@ -170,7 +170,7 @@ _ENTRIES = [
                     published_what="timm hrnet_w18 (backbone)", seed_vram_mb=2250, drop_last=True),
     BuiltinWorkload("pcb", "person_reid", "Person_reID_baseline_pytorch", "pcb", (3, 384, 192),
                     "Market-1501", 12936, _reid_hparams(32, lr=0.02), _REID_METRICS, module=_W + "reid",
-                    notes=_REID_NOTE + "; the seed's train.sh forces lr 0.02 for pcb", param_count=0,
+                    notes=_REID_NOTE + "; the seed's train.sh forces lr 0.02 for pcb", param_count=29865410,
                     published_params=25557032, published_what="torchvision resnet50 (backbone)", seed_vram_mb=1800,
                     drop_last=True),
     BuiltinWorkload("vulberta_mlp", "vulnerability_detection", "VulBERTa", "mlp", (1024,),
@@ -194,7 +194,7 @@ _ENTRIES = [
                         "seed": Hyperparameter("int", 1334, (0, 9999), "uniform"),
                         "dropout": Hyperparameter("float", 0.2, (0.0, 0.3), "uniform"),
                         "weight_decay": Hyperparameter("float", 0.0, (0.00001, 0.001), "log_uniform"),
-                    }, ("accuracy", "precision", "recall", "f1"), module=_W + "mrt_oast", param_count=0,
+                    }, ("accuracy", "precision", "recall", "f1"), module=_W + "mrt_oast", param_count=575360,
                     seed_vram_mb=1950),
     BuiltinWorkload("bug_localization", "bug_localization", "bug-localization-by-dnn-and-rvsm", "default",
                     (5,), "Eclipse UI bug reports (6 495 reports, 1-3 fixed + 50 other files each)", 5845500, {

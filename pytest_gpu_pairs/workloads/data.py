@@ -130,36 +130,47 @@ class ReidIdentities:
     """Pedestrians for re-ID: each identity wears 6 horizontal bands of colour and texture (the
     parts PCB pools); each of 6 cameras casts its own colour transform; images are translated and
     carry a cluttered background and noise. Test identities are disjoint from training ones, as
-    in Market-1501, so Rank@k/mAP measure learned features, not memorised classes.
+    in Market-1501, so Rank@k/mAP measure learned features, not memorised classes. The nuisances
+    are strong enough that raw pixels give Rank@1 2.8 % over 100 test identities (chance 1 %),
+    while a small CNN trained 500 steps on the 751 training identities reaches 11 %.
     """
 
     def __init__(self, shape: tuple[int, int, int], identities: int, device: torch.device, seed: int = DATA_SEED,
-                 clutter: float = 0.8, noise: float = 0.6, shift: int = 8):
+                 clutter: float = 1.5, noise: float = 0.6, shift: int = 16, camera_mix: float = 0.8,
+                 camera_bias: float = 1.0, gain: float = 1.0):
         self.shape, self.identities, self.device = shape, identities, device
-        self.clutter, self.noise, self.shift = clutter, noise, shift
+        self.clutter, self.noise, self.shift, self.gain = clutter, noise, shift, gain
         generator = torch.Generator().manual_seed(seed)
         self.train_looks = self._looks(identities, generator)
         self.test_looks = self._looks(identities, generator)
         eye = torch.eye(3).expand(REID_CAMERAS, 3, 3)
-        self.cameras = (eye + 0.35 * torch.randn(REID_CAMERAS, 3, 3, generator=generator)).to(device)
-        self.camera_bias = (0.4 * torch.randn(REID_CAMERAS, 3, 1, 1, generator=generator)).to(device)
+        self.cameras = (eye + camera_mix * torch.randn(REID_CAMERAS, 3, 3, generator=generator)).to(device)
+        self.camera_bias = (camera_bias * torch.randn(REID_CAMERAS, 3, 1, 1, generator=generator)).to(device)
 
-    def _looks(self, n: int, generator: torch.Generator) -> torch.Tensor:
+    def _looks(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Coarse appearance per identity (band colours, texture on a 1/16 grid); images are
+        rendered from it per batch, so the data never occupies more than a batch on the device."""
         channels, height, width = self.shape
-        big = (channels, height + 2 * self.shift, width + 2 * self.shift)
+        big = (height + 2 * self.shift, width + 2 * self.shift)
         bands = torch.randn(n, channels, REID_PARTS, 1, generator=generator)
-        colours = F.interpolate(bands, size=big[1:], mode="nearest")
-        texture = 0.5 * _smooth(n, big, 16, generator, torch.device("cpu"))
-        return (colours + texture).to(self.device)
+        texture = torch.randn(n, channels, max(2, big[0] // 16), max(2, big[1] // 16), generator=generator)
+        return bands.to(self.device), texture.to(self.device)
 
-    def render(self, looks: torch.Tensor, ids: torch.Tensor, cams: torch.Tensor,
-               generator: torch.Generator) -> torch.Tensor:
+    def _appearance(self, looks, ids: torch.Tensor) -> torch.Tensor:
+        bands, texture = looks
+        height, width = self.shape[1] + 2 * self.shift, self.shape[2] + 2 * self.shift
+        colours = F.interpolate(bands[ids], size=(height, width), mode="nearest")
+        fine = F.interpolate(texture[ids], size=(height, width), mode="bilinear", align_corners=False)
+        return colours + 0.5 * fine / fine.flatten(1).std(dim=1).clamp_min(1e-6).view(-1, 1, 1, 1)
+
+    def render(self, looks, ids: torch.Tensor, cams: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         n = len(ids)
         channels, height, width = self.shape
         dy = torch.randint(0, 2 * self.shift + 1, (n,), device=self.device, generator=generator)
         dx = torch.randint(0, 2 * self.shift + 1, (n,), device=self.device, generator=generator)
-        person = _crop(looks[ids], dy, dx, height, width)
-        mixed = torch.einsum("nij,njhw->nihw", self.cameras[cams], person) + self.camera_bias[cams]
+        person = _crop(self._appearance(looks, ids), dy, dx, height, width)
+        light = 1 + self.gain * (torch.rand(n, 1, 1, 1, device=self.device, generator=generator) - 0.5)
+        mixed = light * torch.einsum("nij,njhw->nihw", self.cameras[cams], person) + self.camera_bias[cams]
         mixed = mixed + self.clutter * _smooth(n, self.shape, 8, generator, self.device)
         flip = torch.rand(n, device=self.device, generator=generator) < 0.5
         mixed = torch.where(flip.view(-1, 1, 1, 1), mixed.flip(3), mixed)

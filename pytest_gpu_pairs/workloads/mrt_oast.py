@@ -5,8 +5,9 @@ Hyperparameters of train.sh/main_batch.py: sequences of 256 OAST tokens (OJClone
 dictionary has 112 words), 2 transformer layers of width 128 with 8 heads and feed-forward 512,
 output features 512, dropout 0.2, batch 64, BCE loss, Adam whose lr warms up linearly over the
 first fifth of the steps to ``learning_rate`` and then decays linearly to a tenth of it. OJClone
-has 40 000 training, 5 000 validation and 5 000 test pairs; the seed validates every 1 750
-steps and tests at threshold 0.9 (accuracy, precision, recall, F1 on the test pairs).
+has 40 000 training, 5 000 validation and 5 000 test pairs; the seed tests at threshold 0.9
+(accuracy, precision, recall, F1 on the test pairs). Its validation pass every 1 750 steps is not
+run here.
 
 The repository's network (nnet/btransform.py) is not public in the seed's copy; this one is a
 siamese transformer of those sizes: shared token and position embeddings, the encoder, mean- and

@@ -238,8 +238,8 @@ class ReidWorkload(Workload):
         root = data_root()
         split = None
         if root is not None:
-            limit = None if self.scale >= 1 else scaled_count(GALLERY, self.scale, 24)
-            split = load_market(root, shape[1:], max_query=None if limit is None else scaled_count(QUERIES, self.scale, 6),
+            limit = None if self.scale >= 1 else scaled_count(GALLERY, self.scale, 4)
+            split = load_market(root, shape[1:], max_query=None if limit is None else scaled_count(QUERIES, self.scale, 2),
                                 max_gallery=limit)
         if split is not None:
             self.data_kind = "real"
@@ -286,9 +286,9 @@ class ReidWorkload(Workload):
     def _eval_split(self):
         if self.data_kind == "real":
             return self.data.eval_sets()
-        ids = scaled_count(TEST_IDENTITIES, self.scale, 3)
+        ids = scaled_count(TEST_IDENTITIES, self.scale, 2)
         (q_ids, q_cams), (g_ids, g_cams), generator = self.data.query_gallery(
-            ids, scaled_count(QUERIES, self.scale, 6), scaled_count(GALLERY, self.scale, 24))
+            ids, scaled_count(QUERIES, self.scale, 2), scaled_count(GALLERY, self.scale, 4))
         return ((self.data.render_set(q_ids, q_cams, generator), q_ids.cpu(), q_cams.cpu()),
                 (self.data.render_set(g_ids, g_cams, generator), g_ids.cpu(), g_cams.cpu()))
 

@@ -123,7 +123,7 @@ class VulBerta(Workload):
     @torch.no_grad()
     def evaluate(self):
         self.model.eval()
-        floor = 8 if self.is_mlp else 64
+        floor = 1 if self.is_mlp else 64
         tokens, mask, labels = self.data.fixed_set(scaled_count(DEV_FUNCTIONS, self.scale, floor))
         step = 8 if self.is_mlp else 128
         losses, predictions = [], []
