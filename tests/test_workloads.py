@@ -80,3 +80,17 @@ def test_cpu_only_workload_ignores_the_cuda_device(tmp_path, monkeypatch):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "device cpu" in done.stdout and "top1_accuracy" in done.stdout
     assert Progress.read(progress_file).result["peak_mem_reserved_mb"] is None
+
+
+def test_profile_module_reports_window_steps_and_metrics(tmp_path):
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "p.json"
+    done = subprocess.run([sys.executable, "-m", "pytest_gpu_pairs.workloads.profile", "mnist_ff", "--device", "cpu",
+                           "--seconds", "0.5", "--warmup", "0.1", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(out.read_text())
+    assert record["ok"] and record["steps"] >= 1 and record["window_end"] > record["window_start"]
+    assert record["steps_per_epoch"] == 1563 and "test_accuracy" in record["metrics_trained"]

@@ -63,7 +63,7 @@ def load_mnist(root: Path):
     paths = [_find(folder, stem) for stem in stems]
     if any(p is None for p in paths):
         return None
-    return tuple(read_idx(p) for p in paths)
+    return tuple(read_idx(p).copy() for p in paths)
 
 
 def load_cifar10(root: Path):

@@ -33,7 +33,7 @@ class ArrayImages:
         return order, torch.cumsum(counts, 0) - counts, counts
 
     def _images(self, array: np.ndarray) -> torch.Tensor:
-        tensor = torch.as_tensor(array, device=self.device)
+        tensor = torch.as_tensor(np.array(array, copy=True), device=self.device)
         return tensor.unsqueeze(1) if tensor.dim() == 3 else tensor.permute(0, 3, 1, 2).contiguous()
 
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
