@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
-import time
 from dataclasses import dataclass
 
 import numpy as np
