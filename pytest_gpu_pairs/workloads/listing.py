@@ -18,10 +18,6 @@ def _millions(count: Optional[int]) -> str:
     return "-" if count is None else f"{count / 1e6:.2f}M" if count >= 1e5 else f"{count:,}"
 
 
-def _defaults(info: BuiltinWorkload) -> str:
-    return " ".join(f"{k}={v}" for k, v in info.defaults().items() if k != "seed")
-
-
 def builtin_row(info: BuiltinWorkload, measured: Optional[int] = None) -> dict[str, Any]:
     row = {"name": info.name, "family": info.family, "seed": f"{info.seed_repo}/{info.seed_model}",
            "params": info.param_count, "input_shape": list(info.input_shape), "dataset": info.dataset,
