@@ -92,6 +92,7 @@ class JobOutcome:
     oom: bool = False
     oom_message: Optional[str] = None
     progress: Progress = field(default_factory=Progress)
+    log_metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def wall_s(self) -> float:
@@ -146,6 +147,22 @@ def detect_oom(log_path: str, progress: Progress) -> Optional[str]:
         return progress.error.get("message", "out of memory").strip().splitlines()[-1][:300]
     found = OOM_PATTERN.search(_log_tail(log_path))
     return found.group(0) if found else None
+
+
+def metrics_from_log(log_path: str, patterns: dict[str, str]) -> dict[str, float]:
+    """A command workload's metrics: for each ``log_patterns`` entry, the last match's first
+    group in the job's log (a final report comes last), as a number; unmatched names are absent."""
+    if not patterns:
+        return {}
+    text = _log_tail(log_path)
+    found: dict[str, float] = {}
+    for name, pattern in patterns.items():
+        for match in re.finditer(pattern, text):
+            try:
+                found[name] = float(match.group(1))
+            except (TypeError, ValueError):
+                continue
+    return found
 
 
 _LIVE: set["JobProcess"] = set()
@@ -285,7 +302,8 @@ class JobProcess:
         oom = detect_oom(self.log_path, progress)
         return JobOutcome(self.spec.role, self.spec.model, self.spec.argv, self.log_path, self.progress_path,
                           self.start_t, self.end_t or time.time(), self.popen.returncode if self.popen else None,
-                          self.timed_out, self.stopped_by_harness, oom is not None, oom, progress)
+                          self.timed_out, self.stopped_by_harness, oom is not None, oom, progress,
+                          metrics_from_log(self.log_path, self.spec.log_patterns))
 
     def run(self) -> JobOutcome:
         """Start, wait (bounded by the spec's timeout), and report."""

@@ -269,7 +269,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["oom"] = fg.oom or bool(bg_oom)
     record["fg_exit_code"] = fg.returncode
     record["fg_peak_mem_reserved_mb"] = fg_result.get("peak_mem_reserved_mb")
-    record["perf"] = dict(fg_result.get("metrics") or {})
+    record["perf"] = dict(fg_result.get("metrics") or fg.log_metrics)
     record["device"] = env.device_name
     record["sample_hz"] = env.sample_hz if m.samples else None
     record["idle_power_w"] = env.idle_power_w

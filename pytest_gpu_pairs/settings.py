@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -170,6 +171,7 @@ class Experiment(_Strict):
     workloads: dict[str, CommandWorkload] = Field(default_factory=dict)
     vary: dict[str, Factors] = Field(default_factory=lambda: dict(DEFAULT_VARY), min_length=1)
     mutation: MutationSettings = Field(default_factory=MutationSettings)
+    workloads_file: list[str] = Field(default_factory=list)
     pairs: list[PairSpec] = Field(min_length=1)
     source: str = Field("", exclude=True)
     _pair_paths: list[str] = PrivateAttr(default_factory=list)
@@ -179,6 +181,11 @@ class Experiment(_Strict):
     @classmethod
     def _factors_are_positive(cls, vary):
         return _positive_factors(vary)
+
+    @field_validator("workloads_file", mode="before")
+    @classmethod
+    def _one_or_many(cls, value):
+        return [value] if isinstance(value, str) else value
 
     def pair_path(self, index: int) -> str:
         """Where pair ``index`` stands in the file the user wrote (a seed file numbers differently)."""
@@ -277,6 +284,102 @@ def _seed_to_native(seed: _SeedFile, source: str) -> tuple[dict[str, Any], list[
     if mutated:
         native["mutation"] = {"dedup": seed.use_deduplication, "historical_csvs": seed.historical_csvs}
     return native, paths, mutate_paths
+
+
+# --- workloads files: the seed's models_config.json, or a native {"workloads": {...}} ------
+
+class _SeedMetrics(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    log_patterns: dict[str, str] = Field(default_factory=dict)
+
+
+class _SeedRepo(_Strict):
+    path: str = Field(min_length=1)
+    train_script: str = Field(min_length=1)
+    models: list[str] = Field(min_length=1)
+    supported_hyperparams: dict[str, HyperparameterSpec] = Field(default_factory=dict)
+    model_flag: Optional[str] = None
+    required_args: dict[str, str] = Field(default_factory=dict)
+    performance_metrics: _SeedMetrics = Field(default_factory=_SeedMetrics)
+
+
+class _SeedModelsConfig(_Strict):
+    models: dict[str, _SeedRepo] = Field(min_length=1)
+
+
+class _NativeWorkloads(_Strict):
+    workloads: dict[str, CommandWorkload] = Field(min_length=1)
+
+
+def seed_workload_name(repo: str, model: str) -> str:
+    """The seed's own key for a repository's model (``examples_mnist``, ``MRT-OAST_default``):
+    no slash, so it can name a case and its results folder."""
+    return f"{repo}_{model}"
+
+
+def _seed_command(repo: _SeedRepo, model: str, folder: Path) -> dict[str, Any]:
+    argv = [repo.train_script]
+    if repo.model_flag:
+        argv += [repo.model_flag, model]
+    for value in repo.required_args.values():
+        argv += shlex.split(value)
+    return {"command": argv, "cwd": str((folder / repo.path).resolve()),
+            "hyperparameters": {n: h.model_dump(exclude_defaults=True) for n, h in repo.supported_hyperparams.items()},
+            "log_patterns": dict(repo.performance_metrics.log_patterns)}
+
+
+def parse_workloads_file(data: Any, source: str) -> dict[str, CommandWorkload]:
+    """Command workloads from a workloads file: the seed's ``models_config.json`` (top-level
+    ``models``: one workload per repository and model, named ``<repo>_<model>``, argv
+    ``[train_script, model_flag, model, *required_args, flags...]``, cwd the repository's path,
+    log patterns from ``performance_metrics``) or a native ``{"workloads": {...}}``. Relative
+    paths are read from the file's folder."""
+    if not isinstance(data, dict) or not ({"models", "workloads"} & set(data)):
+        raise SettingsError(source, "$", "expected a workloads file: an object with 'models' (the seed's "
+                                         "models_config.json) or 'workloads'")
+    folder = Path(source).resolve().parent
+    try:
+        if "workloads" in data:
+            native = _NativeWorkloads.model_validate(data).workloads
+            return {name: w.model_copy(update={"cwd": str((folder / (w.cwd or ".")).resolve())})
+                    for name, w in native.items()}
+        seed = _SeedModelsConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc, source) from None
+    workloads = {}
+    for repo_name, repo in seed.models.items():
+        for model in repo.models:
+            where = f"$.models.{repo_name}"
+            try:
+                workloads[seed_workload_name(repo_name, model)] = CommandWorkload.model_validate(
+                    _seed_command(repo, model, folder))
+            except ValidationError as exc:
+                error = _first_error(exc, source)
+                raise SettingsError(source, where, error.reason) from None
+            except ValueError as exc:
+                raise SettingsError(source, f"{where}.required_args", f"expected shell-like arguments ({exc})") from None
+    return workloads
+
+
+def load_workloads_file(path: str | Path) -> dict[str, CommandWorkload]:
+    path = Path(path)
+    return parse_workloads_file(_read_json(path), str(path))
+
+
+def _merge_workloads_files(experiment: Experiment) -> None:
+    """Add the workloads of ``workloads_file`` entries (relative to the settings file); a name
+    defined twice is refused rather than silently shadowed."""
+    for index, name in enumerate(experiment.workloads_file):
+        path = Path(name)
+        if not path.is_absolute():
+            path = experiment.workload_dir() / path
+        where = f"$.workloads_file[{index}]"
+        if not path.is_file():
+            raise SettingsError(experiment.source, where, f"expected an existing workloads file, got {name!r}")
+        for key, workload in load_workloads_file(path).items():
+            if key in experiment.workloads:
+                raise SettingsError(experiment.source, where, f"workload {key!r} is also defined elsewhere; rename one")
+            experiment.workloads[key] = workload
 
 
 # --- loading ----------------------------------------------------------------------------
@@ -444,6 +547,7 @@ def parse_experiment(data: Any, source: str) -> Experiment:
         raise _first_error(exc, source) from None
     experiment._pair_paths = pair_paths
     experiment._mutate_paths = mutate_paths
+    _merge_workloads_files(experiment)
     _check_references(experiment)
     return experiment
 

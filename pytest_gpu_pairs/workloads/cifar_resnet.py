@@ -2,7 +2,10 @@
 
 resnet20/32/44/56 have 3 stages of n = 3/5/7/9 basic blocks (16, 32, 64 channels), about
 0.27/0.46/0.66/0.85 M parameters; SGD with momentum 0.9, weight decay 1e-4, and the lr
-dropped tenfold at epochs 100 and 150, as in the original trainer.
+dropped tenfold at epochs 100 and 150, as in the original trainer.py; batch 128 over CIFAR-10's
+50 000 training images, the 10 000 test images evaluated after every epoch (test accuracy of
+the last epoch and the best one, the seed's two metrics). On real CIFAR-10 (under the data root)
+training batches get trainer.py's augmentation: 4-pixel padded random crops and mirroring.
 """
 from __future__ import annotations
 
@@ -10,11 +13,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import PrototypeImages
+from .data import ImageDifficulty, PrototypeImages, scaled_count
+from .realdata import data_root, load_cifar10
+from .sources import ArrayImages
 from .train import Workload
 
 DEPTHS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 9}
-EVAL_SAMPLES = 2000
+TEST_IMAGES, EVAL_FLOOR = 10000, 200
+CIFAR_MEAN, CIFAR_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+DIFFICULTY = ImageDifficulty(signal=0.45, clutter=1.0, noise=1.0, shift=4, cell=4)
 
 
 class BasicBlock(nn.Module):
@@ -61,7 +68,12 @@ class CifarResNetWorkload(Workload):
     eval_every_epoch = True
 
     def build_data(self):
-        return PrototypeImages(self.info.input_shape, 10, self.device, noise=1.5)
+        root = data_root()
+        found = load_cifar10(root) if root else None
+        if found is None:
+            return PrototypeImages(self.info.input_shape, 10, self.device, DIFFICULTY)
+        self.data_kind = "real"
+        return ArrayImages(*found, CIFAR_MEAN, CIFAR_STD, self.device, flip=True, pad_crop=4)
 
     def build_model(self):
         return CifarResNet(DEPTHS[self.info.name])
@@ -83,7 +95,7 @@ class CifarResNetWorkload(Workload):
     @torch.no_grad()
     def evaluate(self):
         self.model.eval()
-        x, y = self.data.fixed_set(EVAL_SAMPLES)
+        x, y = self.data.fixed_set(scaled_count(TEST_IMAGES, self.scale, EVAL_FLOOR))
         correct = sum((self.model(xb).argmax(1) == yb).sum().item() for xb, yb in zip(x.split(500), y.split(500)))
         return {"test_accuracy": 100.0 * correct / len(y)}
 
@@ -93,5 +105,5 @@ class CifarResNetWorkload(Workload):
                 "best_val_accuracy": max(h["test_accuracy"] for h in history)}
 
 
-def make(info, hp, device):
-    return CifarResNetWorkload(info, hp, device)
+def make(info, hp, device, scale=1.0):
+    return CifarResNetWorkload(info, hp, device, scale)

@@ -2,7 +2,9 @@
 
 A workload supplies its model, optimiser, batches and evaluation; this loop runs the scaled
 number of steps, reports readiness after the first optimiser step, reports steps, and ends with
-the result event (metrics, steps, torch's peak reserved memory).
+the result event (metrics, steps, torch's peak reserved memory, which data it trained on).
+``--scale`` shrinks the evaluation sets with the epochs (never below a floor that still tells
+learning from chance), so a 1 % run is a 1 % run end to end.
 """
 from __future__ import annotations
 
@@ -23,14 +25,22 @@ def total_steps(epochs: float, steps_per_epoch: int, scale: float) -> int:
     return max(1, math.ceil(epochs * steps_per_epoch * scale))
 
 
+def parameter_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
 class Workload:
-    """Base of the built-ins: a model trained by a per-step optimiser on generated batches."""
+    """Base of the built-ins: a model trained by a per-step optimiser on generated or real batches."""
 
     eval_every_epoch = False
+    cudnn_benchmark = False
 
-    def __init__(self, info: BuiltinWorkload, hp: dict[str, Any], device: str):
-        self.info, self.hp, self.device = info, hp, torch.device(device)
+    def __init__(self, info: BuiltinWorkload, hp: dict[str, Any], device: str, scale: float = 1.0):
+        self.info, self.hp, self.device, self.scale = info, hp, torch.device(device), scale
+        self.data_kind = "generated"
         torch.manual_seed(int(hp.get("seed", 0)))
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = self.cudnn_benchmark
         self.data = self.build_data()
         self.model = self.build_model().to(self.device)
         self.optimizer = self.build_optimizer()
@@ -56,7 +66,7 @@ class Workload:
     def build_scheduler(self) -> Optional[Any]:
         return None
 
-    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self) -> Iterator[Any]:
         raise NotImplementedError
 
     def loss(self, batch) -> torch.Tensor:
@@ -82,6 +92,19 @@ class Workload:
     def final_metrics(self) -> dict[str, float]:
         return self.evaluate()
 
+    def train(self, progress: ProgressWriter, total: int, scaled_epoch: int) -> int:
+        """Run ``total`` optimiser steps; returns the steps done (a workload with early stopping
+        may do fewer)."""
+        batches = self.batches()
+        for step in range(1, total + 1):
+            self.train_step(next(batches))
+            if step == 1:
+                progress.ready()
+            progress.step(step, step / scaled_epoch)
+            if step % scaled_epoch == 0 or step == total:
+                self.end_epoch()
+        return total
+
 
 def _sync_for(device: str):
     if device.startswith("cuda"):
@@ -105,22 +128,16 @@ def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) ->
         steps_per_epoch = workload.steps_per_epoch()
         total = total_steps(float(workload.hp.get("epochs", 1)), steps_per_epoch, scale)
         scaled_epoch = max(1, math.ceil(steps_per_epoch * scale))
-        print(f"{info.name}: {total} steps ({scaled_epoch} per epoch at scale {scale}), device {device}", flush=True)
-        batches = workload.batches()
+        print(f"{info.name}: {total} steps ({scaled_epoch} per epoch at scale {scale}), device {device}, "
+              f"{workload.data_kind} data", flush=True)
         progress.setup_done()
         wait_for_start_gate()
-        for step in range(1, total + 1):
-            workload.train_step(next(batches))
-            if step == 1:
-                progress.ready()
-            progress.step(step, step / scaled_epoch)
-            if step % scaled_epoch == 0 or step == total:
-                workload.end_epoch()
-        progress.step(total, total / scaled_epoch, force=True)
+        done = workload.train(progress, total, scaled_epoch)
+        progress.step(done, done / scaled_epoch, force=True)
         metrics = workload.final_metrics()
         for name, value in metrics.items():
             print(f"{name}: {value:.6g}", flush=True)
-        progress.result(metrics, total, _peak_reserved_mb(device))
+        progress.result(metrics, done, _peak_reserved_mb(device), data=workload.data_kind)
         return 0
     except BaseException as exc:
         progress.error("".join(traceback.format_exception_only(type(exc), exc)), oom=_is_oom(exc))
@@ -129,3 +146,15 @@ def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) ->
         return 3 if _is_oom(exc) else 1
     finally:
         progress.close()
+
+
+def build(name: str, device: str = "cpu", scale: float = 1.0, **overrides: Any) -> Workload:
+    """A built-in workload in this process (tests, the profiler): defaults plus ``overrides``."""
+    import importlib
+
+    from .catalog import builtin
+
+    info = builtin(name)
+    if info.module is None:
+        raise ValueError(f"built-in workload {name!r} is not implemented")
+    return importlib.import_module(info.module).make(info, {**info.defaults(), **overrides}, device, scale)

@@ -1,0 +1,96 @@
+"""The built-in workloads: each trains two steps on the CPU and reports its family's metrics
+through the progress protocol; model sizes match the catalog and the published models."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_gpu_pairs.workloads.catalog import BUILTINS, builtin  # noqa: E402
+from pytest_gpu_pairs.workloads.progress import Progress  # noqa: E402
+from pytest_gpu_pairs.workloads.train import build, parameter_count, run  # noqa: E402
+
+# Tiny batches keep the heavy models fast on two CPU cores; input shapes stay the real ones.
+SMALL = {"densenet121": {"batch_size": 2}, "hrnet18": {"batch_size": 2}, "pcb": {"batch_size": 2},
+         "vulberta_mlp": {"batch_size": 1}, "vulberta_cnn": {"batch_size": 4}, "mrt_oast": {"batch_size": 4},
+         "siamese": {"batch_size": 8}, "word_lm": {"batch_size": 8}, "resnet20": {"batch_size": 16},
+         "resnet32": {"batch_size": 16}, "resnet44": {"batch_size": 16}, "resnet56": {"batch_size": 16},
+         "bug_localization": {"kfold": 2, "max_iter": 1}}
+
+
+def two_step_scale(name: str, hp: dict) -> float:
+    info = builtin(name)
+    if info.cpu_only:
+        return 1e-9
+    return 2 / info.steps_per_epoch(hp.get("batch_size"))
+
+
+def test_every_builtin_is_implemented():
+    assert [name for name, info in BUILTINS.items() if not info.implemented] == []
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_two_steps_on_cpu_report_the_family_metrics(name, tmp_path, monkeypatch):
+    progress_file = tmp_path / "progress.jsonl"
+    monkeypatch.setenv("GPU_PAIRS_PROGRESS", str(progress_file))
+    monkeypatch.delenv("GPU_PAIRS_DATA_ROOT", raising=False)
+    hp = {"epochs": 1, **SMALL.get(name, {})}
+    scale = two_step_scale(name, hp)
+    workload = build(name, "cpu", scale, **hp)
+    info = builtin(name)
+    if hasattr(workload, "model"):
+        assert parameter_count(workload.model) == info.param_count
+    assert run(info, workload, "cpu", scale) == 0
+    progress = Progress.read(progress_file)
+    assert progress.ready_t is not None and progress.error is None
+    assert progress.total_steps == 2 or (info.cpu_only and progress.total_steps >= 1)
+    metrics = progress.result["metrics"]
+    assert set(info.metrics) <= set(metrics)
+    assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
+    assert progress.result["data"] == "generated"
+
+
+def _published_model(name: str):
+    from pytest_gpu_pairs.workloads import backbones
+    trunk = {"siamese": backbones.resnet18, "densenet121": backbones.DenseNet121, "hrnet18": backbones.HRNetW18,
+             "pcb": backbones.resnet50}
+    if name in trunk:
+        return trunk[name]()
+    if name == "vulberta_mlp":
+        from pytest_gpu_pairs.workloads.roberta import RobertaForSequenceClassification
+        return RobertaForSequenceClassification()
+    return build(name, "cpu", 1e-9, epochs=1).model
+
+
+@pytest.mark.parametrize("name", sorted(n for n, i in BUILTINS.items() if i.published_params))
+def test_parameter_count_within_2_percent_of_the_published_model(name):
+    info = builtin(name)
+    measured = parameter_count(_published_model(name))
+    assert abs(measured - info.published_params) <= 0.02 * info.published_params, (measured, info.published_what)
+
+
+def test_cpu_only_workload_ignores_the_cuda_device(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    progress_file = tmp_path / "p.jsonl"
+    env = {**__import__("os").environ, "GPU_PAIRS_PROGRESS": str(progress_file)}
+    done = subprocess.run([sys.executable, "-m", "pytest_gpu_pairs.workloads", "bug_localization", "--device", "cuda",
+                           "--scale", "1e-9", "--kfold", "2", "--max_iter", "1"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "device cpu" in done.stdout and "top1_accuracy" in done.stdout
+    assert Progress.read(progress_file).result["peak_mem_reserved_mb"] is None
+
+
+def test_profile_module_reports_window_steps_and_metrics(tmp_path):
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "p.json"
+    done = subprocess.run([sys.executable, "-m", "pytest_gpu_pairs.workloads.profile", "mnist_ff", "--device", "cpu",
+                           "--seconds", "0.5", "--warmup", "0.1", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(out.read_text())
+    assert record["ok"] and record["steps"] >= 1 and record["window_end"] > record["window_start"]
+    assert record["steps_per_epoch"] == 1563 and "test_accuracy" in record["metrics_trained"]
