@@ -9,8 +9,9 @@ cases only when ``cool_down_s`` asks for it. The figures come from the ``timelin
 Per case: ``wall_s`` (case start to result written), ``fg_training_s`` (the foreground's
 training windows, first to last step), ``solo_training_s`` (solo baselines measured during the
 case: training this harness adds and the seed never did), ``dead_s`` (the rest), split into
-``bg_wait_s`` (background start to foreground start: what replaced the seed's 30 s sleep),
-``fg_startup_s`` (foreground process start to its first step), ``fg_tail_s`` (last step to exit:
+``bg_wait_s`` (background start until the foreground may train: what replaced the seed's 30 s
+sleep), ``fg_startup_s`` (from then to the foreground's first step; a built-in foreground's own
+startup overlaps the background's behind a start gate), ``fg_tail_s`` (last step to exit:
 final evaluation), ``teardown_s`` (stopping the background and monitors), ``solo_overhead_s``
 (the solo baselines' startup and evaluation), ``cool_down_s`` and ``other_s``. Between cases, ``gaps_s`` is pytest's own time from one case's end to the next
 case's start (what replaced the seed's 60 s sleep).
@@ -59,6 +60,12 @@ def _span(entry: dict[str, Any], start: str, end: str) -> float:
     return max(0.0, b - a) if a is not None and b is not None else 0.0
 
 
+def _go(round_: dict[str, Any]) -> str:
+    """When the foreground could start training: a built-in foreground starts beside the
+    background and waits at a gate (``fg_go_t``: the gate opened); otherwise its process start."""
+    return "fg_go_t" if round_.get("fg_go_t") is not None else "fg_start_t"
+
+
 def _status(record: dict[str, Any]) -> str:
     if not record.get("complete"):
         return "interrupted"
@@ -76,9 +83,9 @@ def case_time(record: dict[str, Any]) -> Optional[CaseTime]:
         case_id=record.get("case_id", "?"), status=_status(record), start_t=start, end_t=end, wall_s=end - start,
         fg_training_s=sum(_span(r, "fg_train_start_t", "fg_train_end_t") for r in rounds),
         solo_training_s=sum(_span(s, "train_start_t", "train_end_t") for s in solos),
-        bg_wait_s=sum(_span(r, "bg_start_t", "fg_start_t") for r in rounds),
+        bg_wait_s=sum(_span(r, "bg_start_t", _go(r)) for r in rounds),
         cool_down_s=float(timeline.get("cool_down_s") or 0.0),
-        fg_startup_s=sum(_span(r, "fg_start_t", "fg_train_start_t") for r in rounds),
+        fg_startup_s=sum(_span(r, _go(r), "fg_train_start_t") for r in rounds),
         fg_tail_s=sum(_span(r, "fg_train_end_t", "fg_end_t") for r in rounds),
         teardown_s=sum(_span(r, "fg_end_t", "round_end_t") for r in rounds),
         solo_overhead_s=sum(max(0.0, _span(s, "start_t", "end_t") - _span(s, "train_start_t", "train_end_t"))

@@ -30,6 +30,13 @@ def test_a_case_splits_into_training_and_dead_time():
     assert times.other_s == 22.0 - 2.0 - 2.0 - 3.0
 
 
+def test_a_gated_foreground_waits_from_its_gate_not_its_process_start():
+    gated = record("c1", 0.0, rounds=[(0.0, 0.5, 6.0, 16.0)], end=17.0)
+    gated["timeline"]["rounds"][0]["fg_go_t"] = 5.0  # the background was ready at 5 s
+    times = case_time(gated)
+    assert (times.bg_wait_s, times.fg_startup_s, times.fg_training_s) == (5.0, 1.0, 10.0)
+
+
 def test_run_totals_count_the_gaps_between_cases_and_compare_with_the_seed(tmp_path):
     write(tmp_path, record("b", 50.0, rounds=[(50.0, 51.0, 52.0, 60.0)], end=61.0, failure="OOM"))
     write(tmp_path, record("a", 0.0, rounds=[(0.0, 1.0, 2.0, 40.0)], end=45.0))
