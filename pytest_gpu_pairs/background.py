@@ -10,16 +10,19 @@ import json
 import re
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+from .joblog import HARNESS_LINE
 from .jobs import JobOutcome, JobProcess, JobSpec
 from .workloads.progress import Progress
 
 CRASH_LOOP_FAILURES = 3
 CRASH_LOOP_WINDOW_S = 300.0
 READY_FALLBACK_S = 5.0
+LOG_READ_CHUNK = 1 << 20
 
 
 @dataclass
@@ -27,6 +30,7 @@ class RunRecord:
     index: int
     outcome: JobOutcome
     ready_t: Optional[float]
+    ready_basis: Optional[str] = None  # protocol, ready_pattern or fallback (ReadinessWatch)
 
     def training_interval(self) -> Optional[tuple[float, float]]:
         """From readiness to the last sign of training (its last step, or its end)."""
@@ -37,38 +41,81 @@ class RunRecord:
 
 
 class ReadinessWatch:
-    """Decides when a run is really training: the protocol's ready event, else the workload's
-    ``ready_pattern`` in its log, else (documented fallback) the job has printed output and
-    stayed alive for ``READY_FALLBACK_S``."""
+    """Decides when a run is really training, in this order:
 
-    def __init__(self, job: JobProcess):
-        self.job = job
+    1. ``protocol``: the progress protocol's ready event (after the first optimiser step); the
+       only way for a built-in workload, and for a command workload once its progress file exists;
+    2. ``ready_pattern``: the workload's ``ready_pattern`` matches a line of its log;
+    3. ``fallback`` (a command workload with neither): the job has printed its first line and is
+       still alive ``READY_FALLBACK_S`` later, or it exited with code 0 (it trained, from its first
+       line on).
+
+    The log is read incrementally, so a watch on a long log costs what the new lines cost.
+    """
+
+    def __init__(self, job: JobProcess, fallback_s: float = READY_FALLBACK_S):
+        self.job, self.fallback_s = job, fallback_s
         self.ready_t: Optional[float] = None
+        self.basis: Optional[str] = None
+        self.first_output_t: Optional[float] = None
         self._pattern = re.compile(job.spec.ready_pattern) if job.spec.ready_pattern else None
+        self._offset = 0
+        self._partial = ""
 
     def check(self) -> Optional[float]:
         if self.ready_t is None:
-            self.ready_t = self._detect()
+            found = self._detect()
+            if found is not None:
+                self.ready_t, self.basis = found
         return self.ready_t
 
-    def _detect(self) -> Optional[float]:
+    def _detect(self) -> Optional[tuple[float, str]]:
         progress = Progress.read(self.job.progress_path)
         if progress.ready_t is not None:
-            return progress.ready_t
-        if progress.steps or Path(self.job.progress_path).exists():
+            return progress.ready_t, "protocol"
+        if self.job.spec.protocol or Path(self.job.progress_path).exists():
             return None  # speaks the protocol: wait for its ready event
-        log = self._log_body()
+        matched = self._scan_new_output()
         if self._pattern is not None:
-            return time.time() if self._pattern.search(log) else None
-        alive_for = time.time() - self.job.start_t
-        return time.time() if log.strip() and alive_for >= READY_FALLBACK_S and self.job.poll() is None else None
+            return (time.time(), "ready_pattern") if matched else None
+        return self._fallback()
 
-    def _log_body(self) -> str:
+    def _fallback(self) -> Optional[tuple[float, str]]:
+        if self.first_output_t is None:
+            return None
+        exit_code = self.job.poll()
+        if exit_code == 0:
+            return self.first_output_t, "fallback"
+        if exit_code is None and time.time() - self.first_output_t >= self.fallback_s:
+            return time.time(), "fallback"
+        return None
+
+    def _scan_new_output(self) -> bool:
+        """Reads what the log gained since the last call; True when ``ready_pattern`` matched."""
         try:
-            text = Path(self.job.log_path).read_text(encoding="utf-8", errors="replace")
+            with open(self.job.log_path, "rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read(LOG_READ_CHUNK)
         except OSError:
-            return ""
-        return "\n".join(line for line in text.splitlines() if not line.startswith("# gpu-pairs:"))
+            return False
+        self._offset += len(chunk)
+        lines = (self._partial + chunk.decode("utf-8", "replace")).split("\n")
+        self._partial = lines.pop()
+        own = [line for line in lines + [self._partial] if line.strip() and not line.startswith(HARNESS_LINE)]
+        if own and self.first_output_t is None:
+            self.first_output_t = time.time()
+        return self._pattern is not None and any(self._pattern.search(line) for line in own)
+
+
+_LOOPS: "weakref.WeakSet[BackgroundLoop]" = weakref.WeakSet()
+
+
+def stop_all_loops() -> int:
+    """Stop every background loop still running (before killing jobs: a loop would restart them)."""
+    loops = [loop for loop in list(_LOOPS) if loop.running]
+    for loop in loops:
+        loop.stop()
+    return len(loops)
 
 
 class BackgroundLoop:
@@ -80,15 +127,28 @@ class BackgroundLoop:
         self.crash_loop_failures, self.crash_loop_window_s = crash_loop_failures, crash_loop_window_s
         self.runs: list[RunRecord] = []
         self.failure: Optional[str] = None
+        self.started_t: Optional[float] = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._current: Optional[JobProcess] = None
         self._thread: Optional[threading.Thread] = None
         self._ready = threading.Event()
+        self._ready_t: Optional[float] = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def ready_t(self) -> Optional[float]:
+        """When the first run became ready (None until then)."""
+        return self._ready_t
 
     def start(self) -> "BackgroundLoop":
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.started_t = time.time()
         self._thread = threading.Thread(target=self._loop, name=f"gpu-pairs-bg-{self.spec.model}", daemon=True)
+        _LOOPS.add(self)
         self._thread.start()
         return self
 
@@ -98,6 +158,17 @@ class BackgroundLoop:
         while time.time() < deadline and not self._ready.is_set() and self.failure is None:
             self._ready.wait(0.05)
         return self._ready.is_set()
+
+    def not_ready_reason(self, timeout_s: float) -> str:
+        """Why ``wait_ready`` gave up, in words that point at the logs."""
+        if self.failure:
+            return self.failure
+        runs = list(self.runs)
+        what = f"{len(runs)} finished run(s)" + (f", last: {runs[-1].outcome.reason()}" if runs else "")
+        how = ("its progress protocol's ready event" if not self.spec.ready_pattern
+               else f"its ready_pattern {self.spec.ready_pattern!r}")
+        return (f"background {self.spec.model} did not become ready within {timeout_s:g} s ({what}); "
+                f"readiness comes from {how} or the documented fallback; see {self.out_dir}/bg-run-*.log")
 
     def stop(self) -> None:
         self._stop.set()
@@ -109,6 +180,16 @@ class BackgroundLoop:
             self._thread.join()
 
     def _loop(self) -> None:
+        try:
+            self._run_until_stopped()
+        except Exception as exc:  # a loop that dies silently is what this module exists to prevent
+            self.failure = f"background loop of {self.spec.model} failed: {type(exc).__name__}: {exc}"
+            with self._lock:
+                current = self._current
+            if current is not None:
+                current.stop()
+
+    def _run_until_stopped(self) -> None:
         index = 0
         while not self._stop.is_set():
             index += 1
@@ -119,7 +200,7 @@ class BackgroundLoop:
             self._log_run(record)
             if self._crash_looping():
                 self.failure = (f"background {self.spec.model} crash-looped: {self.crash_loop_failures} consecutive "
-                                f"failed runs, last: {record.outcome.reason()}")
+                                f"failed runs within {self.crash_loop_window_s:g} s, last: {record.outcome.reason()}")
                 return
             self._stop.wait(self.restart_delay_s)
 
@@ -132,15 +213,17 @@ class BackgroundLoop:
                 return None
             job.start()
             self._current = job
-        self.on_start(job)
+        if job.pid is not None:
+            self.on_start(job)
         job.wait(on_tick=lambda: self._note_ready(watch))
         self._note_ready(watch)
         with self._lock:
             self._current = None
-        return RunRecord(index, job.outcome(), watch.ready_t)
+        return RunRecord(index, job.outcome(), watch.ready_t, watch.basis)
 
     def _note_ready(self, watch: ReadinessWatch) -> None:
-        if watch.check() is not None:
+        if watch.check() is not None and not self._ready.is_set():
+            self._ready_t = watch.ready_t
             self._ready.set()
 
     def _crash_looping(self) -> bool:
@@ -152,8 +235,9 @@ class BackgroundLoop:
     def _log_run(self, record: RunRecord) -> None:
         o = record.outcome
         line = {"run": record.index, "start_t": o.start_t, "end_t": o.end_t, "ready_t": record.ready_t,
-                "exit_code": o.returncode, "timed_out": o.timed_out, "stopped_by_harness": o.stopped_by_harness,
-                "oom": o.oom, "steps": o.progress.total_steps, "log": o.log_path}
+                "ready_basis": record.ready_basis, "exit_code": o.returncode, "timed_out": o.timed_out,
+                "stopped_by_harness": o.stopped_by_harness, "oom": o.oom, "failed": o.failed,
+                "reason": o.reason(), "steps": o.progress.total_steps, "log": o.log_path}
         with open(self.out_dir / "bg-runs.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
 
@@ -164,6 +248,11 @@ class BackgroundLoop:
 
     def training_intervals(self) -> list[tuple[float, float]]:
         return [iv for iv in (r.training_interval() for r in self.runs) if iv is not None]
+
+    def last_completed_metrics(self) -> Optional[dict[str, Any]]:
+        """Model metrics of the last run that finished on its own (None when none did)."""
+        done = [r for r in self.runs if r.outcome.completed]
+        return done[-1].outcome.metrics if done else None
 
     @property
     def failures(self) -> list[RunRecord]:

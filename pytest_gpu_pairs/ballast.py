@@ -91,6 +91,8 @@ class Ballast:
         deadline = time.monotonic() + self.ready_timeout_s
         path = Path(self.job.progress_path)
         while time.monotonic() < deadline:
+            if self.job.start_error:
+                raise BallastError(f"the ballast could not start: {self.job.start_error}")
             for event in _events(path):
                 if event.get("event") == "ready":
                     return event

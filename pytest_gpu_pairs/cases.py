@@ -69,6 +69,9 @@ class Case:
     restart_delay_s: float
     timeout_s: float
     cool_down_s: float = 0.0
+    ready_timeout_s: float = 600.0
+    crash_loop_failures: int = 3
+    crash_loop_window_s: float = 300.0
     sharing: str = "timeslice"
     source: str = ""
     note: str = ""
@@ -108,6 +111,8 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         min_efficiency=_first(overrides.min_efficiency, pair.min_efficiency, d.min_efficiency),
         runs_per_config=_first(pair.runs_per_config, d.runs_per_config),
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
+        ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
+        crash_loop_window_s=d.crash_loop_window_s,
         source=experiment.source, note=pair.note or "")
 
 

@@ -2,6 +2,7 @@
 (``solo_baseline``, ``gpu_monitor``, ``background_load``) for tests of one's own."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,9 +15,9 @@ from .cases import Case, JobConfig, describe
 from .derived import with_derived
 from .gate import refuse_foreign_baseline
 from .jobs import build_spec
-from .measure import BackgroundNotReady, Measurement, Round
+from .measure import BackgroundNotReady, Measurement, Round, Supervision
 from .monitor.nvml import PidRoles, Sampler
-from .results import CaseResult, aggregate, round_record, save_result
+from .results import CaseResult, aggregate, failed_record, round_record, save_incomplete, save_result
 from .session import CardEmulationUnavailable, DeviceRequestError, GpuPairsSession
 from .sharing import CaseSharing, SharingUnavailable
 from .workloads.catalog import builtin
@@ -30,22 +31,44 @@ def gpu_pairs_session(config: pytest.Config) -> GpuPairsSession:
 
 class PairRun:
     """Runs one case: solo baselines first (cached), then ``runs_per_config`` rounds in which
-    pytest-benchmark times the foreground job alone; a solo case's rounds have no background."""
+    pytest-benchmark times the foreground job alone; a solo case's rounds have no background.
+
+    Whatever happens, the case's folder ends with a ``result.json``: complete (passing, or failing
+    with the reason) when the case ran to its end, incomplete with ``interrupted`` when Ctrl-C,
+    SIGTERM or an error of the harness cut it short. The ``timeline`` in it stamps every phase.
+    """
 
     def __init__(self, case: Case, session: GpuPairsSession, benchmark):
         self.case, self.session, self.benchmark = case, session, benchmark
         self.env = session.environment()
         self.measurements: list[Measurement] = []
+        self.timeline: dict[str, Any] = {"solo": [], "rounds": [], "cool_down_s": 0.0}
         self._round: Optional[Round] = None
         self.sharing = CaseSharing(case.sharing)
         self._card: Optional[Ballast] = None
+        self._recorded = False
 
     def __call__(self) -> CaseResult:
-        """With ``--gpu-memory-mb`` the whole case, solo baselines included, runs on the emulated card."""
+        """A case that cannot run here (no GPU for ``--gpu-memory-mb``, no MPS) is skipped before
+        its folder is touched; from then on every way out leaves a result.json."""
         try:
             self._card = self.session.emulated_card(self.case)
         except CardEmulationUnavailable as exc:
             pytest.skip(str(exc))
+        self._sharing_or_skip(self.session.sharing.check)
+        self.session.fresh_case_dir(self.case)
+        self.timeline["case_start_t"] = time.time()
+        try:
+            return self._on_card()
+        except BaseException as exc:
+            if not self._recorded and not isinstance(exc, pytest.skip.Exception):
+                self.close()
+                save_incomplete(self.session.case_dir(self.case), {**describe(self.case), **self._times()},
+                                _interruption(exc))
+            raise
+
+    def _on_card(self) -> CaseResult:
+        """With ``--gpu-memory-mb`` the whole case, solo baselines included, runs on the emulated card."""
         if self._card is None:
             return self._run()
         try:
@@ -63,14 +86,15 @@ class PairRun:
         if self.case.mode == "solo":
             return self._solo_case()
         case = self.case
-        self._sharing_or_skip(self.session.sharing.check)
         solo_fg = self._solo(case.fg)
         solo_bg = self._solo(case.bg) if case.bg is not None else None
         self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
         try:
             self._measure_rounds()
         except BackgroundNotReady as exc:
-            return self._finish({**describe(case), "failure": str(exc), "oom": self._background_oom()})
+            loop = self._round.background if self._round else None
+            self.close()
+            return self._finish(failed_record(case, str(exc), self.env, loop))
         return self._finish(aggregate(self._round_records(solo_fg, solo_bg)))
 
     def _solo_case(self) -> CaseResult:
@@ -121,9 +145,17 @@ class PairRun:
         return with_derived(record, case.fg, None if case.mode == "solo" else self.session.solo_record(case.fg))
 
     def _solo(self, job: JobConfig) -> Measurement:
+        measured_now = not self.session.has_solo(job)
+        if measured_now:
+            self.timeline["cool_down_s"] += self.session.cool_down(self.case.cool_down_s)
         solo = self.session.solo(job, self.case.timeout_s)
+        if measured_now:
+            self.timeline["solo"].append({"model": job.model, "start_t": solo.fg.start_t, "end_t": solo.fg.end_t,
+                                          "train_start_t": solo.window[0], "train_end_t": solo.window[1]})
         if solo.fg.failed:
-            pytest.fail(f"{self.case.id}: solo baseline of {job.model} failed: {solo.fg.reason()}", pytrace=False)
+            failure = f"solo baseline of {job.model} failed: {solo.fg.reason()}"
+            self._finish(failed_record(self.case, failure, self.env) | {"oom": solo.fg.oom})
+            pytest.fail(f"{self.case.id}: {failure}", pytrace=False)
         return solo
 
     def _round_dir(self) -> Path:
@@ -131,8 +163,9 @@ class PairRun:
         return base if self.case.runs_per_config == 1 else base / f"round-{len(self.measurements) + 1:02d}"
 
     def _start_round(self) -> None:
-        self._round = Round(self.case.fg, self.case.bg, self.env, self._round_dir(), self.case.timeout_s,
-                            self.case.restart_delay_s, self.sharing.job_env, self.sharing.probe)
+        self.timeline["cool_down_s"] += self.session.cool_down(self.case.cool_down_s)
+        self._round = Round(self.case.fg, self.case.bg, self.env, self._round_dir(), Supervision.of(self.case),
+                            self.sharing.job_env, self.sharing.probe)
         self._round.start()
 
     def _foreground(self):
@@ -140,18 +173,24 @@ class PairRun:
 
     def _end_round(self, *_: Any) -> None:
         if self._round is not None and self._round.fg_outcome is not None:
-            self.measurements.append(self._round.finish())
+            measurement = self._round.finish()
+            self.session.release_device()
+            self.measurements.append(measurement)
+            self.timeline["rounds"].append({**measurement.timeline, "fg_train_start_t": measurement.window[0],
+                                            "fg_train_end_t": measurement.window[1],
+                                            "fg_completed": measurement.fg.completed})
             self._round = None
 
-    def _background_oom(self) -> bool:
-        loop = self._round.background if self._round else None
-        return bool(loop and loop.ooms)
+    def _times(self) -> dict[str, Any]:
+        return {"timeline": {**self.timeline, "case_end_t": time.time()}}
 
     def _finish(self, record: dict[str, Any]) -> CaseResult:
         self.close()
+        record = {**record, **self._times()}
         record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
         self.benchmark.extra_info.update(record)
         path = save_result(self.session.case_dir(self.case), record)
+        self._recorded = True
         result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)])
         self.session.results.append(result)
         return result
@@ -160,12 +199,19 @@ class PairRun:
         if self._round is not None:
             self._round.abort()
             self._round = None
+            self.session.release_device()
         self._stop_card()
 
     def _stop_card(self) -> None:
         if self._card is not None:
             self._card.stop()
             self.env.fixed_roles.pop(self._card.pid, None)
+
+
+def _interruption(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted by Ctrl-C or SIGTERM ({str(exc) or 'KeyboardInterrupt'})"
+    return f"the harness stopped the case: {type(exc).__name__}: {exc}"
 
 
 @pytest.fixture(scope="session")
@@ -183,7 +229,13 @@ def gpu_pairs(request) -> GpuPairsSession:
 
 @pytest.fixture
 def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark):
-    """``pair_run()`` measures the parametrised case and returns its ``CaseResult``."""
+    """``pair_run()`` measures the parametrised case and returns its ``CaseResult``; with
+    ``--gpu-pairs-resume`` a case with a complete earlier result is skipped (and still reported)."""
+    recorded = gpu_pairs.resumable(gpu_pair_case)
+    if recorded is not None:
+        gpu_pairs.results.append(CaseResult(gpu_pair_case, recorded, gpu_pairs.enforce_efficiency, resumed=True))
+        pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
+                    + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
     run = PairRun(gpu_pair_case, gpu_pairs, benchmark)
     yield run
     run.close()
@@ -220,7 +272,7 @@ def background_load(gpu_pairs: GpuPairsSession, tmp_path):
         loop = BackgroundLoop(spec, tmp_path / f"bg-{model}-{len(loops)}", restart_delay_s).start()
         loops.append(loop)
         if not loop.wait_ready(timeout_s):
-            raise BackgroundNotReady(loop.failure or f"background {model} not ready within {timeout_s} s")
+            raise BackgroundNotReady(loop.not_ready_reason(timeout_s))
         return loop
 
     yield start

@@ -2,18 +2,20 @@
 
 Every job runs from an argv list (no shell ever interprets a settings value) in a session of its
 own, so that the harness can always take down the whole tree: a train.sh, the python it starts
-and that python's data-loader workers. Every live job is in a registry that the plugin empties
-on any exit path (teardown, Ctrl-C, SIGTERM).
+and that python's data-loader workers, and (through the environment tag of ``proctree``) a
+descendant that left the session. Every live job is in a registry that the session empties on
+any exit path (teardown, Ctrl-C, SIGTERM).
 """
 from __future__ import annotations
 
+import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -21,14 +23,12 @@ from typing import Any, Callable, Optional
 import psutil
 
 from .cases import JobConfig
+from .joblog import HARNESS_LINE, detect_oom, parse_log_metrics
+from .proctree import (JOB_TAG_VAR, KILL_GRACE_S, deferred_signals, is_gone, tagged_processes,
+                       terminate_with_leader)
 from .workloads.progress import ENV_VAR, Progress
 
-OOM_PATTERN = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
-    r"|cudaErrorMemoryAllocation|CUDA error: out of memory|RESOURCE_EXHAUSTED: Out of memory"
-    r"|DefaultCPUAllocator: can't allocate memory")
-LOG_TAIL_BYTES = 256 * 1024
-KILL_GRACE_S = 5.0
+UNKILLABLE_WAIT_S = 30.0
 
 
 @dataclass
@@ -41,14 +41,16 @@ class JobSpec:
     timeout_s: float
     ready_pattern: Optional[str] = None
     log_patterns: dict[str, str] = field(default_factory=dict)
+    protocol: bool = False  # always speaks the progress protocol: ready only on its ready event
 
 
-def _flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> list[str]:
+def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> list[str]:
+    """Each hyperparameter as its own argv entries: ``--flag value`` (``--name`` without a flag),
+    a bare ``--flag`` for a true bool and nothing for a false one. No shell ever sees them."""
     args: list[str] = []
     for name, value in values.items():
-        flag = command_hparams[name].flag if name in command_hparams else None
-        if flag is None:
-            continue
+        spec = command_hparams.get(name)
+        flag = (spec.flag if spec is not None else None) or f"--{name}"
         if isinstance(value, bool):
             args += [flag] if value else []
         else:
@@ -67,11 +69,11 @@ def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: 
                 "--device", device, "--scale", repr(float(scale))]
         for name, value in job.hparams:
             argv += [f"--{name}", str(value)]
-        return JobSpec(role, job.model, argv, env, None, timeout_s)
+        return JobSpec(role, job.model, argv, env, None, timeout_s, protocol=True)
     command = job.command
     env.update(command.env)
     cwd = str(Path(job.base_dir, command.cwd)) if command.cwd else job.base_dir or None
-    argv = list(command.command) + _flag_arguments(command.hyperparameters, job.hyperparameters)
+    argv = list(command.command) + flag_arguments(command.hyperparameters, job.hyperparameters)
     return JobSpec(role, job.model, argv, env, cwd, timeout_s, command.ready_pattern, dict(command.log_patterns))
 
 
@@ -92,7 +94,10 @@ class JobOutcome:
     oom: bool = False
     oom_message: Optional[str] = None
     progress: Progress = field(default_factory=Progress)
-    log_metrics: dict[str, float] = field(default_factory=dict)
+    start_error: Optional[str] = None
+    leftovers_killed: int = 0
+    log_metrics: dict[str, Any] = field(default_factory=dict)
+    timeout_s: Optional[float] = None
 
     @property
     def wall_s(self) -> float:
@@ -118,51 +123,30 @@ class JobOutcome:
         return "training" if self.training_window != (self.start_t, self.end_t) else "process"
 
     @property
+    def metrics(self) -> dict[str, Any]:
+        """The job's model metrics: its protocol result, then its ``log_patterns`` matches."""
+        reported = dict((self.progress.result or {}).get("metrics") or {})
+        return {**reported, **self.log_metrics}
+
+    @property
+    def completed(self) -> bool:
+        """Ran to its own end with exit code 0: its durations and metrics mean something."""
+        return self.returncode == 0 and not (self.timed_out or self.oom or self.stopped_by_harness)
+
+    @property
     def failed(self) -> bool:
         return not self.stopped_by_harness and (self.timed_out or self.oom or self.returncode != 0)
 
     def reason(self) -> str:
+        if self.start_error:
+            return f"could not start: {self.start_error}"
         if self.oom:
             return f"out of memory ({self.oom_message}); log: {self.log_path}"
         if self.timed_out:
-            return f"timed out and was killed; log: {self.log_path}"
+            return f"timed out (limit {self.timeout_s:g} s) and was killed; log: {self.log_path}"
         if self.returncode not in (0, None) and not self.stopped_by_harness:
             return f"exited with code {self.returncode}; log: {self.log_path}"
         return "ok"
-
-
-def _log_tail(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def detect_oom(log_path: str, progress: Progress) -> Optional[str]:
-    """The out-of-memory message of a job, from its progress error event or its log."""
-    if progress.error and progress.error.get("oom"):
-        return progress.error.get("message", "out of memory").strip().splitlines()[-1][:300]
-    found = OOM_PATTERN.search(_log_tail(log_path))
-    return found.group(0) if found else None
-
-
-def metrics_from_log(log_path: str, patterns: dict[str, str]) -> dict[str, float]:
-    """A command workload's metrics: for each ``log_patterns`` entry, the last match's first
-    group in the job's log (a final report comes last), as a number; unmatched names are absent."""
-    if not patterns:
-        return {}
-    text = _log_tail(log_path)
-    found: dict[str, float] = {}
-    for name, pattern in patterns.items():
-        for match in re.finditer(pattern, text):
-            try:
-                found[name] = float(match.group(1))
-            except (TypeError, ValueError):
-                continue
-    return found
 
 
 _LIVE: set["JobProcess"] = set()
@@ -174,11 +158,12 @@ def live_jobs() -> list["JobProcess"]:
         return list(_LIVE)
 
 
-def kill_all_jobs() -> int:
+def kill_all_jobs(grace_s: float = 2.0) -> int:
     """Kill every job tree still running; the last line of defence on any way out of pytest."""
     jobs = live_jobs()
-    for job in jobs:
-        job.kill_tree(grace_s=2.0)
+    with deferred_signals():
+        for job in jobs:
+            job.kill_tree(grace_s=grace_s)
     return len(jobs)
 
 
@@ -188,26 +173,43 @@ class JobProcess:
     def __init__(self, spec: JobSpec, log_path: str | Path, progress_path: str | Path):
         self.spec = spec
         self.log_path, self.progress_path = str(log_path), str(progress_path)
+        self.tag = f"{os.getpid()}:{uuid.uuid4().hex}"
         self.popen: Optional[subprocess.Popen] = None
         self.start_t = self.end_t = 0.0
+        self.exit_t: Optional[float] = None
+        self.limit_s = spec.timeout_s
         self.timed_out = self.stopped_by_harness = False
+        self.start_error: Optional[str] = None
+        self.leftovers_killed = 0
+        self._finished = False
+        self._kill_lock = threading.Lock()
 
     @property
     def pid(self) -> Optional[int]:
         return self.popen.pid if self.popen else None
 
     def start(self) -> "JobProcess":
+        """Start the job; a job that cannot start (missing program or cwd) ends at once with the
+        reason in ``start_error`` instead of raising, so a bad command fails its case, not pytest."""
         Path(self.progress_path).unlink(missing_ok=True)
-        env = {**self.spec.env, ENV_VAR: self.progress_path}
+        env = {**self.spec.env, ENV_VAR: self.progress_path, JOB_TAG_VAR: self.tag}
         with open(self.log_path, "ab") as log:
-            log.write(f"# gpu-pairs: start {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
+            log.write(f"{HARNESS_LINE} start {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
                       f"cwd={self.spec.cwd or os.getcwd()} argv={self.spec.argv}\n".encode())
             log.flush()
             with _LIVE_LOCK:
                 self.start_t = time.time()
-                self.popen = subprocess.Popen(self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,
-                                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                _LIVE.add(self)
+                try:
+                    self.popen = subprocess.Popen(self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,
+                                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                except OSError as exc:
+                    self.start_error = f"{exc.strerror or exc} ({exc.filename or self.spec.argv[0]})"
+                else:
+                    _LIVE.add(self)
+        if self.start_error:
+            self.end_t = self.start_t
+            self._finished = True
+            self._write_log(f"\n{HARNESS_LINE} could not start: {self.start_error}\n")
         return self
 
     def poll(self) -> Optional[int]:
@@ -218,23 +220,26 @@ class JobProcess:
         """Wait for the job; past ``timeout`` (or the spec's) the tree is killed and marked timed out.
 
         ``on_tick`` runs every ``tick_s`` while waiting, for watchers that must see the job live
-        (readiness from a log pattern has no timestamp of its own).
+        (readiness from a log pattern has no timestamp of its own). When the job's main process
+        exits, whatever it left behind in its tree is killed too.
         """
-        limit = self.spec.timeout_s if timeout is None else timeout
-        deadline = self.start_t + limit
+        if self.popen is None:
+            return None
+        self.limit_s = self.spec.timeout_s if timeout is None else timeout
+        deadline = self.start_t + self.limit_s
         while True:
             remaining = deadline - time.time()
             if remaining <= 0:
-                self.timed_out = True
-                self.kill_tree()
+                self.timed_out = self.popen.poll() is None
                 break
             try:
                 self.popen.wait(timeout=min(remaining, tick_s) if on_tick else remaining)
+                self.exit_t = time.time()
                 break
             except subprocess.TimeoutExpired:
                 if on_tick:
                     on_tick()
-        self._finish()
+        self.kill_tree()
         return self.popen.returncode
 
     def stop(self) -> None:
@@ -244,66 +249,67 @@ class JobProcess:
         self.kill_tree()
 
     def kill_tree(self, grace_s: float = KILL_GRACE_S) -> None:
+        """SIGTERM to the session, the psutil tree and every tagged process; after ``grace_s``
+        SIGKILL to whatever is left (looked up again: a process may have forked meanwhile).
+        Also what ends leftovers after the main process exited on its own."""
         if self.popen is None:
             return
-        descendants = self._descendants()
-        self._signal_all(signal.SIGTERM, descendants)
-        deadline = time.monotonic() + grace_s
-        try:
-            self.popen.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        _, alive = psutil.wait_procs(descendants, timeout=max(0.0, deadline - time.monotonic()))
-        if self.popen.poll() is None or alive or self._group_alive():
-            self._signal_all(signal.SIGKILL, alive)
-            self.popen.wait()
-            psutil.wait_procs(alive, timeout=grace_s)
+        with self._kill_lock, deferred_signals():
+            leader_running = self.popen.poll() is None
+            members = self._members()
+            if leader_running or members:
+                self._signal_group(signal.SIGTERM)
+                terminate_with_leader(self.popen, members, grace_s, self._members, self._signal_group)
+            if not leader_running and members:
+                self.leftovers_killed += len(members)
+            try:
+                self.popen.wait(timeout=UNKILLABLE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self._write_log(f"\n{HARNESS_LINE} pid {self.popen.pid} survived SIGKILL for {UNKILLABLE_WAIT_S:.0f} s "
+                                "(uninterruptible sleep, e.g. stuck in a driver call); giving up on it\n")
+                return
         self._finish()
 
-    def _descendants(self) -> list[psutil.Process]:
-        try:
-            return psutil.Process(self.popen.pid).children(recursive=True)
-        except psutil.Error:
-            return []
+    def _members(self) -> list[psutil.Process]:
+        """Every process of the job except its main process (which ``popen`` reaps)."""
+        found: dict[int, psutil.Process] = {}
+        if self.popen.poll() is None:  # once reaped, the pid may be someone else's
+            with contextlib.suppress(psutil.Error):
+                found = {child.pid: child for child in psutil.Process(self.popen.pid).children(recursive=True)}
+        for process in tagged_processes(lambda environ: environ.get(JOB_TAG_VAR) == self.tag):
+            found.setdefault(process.pid, process)
+        found.pop(self.popen.pid, None)
+        return [p for p in found.values() if not is_gone(p)]
 
-    def _signal_all(self, sig: int, processes: list[psutil.Process]) -> None:
-        try:
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for process in processes:
-            try:
-                process.send_signal(sig)
-            except psutil.Error:
-                pass
-
-    def _group_alive(self) -> bool:
-        try:
-            os.killpg(self.popen.pid, 0)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
 
     def _finish(self) -> None:
         with _LIVE_LOCK:
-            if self in _LIVE:
-                _LIVE.discard(self)
-                self.end_t = time.time()
-                self._log_footer()
+            if self._finished:
+                return
+            self._finished = True
+            _LIVE.discard(self)
+            self.end_t = self.exit_t or time.time()
+        leftovers = f" leftovers_killed={self.leftovers_killed}" if self.leftovers_killed else ""
+        self._write_log(f"\n{HARNESS_LINE} end {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
+                        f"exit={self.popen.returncode} timed_out={self.timed_out} "
+                        f"stopped_by_harness={self.stopped_by_harness}{leftovers}\n")
 
-    def _log_footer(self) -> None:
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n# gpu-pairs: end {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
-                      f"exit={self.popen.returncode} timed_out={self.timed_out} "
-                      f"stopped_by_harness={self.stopped_by_harness}\n".encode())
+    def _write_log(self, text: str) -> None:
+        with contextlib.suppress(OSError), open(self.log_path, "ab") as log:
+            log.write(text.encode())
 
     def outcome(self) -> JobOutcome:
         progress = Progress.read(self.progress_path)
-        oom = detect_oom(self.log_path, progress)
+        returncode = self.popen.returncode if self.popen else None
+        oom = detect_oom(self.log_path, progress, returncode, self.timed_out or self.stopped_by_harness)
         return JobOutcome(self.spec.role, self.spec.model, self.spec.argv, self.log_path, self.progress_path,
-                          self.start_t, self.end_t or time.time(), self.popen.returncode if self.popen else None,
-                          self.timed_out, self.stopped_by_harness, oom is not None, oom, progress,
-                          metrics_from_log(self.log_path, self.spec.log_patterns))
+                          self.start_t, self.end_t or time.time(), returncode, self.timed_out,
+                          self.stopped_by_harness, oom is not None, oom, progress, self.start_error,
+                          self.leftovers_killed, parse_log_metrics(self.log_path, self.spec.log_patterns),
+                          self.limit_s)
 
     def run(self) -> JobOutcome:
         """Start, wait (bounded by the spec's timeout), and report."""

@@ -75,6 +75,9 @@ def add_options(parser: pytest.Parser) -> None:
                          "more than PCT %%, e.g. gpu_energy_j:5%%,peak_vram_mb:3%%,concurrency_efficiency:5%%")
     group.addoption("--gpu-pairs-compare-force", action="store_true", default=False,
                     help="compare even with a baseline from another GPU model, driver or CUDA version")
+    group.addoption("--gpu-pairs-resume", action="store_true", default=False,
+                    help="skip cases whose folder in --gpu-pairs-out holds a complete result of the same "
+                         "models, hyperparameters, scale and device (an interrupted case runs again)")
     parser.addini("gpu_pairs_settings", type="paths", default=[],
                   help="experiment files used when --gpu-pairs-settings is not given")
     parser.addini("gpu_pairs_mps_control", default="",
@@ -95,6 +98,7 @@ class GpuPairsOptions:
     mps_mem_limit_mb: Optional[int] = None
     mps_control: Optional[str] = None
     gpu_memory_mb: Optional[float] = None
+    resume: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "GpuPairsOptions":
@@ -107,4 +111,4 @@ class GpuPairsOptions:
                    sharing=config.getoption("gpu_pairs_sharing"), mps_threads=config.getoption("gpu_pairs_mps_threads"),
                    mps_mem_limit_mb=config.getoption("gpu_pairs_mps_mem_limit_mb"),
                    mps_control=config.getini("gpu_pairs_mps_control") or None,
-                   gpu_memory_mb=config.getoption("gpu_memory_mb"))
+                   gpu_memory_mb=config.getoption("gpu_memory_mb"), resume=config.getoption("gpu_pairs_resume"))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from . import metrics
+from .background import BackgroundLoop
 from .cases import Case, describe
 from .derived import DERIVED_KEYS
 from .measure import Environment, Measurement
@@ -228,11 +229,28 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
         notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate")
     reserved = [r.outcome.progress.result.get("peak_mem_reserved_mb") for r in loop.runs if r.outcome.progress.result]
     cover = metrics.coverage(loop.training_intervals(), *m.window)
+    bg_perf = loop.last_completed_metrics()
+    if bg_perf is None:
+        notes.unmeasured("bg_perf", "no background run finished on its own during the case")
     return {"bg_runs": len(loop.runs), "bg_failures": len(loop.failures), "bg_coverage": cover,
             "bg_progress_ratio": metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
             "bg_speed_ratio": metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
             "bg_steps_in_window": steps, "bg_solo_steps_per_s": solo_rate,
-            "bg_peak_mem_reserved_mb": metrics.peak(reserved)}
+            "bg_peak_mem_reserved_mb": metrics.peak(reserved), "bg_perf": bg_perf}
+
+
+UNFINISHED_FG = ("fg_duration_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency")
+
+
+def _drop_unfinished_foreground(m: Measurement, record: dict[str, Any], notes: Notes) -> None:
+    """A foreground that crashed, ran out of memory, timed out or was stopped has no duration to
+    compare: its partial figures would pass for a slowdown. They become None with the reason."""
+    if m.fg.completed:
+        return
+    why = m.fg_stopped_because or m.fg.reason()
+    for key in UNFINISHED_FG:
+        record[key] = None
+        notes[key] = f"the foreground did not finish: {why}"
 
 
 def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
@@ -255,6 +273,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     if m.mode == "solo":
         for key in ("fg_slowdown", "concurrency_efficiency"):
             notes.unmeasured(key, "solo case: nothing shares the device")
+    _drop_unfinished_foreground(m, record, notes)
     work = Work(case.sharing, fg.progress.steps_between(*m.window) if fg.progress.steps else None,
                 record["bg_steps_in_window"], SoloCost.of(solo_fg, env), SoloCost.of(solo_bg, env))
     record.update(_gpu_figures(m, env, notes, work))
@@ -269,7 +288,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["oom"] = fg.oom or bool(bg_oom)
     record["fg_exit_code"] = fg.returncode
     record["fg_peak_mem_reserved_mb"] = fg_result.get("peak_mem_reserved_mb")
-    record["perf"] = dict(fg_result.get("metrics") or fg.log_metrics)
+    record["perf"] = fg.metrics
     record["device"] = env.device_name
     record["sample_hz"] = env.sample_hz if m.samples else None
     record["idle_power_w"] = env.idle_power_w
@@ -302,11 +321,30 @@ def _failure_text(m: Measurement, sharing: str = "timeslice") -> Optional[str]:
                         "MPS clients (they were time-sliced); see the daemon's control.log")
     if m.fg.failed:
         problems.append(f"foreground {m.fg.model} {m.fg.reason()}")
+    if m.fg_stopped_because:
+        problems.append(m.fg_stopped_because)
+    elif m.background is not None and m.background.failure:
+        problems.append(m.background.failure)
     if m.background is not None:
         problems += [f"background {r.outcome.model} run {r.index} {r.outcome.reason()}" for r in m.background.failures]
-        if m.background.failure:
-            problems.append(m.background.failure)
     return "; ".join(problems) or None
+
+
+def failed_record(case: Case, failure: str, env: Environment, loop: Optional[BackgroundLoop] = None) -> dict[str, Any]:
+    """The record of a case that could not be measured (a solo baseline failed, the background
+    never became ready): what is known, the failure, and None for every figure, with the reason."""
+    runs = loop.runs if loop is not None else []
+    record: dict[str, Any] = {**describe(case), "mode": case.mode, "failure": failure,
+                              "oom": any(r.outcome.oom for r in runs), "fg_exit_code": None,
+                              "bg_runs": len(runs), "bg_failures": sum(r.outcome.failed for r in runs),
+                              "device": env.device_name, "scale": env.scale, "perf": {}}
+    notes = {}
+    for key in ("fg_duration_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio", "concurrency_efficiency",
+                "gpu_energy_j", "peak_vram_mb", "bg_coverage", "cpu_energy_j"):
+        record[key] = None
+        notes[key] = f"the case could not be measured: {failure}"
+    record["notes"] = notes
+    return record
 
 
 def aggregate(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -330,6 +368,7 @@ class CaseResult:
     record: dict[str, Any]
     enforce_efficiency: bool = True
     artifacts: list[str] = field(default_factory=list)
+    resumed: bool = False
 
     def problems(self) -> list[str]:
         """Everything that makes this case fail, each in words an operator can act on."""
@@ -375,8 +414,18 @@ def atomic_write_json(path: str | Path, data: Any) -> None:
 
 
 def save_result(out_dir: str | Path, record: dict[str, Any]) -> Path:
+    """A complete result: the case ran to its end, passing or failing (an OOM, a timeout, a crash
+    loop is what the pair does, and a rerun with ``--gpu-pairs-resume`` keeps it)."""
     path = Path(out_dir) / "result.json"
-    atomic_write_json(path, {"schema": SCHEMA_VERSION, "complete": True, **record})
+    atomic_write_json(path, {"schema": SCHEMA_VERSION, **record, "complete": True})
+    return path
+
+
+def save_incomplete(out_dir: str | Path, record: dict[str, Any], reason: str) -> Path:
+    """Marks a case that did not run to its end (Ctrl-C, SIGTERM, an error of the harness):
+    ``complete`` is false, so a resumed run measures it again."""
+    path = Path(out_dir) / "result.json"
+    atomic_write_json(path, {"schema": SCHEMA_VERSION, **record, "complete": False, "interrupted": reason})
     return path
 
 
@@ -386,4 +435,4 @@ def load_result(out_dir: str | Path) -> Optional[dict[str, Any]]:
         data = json.loads((Path(out_dir) / "result.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    return data if data.get("complete") else None
+    return data if isinstance(data, dict) and data.get("complete") is True else None

@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Optional
 
+from .background import stop_all_loops
 from .ballast import Ballast
-from .cases import Case, JobConfig, Overrides, baseline_case, expand_all
+from .cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
 from .derived import with_derived
 from .jobs import kill_all_jobs
-from .measure import Environment, Measurement, measure_solo
+from .measure import Environment, Measurement, cool_down, measure_solo
 from .monitor.nvml import Gpu, NvmlUnavailable
 from .mps import stop_all_daemons, system_daemon_pid
 from .options import GpuPairsOptions
-from .results import CaseResult, atomic_write_json, round_record, save_result
+from .proctree import deferred_signals, reap_orphans
+from .results import CaseResult, atomic_write_json, load_result, round_record, save_result
 from .settings import Defaults, load_experiment
 from .sharing import SharingManager
 
@@ -76,6 +79,8 @@ class GpuPairsSession:
         self._planned: list[str] = []
         self.sharing = SharingManager(options.out_dir, options.mps_control, options.mps_threads,
                                       options.mps_mem_limit_mb)
+        self.device_released_t: Optional[float] = None
+        self.orphans_killed: list[int] = []
 
     def cases(self) -> list[Case]:
         if self._cases is None:
@@ -99,6 +104,7 @@ class GpuPairsSession:
 
     def environment(self) -> Environment:
         if self._env is None:
+            self.orphans_killed = reap_orphans(self.options.out_dir)
             gpu, reason = _open_gpu(self.options.device)
             device = "cuda" if gpu is not None else "cpu"
             env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
@@ -115,6 +121,9 @@ class GpuPairsSession:
         """Thresholds in settings describe GPU sharing; on the CPU only an explicit option applies."""
         return self.environment().device == "cuda" or self.options.min_efficiency is not None
 
+    def has_solo(self, job: JobConfig) -> bool:
+        return (job, self.options.scale) in self._solo
+
     def solo(self, job: JobConfig, timeout_s: float) -> Measurement:
         """The job alone on the device, measured once per session and shared by every case using it;
         its record (mode ``solo``) is saved as ``<out>/_solo/<model>-<digest>/result.json``.
@@ -124,7 +133,11 @@ class GpuPairsSession:
         if key not in self._solo:
             self.sharing.release()
             out = self.solo_dir(job)
-            measurement = measure_solo(job, self.environment(), out, timeout_s)
+            shutil.rmtree(out, ignore_errors=True)
+            try:
+                measurement = measure_solo(job, self.environment(), out, timeout_s)
+            finally:
+                self.release_device()
             budget = self.options.vram_budget_mb or Defaults().vram_budget_mb
             case = baseline_case(job, f"_solo/{out.name}", timeout_s, budget)
             record = with_derived(round_record(case, measurement, measurement, None, self.environment()), job, None)
@@ -144,6 +157,33 @@ class GpuPairsSession:
     def adopt_solo(self, job: JobConfig, measurement: Measurement, record: dict[str, Any]) -> None:
         """A solo case's first round becomes the job's baseline: no job is measured alone twice."""
         self._solo.setdefault((job, self.options.scale), (measurement, record))
+
+    def cool_down(self, seconds: float) -> float:
+        """The settings' ``cool_down_s`` since our last job left the device; seconds slept."""
+        return cool_down(seconds, self.device_released_t)
+
+    def release_device(self) -> None:
+        self.device_released_t = time.time()
+
+    def fresh_case_dir(self, case: Case) -> Path:
+        """The case's folder, emptied: logs are appended to, so a rerun must not mix two runs."""
+        folder = self.case_dir(case)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def resumable(self, case: Case) -> Optional[dict[str, Any]]:
+        """With ``--gpu-pairs-resume``: the case's complete earlier result, if it measured the same
+        thing (models, hyperparameters, sharing, scale, device, emulated card size); else None and
+        the case runs again."""
+        if not self.options.resume:
+            return None
+        record = load_result(self.case_dir(case))
+        if record is None:
+            return None
+        same = {**json.loads(json.dumps(dict(describe(case)), default=str)), "scale": self.options.scale,
+                "device": self.environment().device_name, "gpu_memory_mb": self.options.gpu_memory_mb}
+        return record if all(record.get(key) == value for key, value in same.items()) else None
 
     def solo_dir(self, job: JobConfig) -> Path:
         digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],
@@ -176,10 +216,12 @@ class GpuPairsSession:
             "idle_power_note": env.idle_power_note, "idle_method": IDLE_METHOD_TEXT,
             "gpu_memory_mb": self.options.gpu_memory_mb, "scale": env.scale, "sample_hz": env.sample_hz,
             "system_mps_daemon_pid": system_daemon_pid(),
-            "settings": [str(p) for p in self.options.settings]})
+            "settings": [str(p) for p in self.options.settings], "orphans_killed": self.orphans_killed})
 
     def close(self) -> int:
-        """End every job, then the MPS daemon (its clients must be gone before it is asked to quit)."""
-        killed = kill_all_jobs()
-        self.sharing.close()
-        return killed + stop_all_daemons()
+        """Every loop stopped, every job tree killed, then the MPS daemon (its clients must be gone
+        before it is asked to quit): the last step of any way out of pytest."""
+        with deferred_signals():
+            killed = stop_all_loops() + kill_all_jobs()
+            self.sharing.close()
+            return killed + stop_all_daemons()

@@ -152,6 +152,9 @@ class Defaults(_Strict):
     timeout_s: float = Field(3600.0, gt=0)
     cool_down_s: float = Field(0.0, ge=0)
     sharing: Sharing = ("timeslice",)
+    ready_timeout_s: float = Field(600.0, gt=0)
+    crash_loop_failures: int = Field(3, ge=1)
+    crash_loop_window_s: float = Field(300.0, gt=0)
 
 
 class MutationSettings(_Strict):

@@ -63,3 +63,22 @@ def terminal_summary(reporter, session) -> None:
         reporter.write_line("not measured here:")
         for reason, keys in sorted(missing.items()):
             reporter.write_line(f"  {', '.join(sorted(keys))}: {reason}")
+    for line in resumed_lines(session.results):
+        reporter.write_line(line)
+    if session.orphans_killed:
+        reporter.write_line(f"killed {len(session.orphans_killed)} job process(es) left running in "
+                            f"{session.options.out_dir} by an earlier pytest that died: {session.orphans_killed}")
+
+
+def resumed_lines(results) -> list[str]:
+    """Cases skipped by --gpu-pairs-resume, with any failure they recorded: a resumed run must not
+    hide that an earlier part of the matrix failed."""
+    resumed = [r for r in results if r.resumed]
+    if not resumed:
+        return []
+    lines = ["resumed (recorded earlier, not run again): " + ", ".join(r.case.id for r in resumed)]
+    for r in resumed:
+        problems = r.problems()
+        if problems:
+            lines.append(f"  {r.case.id}: recorded failure: {' | '.join(problems)}")
+    return lines

@@ -1,6 +1,9 @@
 """Shared helpers of the plugin's own tests."""
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import psutil
 
 DESIGN_KEYS = ("case_id design variant mode fg_model bg_model fg_hparams bg_hparams fg_duration_s fg_solo_duration_s "
@@ -11,13 +14,16 @@ DESIGN_KEYS = ("case_id design variant mode fg_model bg_model fg_hparams bg_hpar
 
 SUITE = "def test_pair(gpu_pair_case, pair_run):\n    pair_run().check()\n"
 
+FAKE_JOB = Path(__file__).resolve().parent / "workloads" / "fake_job.py"
+
 
 def jobs_started_under(directory) -> list[psutil.Process]:
     """Live job processes whose progress file lies under ``directory`` (leaked ones included)."""
     found = []
     for process in psutil.process_iter():
         try:
-            if process.environ().get("GPU_PAIRS_PROGRESS", "").startswith(str(directory)):
+            if process.environ().get("GPU_PAIRS_PROGRESS", "").startswith(str(directory)) \
+                    and process.status() != psutil.STATUS_ZOMBIE:
                 found.append(process)
         except psutil.Error:
             continue
@@ -35,3 +41,24 @@ def mps_processes(pipe_dir) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+def alive_pids(folder) -> list[int]:
+    """Pids written by the processes of fake jobs (tests/workloads/fake_job.py) that still live."""
+    alive = []
+    for pid_file in sorted(Path(folder).glob("*")) if Path(folder).is_dir() else []:
+        try:
+            if psutil.Process(int(pid_file.read_text())).status() != psutil.STATUS_ZOMBIE:
+                alive.append(int(pid_file.read_text()))
+        except (psutil.Error, ValueError):
+            continue
+    return alive
+
+
+def wait_for(condition, timeout_s: float = 120.0, what: str = "condition"):
+    """Poll ``condition`` until it is truthy; generous, because CI machines are slow and shared."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")

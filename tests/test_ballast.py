@@ -103,15 +103,23 @@ def test_option_value_must_be_positive(pytester):
 
 def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stand_in):
     """The solo baseline OOMs on the small card: the case fails, and the ballast is gone with it."""
-    env = SimpleNamespace(fixed_roles={}, device="cuda")
-    failed_solo = SimpleNamespace(fg=SimpleNamespace(failed=True, reason=lambda: "out of memory"))
+    env = SimpleNamespace(fixed_roles={}, device="cuda", device_name="fake GPU", scale=1.0)
+    failed_solo = SimpleNamespace(fg=SimpleNamespace(failed=True, reason=lambda: "out of memory", oom=True,
+                                                     start_t=0.0, end_t=1.0), window=(0.0, 1.0))
     sharing = SimpleNamespace(check=lambda case, device: None, prepare=lambda case, device: None)
+    case_dir = tmp_path / "case"
     session = SimpleNamespace(environment=lambda: env, solo=lambda job, timeout_s: failed_solo, sharing=sharing,
                               emulated_card=lambda case: Ballast(10240, fake_gpu(), tmp_path,
-                                                                 make_argv=stand_in("ready")))
-    case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a"), bg=None, timeout_s=60,
-                           sharing="timeslice", mode="concurrent")
-    run = PairRun(case, session, benchmark=None)
+                                                                 make_argv=stand_in("ready")),
+                              fresh_case_dir=lambda case: case_dir.mkdir(), case_dir=lambda case: case_dir,
+                              has_solo=lambda job: False, cool_down=lambda seconds: 0.0, release_device=lambda: None,
+                              results=[], enforce_efficiency=True)
+    case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a", hyperparameters={}), bg=None,
+                           timeout_s=60, cool_down_s=0.0, sharing="timeslice", design="pairs", variant="default",
+                           mode="concurrent")
+    run = PairRun(case, session, benchmark=SimpleNamespace(extra_info={}))
     with pytest.raises(pytest.fail.Exception, match="solo baseline of a failed: out of memory"):
         run()
     assert children() == [] and live_jobs() == [] and env.fixed_roles == {}
+    recorded = json.loads((case_dir / "result.json").read_text())
+    assert recorded["complete"] and recorded["oom"] and recorded["gpu_memory_mb"] == 10240

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from pytest_gpu_pairs.cases import JobConfig
 from pytest_gpu_pairs.live import ERASE_TO_END, RESTORE_CURSOR, SAVE_CURSOR, LiveLine, Snapshot, last_progress, render
-from pytest_gpu_pairs.measure import Environment, Round
+from pytest_gpu_pairs.measure import Environment, Round, Supervision
 from pytest_gpu_pairs.monitor.samples import GpuSample
 
 
@@ -86,7 +86,8 @@ def test_a_round_tells_the_live_line_when_it_starts_and_ends(tmp_path):
     live = SimpleNamespace(round_started=lambda r: calls.append(("start", r)),
                            round_ended=lambda r: calls.append(("end", r)))
     env = Environment(device="cpu", scale=0.01, sample_hz=10, live=live)
-    round_ = Round(JobConfig("mnist", (("epochs", 1),)), None, env, tmp_path, timeout_s=10, restart_delay_s=0)
+    round_ = Round(JobConfig("mnist", (("epochs", 1),)), None, env, tmp_path,
+                   Supervision(timeout_s=10, restart_delay_s=0))
     round_.start()
     round_.abort()
     round_.abort()
@@ -104,10 +105,11 @@ def test_no_live_line_when_output_is_not_a_terminal(pytester):
 TTY_SUITE = """
 import json, time
 from pytest_gpu_pairs.cases import JobConfig
-from pytest_gpu_pairs.measure import Round
+from pytest_gpu_pairs.measure import Round, Supervision
 
 def test_tty(gpu_pairs, tmp_path):
-    round_ = Round(JobConfig("mnist", (("epochs", 1),)), None, gpu_pairs.environment(), tmp_path, 10, 0)
+    round_ = Round(JobConfig("mnist", (("epochs", 1),)), None, gpu_pairs.environment(), tmp_path,
+                   Supervision(timeout_s=10, restart_delay_s=0))
     round_.start()
     (tmp_path / "fg.progress.jsonl").write_text(json.dumps({"event": "step", "step": 7, "epoch": 0.5, "t": 0}) + "\\n")
     time.sleep(2.5)

@@ -179,23 +179,41 @@ class Gpu:
         return (end - start) / 1000 / (t1 - t0)
 
 
+def _job_tag(pid: int) -> Optional[str]:
+    """The ``GPU_PAIRS_JOB`` tag in a process's environment (None when unreadable or absent)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    for entry in raw.split(b"\0"):
+        if entry.startswith(b"GPU_PAIRS_JOB="):
+            return entry.split(b"=", 1)[1].decode(errors="replace")
+    return None
+
+
 class PidRoles:
     """Which job a GPU process belongs to, by its process group: each job has a session of its own,
-    so a job's children (a ``train.sh`` and the python it starts) resolve to the job's role.
+    so a job's children (a ``train.sh`` and the python it starts) resolve to the job's role; a
+    descendant that left the session resolves by the job tag in its environment.
 
     A pid once resolved keeps its role, so a process NVML still lists while it exits stays
-    counted; a pid of no registered group (another user's job) is ``other``.
+    counted; a pid of no registered group or tag (another user's job) is ``other``.
     """
 
-    def __init__(self, getpgid: Callable[[int], int] = os.getpgid):
+    def __init__(self, getpgid: Callable[[int], int] = os.getpgid,
+                 job_tag: Callable[[int], Optional[str]] = _job_tag):
         self._groups: dict[int, str] = {}
+        self._tags: dict[str, str] = {}
         self._known: dict[int, str] = {}
-        self._getpgid = getpgid
+        self._getpgid, self._job_tag = getpgid, job_tag
         self._lock = threading.Lock()
 
-    def register(self, pgid: int, role: str) -> None:
+    def register(self, pgid: int, role: str, tag: Optional[str] = None) -> None:
         with self._lock:
             self._groups[pgid] = role
+            if tag:
+                self._tags[tag] = role
 
     def role_of(self, pid: int) -> str:
         with self._lock:
@@ -206,10 +224,13 @@ class PidRoles:
         except OSError:
             return "other"
         with self._lock:
-            role = self._groups.get(pgid, "other")
-            if role != "other":
+            role = self._groups.get(pgid)
+            tags = dict(self._tags)
+        role = role or (tags.get(self._job_tag(pid) or "") if tags else None) or "other"
+        if role != "other":
+            with self._lock:
                 self._known[pid] = role
-            return role
+        return role
 
 
 class Sampler:

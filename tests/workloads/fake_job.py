@@ -1,0 +1,156 @@
+"""A command workload for the supervision tests: trains nothing, misbehaves on request.
+
+It behaves like a user's train script as far as the harness can tell: it prints, speaks the
+progress protocol (or only prints a ready line), takes "device memory" from a shared pool (a
+folder of claim files, so that two jobs together can run out of memory where each alone fits),
+starts helper processes like data-loader workers, and can crash, hang, run out of memory or
+ignore SIGTERM from a given invocation on. It never imports torch: the tests stay fast.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OOM_TEXT = ("Traceback (most recent call last):\n  File \"train.py\", line 42, in <module>\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {mb} MiB. GPU 0 has a total capacity "
+            "of {cap} MiB of which {free} MiB is free.")
+
+
+def parse(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--step-s", type=float, default=0.05)
+    p.add_argument("--protocol", action="store_true", help="speak the progress protocol")
+    p.add_argument("--fault", default="none", choices=["none", "crash", "hang", "oom"])
+    p.add_argument("--fault-runs", default="1-", help="invocations that misbehave: N, N- or N-M (1-based)")
+    p.add_argument("--ignore-term", action="store_true", help="the job and its helpers ignore SIGTERM")
+    p.add_argument("--state", default="", help="folder counting invocations (needed by --fault-runs)")
+    p.add_argument("--pool", default="", help="folder of the shared fake device memory")
+    p.add_argument("--mem-mb", type=int, default=0)
+    p.add_argument("--capacity-mb", type=int, default=1000)
+    p.add_argument("--children", type=int, default=0, help="helper processes, like data-loader workers")
+    p.add_argument("--setsid-grandchild", action="store_true",
+                   help="a grandchild that leaves the session while its parent exits (an orphan daemon)")
+    p.add_argument("--pids", default="", help="folder where every process of the job writes its pid")
+    p.add_argument("--accuracy", type=float, default=0.5)
+    p.add_argument("--note", default="", help="any text; printed back verbatim")
+    return p.parse_args(argv)
+
+
+def invocation(state: str) -> int:
+    if not state:
+        return 1
+    Path(state).mkdir(parents=True, exist_ok=True)
+    fd = os.open(Path(state) / "invocations", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.write(fd, b".")
+    os.close(fd)
+    return (Path(state) / "invocations").stat().st_size
+
+
+def in_runs(spec: str, n: int) -> bool:
+    low, dash, high = spec.partition("-")
+    if not dash:
+        return n == int(low)
+    return n >= int(low) and (not high or n <= int(high))
+
+
+def write_pid(folder: str, role: str) -> None:
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"{os.getpid()}.{role}").write_text(str(os.getpid()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def claim_memory(pool: str, mb: int, capacity: int) -> bool:
+    """Claim ``mb`` of the pool; False (after printing PyTorch's message) when it does not fit."""
+    if not pool or mb <= 0:
+        return True
+    folder = Path(pool)
+    folder.mkdir(parents=True, exist_ok=True)
+    used = 0
+    for claim in folder.glob("*.mb"):
+        pid = int(claim.stem)
+        if pid != os.getpid() and _alive(pid):
+            used += int(claim.read_text() or 0)
+    if used + mb > capacity:
+        print(OOM_TEXT.format(mb=mb, cap=capacity, free=capacity - used), flush=True)
+        return False
+    (folder / f"{os.getpid()}.mb").write_text(str(mb))
+    return True
+
+
+def sleeper_code(pids: str, ignore_term: bool) -> str:
+    lines = ["import os, signal, time"]
+    if ignore_term:
+        lines.append("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+    if pids:
+        lines.append(f"open(os.path.join({pids!r}, f'{{os.getpid()}}.helper'), 'w').write(str(os.getpid()))")
+    lines.append("while True: time.sleep(1)")
+    return "\n".join(lines)
+
+
+def start_helpers(args, ignore_term: bool) -> None:
+    code = sleeper_code(args.pids, ignore_term)
+    for _ in range(args.children):
+        subprocess.Popen([sys.executable, "-c", code])
+    if args.setsid_grandchild:
+        orphan_maker = ("import subprocess, sys\n"
+                        f"subprocess.Popen([sys.executable, '-c', {code!r}], start_new_session=True)\n")
+        subprocess.run([sys.executable, "-c", orphan_maker], check=True)
+
+
+def main(argv=None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    n = invocation(args.state)
+    fault = args.fault if in_runs(args.fault_runs, n) else "none"
+    write_pid(args.pids, "main")
+    print(f"fake job: invocation {n}, fault {fault}, argv {sys.argv[1:]}", flush=True)
+    if args.note:
+        print(f"note: {args.note}", flush=True)
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if fault == "crash":
+        print("Traceback (most recent call last):\nRuntimeError: boom", file=sys.stderr, flush=True)
+        return 1
+    if fault == "oom" or not claim_memory(args.pool, args.mem_mb, args.capacity_mb):
+        if fault == "oom":
+            print(OOM_TEXT.format(mb=args.mem_mb, cap=args.capacity_mb, free=0), flush=True)
+        return 1
+    start_helpers(args, ignore_term=args.ignore_term)
+    writer = None
+    if args.protocol:
+        from pytest_gpu_pairs.workloads.progress import ProgressWriter
+
+        writer = ProgressWriter.from_env()
+    for step in range(1, args.steps + 1):
+        time.sleep(args.step_s)
+        if step == 1:
+            print("Epoch 1 started", flush=True)
+            if writer:
+                writer.ready()
+        if writer:
+            writer.step(step, step / args.steps)
+        if fault == "hang" and step == 1:
+            while True:
+                time.sleep(1)
+    if writer:
+        writer.step(args.steps, 1.0, force=True)
+        writer.result({"accuracy": args.accuracy}, args.steps, None)
+    print(f"Accuracy: {args.accuracy}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
