@@ -94,3 +94,14 @@ def test_profile_module_reports_window_steps_and_metrics(tmp_path):
     record = json.loads(out.read_text())
     assert record["ok"] and record["steps"] >= 1 and record["window_end"] > record["window_start"]
     assert record["steps_per_epoch"] == 1563 and "test_accuracy" in record["metrics_trained"]
+
+
+def test_cudnn_benchmark_follows_the_original_unless_the_environment_says_otherwise(monkeypatch):
+    from pytest_gpu_pairs.workloads.train import CUDNN_BENCHMARK_VAR, resolve_cudnn_benchmark
+
+    monkeypatch.delenv(CUDNN_BENCHMARK_VAR, raising=False)
+    assert resolve_cudnn_benchmark(True) is True and resolve_cudnn_benchmark(False) is False
+    monkeypatch.setenv(CUDNN_BENCHMARK_VAR, "0")
+    assert resolve_cudnn_benchmark(True) is False
+    monkeypatch.setenv(CUDNN_BENCHMARK_VAR, "1")
+    assert resolve_cudnn_benchmark(False) is True

@@ -9,6 +9,7 @@ learning from chance), so a 1 % run is a 1 % run end to end.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import traceback
 from typing import Any, Iterator, Optional
@@ -29,6 +30,20 @@ def parameter_count(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+CUDNN_BENCHMARK_VAR = "GPU_PAIRS_CUDNN_BENCHMARK"
+
+
+def resolve_cudnn_benchmark(original: bool) -> bool:
+    """The original's cudnn.benchmark setting unless ``GPU_PAIRS_CUDNN_BENCHMARK`` (0/1) says otherwise.
+
+    Autotuning every convolution shape is what the re-ID originals do, and it is seconds to
+    tens of seconds of each process's first step (DenseNet-121 on an H100: ~35 s). Rounds of a
+    few seconds of training can switch it off; the record's log says which setting ran.
+    """
+    forced = os.environ.get(CUDNN_BENCHMARK_VAR)
+    return original if forced in (None, "") else forced.strip().lower() in ("1", "true", "yes", "on")
+
+
 class Workload:
     """Base of the built-ins: a model trained by a per-step optimiser on generated or real batches."""
 
@@ -40,7 +55,7 @@ class Workload:
         self.data_kind = "generated"
         torch.manual_seed(int(hp.get("seed", 0)))
         if self.device.type == "cuda":
-            torch.backends.cudnn.benchmark = self.cudnn_benchmark
+            torch.backends.cudnn.benchmark = resolve_cudnn_benchmark(self.cudnn_benchmark)
         self.data = self.build_data()
         self.model = self.build_model().to(self.device)
         self.optimizer = self.build_optimizer()
@@ -129,7 +144,7 @@ def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) ->
         total = total_steps(float(workload.hp.get("epochs", 1)), steps_per_epoch, scale)
         scaled_epoch = max(1, math.ceil(steps_per_epoch * scale))
         print(f"{info.name}: {total} steps ({scaled_epoch} per epoch at scale {scale}), device {device}, "
-              f"{workload.data_kind} data", flush=True)
+              f"{workload.data_kind} data, cudnn.benchmark {torch.backends.cudnn.benchmark}", flush=True)
         progress.setup_done()
         wait_for_start_gate()
         done = workload.train(progress, total, scaled_epoch)
