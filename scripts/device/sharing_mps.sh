@@ -10,14 +10,15 @@
 #   gpu-pairs sharing-report FILES/sharing_bench.json FILES/sharing_results.tgz --out reports/reference/sharing_mps
 source scripts/device/setup.sh
 BUDGET_S=${SHARING_BUDGET_S:-450}
+TEMPLATE=${SHARING_TEMPLATE:-settings/sharing_pairs.json}
 START=$(date +%s)
 {
   nvidia-smi --query-gpu=name,driver_version,compute_mode,memory.total,power.limit --format=csv
   echo "mps control: $(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)"
-  python3 scripts/device/sharing_calibrate.py settings/sharing_pairs.json /tmp/sharing_settings.json \
+  python3 scripts/device/sharing_calibrate.py "$TEMPLATE" /tmp/sharing_settings.json \
     /tmp/sharing_scale.txt --budget-s "$BUDGET_S" || echo "calibration failed: running the template as it is"
 } 2>&1 | tee $OUT/sharing_plan.txt
-[ -s /tmp/sharing_settings.json ] || cp settings/sharing_pairs.json /tmp/sharing_settings.json
+[ -s /tmp/sharing_settings.json ] || cp "$TEMPLATE" /tmp/sharing_settings.json
 [ -s /tmp/sharing_scale.txt ] || echo 0.02 > /tmp/sharing_scale.txt
 cp /tmp/sharing_settings.json $OUT/sharing_settings.json
 LEFT=$(( BUDGET_S - ($(date +%s) - START) ))
