@@ -128,6 +128,11 @@ def recommend(mechanisms: dict[str, dict[str, Any]]) -> tuple[Optional[str], str
         missing = [m for m in MECHANISMS if m != only]
         return only, f"only {only} measured usably ({', '.join(missing)}: missing or failed)"
     ts, mps = usable["timeslice"], usable["mps"]
+    rounds = min(ts["concurrency_efficiency"]["n"], mps["concurrency_efficiency"]["n"])
+    if rounds < 2:
+        better = "mps" if mps["concurrency_efficiency"]["mean"] > ts["concurrency_efficiency"]["mean"] else "timeslice"
+        return None, (f"undecided: {rounds} usable round of one mechanism, so no spread to judge a difference by "
+                      f"(single rounds favour {better})")
     for key, what in (("concurrency_efficiency", "efficiency"), ("energy_saved_vs_serial", "energy saved")):
         verdict = _beats(mps[key], ts[key])
         if verdict is not None:

@@ -87,3 +87,15 @@ def test_terminal_summary_compares_pairs_measured_both_ways():
     lines = sharing_lines(RECORDS + [_record("m09", "timeslice", [1.5], [0.1])])
     assert lines[0] == "sharing (timeslice vs mps):" and len(lines) == 3  # m09 has one mechanism only
     assert "m01-densenet121+pcb-default-concurrent: efficiency timeslice 1.40, mps 1.83 -> mps" in lines[1]
+
+
+def test_a_single_round_per_mechanism_recommends_nothing():
+    from pytest_gpu_pairs.sharing_report import recommend
+
+    def summary(eff):
+        return {"concurrency_efficiency": {"mean": eff, "std": 0.0, "n": 1, "values": [eff]},
+                "energy_saved_vs_serial": {"mean": 0.1, "std": 0.0, "n": 1, "values": [0.1]},
+                "oom": False, "failed_rounds": 0, "repeats": 1}
+
+    choice, reason = recommend({"timeslice": summary(1.5), "mps": summary(1.9)})
+    assert choice is None and "undecided" in reason and "favour mps" in reason
