@@ -123,7 +123,14 @@ class PairRun:
     def _measure_rounds(self) -> None:
         """``runs_per_config`` rounds, pytest-benchmark timing the foreground job of each."""
         rounds = self.case.runs_per_config
-        self.benchmark.pedantic(self._foreground, setup=self._start_round, teardown=self._end_round, rounds=rounds)
+        try:
+            self.benchmark.pedantic(self._foreground, setup=self._start_round, teardown=self._end_round,
+                                    rounds=rounds)
+        except BaseException:
+            # pytest-benchmark flags only Exception; a Ctrl-C or SIGTERM mid-round would leave a
+            # benchmark without timings, and writing --benchmark-json would then crash on it
+            self.benchmark.has_error = True
+            raise
         self._end_round()
         while len(self.measurements) < rounds:  # --benchmark-disable runs one round
             self._start_round()

@@ -173,9 +173,9 @@ def start_pytest(tmp: Path, *extra: str) -> subprocess.Popen:
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def interrupt_mid_case(tmp: Path, signum: int) -> tuple[bytes, str]:
+def interrupt_mid_case(tmp: Path, signum: int, *extra: str) -> tuple[bytes, str]:
     """Run until the first case is recorded and the second case's foreground trains, then signal."""
-    pytest_process = start_pytest(tmp)
+    pytest_process = start_pytest(tmp, *extra)
     try:
         ok_path = tmp / "out" / OK_CASE / "result.json"
         fg_progress = tmp / "out" / INTERRUPTED_CASE / "fg.progress.jsonl"
@@ -217,6 +217,10 @@ def test_sigint_mid_case_then_resume_skips_the_finished_case(pytester):
 
 def test_sigterm_mid_case_tears_everything_down(pytester):
     tmp = pytester.path
-    recorded, log = interrupt_mid_case(tmp, signal.SIGTERM)
+    recorded, log = interrupt_mid_case(tmp, signal.SIGTERM, "--benchmark-json", str(tmp / "bench.json"))
     assert "signal 15" in log
     assert_interrupted_cleanly(tmp, recorded)
+    # the case cut mid-round has no timing: it is left out, and the finished case is written
+    saved = json.loads((tmp / "bench.json").read_text())
+    assert [b["extra_info"]["case_id"] for b in saved["benchmarks"]] == [OK_CASE]
+    assert "Traceback" not in log
