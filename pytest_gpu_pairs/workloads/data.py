@@ -24,6 +24,21 @@ def _generator(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
 
 
+class Generated:
+    """A generated data set: an endless seeded stream of fresh samples for training and a fixed
+    held-out set for evaluation, both drawn by the subclass's ``sample(n, generator)``."""
+
+    device: torch.device
+
+    def stream(self, batch_size: int, seed: int):
+        generator = _generator(self.device, seed)
+        while True:
+            yield self.sample(batch_size, generator)
+
+    def fixed_set(self, n: int, seed: int = EVAL_SEED):
+        return self.sample(n, _generator(self.device, seed))
+
+
 def _smooth(n: int, shape: tuple[int, int, int], cell: int, generator: torch.Generator,
             device: torch.device) -> torch.Tensor:
     """Unit-variance low-frequency fields: random values on a coarse grid, bilinearly upsampled."""
@@ -60,7 +75,7 @@ class ImageDifficulty:
     cell: int = 4
 
 
-class PrototypeImages:
+class PrototypeImages(Generated):
     """Image classification: class prototype, translated, plus clutter and noise."""
 
     def __init__(self, shape: tuple[int, ...], classes: int, device: torch.device,
@@ -87,16 +102,9 @@ class PrototypeImages:
         x = x + d.noise * torch.randn((n, *self.shape), device=dev, generator=generator)
         return x, labels
 
-    def stream(self, batch_size: int, seed: int):
-        generator = _generator(self.device, seed)
-        while True:
-            yield self.sample(batch_size, generator)
-
-    def fixed_set(self, n: int, seed: int = EVAL_SEED) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.sample(n, _generator(self.device, seed))
 
 
-class ImagePairs:
+class ImagePairs(Generated):
     """Pairs of images of one task, labelled 1 when both show the same class. As in
     siamese_network's APP_MATCHER, half the pairs match and the other half pair an image with
     one of a different class."""
@@ -111,13 +119,12 @@ class ImagePairs:
         x2, _ = self.images.sample(n, generator, labels=torch.where(same, y1, other), split=split)
         return x1, x2, same.float()
 
-    def stream(self, batch_size: int, seed: int):
-        generator = _generator(self.images.device, seed)
-        while True:
-            yield self.sample(batch_size, generator)
+    @property
+    def device(self) -> torch.device:
+        return self.images.device
 
     def fixed_set(self, n: int, seed: int = EVAL_SEED):
-        return self.sample(n, _generator(self.images.device, seed), split="test")
+        return self.sample(n, _generator(self.device, seed), split="test")
 
 
 # --- person re-identification -------------------------------------------------------------
@@ -238,7 +245,7 @@ class MarkovText:
         return out
 
 
-class MotifSequences:
+class MotifSequences(Generated):
     """Code-like token sequences for vulnerability detection: Zipfian tokens, padded after a
     random length; a sequence is vulnerable (label 1) when it contains one of a few motifs (token
     trigrams), and safe sequences carry decoys (motif prefixes), so the signal is sparse and
@@ -273,16 +280,9 @@ class MotifSequences:
         tokens = torch.where(mask, tokens, torch.full_like(tokens, self.pad_id))
         return tokens, mask.long(), labels
 
-    def stream(self, batch_size: int, seed: int):
-        generator = _generator(self.device, seed)
-        while True:
-            yield self.sample(batch_size, generator)
-
-    def fixed_set(self, n: int, seed: int = EVAL_SEED):
-        return self.sample(n, _generator(self.device, seed))
 
 
-class ClonePairs:
+class ClonePairs(Generated):
     """Code clone pairs over an AST-token vocabulary: programs come from templates (one per
     problem, as OJClone's 104 problems); a clone is another program of the same template with
     tokens substituted and spans shifted; a non-clone comes from another template."""
@@ -311,13 +311,6 @@ class ClonePairs:
         second = torch.where(clone, first, other)
         return self._program(first, generator), self._program(second, generator), clone.float()
 
-    def stream(self, batch_size: int, seed: int):
-        generator = _generator(self.device, seed)
-        while True:
-            yield self.sample(batch_size, generator)
-
-    def fixed_set(self, n: int, seed: int = EVAL_SEED):
-        return self.sample(n, _generator(self.device, seed))
 
 
 def scaled_count(full: int, scale: float, floor: int) -> int:

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from .backbones import DenseNet121, HRNetW18, resnet50
 from .data import ReidIdentities, scaled_count
 from .realdata import data_root, load_market
+from .sources import shuffled_batches
 from .train import Workload
 
 IDENTITIES = 751
@@ -210,12 +211,8 @@ class _MarketImages:
         return torch.where(mirror.view(-1, 1, 1, 1), x.flip(3), x)
 
     def stream(self, batch_size: int, seed: int):
-        generator = torch.Generator(device=self.device).manual_seed(seed)
-        while True:
-            order = torch.randperm(len(self.train_y), device=self.device, generator=generator)
-            for start in range(0, len(order) - batch_size + 1, batch_size):
-                index = order[start:start + batch_size]
-                yield self._augment(self.normalise(self.train_x[index]), generator), self.train_y[index]
+        return shuffled_batches(self.train_x, self.train_y, batch_size, seed,
+                                lambda x, generator: self._augment(self.normalise(x), generator))
 
     def eval_sets(self, chunk: int = 64):
         def chunks(images):

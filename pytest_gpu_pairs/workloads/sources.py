@@ -11,6 +11,17 @@ import numpy as np
 import torch
 
 
+def shuffled_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int, prepare):
+    """Epochs of shuffled batches without replacement, the last partial batch dropped, as a
+    real dataset's loader gives them; ``prepare(images, generator)`` normalises and augments."""
+    generator = torch.Generator(device=x.device).manual_seed(seed)
+    while True:
+        order = torch.randperm(len(y), device=x.device, generator=generator)
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            index = order[start:start + batch_size]
+            yield prepare(x[index], generator), y[index]
+
+
 class ArrayImages:
     """Labelled images (N, H, W[, C] uint8) with per-channel mean/std normalisation."""
 
@@ -68,13 +79,8 @@ class ArrayImages:
         return (self._augment(x, generator) if split == "train" else x), targets[index]
 
     def stream(self, batch_size: int, seed: int):
-        """Epochs of shuffled batches without replacement, the last partial batch dropped."""
-        generator = torch.Generator(device=self.device).manual_seed(seed)
-        while True:
-            order = torch.randperm(len(self.train_y), device=self.device, generator=generator)
-            for start in range(0, len(order) - batch_size + 1, batch_size):
-                index = order[start:start + batch_size]
-                yield self._augment(self.normalise(self.train_x[index]), generator), self.train_y[index]
+        return shuffled_batches(self.train_x, self.train_y, batch_size, seed,
+                                lambda x, generator: self._augment(self.normalise(x), generator))
 
     def fixed_set(self, n: int, seed: int = 0):
         return self.normalise(self.test_x[:n]), self.test_y[:n]
