@@ -98,7 +98,7 @@ def _marks(case) -> list:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     """GPU name, driver and CUDA version beside pytest-benchmark's CPU info, for comparisons."""
     session = config.stash.get(SESSION_KEY, None)
-    env = session._env if session is not None else None
+    env = session.opened_environment if session is not None else None
     if env is not None:
         machine_info["gpu_pairs"] = gate.machine_info(env, session.options.gpu_memory_mb)
 
@@ -108,7 +108,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     shows in the summary and sets the exit status."""
     state = session.config.stash.get(SESSION_KEY, None)
     if state is not None:
-        gate.session_finish(session, [r.record for r in state.results], state._env)
+        gate.session_finish(session, [r.record for r in state.results], state.opened_environment)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

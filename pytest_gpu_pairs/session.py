@@ -102,6 +102,11 @@ class GpuPairsSession:
         if not following or by_id.get(following[0]) is None or by_id[following[0]].sharing != "mps":
             self.sharing.release()
 
+    @property
+    def opened_environment(self) -> Optional[Environment]:
+        """The device environment if a case has opened it, else None (nothing is opened for asking)."""
+        return self._env
+
     def environment(self) -> Environment:
         if self._env is None:
             self.orphans_killed = reap_orphans(self.options.out_dir)
