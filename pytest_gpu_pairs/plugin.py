@@ -64,9 +64,9 @@ def _load_cases(session: GpuPairsSession):
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4."""
-    gpu_pairs = session.config.stash[SESSION_KEY]
-    if gpu_pairs.options.settings:
-        _load_cases(gpu_pairs)
+    state = session.config.stash[SESSION_KEY]
+    if state.options.settings:
+        _load_cases(state)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,5 +1,3 @@
-import math
-
 import pytest
 from hypothesis import assume, given, settings as hsettings, strategies as st
 

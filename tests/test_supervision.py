@@ -207,7 +207,7 @@ def test_sigint_mid_case_then_resume_skips_the_finished_case(pytester):
     resumed = start_pytest(tmp, "--gpu-pairs-resume")
     assert resumed.wait(timeout=300) == 0
     log = (tmp / "pytest.log").read_text()
-    assert f"SKIPPED [1] " in log and f"complete result in {tmp / 'out' / OK_CASE}" in log
+    assert "SKIPPED [1] " in log and f"complete result in {tmp / 'out' / OK_CASE}" in log
     assert "1 passed, 1 skipped" in log
     assert "resumed (recorded earlier, not run again): " + OK_CASE in log
     assert (tmp / "out" / OK_CASE / "result.json").read_bytes() == recorded
