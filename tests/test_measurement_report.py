@@ -72,3 +72,15 @@ def test_publish_writes_the_reference_files_or_says_what_is_missing(tmp_path, ca
     assert (tmp_path / "ref" / "measurement.md").read_text().startswith("# Measurement reference (issue 4)")
     assert report.main(["publish", str(tmp_path / "nothing"), "--to", str(tmp_path / "ref2")]) == 2
     assert "measurement.json: $: expected the measurement JSON" in capsys.readouterr().err
+
+
+def test_a_target_counts_as_met_only_when_the_noise_resolves_it():
+    import importlib.util
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("measurement_report", REPO / "scripts" / "measurement_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    assert report._resolved_below(0.2, 0.3, 1.0) is True
+    assert report._resolved_below(0.59, 3.06, 1.0) == "unresolved (noise)"
+    assert report._resolved_below(1.5, 0.1, 1.0) is False
