@@ -3,8 +3,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["pytester"]
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("thorough", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_PLACES = (REPO.parent / "shared" / "seed-data", REPO.parents[1] / "shared" / "seed-data")  # checkout, worktree
