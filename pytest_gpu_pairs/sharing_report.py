@@ -123,10 +123,13 @@ def recommend(mechanisms: dict[str, dict[str, Any]]) -> tuple[Optional[str], str
               if s["concurrency_efficiency"]["n"] and not s["oom"] and s["failed_rounds"] < s["repeats"]}
     if not usable:
         return None, "no mechanism gave a usable measurement"
+    unmeasured = [m for m in MECHANISMS if m not in mechanisms]
+    if unmeasured:
+        return None, f"not compared: {', '.join(unmeasured)} was not measured"
     if len(usable) == 1:
         only = next(iter(usable))
         missing = [m for m in MECHANISMS if m != only]
-        return only, f"only {only} measured usably ({', '.join(missing)}: missing or failed)"
+        return only, f"only {only} measured usably ({', '.join(missing)} failed)"
     ts, mps = usable["timeslice"], usable["mps"]
     rounds = min(ts["concurrency_efficiency"]["n"], mps["concurrency_efficiency"]["n"])
     if rounds < 2:

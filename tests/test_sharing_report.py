@@ -99,3 +99,13 @@ def test_a_single_round_per_mechanism_recommends_nothing():
 
     choice, reason = recommend({"timeslice": summary(1.5), "mps": summary(1.9)})
     assert choice is None and "undecided" in reason and "favour mps" in reason
+
+
+def test_a_mechanism_never_measured_is_no_reason_to_recommend_the_other():
+    from pytest_gpu_pairs.sharing_report import recommend
+
+    measured = {"concurrency_efficiency": {"mean": 1.8, "std": 0.1, "n": 3, "values": [1.7, 1.8, 1.9]},
+                "energy_saved_vs_serial": {"mean": 0.2, "std": 0.0, "n": 3, "values": [0.2] * 3},
+                "oom": False, "failed_rounds": 0, "repeats": 3}
+    choice, reason = recommend({"timeslice": measured})
+    assert choice is None and reason == "not compared: mps was not measured"
