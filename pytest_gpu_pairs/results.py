@@ -226,7 +226,8 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
     if steps is None:
         notes.unmeasured("bg_progress_ratio", "the background job reports no steps (no progress protocol)")
     elif solo_rate is None:
-        notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate")
+        notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate "
+                                             "(fewer than two steps at this --gpu-pairs-scale, or none reported)")
     reserved = [r.outcome.progress.result.get("peak_mem_reserved_mb") for r in loop.runs if r.outcome.progress.result]
     cover = metrics.coverage(loop.training_intervals(), *m.window)
     bg_perf = loop.last_completed_metrics()
@@ -253,6 +254,14 @@ def _drop_unfinished_foreground(m: Measurement, record: dict[str, Any], notes: N
         notes[key] = f"the foreground did not finish: {why}"
 
 
+def _explain_missing_efficiency(record: dict[str, Any], notes: Notes) -> None:
+    if record["fg_slowdown"] is None:
+        notes.unmeasured("fg_slowdown", "the foreground's solo baseline gave no duration")
+    if record["concurrency_efficiency"] is None:
+        missing = " and ".join(k for k in ("fg_slowdown", "bg_progress_ratio") if record[k] is None)
+        notes.unmeasured("concurrency_efficiency", f"it needs {missing}, which this round did not measure")
+
+
 def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
                  env: Environment) -> dict[str, Any]:
     """The record of one round (one repeat) of a case."""
@@ -274,6 +283,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
         for key in ("fg_slowdown", "concurrency_efficiency"):
             notes.unmeasured(key, "solo case: nothing shares the device")
     _drop_unfinished_foreground(m, record, notes)
+    _explain_missing_efficiency(record, notes)
     work = Work(case.sharing, fg.progress.steps_between(*m.window) if fg.progress.steps else None,
                 record["bg_steps_in_window"], SoloCost.of(solo_fg, env), SoloCost.of(solo_bg, env))
     record.update(_gpu_figures(m, env, notes, work))

@@ -32,6 +32,11 @@ def test_steps_between_interpolates():
     assert progress.training_rate() == pytest.approx(10.0)
 
 
+def test_a_one_step_run_has_no_pace_rather_than_a_zero_one():
+    progress = Progress(ready_t=0.0, steps=[(0.0, 1), (1.4, 1)])
+    assert progress.training_rate() is None
+
+
 @given(st.lists(st.tuples(st.floats(0.01, 5), st.integers(0, 50)), min_size=2, max_size=30),
        st.floats(0, 200), st.floats(0, 200))
 def test_steps_between_is_monotone_and_bounded(increments, a, b):

@@ -82,6 +82,27 @@ def test_cpu_only_workload_ignores_the_cuda_device(tmp_path, monkeypatch):
     assert Progress.read(progress_file).result["peak_mem_reserved_mb"] is None
 
 
+def test_bug_localization_scale_thins_each_pass_rather_than_capping_the_passes():
+    """The seed's job early-stops after ~100 of its 10 000 passes, so a pass cap of
+    max_iter * scale left a 1 % run as long as the real one."""
+    import multiprocessing as mp
+
+    from pytest_gpu_pairs.workloads import bug_localization as bl
+
+    samples = bl.generate(reports=60)
+    start, end = bl.fold_bounds(60, 2)[0]
+
+    def minibatches(scale):
+        bl._share_counter(mp.get_context("spawn").Value("q", 0))
+        bl.train_fold((samples, start, end, 1e-5, 2, scale, 7))
+        return bl._STEPS.value
+
+    full = minibatches(1.0)
+    assert full % 2 == 0 and full > 2
+    assert minibatches(0.1) == 2 * math.ceil(full // 2 * 0.1)
+    assert minibatches(1e-9) == 2
+
+
 def test_profile_module_reports_window_steps_and_metrics(tmp_path):
     import json
     import subprocess

@@ -14,8 +14,12 @@ with a fixed file among their k highest-scored candidates, averaged over folds.
 Written in numpy (no scikit-learn here); ``--device`` is ignored: the seed's job never used the
 GPU. The Eclipse UI dataset has 6 495 reports; the generated candidates are 1-3 fixed files and
 50 others per report, with features drawn so that fixed files score higher on a nonlinear mix of
-them. ``--scale`` caps each fold's passes at ``ceil(max_iter * scale)``; ``epochs`` repeats the
-whole cross-validation. A step in the progress protocol is one SGD minibatch of any fold.
+them. ``--scale`` thins every pass to that share of its fold's minibatches (a fresh random subset
+each pass), as it shortens other workloads' epochs, while ``max_iter`` and early stopping stay the
+seed's: a scaled job does about that share of the real job's minibatches. (Capping the passes at
+``max_iter * scale`` instead would not scale it: the real job stops early, long before
+``max_iter``.) ``epochs`` repeats the whole cross-validation. A step in the progress protocol is one
+SGD minibatch of any fold.
 """
 from __future__ import annotations
 
@@ -127,26 +131,31 @@ def _share_counter(counter) -> None:
 
 def train_fold(args) -> dict[int, float]:
     """One fold, in a worker process: oversampled training, early stopping, top-k on held-out reports."""
-    samples, start, end, alpha, max_passes, seed = args
+    samples, start, end, alpha, max_passes, scale, seed = args
     test = (samples.report >= start) & (samples.report < end)
     rng = np.random.default_rng(seed)
     x, y = oversample(samples.features[~test], samples.label[~test], rng)
     model = MlpRegressor(alpha)
+    seen_per_pass = min(len(x), minibatches_per_pass(len(x), scale) * BATCH)
     best, stale = math.inf, 0
     for _ in range(max_passes):
-        order = rng.permutation(len(x))
+        order = rng.permutation(len(x))[:seen_per_pass]
         total = 0.0
-        for begin in range(0, len(x), BATCH):
+        for begin in range(0, len(order), BATCH):
             batch = order[begin:begin + BATCH]
             total += model.step(x[batch], y[batch]) * len(batch)
             with _STEPS.get_lock():
                 _STEPS.value += 1
-        loss = total / len(x)
+        loss = total / len(order)
         stale = stale + 1 if loss > best - TOL else 0
         best = min(best, loss)
         if stale >= NO_CHANGE:
             break
     return top_k_accuracy(model.predict(samples.features[test]), samples.report[test], samples.label[test])
+
+
+def minibatches_per_pass(samples: int, scale: float) -> int:
+    return max(1, math.ceil(math.ceil(samples / BATCH) * scale))
 
 
 def workers() -> int:
@@ -167,8 +176,6 @@ class BugLocalization:
         per_report = NEGATIVES * 2 * (1 - 1 / max(2, int(self.hp["kfold"])))
         return math.ceil(REPORTS * per_report / BATCH) * int(self.hp["kfold"])
 
-    def max_passes(self) -> int:
-        return max(1, math.ceil(int(self.hp["max_iter"]) * self.scale))
 
     def train(self, progress, total: int, scaled_epoch: int) -> int:
         folds = int(self.hp["kfold"])
@@ -178,7 +185,7 @@ class BugLocalization:
         with context.Pool(min(folds, workers()), initializer=_share_counter, initargs=(counter,)) as pool:
             try:
                 for repeat in range(int(self.hp.get("epochs", 1))):
-                    jobs = [(self.samples, start, end, float(self.hp["alpha"]), self.max_passes(),
+                    jobs = [(self.samples, start, end, float(self.hp["alpha"]), int(self.hp["max_iter"]), self.scale,
                              int(self.hp["seed"]) + 1000 * repeat + i)
                             for i, (start, end) in enumerate(fold_bounds(REPORTS, folds))]
                     pending = pool.map_async(train_fold, jobs)

@@ -145,8 +145,13 @@ class Progress:
         return max(0.0, self.steps_at(end) - self.steps_at(start))
 
     def training_rate(self) -> Optional[float]:
-        """Steps per second from readiness to the last report: the job's pace, startup excluded."""
-        if len(self.steps) < 2 or self.steps[-1][0] <= self.steps[0][0]:
+        """Steps per second from readiness to the last report: the job's pace, startup excluded.
+
+        Readiness is the first step, so a one-step run has no pace to measure: None, not 0.
+        """
+        if len(self.steps) < 2:
             return None
         (t0, s0), (t1, s1) = self.steps[0], self.steps[-1]
+        if t1 <= t0 or s1 <= s0:
+            return None
         return (s1 - s0) / (t1 - t0)
