@@ -83,7 +83,7 @@ def test_cpu_only_workload_ignores_the_cuda_device(tmp_path, monkeypatch):
 
 
 def test_bug_localization_scale_thins_each_pass_rather_than_capping_the_passes():
-    """The seed's job early-stops after ~100 of its 10 000 passes, so a pass cap of
+    """The job early-stops (one fold: after ~98 of its 10 000 passes), so a pass cap of
     max_iter * scale left a 1 % run as long as the real one."""
     import multiprocessing as mp
 

@@ -176,7 +176,6 @@ class BugLocalization:
         per_report = NEGATIVES * 2 * (1 - 1 / max(2, int(self.hp["kfold"])))
         return math.ceil(REPORTS * per_report / BATCH) * int(self.hp["kfold"])
 
-
     def train(self, progress, total: int, scaled_epoch: int) -> int:
         folds = int(self.hp["kfold"])
         context = mp.get_context("spawn")
