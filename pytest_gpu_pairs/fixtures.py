@@ -171,8 +171,10 @@ class PairRun:
 
     def _start_round(self) -> None:
         self.timeline["cool_down_s"] += self.session.cool_down(self.case.cool_down_s)
+        ready = self.sharing.ready_for_round()
         self._round = Round(self.case.fg, self.case.bg, self.env, self._round_dir(), Supervision.of(self.case),
                             self.sharing.job_env, self.sharing.probe)
+        self._round.timeline.update(ready)
         self._round.start()
 
     def _foreground(self):

@@ -59,7 +59,7 @@ class Measurement:
     cpu_energy_unavailable: Optional[str]
     out_dir: Path
     sharing_probe: dict[str, Any] = field(default_factory=dict)
-    timeline: dict[str, Optional[float]] = field(default_factory=dict)
+    timeline: dict[str, Any] = field(default_factory=dict)
     fg_stopped_because: Optional[str] = None
 
     @property
@@ -97,7 +97,7 @@ class Round:
         self.fg_job, self.bg_job, self.env = fg, bg, env
         self.out_dir, self.supervision = Path(out_dir), supervision
         self.job_env, self.probe = job_env or {}, probe
-        self.timeline: dict[str, Optional[float]] = {}
+        self.timeline: dict[str, Any] = {}
         self.fg_stopped_because: Optional[str] = None
         self.roles = PidRoles()
         for pgid, role in env.fixed_roles.items():

@@ -40,6 +40,8 @@ COMMAND_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_CHARS = 600
 CLIENT_CHECK_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 30.0
+READY_PAUSE_S = 0.5
 
 # A CUDA client without torch: creates a context on device 0 through the driver API (which connects
 # to the MPS daemon named in its environment), says "ok", and holds the context until stdin closes.
@@ -237,6 +239,28 @@ class MpsDaemon:
         if not servers:
             raise MpsUnavailable("a CUDA client ran but no MPS server appeared: the client did not connect to the "
                                  "daemon" + self._log_hint())
+
+    def wait_ready(self, argv: Optional[Sequence[str]] = None, timeout_s: float = READY_TIMEOUT_S,
+                   pause_s: float = READY_PAUSE_S) -> dict[str, Any]:
+        """Wait until a CUDA client is served again; when the wait began, when it ended, the tries.
+
+        A round ends by killing its background mid-training; the MPS server then cleans up after
+        that client and refuses new ones for a moment (CUDA error 807, "server not ready"). On the
+        H100 a round started in that moment lost both its jobs, so every MPS round waits here first.
+        Never ready within ``timeout_s``: the round runs anyway and its jobs' failure is its record.
+        """
+        began, attempts, problem = time.time(), 0, None
+        while True:
+            attempts += 1
+            try:
+                self.check_client(argv)
+                return {"mps_check_start_t": began, "mps_ready_t": time.time(), "mps_ready_attempts": attempts}
+            except MpsUnavailable as exc:
+                problem = str(exc)
+            if time.time() + pause_s - began >= timeout_s:
+                return {"mps_check_start_t": began, "mps_ready_t": None, "mps_ready_attempts": attempts,
+                        "mps_not_ready": problem}
+            time.sleep(pause_s)
 
     def _log_hint(self) -> str:
         log = self._control_log()

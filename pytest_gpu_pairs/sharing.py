@@ -22,12 +22,17 @@ class SharingUnavailable(RuntimeError):
 
 @dataclass
 class CaseSharing:
-    """What a round of one case needs: extra environment per role, and a probe of the mechanism
-    taken while the background still runs (which MPS servers and clients exist)."""
+    """What a round of one case needs: extra environment per role, a probe of the mechanism
+    taken while the background still runs (which MPS servers and clients exist), and a wait before
+    each round until the mechanism serves clients again (its stamps go into the round's timeline)."""
 
     mode: str
     job_env: dict[str, dict[str, str]] = field(default_factory=dict)
     probe: Optional[Callable[[], dict[str, Any]]] = None
+    before_round: Optional[Callable[[], dict[str, Any]]] = None
+
+    def ready_for_round(self) -> dict[str, Any]:
+        return self.before_round() if self.before_round is not None else {}
 
 
 class SharingManager:
@@ -60,7 +65,8 @@ class SharingManager:
         limits = {role: self.limits(job) for role, job in (("fg", case.fg), ("bg", case.bg)) if job is not None}
         job_env = {role: daemon.client_env(lim) for role, lim in limits.items()}
         record = {role: lim.as_record() for role, lim in limits.items()}
-        return CaseSharing("mps", job_env, probe=lambda: {"limits": record, **daemon.probe()})
+        return CaseSharing("mps", job_env, probe=lambda: {"limits": record, **daemon.probe()},
+                           before_round=lambda: daemon.wait_ready(self.client_check))
 
     def limits(self, job: JobConfig) -> MpsLimits:
         return self.command_line_limits.merged_over(job.mps)

@@ -1,6 +1,7 @@
 """The private MPS daemon's lifecycle, with a stand-in control program at the process boundary."""
 import os
 import stat
+import sys
 
 import pytest
 from hypothesis import given, strategies as st
@@ -56,6 +57,36 @@ def test_stop_all_daemons_reaches_every_running_daemon(fake_mps_control, tmp_pat
     pipes = [d.pipe_dir for d in daemons]
     assert stop_all_daemons() == 2
     assert all(mps_processes(p) == [] for p in pipes) and live_daemons() == []
+
+
+def _client_refused_until(attempt: int, counter) -> list[str]:
+    """A stand-in CUDA client refused with error 807 until its ``attempt``-th start."""
+    code = (f"import pathlib, sys; c = pathlib.Path({str(counter)!r}); n = int(c.read_text() or 0) + 1 "
+            f"if c.exists() else 1; c.write_text(str(n)); "
+            f"sys.exit('cuCtxCreate failed with CUresult 807') if n < {attempt} else None; "
+            "print('ok', flush=True); sys.stdin.read()")
+    return [sys.executable, "-c", code]
+
+
+def test_a_round_waits_until_the_server_accepts_clients_again(fake_mps_control, tmp_path):
+    daemon = MpsDaemon([str(fake_mps_control)], tmp_path / "log").start()
+    try:
+        waited = daemon.wait_ready(_client_refused_until(3, tmp_path / "n"), timeout_s=20, pause_s=0.05)
+    finally:
+        daemon.stop()
+    assert waited["mps_ready_attempts"] == 3 and "mps_not_ready" not in waited
+    assert waited["mps_check_start_t"] <= waited["mps_ready_t"]
+
+
+def test_a_server_that_never_gets_ready_ends_the_wait_with_its_error(fake_mps_control, tmp_path):
+    daemon = MpsDaemon([str(fake_mps_control)], tmp_path / "log").start()
+    try:
+        waited = daemon.wait_ready(_client_refused_until(10**6, tmp_path / "n"), timeout_s=1.0, pause_s=0.1)
+    finally:
+        daemon.stop()
+    assert waited["mps_ready_t"] is None and waited["mps_ready_attempts"] >= 2
+    assert "CUresult 807" in waited["mps_not_ready"]
+    assert int((tmp_path / "n").read_text()) == waited["mps_ready_attempts"]
 
 
 def test_a_missing_control_program_is_a_reason_not_a_crash(tmp_path, monkeypatch):

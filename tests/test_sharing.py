@@ -88,9 +88,11 @@ def test_mps_case_gets_a_private_daemon_that_a_timeslice_case_stops(fake_mps_con
         assert probe["server_pids"]
         assert manager.prepare(mps_case, "cuda").job_env == sharing.job_env  # the same daemon, not a new one
         assert manager.starts == 1 and len(mps_processes(pipe)) == 2
+        assert sharing.ready_for_round()["mps_ready_attempts"] == 1  # every MPS round checks a client first
     finally:
         manager.prepare(timeslice, "cuda")
     assert mps_processes(pipe) == [] and not manager.daemon.running
+    assert manager.prepare(timeslice, "cuda").ready_for_round() == {}
     manager.prepare(mps_case, "cuda")
     assert manager.starts == 2
     manager.close()

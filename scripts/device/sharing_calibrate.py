@@ -8,6 +8,10 @@ and writes a settings file whose epochs make every foreground train ~W s alone a
 background ~2W + 5 s alone (it must outlast the foreground's startup and slowed window, or it
 restarts inside the window), plus the global ``--gpu-pairs-scale`` that goes with those epochs.
 
+With ``--groups``, only those pairs count towards the budget (the run that follows selects them
+with ``-k``), but the settings file still holds every pair: later runs of the other groups reuse
+it, so every pair is measured with epochs from one calibration. ``--window-s`` fixes ``W``.
+
 Usage: python3 scripts/device/sharing_calibrate.py TEMPLATE OUT_SETTINGS OUT_SCALE --budget-s 450
 """
 from __future__ import annotations
@@ -117,6 +121,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--budget-s", type=float, default=450.0, help="wall time for the pytest run that follows")
     parser.add_argument("--probe-s", type=float, default=2.0)
     parser.add_argument("--device", default="cuda", help="cuda on the device machine; cpu only to try the script")
+    parser.add_argument("--groups", default="", help="comma-separated pair groups the budget is for (default: all)")
+    parser.add_argument("--window-s", type=float, default=None, help="the foreground's solo seconds, not from the budget")
     args = parser.parse_args(argv)
     started = time.time()
     template = json.loads(Path(args.template).read_text())
@@ -126,14 +132,16 @@ def main(argv: list[str]) -> int:
     usable = [r for r in rates.values() if "steps_per_s" in r]
     startup = max((r["startup_s"] for r in usable), default=5.0)
     overhead = 2 * startup + 2.0  # background start to ready, foreground start to first step, teardown
+    groups = {g for g in args.groups.split(",") if g}
     runnable = [p for p in template["pairs"] if all("steps_per_s" in rates[p[k]["model"]]
-                                                     for k in ("foreground", "background"))]
+                                                     for k in ("foreground", "background"))
+                and (not groups or p["group"] in groups)]
     fg_solos = len({json.dumps(p["foreground"], sort_keys=True) for p in runnable})
     bg_solos = len({json.dumps(p["background"], sort_keys=True) for p in runnable})
     rounds = template.get("defaults", {}).get("runs_per_config", 1)
     budget = args.budget_s - (time.time() - started)
     shape = (len(runnable), rounds, overhead, startup, fg_solos, bg_solos)
-    w = choose_w(budget, *shape)
+    w = args.window_s if args.window_s is not None else choose_w(budget, *shape)
     settings, scale, epochs = plan(template, rates, w)
     Path(args.out_settings).write_text(json.dumps(settings, indent=1))
     Path(args.out_scale).write_text(f"{scale:.6g}\n")
