@@ -131,7 +131,7 @@ def main(argv: list[str]) -> int:
         rates = {m: probe(m, hp, args.probe_s, Path(tmp), args.device) for m, hp in models.items()}
     usable = [r for r in rates.values() if "steps_per_s" in r]
     startup = max((r["startup_s"] for r in usable), default=5.0)
-    overhead = 2 * startup + 2.0  # background start to ready, foreground start to first step, teardown
+    overhead = startup + 3.0  # the foreground starts beside the background; teardown; MPS client check
     groups = {g for g in args.groups.split(",") if g}
     runnable = [p for p in template["pairs"] if all("steps_per_s" in rates[p[k]["model"]]
                                                      for k in ("foreground", "background"))

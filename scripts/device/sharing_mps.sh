@@ -6,6 +6,7 @@
 # some of them: SHARING_GROUPS="m01 m02" sizes the calibration's budget for those pairs and selects
 # them with -k. A later run reuses the first run's calibration (the same epochs and scale for every
 # pair): SHARING_SETTINGS=<its sharing_settings.json> SHARING_SCALE=<its scale> skips calibrating.
+# SHARING_WINDOW_S fixes the foreground's solo seconds instead of deriving them from the budget.
 # cudnn.benchmark is off (GPU_PAIRS_CUDNN_BENCHMARK=0) unless set: autotuning beside another job
 # costs DenseNet-121 ~35 s before its first step and picks kernels for whatever the card was doing,
 # so the two mechanisms could end up comparing different kernels.
@@ -31,7 +32,7 @@ START=$(date +%s)
     cp "$SHARING_SETTINGS" /tmp/sharing_settings.json && echo "$SHARING_SCALE" > /tmp/sharing_scale.txt
   else
     python3 scripts/device/sharing_calibrate.py "$TEMPLATE" /tmp/sharing_settings.json /tmp/sharing_scale.txt \
-      --budget-s "$BUDGET_S" --groups "$(echo $GROUPS_LIST | tr ' ' ',')" \
+      --budget-s "$BUDGET_S" --groups "$(echo $GROUPS_LIST | tr ' ' ',')" ${SHARING_WINDOW_S:+--window-s $SHARING_WINDOW_S} \
       || echo "calibration failed: running the template as it is"
   fi
 } 2>&1 | tee $OUT/sharing_plan.txt
