@@ -242,7 +242,7 @@ class MpsDaemon:
 
     def wait_ready(self, argv: Optional[Sequence[str]] = None, timeout_s: float = READY_TIMEOUT_S,
                    pause_s: float = READY_PAUSE_S) -> dict[str, Any]:
-        """Wait until a CUDA client is served again; when the wait began, when it ended, the tries.
+        """Wait until a CUDA client is served again; when the wait began and ended, the tries, the last refusal.
 
         A round ends by killing its background mid-training; the MPS server then cleans up after
         that client and refuses new ones for a moment (CUDA error 807, "server not ready"). On the
@@ -254,7 +254,8 @@ class MpsDaemon:
             attempts += 1
             try:
                 self.check_client(argv)
-                return {"mps_check_start_t": began, "mps_ready_t": time.time(), "mps_ready_attempts": attempts}
+                ready = {"mps_check_start_t": began, "mps_ready_t": time.time(), "mps_ready_attempts": attempts}
+                return {**ready, "mps_refused": problem} if problem else ready
             except MpsUnavailable as exc:
                 problem = str(exc)
             if time.time() + pause_s - began >= timeout_s:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tarfile
@@ -23,6 +24,7 @@ from typing import Any, Iterable, Optional
 from .results import atomic_write_json
 
 MECHANISMS = ("timeslice", "mps")
+ROUND_FOLDER = re.compile(r"round-\d+")  # fixtures.PairRun._round_dir
 FIGURES = ("concurrency_efficiency", "energy_saved_vs_serial", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j",
            "serial_energy_j", "gpu_power_avg_w", "peak_vram_mb")
 RULE = ("recommend the mechanism whose mean concurrency efficiency is higher by more than the sum of the two "
@@ -44,9 +46,11 @@ def _records_from_benchmark(path: Path, data: dict) -> list[dict[str, Any]]:
 
 
 def _records_from_dir(folder: Path) -> list[dict[str, Any]]:
+    """Case records only: a case with repeats also saves each round's record (same case id) in
+    ``round-NN/``, and those are already in the case record's ``rounds``."""
     records = []
     for path in sorted(folder.rglob("result.json")):
-        if "_solo" in path.parts:
+        if "_solo" in path.parts or ROUND_FOLDER.fullmatch(path.parent.name):
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("complete") and "case_id" in data:

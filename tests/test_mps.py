@@ -75,6 +75,7 @@ def test_a_round_waits_until_the_server_accepts_clients_again(fake_mps_control, 
     finally:
         daemon.stop()
     assert waited["mps_ready_attempts"] == 3 and "mps_not_ready" not in waited
+    assert "CUresult 807" in waited["mps_refused"]  # why the round had to wait stays on record
     assert waited["mps_check_start_t"] <= waited["mps_ready_t"]
 
 

@@ -59,6 +59,8 @@ def test_report_files_and_cli_from_benchmark_json_results_dir_and_tgz(tmp_path, 
     results = tmp_path / "results"
     for record in RECORDS[2:]:
         save_result(results / record["case_id"], record)
+        for n, round_ in enumerate(record["rounds"], 1):  # as a case with repeats saves them
+            save_result(results / record["case_id"] / f"round-{n:02d}", {**record, **round_, "rounds": None})
     with tarfile.open(tmp_path / "results.tgz", "w:gz") as archive:
         archive.add(results, arcname="results")
     assert len(load_records([bench, results])) == 4 and len(load_records([tmp_path / "results.tgz"])) == 2
@@ -69,6 +71,7 @@ def test_report_files_and_cli_from_benchmark_json_results_dir_and_tgz(tmp_path, 
     assert [p["recommended"] for p in report["pairs"]] == ["mps", "timeslice"]
     text = out.with_suffix(".md").read_text()
     assert "| m01-densenet121+pcb-default-concurrent | mps | 3 | 1.83 ± 0.03 | 31.00 ± 1.00 % |" in text
+    assert "| m02-densenet121+pcb-default-concurrent | timeslice | 3 | 1.60 ± 0.10 | 25.00 ± 5.00 % |" in text
     assert out.with_suffix(".png").exists() and report["plot"] == "sharing_mps.png"
     assert "Recommendations" in capsys.readouterr().out
 
