@@ -3,6 +3,7 @@ files. Reads the pytest-benchmark JSON of each device call and writes
 ``reports/reference/feasibility_full_scale.{json,md}`` (one row per case, with why it failed).
 
 Usage: python scripts/issue2_reference.py FILES/issue2_A.json FILES/issue2_B.json ...
+       [--keep reports/reference/feasibility_full_scale.json]  (its cases stay unless measured again)
 """
 from __future__ import annotations
 
@@ -41,15 +42,20 @@ def row(record: dict, outcome: str) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("inputs", nargs="+", type=Path)
+    parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--out", type=Path, default=Path("reports/reference/feasibility_full_scale"))
+    parser.add_argument("--keep", type=Path, default=None, help="an earlier reference JSON whose cases stay")
     args = parser.parse_args()
     records, machine = [], None
+    if args.keep is not None:
+        kept = json.loads(args.keep.read_text())
+        records, machine = list(kept["cases"]), kept.get("machine")
     for path in args.inputs:
         data = json.loads(path.read_text())
         machine = machine or data.get("machine_info", {}).get("gpu_pairs")
         for bench in data["benchmarks"]:
-            records.append({**bench["extra_info"], "benchmark_fg_wall_s": bench["stats"]["mean"], "source": path.name})
+            record = {**bench["extra_info"], "benchmark_fg_wall_s": bench["stats"]["mean"], "source": path.name}
+            records = [r for r in records if r["case_id"] != record["case_id"]] + [record]
     records.sort(key=lambda r: r["case_id"])
     args.out.with_suffix(".json").write_text(json.dumps({"machine": machine, "cases": records}, indent=1, default=str))
     header = [c[0] for c in COLUMNS] + ["outcome"]
