@@ -45,6 +45,7 @@ def main() -> int:
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--out", type=Path, default=Path("reports/reference/feasibility_full_scale"))
     parser.add_argument("--keep", type=Path, default=None, help="an earlier reference JSON whose cases stay")
+    parser.add_argument("--note", action="append", default=[], help="a line for the Notes under the table")
     args = parser.parse_args()
     records, machine = [], None
     if args.keep is not None:
@@ -57,7 +58,9 @@ def main() -> int:
             record = {**bench["extra_info"], "benchmark_fg_wall_s": bench["stats"]["mean"], "source": path.name}
             records = [r for r in records if r["case_id"] != record["case_id"]] + [record]
     records.sort(key=lambda r: r["case_id"])
-    args.out.with_suffix(".json").write_text(json.dumps({"machine": machine, "cases": records}, indent=1, default=str))
+    notes = args.note or (kept.get("notes", []) if args.keep is not None else [])
+    args.out.with_suffix(".json").write_text(json.dumps({"machine": machine, "cases": records, "notes": notes},
+                                                        indent=1, default=str))
     header = [c[0] for c in COLUMNS] + ["outcome"]
     lines = [f"# Feasibility groups at full scale on {machine['gpu_name'] if machine else 'the device'}", "",
              f"Driver {machine.get('driver')}, CUDA {machine.get('cuda_driver_version')}, idle "
@@ -74,6 +77,8 @@ def main() -> int:
             problems.append(record["failure"])
         outcome = "failed: " + "; ".join(problems) if problems else "passed"
         lines.append("| " + " | ".join(row(record, outcome)) + " |")
+    if notes:
+        lines += ["", "Notes:", *(f"- {note}" for note in notes)]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}.json and {args.out}.md ({len(records)} cases)")
     return 0
