@@ -85,7 +85,7 @@ def test_a_server_that_never_gets_ready_ends_the_wait_with_its_error(fake_mps_co
         waited = daemon.wait_ready(_client_refused_until(10**6, tmp_path / "n"), timeout_s=1.0, pause_s=0.1)
     finally:
         daemon.stop()
-    assert waited["mps_ready_t"] is None and waited["mps_ready_attempts"] >= 2
+    assert waited["mps_ready_t"] is None and waited["mps_ready_attempts"] >= 1
     assert "CUresult 807" in waited["mps_not_ready"]
     assert int((tmp_path / "n").read_text()) == waited["mps_ready_attempts"]
 
