@@ -11,11 +11,11 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "sharing-report": ("pytest_gpu_pairs.sharing_report", "each pair under timeslice and mps, and which to use"),
-    "report": ("pytest_gpu_pairs.report.command", "summary.csv, plots and a self-contained HTML report of runs"),
-    "compare": ("pytest_gpu_pairs.compare", "compare two runs' metrics; exit 1 on a regression beyond --fail"),
-    "workloads": ("pytest_gpu_pairs.workloads.listing", "list the built-in workloads: size, input, defaults, epoch length"),
-    "dead-time": ("pytest_gpu_pairs.deadtime", "wall time of a results folder not spent training, vs the seed's sleeps"),
+    "sharing-report": ("pytest_gpu_pairs.analysis.sharing", "each pair under timeslice and mps, and which to use"),
+    "report": ("pytest_gpu_pairs.analysis.report.command", "summary.csv, plots and a self-contained HTML report of runs"),
+    "compare": ("pytest_gpu_pairs.analysis.compare", "compare two runs' metrics; exit 1 on a regression beyond --fail"),
+    "workloads": ("pytest_gpu_pairs.experiment.listing", "list the built-in workloads: size, input, defaults, epoch length"),
+    "dead-time": ("pytest_gpu_pairs.analysis.deadtime", "wall time of a results folder not spent training, vs the seed's sleeps"),
 }
 
 

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from pytest_gpu_pairs.ballast import Ballast, BallastError
-from pytest_gpu_pairs.fixtures import PairRun
-from pytest_gpu_pairs.jobs import live_jobs
+from pytest_gpu_pairs.run.ballast import Ballast, BallastError
+from pytest_gpu_pairs.run.case import PairRun
+from pytest_gpu_pairs.run.jobs import live_jobs
 
 from conftest import pair
 from helpers import SUITE

@@ -3,9 +3,9 @@ import re
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from pytest_gpu_pairs.cases import DuplicateCaseError, Overrides, expand, expand_all, unavailable_reason
-from pytest_gpu_pairs.settings import load_experiment, parse_experiment
-from pytest_gpu_pairs.workloads.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.cases import DuplicateCaseError, Overrides, expand, expand_all, unavailable_reason
+from pytest_gpu_pairs.experiment.load import load_experiment, parse_experiment
+from pytest_gpu_pairs.catalog import BUILTINS
 
 from conftest import REPO, pair
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pytest_gpu_pairs import cli
-from pytest_gpu_pairs.compare import (CompareError, Run, Threshold, compare_runs, direction_of, is_regression,
-                                      load_run, machine_differences, parse_thresholds)
+from pytest_gpu_pairs.analysis.compare import CompareError, Threshold, compare_runs, direction_of, is_regression, machine_differences, parse_thresholds
+from pytest_gpu_pairs.record.store import Run, load_run
 
 DATA = Path(__file__).parent / "data" / "h100"
 BENCH = DATA / "slice_full_scale.json"

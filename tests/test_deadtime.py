@@ -4,7 +4,7 @@ import json
 from hypothesis import given, strategies as st
 
 from pytest_gpu_pairs.cli import main
-from pytest_gpu_pairs.deadtime import case_time, load_case_times, summarise
+from pytest_gpu_pairs.analysis.deadtime import case_time, load_case_times, summarise
 
 
 def record(case_id, start, solo=(), rounds=(), end=None, **extra):

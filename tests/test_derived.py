@@ -1,9 +1,9 @@
 """The study's figures: overheads, interference, energy per unit of work, energy saved by sharing."""
 import pytest
 
-from pytest_gpu_pairs import metrics
-from pytest_gpu_pairs.cases import JobConfig
-from pytest_gpu_pairs.derived import comparison_figures, higher_is_better, own_figures
+from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.experiment.cases import JobConfig
+from pytest_gpu_pairs.record.derived import comparison_figures, higher_is_better, own_figures
 
 
 def test_energy_saved_is_serial_minus_concurrent():

@@ -11,7 +11,7 @@ BENCH = DATA / "slice_full_scale.json"
 
 RECORDED_SUITE = """
 import json
-from pytest_gpu_pairs.results import CaseResult
+from pytest_gpu_pairs.record.checks import CaseResult
 
 def test_recorded_cases(gpu_pairs):
     for bench in json.loads(open({path!r}).read())["benchmarks"]:

@@ -12,12 +12,12 @@ import time
 import pytest
 from hypothesis import given, strategies as st
 
-from pytest_gpu_pairs.background import BackgroundLoop, ReadinessWatch
-from pytest_gpu_pairs.joblog import detect_oom, parse_log_metrics
-from pytest_gpu_pairs.jobs import JobProcess, JobSpec, flag_arguments, kill_all_jobs, live_jobs
-from pytest_gpu_pairs.proctree import deferred_signals, reap_orphans
-from pytest_gpu_pairs.settings import HyperparameterSpec
-from pytest_gpu_pairs.workloads.progress import Progress
+from pytest_gpu_pairs.run.background import BackgroundLoop, ReadinessWatch
+from pytest_gpu_pairs.run.joblog import detect_oom, parse_log_metrics
+from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec, flag_arguments, kill_all_jobs, live_jobs
+from pytest_gpu_pairs.run.proctree import deferred_signals, reap_orphans
+from pytest_gpu_pairs.experiment.schema import HyperparameterSpec
+from pytest_gpu_pairs.protocol import Progress
 
 from helpers import FAKE_JOB, alive_pids, jobs_started_under, wait_for
 
@@ -245,9 +245,9 @@ def test_signals_during_a_kill_are_held_and_delivered_after():
 
 
 def test_a_command_workload_runs_its_argv_in_cwd_relative_to_the_settings_file(tmp_path):
-    from pytest_gpu_pairs.cases import expand
-    from pytest_gpu_pairs.jobs import build_spec
-    from pytest_gpu_pairs.settings import load_experiment
+    from pytest_gpu_pairs.experiment.cases import expand
+    from pytest_gpu_pairs.run.jobs import build_spec
+    from pytest_gpu_pairs.experiment.load import load_experiment
 
     (tmp_path / "repos" / "net").mkdir(parents=True)
     settings = tmp_path / "exp.json"

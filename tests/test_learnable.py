@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_gpu_pairs.workloads.catalog import builtin  # noqa: E402
+from pytest_gpu_pairs.catalog import builtin  # noqa: E402
 from pytest_gpu_pairs.workloads.train import build  # noqa: E402
 
 CASES = [("mnist", 120, {}, "test_accuracy"), ("mnist_ff", 150, {}, "test_accuracy"),

@@ -7,9 +7,10 @@ import sys
 import time
 from types import SimpleNamespace
 
-from pytest_gpu_pairs.cases import JobConfig
-from pytest_gpu_pairs.live import ERASE_TO_END, RESTORE_CURSOR, SAVE_CURSOR, LiveLine, Snapshot, last_progress, render
-from pytest_gpu_pairs.measure import Environment, Round, Supervision
+from pytest_gpu_pairs.experiment.cases import JobConfig
+from pytest_gpu_pairs.plugin.live import ERASE_TO_END, RESTORE_CURSOR, SAVE_CURSOR, LiveLine, Snapshot, last_progress, render
+from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.run.round import Round, Supervision
 from pytest_gpu_pairs.monitor.samples import GpuSample
 
 
@@ -104,8 +105,8 @@ def test_no_live_line_when_output_is_not_a_terminal(pytester):
 
 TTY_SUITE = """
 import json, time
-from pytest_gpu_pairs.cases import JobConfig
-from pytest_gpu_pairs.measure import Round, Supervision
+from pytest_gpu_pairs.experiment.cases import JobConfig
+from pytest_gpu_pairs.run.round import Round, Supervision
 
 def test_tty(gpu_pairs, tmp_path):
     round_ = Round(JobConfig("mnist", (("epochs", 1),)), None, gpu_pairs.environment(), tmp_path,

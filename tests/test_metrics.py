@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import assume, given, settings as hsettings, strategies as st
 
-from pytest_gpu_pairs import metrics
+from pytest_gpu_pairs.record import metrics
 
 finite = st.floats(min_value=0.01, max_value=1e6, allow_nan=False)
 

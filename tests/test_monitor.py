@@ -8,10 +8,12 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from pytest_gpu_pairs import results
-from pytest_gpu_pairs.jobs import JobOutcome
-from pytest_gpu_pairs.measure import Environment, Measurement
-from pytest_gpu_pairs.monitor.nvml import Gpu, PidRoles, Sampler
+from pytest_gpu_pairs.record import build as results
+from pytest_gpu_pairs.record.measurement import JobOutcome
+from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.record.measurement import Measurement
+from pytest_gpu_pairs.devices.nvml import Gpu
+from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.monitor.samples import save_samples
 
 from fake_nvml import FakeClock, FakeNvml, FakeProcess

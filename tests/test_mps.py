@@ -6,8 +6,9 @@ import sys
 import pytest
 from hypothesis import given, strategies as st
 
-from pytest_gpu_pairs import mps
-from pytest_gpu_pairs.mps import MpsDaemon, MpsLimits, MpsUnavailable, find_control, live_daemons, stop_all_daemons
+from pytest_gpu_pairs.run import mps
+from pytest_gpu_pairs.run.mps import MpsDaemon, MpsUnavailable, find_control, live_daemons, stop_all_daemons
+from pytest_gpu_pairs.experiment.cases import MpsLimits
 
 from helpers import mps_processes
 

@@ -9,11 +9,12 @@ from typing import Optional
 import pytest
 from hypothesis import assume, given, settings as hsettings, strategies as st
 
-from pytest_gpu_pairs import mutation
-from pytest_gpu_pairs.cases import Overrides, expand
-from pytest_gpu_pairs.history import GpuPairsWarning, History, load_history, seed_row_run
-from pytest_gpu_pairs.settings import SettingsError, load_experiment, parse_experiment
-from pytest_gpu_pairs.workloads.catalog import BUILTINS
+from pytest_gpu_pairs.experiment import mutation
+from pytest_gpu_pairs.experiment.cases import Overrides, expand
+from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history, seed_row_run
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.experiment.load import load_experiment, parse_experiment
+from pytest_gpu_pairs.catalog import BUILTINS
 
 
 @dataclass

@@ -80,7 +80,7 @@ def test_duplicate_case_ids_are_a_usage_error(pytester):
 
 
 def test_unimplemented_workloads_are_skipped_with_the_reason(pytester):
-    from pytest_gpu_pairs.workloads.catalog import BUILTINS
+    from pytest_gpu_pairs.catalog import BUILTINS
 
     missing = [name for name, w in BUILTINS.items() if not w.implemented]
     if not missing:

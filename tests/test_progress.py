@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from pytest_gpu_pairs.workloads.progress import Progress, ProgressWriter
+from pytest_gpu_pairs.protocol import Progress, ProgressWriter
 
 
 def test_writer_and_reader_round_trip(tmp_path):

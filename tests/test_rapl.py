@@ -4,7 +4,8 @@ import time
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from pytest_gpu_pairs.monitor.cpu import RaplSampler, package_domains
+from pytest_gpu_pairs.monitor.cpu import RaplSampler
+from pytest_gpu_pairs.devices.rapl import package_domains
 
 from fake_nvml import FakeClock
 

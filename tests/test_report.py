@@ -37,13 +37,13 @@ def seed_report(tmp_path_factory):
     seed = SEED / "raw_data.csv"
     if not seed.exists():
         pytest.skip(f"seed data not found at {seed}")
-    from pytest_gpu_pairs.report.build import build_report
+    from pytest_gpu_pairs.analysis.report.build import build_report
 
     return build_report([seed], tmp_path_factory.mktemp("seed-report"), "seed", "NVIDIA GeForce RTX 3080")
 
 
 def test_the_seed_csv_loads_with_its_runs_modes_and_duplicates(seed_dir):
-    from pytest_gpu_pairs.report.load import load_runs
+    from pytest_gpu_pairs.analysis.report.load import load_runs
 
     loaded = load_runs([seed_dir / "raw_data.csv"])
     runs = loaded.runs
@@ -58,8 +58,8 @@ def test_the_seed_csv_loads_with_its_runs_modes_and_duplicates(seed_dir):
 
 
 def test_slowdowns_match_solo_runs_of_the_same_hyperparameters_and_campaign(tmp_path):
-    from pytest_gpu_pairs.report.analysis import add_solo_baselines, valid_runs
-    from pytest_gpu_pairs.report.load import load_runs
+    from pytest_gpu_pairs.analysis.report.analysis import add_solo_baselines, valid_runs
+    from pytest_gpu_pairs.analysis.report.load import load_runs
 
     path = seed_csv(tmp_path / "raw.csv", [
         "a__solo1,,examples,mnist,True,100,10,0.01,1,98,1000,,,,,,,,,,,,,",
@@ -82,7 +82,7 @@ def test_slowdowns_match_solo_runs_of_the_same_hyperparameters_and_campaign(tmp_
 
 
 def test_benchmark_json_and_run_dir_of_one_run_count_once():
-    from pytest_gpu_pairs.report.load import load_runs
+    from pytest_gpu_pairs.analysis.report.load import load_runs
 
     loaded = load_runs([BENCH, RUN_DIR])
     assert len(loaded.runs) == 4 and loaded.duplicates == 2
@@ -105,7 +105,7 @@ def test_bad_inputs_are_one_clear_line(tmp_path, capsys, content, message):
 @given(points=st.lists(st.tuples(st.floats(0, 100), st.floats(0, 1)), min_size=1, max_size=40),
        higher=st.booleans())
 def test_the_pareto_front_is_exactly_the_undominated_points(points, higher):
-    from pytest_gpu_pairs.report.analysis import pareto_mask
+    from pytest_gpu_pairs.analysis.report.analysis import pareto_mask
 
     cost, value = np.array([p[0] for p in points]), np.array([p[1] for p in points])
     front = pareto_mask(cost, value, higher)
@@ -120,7 +120,7 @@ def test_the_pareto_front_is_exactly_the_undominated_points(points, higher):
 
 
 def test_the_interaction_test_sees_a_changed_slope_and_not_an_equal_one():
-    from pytest_gpu_pairs.report.analysis import interaction_test
+    from pytest_gpu_pairs.analysis.report.analysis import interaction_test
 
     rng = np.random.default_rng(7)
     x = np.tile(np.linspace(1, 10, 12), 2)
@@ -191,7 +191,7 @@ IMAGE_CHECK = ("<script>window.addEventListener('load',function(){document.body.
 
 @pytest.fixture(scope="module")
 def h100_report(tmp_path_factory) -> Path:
-    from pytest_gpu_pairs.report.build import build_report
+    from pytest_gpu_pairs.analysis.report.build import build_report
 
     return build_report([BENCH, RUN_DIR], tmp_path_factory.mktemp("h100-report")).out_dir / "report.html"
 
@@ -247,7 +247,7 @@ def test_the_committed_seed_report_is_what_the_code_makes_today(seed_report):
 
 
 def test_a_pair_shared_through_mps_is_another_pair_than_time_sliced(tmp_path):
-    from pytest_gpu_pairs.report.load import load_runs
+    from pytest_gpu_pairs.analysis.report.load import load_runs
 
     data = json.loads(BENCH.read_text())
     mps = json.loads(json.dumps(data["benchmarks"][0]))

@@ -4,13 +4,13 @@ import os
 
 import pytest
 
-from pytest_gpu_pairs import results
-from pytest_gpu_pairs.cases import describe, expand
-from pytest_gpu_pairs.measure import cool_down
-from pytest_gpu_pairs.options import GpuPairsOptions
-from pytest_gpu_pairs.results import load_result, save_incomplete, save_result
-from pytest_gpu_pairs.session import GpuPairsSession
-from pytest_gpu_pairs.settings import parse_experiment
+from pytest_gpu_pairs.record import build as results
+from pytest_gpu_pairs.experiment.cases import describe, expand
+from pytest_gpu_pairs.run.round import cool_down
+from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.record.store import load_result, save_incomplete, save_result
+from pytest_gpu_pairs.run.session import GpuPairsSession
+from pytest_gpu_pairs.experiment.load import parse_experiment
 
 from conftest import pair
 

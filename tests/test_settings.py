@@ -3,8 +3,9 @@ import json
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from pytest_gpu_pairs.settings import SettingsError, load_experiment, parse_experiment
-from pytest_gpu_pairs.workloads.catalog import BUILTINS
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.experiment.load import load_experiment, parse_experiment
+from pytest_gpu_pairs.catalog import BUILTINS
 
 from conftest import REPO, pair
 

@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_gpu_pairs.cases import Overrides, expand_all
-from pytest_gpu_pairs.mps import MpsLimits
-from pytest_gpu_pairs.settings import SettingsError, parse_experiment
-from pytest_gpu_pairs.sharing import SharingManager, SharingUnavailable
+from pytest_gpu_pairs.experiment.cases import Overrides, expand_all
+from pytest_gpu_pairs.experiment.cases import MpsLimits
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.experiment.load import parse_experiment
+from pytest_gpu_pairs.run.sharing import SharingManager, SharingUnavailable
 
 from conftest import pair
 from helpers import mps_processes
@@ -112,8 +113,8 @@ def test_a_failed_daemon_start_is_the_skip_reason_of_every_mps_case(fake_mps_con
 
 
 def test_the_daemon_stops_right_after_the_last_of_a_run_of_mps_cases(fake_mps_control, tmp_path):
-    from pytest_gpu_pairs.options import GpuPairsOptions
-    from pytest_gpu_pairs.session import GpuPairsSession
+    from pytest_gpu_pairs.run.options import GpuPairsOptions
+    from pytest_gpu_pairs.run.session import GpuPairsSession
 
     options = GpuPairsOptions((), "cpu", 1.0, None, None, 10.0, tmp_path, mps_control=str(fake_mps_control))
     session = GpuPairsSession(options)

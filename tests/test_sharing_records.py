@@ -3,14 +3,17 @@ each mechanism uses, the serial-energy comparison, the MPS server's memory, and 
 the jobs really ran under MPS."""
 import pytest
 
-from pytest_gpu_pairs.background import BackgroundLoop, RunRecord
-from pytest_gpu_pairs.cases import expand_all
-from pytest_gpu_pairs.jobs import JobOutcome, JobSpec
-from pytest_gpu_pairs.measure import Environment, Measurement
+from pytest_gpu_pairs.run.background import BackgroundLoop
+from pytest_gpu_pairs.record.measurement import BackgroundRun
+from pytest_gpu_pairs.experiment.cases import expand_all
+from pytest_gpu_pairs.record.measurement import JobOutcome
+from pytest_gpu_pairs.run.jobs import JobSpec
+from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.monitor.samples import GpuSample
-from pytest_gpu_pairs.results import round_record
-from pytest_gpu_pairs.settings import parse_experiment
-from pytest_gpu_pairs.workloads.progress import Progress
+from pytest_gpu_pairs.record.build import round_record
+from pytest_gpu_pairs.experiment.load import parse_experiment
+from pytest_gpu_pairs.protocol import Progress
 
 from conftest import pair
 
@@ -52,7 +55,7 @@ def _concurrent(tmp_path, watts=300.0, probe=None, sm=None, memory=None):
     fg_progress = _progress(100.0, 120.0, 5.0)      # 100 steps in 20 s (solo: 10 steps/s, so slowdown 2)
     bg_progress = _progress(99.0, 121.0, 2.5)       # 50 steps in the window (solo: 5 steps/s, ratio 0.5)
     loop = BackgroundLoop(JobSpec("bg", "m", [], {}, None, 60), tmp_path, 0)
-    loop.runs.append(RunRecord(1, _outcome("bg", bg_progress, 99.0, 121.0), 99.0))
+    loop.runs.append(BackgroundRun(1, _outcome("bg", bg_progress, 99.0, 121.0), 99.0))
     fg = _outcome("fg", fg_progress, 100.0, 120.0)
     return Measurement("concurrent", fg, fg.training_window, _samples(100.0, 120.0, watts, memory, sm), loop, None,
                        "n/a", tmp_path, probe or {})

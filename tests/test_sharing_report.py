@@ -5,8 +5,8 @@ import tarfile
 import pytest
 
 from pytest_gpu_pairs.cli import main
-from pytest_gpu_pairs.results import save_result
-from pytest_gpu_pairs.sharing_report import compare, load_records, recommend, summarise_mechanism
+from pytest_gpu_pairs.record.store import save_result
+from pytest_gpu_pairs.analysis.sharing import compare, load_records, recommend, summarise_mechanism
 
 
 def _record(pair, sharing, effs, saved, failure=None):
@@ -85,7 +85,7 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
 
 
 def test_terminal_summary_compares_pairs_measured_both_ways():
-    from pytest_gpu_pairs.summary import sharing_lines
+    from pytest_gpu_pairs.plugin.summary import sharing_lines
 
     lines = sharing_lines(RECORDS + [_record("m09", "timeslice", [1.5], [0.1])])
     assert lines[0] == "sharing (timeslice vs mps):" and len(lines) == 3  # m09 has one mechanism only
@@ -93,7 +93,7 @@ def test_terminal_summary_compares_pairs_measured_both_ways():
 
 
 def test_a_single_round_per_mechanism_recommends_nothing():
-    from pytest_gpu_pairs.sharing_report import recommend
+    from pytest_gpu_pairs.analysis.sharing import recommend
 
     def summary(eff):
         return {"concurrency_efficiency": {"mean": eff, "std": 0.0, "n": 1, "values": [eff]},
@@ -105,7 +105,7 @@ def test_a_single_round_per_mechanism_recommends_nothing():
 
 
 def test_a_mechanism_never_measured_is_no_reason_to_recommend_the_other():
-    from pytest_gpu_pairs.sharing_report import recommend
+    from pytest_gpu_pairs.analysis.sharing import recommend
 
     measured = {"concurrency_efficiency": {"mean": 1.8, "std": 0.1, "n": 3, "values": [1.7, 1.8, 1.9]},
                 "energy_saved_vs_serial": {"mean": 0.2, "std": 0.0, "n": 3, "values": [0.2] * 3},

@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_gpu_pairs.workloads.catalog import BUILTINS, builtin  # noqa: E402
-from pytest_gpu_pairs.workloads.progress import Progress  # noqa: E402
+from pytest_gpu_pairs.catalog import BUILTINS, builtin  # noqa: E402
+from pytest_gpu_pairs.protocol import Progress  # noqa: E402
 from pytest_gpu_pairs.workloads.train import build, parameter_count, run  # noqa: E402
 
 # Tiny batches keep the heavy models fast on two CPU cores; input shapes stay the real ones.

@@ -5,7 +5,8 @@ import json
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from pytest_gpu_pairs.settings import SettingsError, load_experiment, load_workloads_file, parse_workloads_file
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.experiment.load import load_experiment, load_workloads_file, parse_workloads_file
 
 from conftest import pair
 from helpers import SUITE, jobs_started_under

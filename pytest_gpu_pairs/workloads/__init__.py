@@ -4,6 +4,6 @@ This package's ``__init__`` and ``catalog``/``progress`` modules import no torch
 reads them. The training code (``train`` and the model modules) is imported only inside a job
 process, through ``python -m pytest_gpu_pairs.workloads <model> ...``.
 """
-from .catalog import BUILTINS, BuiltinWorkload, builtin
+from pytest_gpu_pairs.catalog import BUILTINS, BuiltinWorkload, builtin
 
 __all__ = ["BUILTINS", "BuiltinWorkload", "builtin"]

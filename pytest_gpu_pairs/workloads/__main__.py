@@ -10,7 +10,7 @@ import importlib
 import os
 import sys
 
-from .catalog import BUILTINS, FRACTIONAL, builtin
+from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL, builtin
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": lambda s: s.lower() in ("1", "true", "yes")}
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if info.cpu_only:
         device = "cpu"
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from .train import run
+    from pytest_gpu_pairs.workloads.train import run
 
     workload = importlib.import_module(info.module).make(info, hparams, device, scale)
     return run(info, workload, device, scale)

@@ -13,10 +13,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import ImageDifficulty, PrototypeImages, scaled_count
-from .realdata import data_root, load_cifar10
-from .sources import ArrayImages
-from .train import Workload
+from pytest_gpu_pairs.workloads.data import ImageDifficulty, PrototypeImages, scaled_count
+from pytest_gpu_pairs.workloads.realdata import data_root, load_cifar10
+from pytest_gpu_pairs.workloads.sources import ArrayImages
+from pytest_gpu_pairs.workloads.train import Workload
 
 DEPTHS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 9}
 TEST_IMAGES, EVAL_FLOOR = 10000, 200

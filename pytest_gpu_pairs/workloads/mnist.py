@@ -15,10 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import ImageDifficulty, PrototypeImages, scaled_count
-from .realdata import data_root, load_mnist
-from .sources import ArrayImages
-from .train import Workload
+from pytest_gpu_pairs.workloads.data import ImageDifficulty, PrototypeImages, scaled_count
+from pytest_gpu_pairs.workloads.realdata import data_root, load_mnist
+from pytest_gpu_pairs.workloads.sources import ArrayImages
+from pytest_gpu_pairs.workloads.train import Workload
 
 TEST_IMAGES = 10000
 EVAL_FLOOR = 200

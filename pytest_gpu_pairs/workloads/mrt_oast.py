@@ -21,9 +21,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import ClonePairs, scaled_count
-from .scores import binary_scores
-from .train import Workload, total_steps
+from pytest_gpu_pairs.workloads.data import ClonePairs, scaled_count
+from pytest_gpu_pairs.workloads.scores import binary_scores
+from pytest_gpu_pairs.workloads.train import Workload, total_steps
 
 SEQUENCE, VOCAB = 256, 113
 D_MODEL, D_FF, HEADS, LAYERS, OUTPUT_DIM = 128, 512, 8, 2, 512

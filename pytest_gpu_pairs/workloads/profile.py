@@ -49,8 +49,8 @@ def _timed_steps(workload, seconds: float, sync) -> tuple[int, float, float]:
 def profile_torch(name: str, device: str, seconds: float, warmup: float, eval_scale: float) -> dict:
     import torch
 
-    from .catalog import builtin
-    from .train import build, parameter_count
+    from pytest_gpu_pairs.catalog import builtin
+    from pytest_gpu_pairs.workloads.train import build, parameter_count
 
     info = builtin(name)
     sync = _sync(device)
@@ -75,9 +75,9 @@ def profile_torch(name: str, device: str, seconds: float, warmup: float, eval_sc
 
 def profile_cpu_job(name: str, seconds: float) -> dict:
     """The CPU-only workload: its parallel folds for about ``seconds``, steps counted by them."""
-    from . import bug_localization as bl
-    from .catalog import builtin
-    from .progress import ProgressWriter
+    from pytest_gpu_pairs.workloads import bug_localization as bl
+    from pytest_gpu_pairs.catalog import builtin
+    from pytest_gpu_pairs.protocol import ProgressWriter
 
     info = builtin(name)
     passes = 1
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-scale", type=float, default=0.01)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    from .catalog import builtin
+    from pytest_gpu_pairs.catalog import builtin
 
     info = builtin(args.model)
     record = {"model": args.model, "device": "cpu" if info.cpu_only else args.device, "pid": os.getpid()}

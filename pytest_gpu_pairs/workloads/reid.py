@@ -29,11 +29,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .backbones import DenseNet121, HRNetW18, resnet50
-from .data import ReidIdentities, scaled_count
-from .realdata import data_root, load_market
-from .sources import shuffled_batches
-from .train import Workload
+from pytest_gpu_pairs.workloads.backbones import DenseNet121, HRNetW18, resnet50
+from pytest_gpu_pairs.workloads.data import ReidIdentities, scaled_count
+from pytest_gpu_pairs.workloads.realdata import data_root, load_market
+from pytest_gpu_pairs.workloads.sources import shuffled_batches
+from pytest_gpu_pairs.workloads.train import Workload
 
 IDENTITIES = 751
 TEST_IDENTITIES, QUERIES, GALLERY = 750, 3368, 15913

@@ -12,10 +12,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .backbones import resnet18
-from .data import ImagePairs, scaled_count
-from .mnist import mnist_source
-from .train import Workload
+from pytest_gpu_pairs.workloads.backbones import resnet18
+from pytest_gpu_pairs.workloads.data import ImagePairs, scaled_count
+from pytest_gpu_pairs.workloads.mnist import mnist_source
+from pytest_gpu_pairs.workloads.train import Workload
 
 TEST_PAIRS, EVAL_FLOOR = 10000, 200
 

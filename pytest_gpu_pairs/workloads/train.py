@@ -16,8 +16,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from .catalog import BuiltinWorkload
-from .progress import ProgressWriter, wait_for_start_gate
+from pytest_gpu_pairs.catalog import BuiltinWorkload
+from pytest_gpu_pairs.protocol import ProgressWriter, wait_for_start_gate
 
 MB = 1024 * 1024
 
@@ -167,7 +167,7 @@ def build(name: str, device: str = "cpu", scale: float = 1.0, **overrides: Any) 
     """A built-in workload in this process (tests, the profiler): defaults plus ``overrides``."""
     import importlib
 
-    from .catalog import builtin
+    from pytest_gpu_pairs.catalog import builtin
 
     info = builtin(name)
     if info.module is None:

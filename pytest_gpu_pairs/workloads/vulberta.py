@@ -26,10 +26,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import MotifSequences, scaled_count
-from .roberta import RobertaConfig, RobertaForSequenceClassification
-from .scores import binary_scores
-from .train import Workload, total_steps
+from pytest_gpu_pairs.workloads.data import MotifSequences, scaled_count
+from pytest_gpu_pairs.workloads.roberta import RobertaConfig, RobertaForSequenceClassification
+from pytest_gpu_pairs.workloads.scores import binary_scores
+from pytest_gpu_pairs.workloads.train import Workload, total_steps
 
 SEQUENCE, VOCAB, PAD = 1024, 50000, 1
 DEV_FUNCTIONS = 596

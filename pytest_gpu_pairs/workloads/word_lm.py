@@ -17,9 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import EVAL_SEED, MarkovText, scaled_count
-from .realdata import data_root, load_wikitext2
-from .train import Workload
+from pytest_gpu_pairs.workloads.data import EVAL_SEED, MarkovText, scaled_count
+from pytest_gpu_pairs.workloads.realdata import data_root, load_wikitext2
+from pytest_gpu_pairs.workloads.train import Workload
 
 VOCAB, BPTT, CLIP, EVAL_BATCH = 33278, 35, 0.25, 10
 VALID_TOKENS, TEST_TOKENS, EVAL_FLOOR = 217646, 245569, 700

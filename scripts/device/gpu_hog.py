@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from pytest_gpu_pairs.workloads.progress import ProgressWriter
+from pytest_gpu_pairs.protocol import ProgressWriter
 
 GIB = 1 << 30
 

@@ -22,9 +22,10 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_gpu_pairs import metrics
-from pytest_gpu_pairs.monitor.nvml import Gpu, PidRoles, Sampler
-from pytest_gpu_pairs.workloads.progress import ENV_VAR, Progress
+from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.devices.nvml import Gpu
+from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
+from pytest_gpu_pairs.protocol import ENV_VAR, Progress
 
 HERE = Path(__file__).resolve()
 

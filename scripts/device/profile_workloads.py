@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_gpu_pairs.monitor.nvml import Gpu, NvmlUnavailable
-from pytest_gpu_pairs.workloads.catalog import BUILTINS
+from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
+from pytest_gpu_pairs.monitor.gpu import read_sample
+from pytest_gpu_pairs.catalog import BUILTINS
 
 HZ = 10.0
 
@@ -73,7 +74,7 @@ def profile_one(gpu: Gpu, name: str, args, work: Path) -> dict:
         while proc.poll() is None:
             if time.time() - started > args.timeout:
                 raise TimeoutError
-            sample, last_us = gpu.sample(last_us)
+            sample, last_us = read_sample(gpu, last_us)
             samples.append(sample)
             time.sleep(1.0 / HZ)
     except (TimeoutError, KeyboardInterrupt):

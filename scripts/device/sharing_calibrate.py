@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_gpu_pairs.cases import JobConfig
-from pytest_gpu_pairs.jobs import JobProcess, build_spec
-from pytest_gpu_pairs.workloads.catalog import BUILTINS
-from pytest_gpu_pairs.workloads.progress import Progress
+from pytest_gpu_pairs.experiment.cases import JobConfig
+from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
+from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.protocol import Progress
 
 MECHANISMS = 2
 SLOWDOWN_GUESS = 1.5

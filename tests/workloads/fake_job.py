@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     start_helpers(args, ignore_term=args.ignore_term)
     writer = None
     if args.protocol:
-        from pytest_gpu_pairs.workloads.progress import ProgressWriter
+        from pytest_gpu_pairs.protocol import ProgressWriter
 
         writer = ProgressWriter.from_env()
     for step in range(1, args.steps + 1):

@@ -1,0 +1,1 @@
+"""What recorded runs say: comparisons, the sharing report, dead time, reports."""

@@ -1,0 +1,299 @@
+"""Compare any recorded metric of two runs case by case, with fail thresholds per metric.
+
+pytest-benchmark's ``--benchmark-compare-fail`` only knows time statistics; energy, peak VRAM and
+efficiency live in the result record (``extra_info`` / ``result.json``), so the gate reads those.
+Plain Python on purpose: the plugin calls this at session end and must stay light to import.
+
+A run is a pytest-benchmark JSON file, a ``--gpu-pairs-out`` directory, or one ``result.json``
+(its machine then comes from ``session.json`` beside the case folder). Cases are matched by
+``case_id``. A baseline from another GPU model, driver or CUDA version is refused unless forced:
+its numbers say nothing about this card.
+
+Exit status of ``gpu-pairs compare``: 0 no regression, 1 at least one regression, 2 bad input or
+a refused baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+from pytest_gpu_pairs.record.store import Run, StoreError, load_run
+
+LOWER_IS_BETTER = frozenset((
+    "fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdown", "concurrent_overhead", "gpu_energy_j",
+    "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
+    "gpu_power_max_w", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb",
+    "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "other_peak_vram_mb", "mps_server_vram_mb",
+    "serial_energy_j", "bg_failures", "window_s"))
+HIGHER_IS_BETTER = frozenset(("concurrency_efficiency", "bg_progress_ratio", "bg_speed_ratio", "bg_coverage",
+                              "gpu_util_avg_pct", "energy_saved_vs_serial"))
+DEFAULT_METRICS = ("concurrency_efficiency", "fg_slowdown", "gpu_energy_j", "fg_gpu_energy_j", "peak_vram_mb")
+MACHINE_KEYS = (("gpu_name", "GPU"), ("driver", "driver"), ("cuda_driver_version", "CUDA"),
+                ("gpu_memory_mb", "emulated card size (--gpu-memory-mb)"))
+_LOWER_PERF = re.compile(r"loss|error|perplexity", re.IGNORECASE)
+
+
+class CompareError(StoreError):
+    """Bad input or a refused baseline; the message is the one line the user sees."""
+
+
+def direction_of(metric: str) -> Optional[str]:
+    """'lower' or 'higher' (is better), or None for a name the gate does not know.
+
+    ``perf.<name>`` is a model metric: losses, errors and perplexities are better lower, the rest
+    (accuracy, mAP, rank-1, ...) higher.
+    """
+    if metric in LOWER_IS_BETTER:
+        return "lower"
+    if metric in HIGHER_IS_BETTER:
+        return "higher"
+    if metric.startswith("perf.") and len(metric) > 5:
+        return "lower" if _LOWER_PERF.search(metric) else "higher"
+    return None
+
+
+@dataclass(frozen=True)
+class Threshold:
+    metric: str
+    pct: float
+    direction: str
+
+
+def parse_thresholds(text: str, source: str = "--fail") -> list[Threshold]:
+    """``METRIC:PCT[,METRIC:PCT...]``, e.g. ``gpu_energy_j:5%,peak_vram_mb:3``."""
+    thresholds = []
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        metric, sep, pct_text = item.partition(":")
+        metric = metric.strip()
+        if not sep:
+            raise CompareError(f"{source}: {item!r}: expected METRIC:PCT, e.g. gpu_energy_j:5%")
+        direction = direction_of(metric)
+        if direction is None:
+            known = ", ".join(sorted(LOWER_IS_BETTER | HIGHER_IS_BETTER))
+            raise CompareError(f"{source}: {metric!r}: expected a recorded metric ({known}, or perf.<name>)")
+        try:
+            pct = float(pct_text.strip().rstrip("%"))
+        except ValueError:
+            pct = math.nan
+        if not math.isfinite(pct) or pct < 0:
+            raise CompareError(f"{source}: {item!r}: expected a percentage >= 0 after the colon, e.g. {metric}:5%")
+        thresholds.append(Threshold(metric, pct, direction))
+    return thresholds
+
+
+def _device_of(run: Run) -> Optional[str]:
+    devices = {r.get("device") for r in run.records.values() if r.get("device")}
+    return run.machine.get("device") or (devices.pop() if len(devices) == 1 else None)
+
+
+def machine_differences(base: Run, new: Run) -> list[str]:
+    """What differs between the machines of two runs, in words; empty when they match."""
+    base_device, new_device = _device_of(base), _device_of(new)
+    if base_device is None or new_device is None:
+        missing = base.source if base_device is None else new.source
+        return [f"{missing} does not say which device it ran on"]
+    if base_device != new_device:
+        return [f"device {base_device!r} vs {new_device!r}"]
+    differences = []
+    for key, label in MACHINE_KEYS:
+        a, b = base.machine.get(key), new.machine.get(key)
+        if base_device != "cpu" and a != b:
+            differences.append(f"{label} {a!r} vs {b!r}")
+    return differences
+
+
+def refusal(base: Run, new: Run) -> Optional[str]:
+    differences = machine_differences(base, new)
+    if not differences:
+        return None
+    return (f"baseline {base.source} was measured on another machine ({'; '.join(differences)}); "
+            "its numbers do not apply here")
+
+
+def metric_value(record: dict[str, Any], metric: str) -> Optional[float]:
+    value = (record.get("perf") or {}).get(metric[5:]) if metric.startswith("perf.") else record.get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _std(record: dict[str, Any], metric: str) -> Optional[float]:
+    return None if metric.startswith("perf.") else metric_value(record, f"{metric}_std")
+
+
+def relative_change(base: float, new: float) -> float:
+    if base == 0:
+        return 0.0 if new == 0 else math.copysign(math.inf, new)
+    return (new - base) / abs(base)
+
+
+def is_regression(base: float, new: float, threshold: Threshold) -> bool:
+    """Worse than the baseline by more than the threshold, in the metric's bad direction."""
+    change = relative_change(base, new)
+    worse = change if threshold.direction == "lower" else -change
+    return worse > threshold.pct / 100.0
+
+
+@dataclass
+class Row:
+    case_id: str
+    metric: str
+    base: Optional[float] = None
+    new: Optional[float] = None
+    base_std: Optional[float] = None
+    new_std: Optional[float] = None
+    limit: Optional[Threshold] = None
+    status: str = ""
+    regression: bool = False
+    reason: str = ""
+
+    @property
+    def change(self) -> Optional[float]:
+        if self.base is None or self.new is None:
+            return None
+        return relative_change(self.base, self.new)
+
+
+def _judge(row: Row, new_record: dict[str, Any]) -> None:
+    t = row.limit
+    if row.base is None and row.new is None:
+        row.status = "not measured in either"
+    elif row.base is None:
+        row.status = "no baseline value"
+    elif row.new is None:
+        row.reason = (new_record.get("notes") or {}).get(row.metric, "")
+        row.status, row.regression = ("NOT MEASURED", True) if t else ("not measured", False)
+    elif t is None:
+        row.status = ""
+    elif is_regression(row.base, row.new, t):
+        row.status, row.regression = "REGRESSION", True
+    else:
+        worse = row.change if t.direction == "lower" else -row.change
+        row.status = "improved" if worse < -t.pct / 100.0 else "ok"
+
+
+@dataclass
+class Comparison:
+    base: Run
+    new: Run
+    rows: list[Row]
+    missing_in_new: list[str]
+    new_cases: list[str]
+    failed_cases: dict[str, str]
+    thresholds: list[Threshold]
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [row for row in self.rows if row.regression]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions) or (bool(self.thresholds) and bool(self.failed_cases))
+
+
+def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
+                 metrics: Iterable[str] = ()) -> Comparison:
+    """Every shared case, every threshold metric (or the default set), judged."""
+    thresholds = list(thresholds)
+    by_metric = {t.metric: t for t in thresholds}
+    names = list(dict.fromkeys([*by_metric, *metrics] or DEFAULT_METRICS))
+    rows, failed = [], {}
+    for case_id in sorted(set(base.records) & set(new.records)):
+        old, cur = base.records[case_id], new.records[case_id]
+        if cur.get("failure") or cur.get("oom"):
+            failed[case_id] = cur.get("failure") or "out of memory"
+        for metric in names:
+            row = Row(case_id, metric, metric_value(old, metric), metric_value(cur, metric), _std(old, metric),
+                      _std(cur, metric), by_metric.get(metric))
+            _judge(row, cur)
+            rows.append(row)
+    return Comparison(base, new, rows, sorted(set(base.records) - set(new.records)),
+                      sorted(set(new.records) - set(base.records)), failed, thresholds)
+
+
+def _number(value: Optional[float], std: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.4g}"
+    return f"{text}±{std:.2g}" if std else text
+
+
+def _change(change: Optional[float]) -> str:
+    if change is None:
+        return "-"
+    return f"{change:+.1%}" if math.isfinite(change) else ("+inf" if change > 0 else "-inf")
+
+
+def _limit(t: Optional[Threshold]) -> str:
+    if t is None:
+        return ""
+    return f"{'+' if t.direction == 'lower' else '-'}{t.pct:g}%"
+
+
+def format_table(comparison: Comparison) -> list[str]:
+    """The table, then what the comparison could not judge, then the verdict."""
+    header = ["case", "metric", "base", "new", "change", "limit", "status"]
+    rows = [header] + [[r.case_id, r.metric, _number(r.base, r.base_std), _number(r.new, r.new_std),
+                        _change(r.change), _limit(r.limit), r.status + (f" ({r.reason})" if r.reason else "")]
+                       for r in comparison.rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.append("limit: how much worse NEW may be than BASE; lower is better for energy, VRAM, time and "
+                 "slowdown, higher for efficiency, progress, coverage and accuracy-like perf metrics")
+    if comparison.missing_in_new:
+        lines.append(f"not in {comparison.new.source}: {', '.join(comparison.missing_in_new)}")
+    if comparison.new_cases:
+        lines.append(f"no baseline in {comparison.base.source}: {', '.join(comparison.new_cases)}")
+    for case_id, failure in comparison.failed_cases.items():
+        lines.append(f"{case_id} failed in {comparison.new.source}: {failure}")
+    if not comparison.rows:
+        lines.append("no case appears in both runs: nothing was compared")
+    lines.append(verdict(comparison))
+    return lines
+
+
+def verdict(comparison: Comparison) -> str:
+    if not comparison.thresholds:
+        return "no thresholds given: nothing can fail"
+    regressions = comparison.regressions
+    if comparison.failed:
+        parts = [f"{len(regressions)} regression(s)"] if regressions else []
+        parts += [f"{len(comparison.failed_cases)} failed case(s)"] if comparison.failed_cases else []
+        return f"FAILED: {' and '.join(parts)} against {comparison.base.source}"
+    return f"passed: no regression beyond the limits against {comparison.base.source}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", metavar="BASE", help="baseline: pytest-benchmark JSON, run directory or result.json")
+    parser.add_argument("new", metavar="NEW", help="the run to judge, in any of the same forms")
+    parser.add_argument("--fail", default="", metavar="METRIC:PCT[,...]",
+                        help="fail when NEW is worse than BASE by more than PCT %% in METRIC, e.g. "
+                             "gpu_energy_j:5%%,peak_vram_mb:3%%,concurrency_efficiency:5%%")
+    parser.add_argument("--metrics", default="", metavar="METRIC[,...]",
+                        help=f"further metrics to show without a limit (default when no --fail: "
+                             f"{','.join(DEFAULT_METRICS)})")
+    parser.add_argument("--force", action="store_true",
+                        help="compare even when BASE was measured on another GPU model, driver or CUDA version")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        thresholds = parse_thresholds(args.fail)
+        shown = [m.strip() for m in args.metrics.split(",") if m.strip()]
+        base, new = load_run(args.base), load_run(args.new)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    refused = refusal(base, new)
+    if refused and not args.force:
+        print(f"error: {refused} (--force compares anyway)", file=sys.stderr)
+        return 2
+    if refused:
+        print(f"warning: {refused}")
+    comparison = compare_runs(base, new, thresholds, shown)
+    print("\n".join(format_table(comparison)))
+    return 1 if comparison.failed else 0

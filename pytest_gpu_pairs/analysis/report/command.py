@@ -1,0 +1,38 @@
+"""``gpu-pairs report INPUT... -o DIR``: the command-line face of ``report.build``.
+
+Kept apart from the build so that ``gpu-pairs --help`` and ``gpu-pairs compare`` never load
+pandas, scipy or matplotlib.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="INPUT",
+                        help="pytest-benchmark JSON, gpu-pairs run directory, result.json, or the seed's raw_data.csv")
+    parser.add_argument("-o", "--out", required=True, metavar="DIR",
+                        help="report folder (e.g. reports/<name>/): summary.csv, stats.csv, report.html, plots/")
+    parser.add_argument("--title", default=None, help="the report's title")
+    parser.add_argument("--device-label", default=None, metavar="NAME",
+                        help="the GPU of inputs that do not record one (the seed's CSV), shown as stated")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_gpu_pairs.analysis.report.build import build_report
+    from pytest_gpu_pairs.analysis.report.load import ReportInputError
+
+    try:
+        report = build_report(args.inputs, args.out, args.title, args.device_label)
+    except ReportInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    drawn = [p.name for p in report.plots if p.path is not None]
+    print(f"wrote {report.out_dir}/report.html, summary.csv, stats.csv and {len(drawn)} plots: {', '.join(drawn)}")
+    for plot in report.plots:
+        if plot.skipped:
+            print(f"  not drawn: {plot.name}: {plot.skipped}")
+    for note in report.notes:
+        print(f"  note: {note}")
+    return 0

@@ -1,0 +1,111 @@
+"""``report.html``: one static, self-contained page (inline CSS, PNGs embedded as base64, no
+script, no external request), so it opens from a file, an e-mail or a CI artifact alike."""
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Iterable, Optional
+
+import pandas as pd
+
+from pytest_gpu_pairs.analysis.report.analysis import Analysis
+from pytest_gpu_pairs.analysis.report.load import Input
+from pytest_gpu_pairs.analysis.report.plots import Plot
+
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;max-width:1150px;
+padding:0 1rem;color:#222;line-height:1.45}
+h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2.2rem;border-bottom:1px solid #ddd}h3{font-size:1.05rem}
+table{border-collapse:collapse;font-size:.8rem;margin:.6rem 0}th,td{border:1px solid #ddd;padding:.2rem .45rem;
+text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85rem;color:#444}.skipped{color:#8a4b00;background:#fff6e5;padding:.4rem .6rem}
+.note{font-size:.9rem}code{background:#f4f4f4;padding:0 .2rem}
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
+
+
+def _table(frame: pd.DataFrame, empty: str = "nothing to show for these inputs") -> str:
+    if frame is None or frame.empty:
+        return f"<p class='note'>{_e(empty)}</p>"
+    return frame.to_html(index=False, border=0, na_rep="–", float_format=lambda v: f"{v:.4g}", escape=True)
+
+
+def _figure(plot: Plot) -> str:
+    if plot.skipped:
+        return (f"<h3>{_e(plot.title)}</h3><p class='skipped' data-plot='{_e(plot.name)}'>"
+                f"Not drawn: {_e(plot.skipped)}.</p>")
+    data = base64.b64encode(Path(plot.path).read_bytes()).decode("ascii")
+    return (f"<h3>{_e(plot.title)}</h3><figure><img alt='{_e(plot.title)}' data-plot='{_e(plot.name)}' "
+            f"src='data:image/png;base64,{data}'><figcaption>{_e(plot.caption)} "
+            f"(<code>plots/{_e(plot.path.name)}</code>)</figcaption></figure>")
+
+
+def _inputs(inputs: Iterable[Input], device_label: Optional[str]) -> pd.DataFrame:
+    rows = []
+    for item in inputs:
+        machine = item.machine or {}
+        gpu = machine.get("gpu_name") or machine.get("device")
+        if gpu is None and item.kind == "seed_csv":
+            gpu = f"{device_label} (stated, not recorded)" if device_label else "not recorded in the CSV"
+        rows.append({"input": item.path, "kind": item.kind, "rows": item.rows, "GPU": gpu or "–",
+                     "driver": machine.get("driver") or "–", "CUDA": machine.get("cuda_driver_version") or "–"})
+    return pd.DataFrame(rows)
+
+
+def _headline(a: Analysis) -> str:
+    runs = a.runs
+    solo, concurrent = (runs["mode"] == "solo").sum(), (runs["mode"] == "concurrent").sum()
+    pairs = runs["pair"].dropna().nunique()
+    return (f"<p>{len(runs)} runs analysed: {solo} solo, {concurrent} concurrent, "
+            f"{runs['fg_model'].nunique()} foreground models, {pairs} named pairs.</p>")
+
+
+NO_VRAM = "no input records a peak VRAM (the seed's CSV has no memory column; runs on the CPU have none)"
+DEFINITIONS = [
+    ("fg_slowdown", "foreground duration concurrent / solo (seed rows: against solo runs of the same model and "
+                    "hyperparameters, random seed aside; per epoch where only epochs differ)"),
+    ("concurrency_efficiency", "1/fg_slowdown + bg_progress_ratio; 2.0 = sharing is free, below 1.0 serial is faster"),
+    ("energy ratio", "card energy during a concurrent foreground job / the same job's solo card energy"),
+    ("gpu_energy_j", "whole-card energy during the foreground job, from the NVML energy counter (seed: its "
+                     "energy_gpu_total_joules)"),
+    ("peak_vram_mb", "maximum over samples of both jobs' summed NVML process memory; the budget check uses it"),
+    ("q (BH)", "Benjamini-Hochberg adjusted p over every test of this report"),
+]
+
+
+def render(title: str, analysis: Analysis, plots: list[Plot], inputs: list[Input], notes: list[str],
+           device_label: Optional[str] = None) -> str:
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+             f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{STYLE}</style></head><body>",
+             f"<h1>{_e(title)}</h1>", _headline(analysis),
+             "<h2>Inputs</h2>", _table(_inputs(inputs, device_label)),
+             "<p class='note'>Per-run values: <a href='summary.csv'>summary.csv</a> (the seed's columns, then ours); "
+             "every statistical test: <a href='stats.csv'>stats.csv</a>.</p>"]
+    if notes:
+        parts += ["<h2>About these data</h2><ul>", *(f"<li>{_e(n)}</li>" for n in notes), "</ul>"]
+    parts.append("<h2>Figures</h2>")
+    parts += [_figure(plot) for plot in plots]
+    parts += ["<h2>Concurrency overhead per foreground model</h2>",
+              "<p class='note'>Geometric means of the per-run ratios; the one-sample t-tests on their logs are in the "
+              "test table below.</p>", _table(analysis.overhead),
+              "<h2>Interference: slowdown per pair</h2>", _table(analysis.interference),
+              "<h2>Efficiency per pair</h2>", _table(analysis.efficiency),
+              "<h2>Energy/performance Pareto front</h2>", _table(analysis.pareto),
+              "<h2>Peak VRAM against the budget</h2>",
+              _table(analysis.vram, NO_VRAM)]
+    for hp, table in analysis.sensitivity.items():
+        shown = table[table["n"] > 0] if not table.empty else table
+        parts += [f"<h2>Sensitivity to {_e(hp)}, solo vs concurrent</h2>", _table(shown)]
+    parts += ["<h2>Statistical tests</h2>",
+              "<p class='note'>Each test with its n; p-values below 0.05 among this many tests are expected by chance "
+              "alone, so read q (Benjamini-Hochberg) as well.</p>",
+              _table(analysis.tests, "the inputs have too few repeats for any test"),
+              "<h2>Definitions</h2><dl>",
+              *(f"<dt><code>{_e(k)}</code></dt><dd>{_e(v)}</dd>" for k, v in DEFINITIONS),
+              "</dl></body></html>"]
+    return "\n".join(parts)

@@ -1,0 +1,244 @@
+"""The inputs of a report -> one pandas DataFrame with one row per run and the columns below.
+
+Inputs: pytest-benchmark JSON (records in ``extra_info``), ``--gpu-pairs-out`` run directories,
+single ``result.json`` files, and the seed tool's ``raw_data.csv``. Every later step (analysis,
+plots, ``summary.csv``) reads only this frame, so a new input format is one function here.
+
+Columns beyond ``COLUMNS``: ``hp_<name>`` (the foreground's hyperparameters), ``perf_<name>``
+(its model metrics) and ``<metric>_std`` (spread over repeats, where a record has it).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+
+from pytest_gpu_pairs.record.store import StoreError, load_run
+from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.compat import raw_data as seed
+
+COLUMNS: dict[str, str] = {
+    "source": "the input (file or folder) the row came from",
+    "source_kind": "benchmark_json | run_dir | result_json | seed_csv",
+    "source_row": "position of the row in its input",
+    "run_id": "the seed's experiment_id, or our case_id",
+    "case_id": "our case id (empty for seed rows)",
+    "timestamp": "when the run started, where the input says",
+    "mode": "solo | concurrent",
+    "fg_model": "foreground workload (built-in name; repo/model for a seed model we do not know)",
+    "bg_model": "background workload; empty where the input does not name it",
+    "pair": "fg_model+bg_model for a concurrent run with a known background, [mps] when not time-sliced",
+    "sharing": "how the jobs shared the GPU: timeslice or mps (seed rows: timeslice, the driver's default)",
+    "success": "the run finished without failure or OOM",
+    "failure": "why it failed",
+    "experiment_source": "the seed's experiment_source, or our design",
+    "campaign": "the batch of runs this one belongs to (seed: the experiment_id prefix); only runs of one "
+                "campaign are compared with each other",
+    "mutated_param": "the seed's mutated hyperparameter",
+    "fg_duration_s": "foreground duration (seed: duration_seconds / fg_duration_seconds)",
+    "fg_solo_duration_s": "the foreground's solo duration as measured by the run (ours only)",
+    "fg_slowdown": "fg_duration_s / fg_solo_duration_s (ours; the analysis fills it for seed rows)",
+    "bg_progress_ratio": "background steps/s in the window over its solo steps/s (ours only)",
+    "concurrency_efficiency": "1/fg_slowdown + bg_progress_ratio (ours only)",
+    "concurrent_overhead": "the record's concurrent_overhead key, where present",
+    "gpu_energy_j": "whole-card GPU energy during the foreground job (seed: energy_gpu_total_joules)",
+    "gpu_energy_above_idle_j": "the same minus idle power times the window (ours only)",
+    "fg_gpu_energy_j": "energy above idle attributed to the foreground (ours only)",
+    "bg_gpu_energy_j": "energy above idle attributed to the background (ours only)",
+    "cpu_energy_j": "CPU energy (seed: energy_cpu_total_joules; ours: RAPL)",
+    "gpu_power_avg_w": "mean GPU power", "gpu_power_max_w": "peak GPU power",
+    "gpu_util_avg_pct": "mean GPU utilisation", "gpu_temp_max_c": "peak GPU temperature",
+    "peak_vram_mb": "peak summed NVML memory of both jobs (ours only)",
+    "fg_peak_vram_mb": "the foreground's peak", "bg_peak_vram_mb": "the background's peak",
+    "vram_budget_mb": "the case's VRAM budget", "min_efficiency": "the case's minimum efficiency",
+    "oom": "out of memory in either job",
+    "perf_name": "the foreground model's primary metric (the same for every run of one model)",
+    "perf_value": "its value", "perf_higher_is_better": "False for losses, errors, perplexities",
+    "device": "GPU name or cpu", "gpu_name": "GPU model", "driver": "NVIDIA driver",
+    "cuda_driver_version": "CUDA version of the driver",
+    "repeats": "rounds the record averages",
+    "duplicate_of": "run_id of an identical row kept instead (same model, mode, duration and energy)",
+}
+RECORD_NUMBERS = ("fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio",
+                  "bg_speed_ratio", "concurrency_efficiency", "concurrent_overhead", "gpu_energy_j",
+                  "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j",
+                  "gpu_power_avg_w", "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb",
+                  "fg_peak_vram_mb", "bg_peak_vram_mb", "fg_peak_mem_reserved_mb", "vram_budget_mb",
+                  "min_efficiency", "bg_coverage", "bg_runs", "bg_failures", "idle_power_w", "window_s", "repeats",
+                  "serial_energy_j", "energy_saved_vs_serial", "other_peak_vram_mb", "mps_server_vram_mb")
+PERF_FALLBACK = ("test_accuracy", "accuracy", "rank1", "map", "top1_accuracy", "best_val_accuracy", "precision",
+                 "recall", "f1", "eval_loss", "test_loss")
+LOWER_IS_BETTER_PERF = re.compile(r"loss|error|perplexity", re.IGNORECASE)
+BOUNDED_PERF = re.compile(r"accuracy|precision|recall|f1|rank|map", re.IGNORECASE)
+
+
+class ReportInputError(ValueError):
+    """One line: the input, where in it, and what was expected."""
+
+
+@dataclass
+class Input:
+    path: str
+    kind: str
+    rows: int
+    machine: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Loaded:
+    runs: pd.DataFrame
+    inputs: list[Input]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def duplicates(self) -> int:
+        return int(self.runs["duplicate_of"].notna().sum())
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def record_run(record: dict[str, Any], source: str, kind: str, index: int, machine: dict[str, Any]) -> dict[str, Any]:
+    """One of our result records as a run."""
+    failure = record.get("failure")
+    run: dict[str, Any] = {
+        "source": source, "source_kind": kind, "source_row": index, "run_id": record["case_id"],
+        "case_id": record["case_id"], "timestamp": record.get("timestamp"), "mode": record.get("mode"),
+        "fg_model": record.get("fg_model"), "bg_model": record.get("bg_model"),
+        "success": not failure and not record.get("oom"), "failure": failure,
+        "experiment_source": record.get("design"), "mutated_param": None, "oom": record.get("oom"),
+        "sharing": record.get("sharing"),
+        "device": record.get("device") or machine.get("device"), "gpu_name": machine.get("gpu_name"),
+        "driver": machine.get("driver"), "cuda_driver_version": machine.get("cuda_driver_version")}
+    for key in RECORD_NUMBERS:
+        run[key] = _number(record.get(key))
+        if _number(record.get(f"{key}_std")) is not None:
+            run[f"{key}_std"] = _number(record.get(f"{key}_std"))
+    for name, value in (record.get("fg_hparams") or {}).items():
+        run[f"hp_{name}"] = value
+    for name, value in (record.get("perf") or {}).items():
+        if _number(value) is not None:
+            run[f"perf_{name}"] = _number(value)
+    return run
+
+
+def _load_ours(path: Path) -> tuple[list[dict[str, Any]], Input]:
+    try:
+        run = load_run(path)
+    except StoreError as exc:
+        raise ReportInputError(str(exc)) from None
+    kind = "run_dir" if path.is_dir() else ("result_json" if path.name == "result.json" else "benchmark_json")
+    rows = [record_run(r, str(path), kind, i, run.machine) for i, r in enumerate(run.records.values())]
+    return rows, Input(str(path), kind, len(rows), run.machine)
+
+
+def _load_seed(path: Path) -> tuple[list[dict[str, Any]], Input]:
+    try:
+        frame = pd.read_csv(path, low_memory=False)
+    except (OSError, ValueError) as exc:
+        raise ReportInputError(f"{path}: $: expected a readable CSV file ({exc})") from None
+    missing = [c for c in seed.REQUIRED if c not in frame.columns]
+    if missing:
+        raise ReportInputError(f"{path}: columns: expected the seed's raw_data.csv columns, "
+                               f"missing {', '.join(missing)}")
+    rows = [seed.seed_run(row, str(path), i) for i, row in enumerate(frame.to_dict("records"))]
+    return rows, Input(str(path), "seed_csv", len(rows))
+
+
+def _load_one(path: Path) -> tuple[list[dict[str, Any]], Input]:
+    if not path.exists():
+        raise ReportInputError(f"{path}: $: expected a benchmark JSON file, a run directory or the seed's raw_data.csv")
+    if path.suffix.lower() == ".csv":
+        return _load_seed(path)
+    return _load_ours(path)
+
+
+def off_scale(values: pd.Series, name: str) -> pd.Series:
+    """Values of a bounded metric (accuracy, precision, rank-1, mAP, ...) that cannot be right
+    next to the others: above 100, below 0, or on the minority side of a fraction/percent mix
+    (a log regex that caught another number)."""
+    if not BOUNDED_PERF.search(name):
+        return pd.Series(False, index=values.index)
+    wrong = (values > 100) | (values < 0)
+    fractions, percents = (values <= 1) & ~wrong, (values > 1) & ~wrong
+    if fractions.any() and percents.any():
+        wrong |= percents if fractions.sum() >= percents.sum() else fractions
+    return wrong
+
+
+def assign_primary_perf(runs: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """One primary metric per foreground model, the same for all its runs: the first of the
+    workload's own metrics (catalog order) that any run reports, else a common fallback."""
+    runs = runs.copy()
+    runs["perf_name"], runs["perf_value"], runs["perf_higher_is_better"] = None, float("nan"), None
+    for model, rows in runs.groupby("fg_model", dropna=True):
+        preferred = BUILTINS[model].metrics if model in BUILTINS else ()
+        name = next((n for n in (*preferred, *PERF_FALLBACK)
+                     if f"perf_{n}" in rows and rows[f"perf_{n}"].notna().any()), None)
+        if name is None:
+            continue
+        values = rows[f"perf_{name}"].astype(float)
+        wrong = off_scale(values, name)
+        if wrong.any():
+            notes.append(f"{model}: {int(wrong.sum())} of {int(values.notna().sum())} {name} values are off the "
+                         f"scale of the others (e.g. {values[wrong].iloc[0]:g}); left out of the performance analyses")
+        runs.loc[rows.index, "perf_name"] = name
+        runs.loc[rows.index, "perf_value"] = values.mask(wrong)
+        runs.loc[rows.index, "perf_higher_is_better"] = not LOWER_IS_BETTER_PERF.search(name)
+    return runs
+
+
+def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
+    """The seed's CSV holds some runs twice (merged exports); a run counted twice would fake
+    significance. Rows with the same model, mode, duration (µs) and energy (mJ) are one run: the
+    most complete row is kept, the others point to it in ``duplicate_of``."""
+    runs = runs.copy()
+    runs["duplicate_of"] = None
+    timed = runs[runs["fg_duration_s"].notna()]
+    key = [timed["fg_model"].astype(str), timed["mode"].astype(str), timed["fg_duration_s"].round(6).astype(str),
+           timed["gpu_energy_j"].round(3).astype(str)]
+    completeness = timed.notna().sum(axis=1)
+    for _, group in timed.groupby(key, sort=False):
+        if len(group) > 1:
+            keep = completeness.loc[group.index].idxmax()
+            runs.loc[group.index.drop(keep), "duplicate_of"] = runs.at[keep, "run_id"]
+    return runs
+
+
+def pair_label(fg: Any, bg: Any, mode: Any, sharing: Any) -> Optional[str]:
+    """``fg+bg`` for a concurrent run with a known background; a pair shared through MPS is another
+    pair than the same one time-sliced, so the mechanism is part of the label."""
+    if mode != "concurrent" or not isinstance(bg, str):
+        return None
+    return f"{fg}+{bg}" if sharing in (None, "timeslice") else f"{fg}+{bg} [{sharing}]"
+
+
+def load_runs(paths: Iterable[str | Path]) -> Loaded:
+    rows: list[dict[str, Any]] = []
+    inputs = []
+    for path in paths:
+        found, info = _load_one(Path(path))
+        rows += found
+        inputs.append(info)
+    frame = pd.DataFrame(rows)
+    for column in COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    frame["sharing"] = frame["sharing"].fillna("timeslice")
+    frame["pair"] = [pair_label(fg, bg, mode, sharing) for fg, bg, mode, sharing
+                     in zip(frame["fg_model"], frame["bg_model"], frame["mode"], frame["sharing"])]
+    numeric = [c for c in frame.columns if c in RECORD_NUMBERS or c.endswith("_std") or c.startswith("perf_")]
+    for column in numeric:
+        if column not in ("perf_name", "perf_higher_is_better"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    notes: list[str] = []
+    frame = mark_duplicates(assign_primary_perf(frame, notes))
+    ordered = list(COLUMNS) + sorted(c for c in frame.columns if c not in COLUMNS)
+    return Loaded(frame[ordered], inputs, notes)

@@ -1,0 +1,1 @@
+"""Adapters from the predecessor tool's formats to this package's own."""

@@ -1,0 +1,1 @@
+"""Device access (NVML, RAPL): readings with errors translated, and no policy."""

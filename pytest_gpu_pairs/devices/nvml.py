@@ -1,0 +1,143 @@
+"""NVML access for one GPU: readings with NVML's errors translated, and no sampling policy."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+MB = 1024 * 1024
+POWER_FIELDS = ("NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE")
+
+
+
+class NvmlUnavailable(RuntimeError):
+    """No usable NVIDIA GPU; the message says why, for the record's notes."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    uuid: str
+    driver: str
+    cuda_driver_version: str
+    memory_total_mb: float
+    power_limit_w: Optional[float]
+
+
+def _load_nvml():
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise NvmlUnavailable(f"nvidia-ml-py is not importable ({exc})") from None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        raise NvmlUnavailable(f"NVML could not start: {exc}") from None
+    return pynvml
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def optional(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except Exception:
+        return None
+
+
+class Gpu:
+    """An opened NVML device; ``nvml`` is the pynvml module or a fake with the same functions.
+
+    ``clock`` and ``sleep`` are the wall clock NVML's per-process timestamps share (µs since the
+    epoch) and the way to wait; tests pass a scripted clock.
+    """
+
+    def __init__(self, index: int = 0, nvml=None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.nvml = nvml or _load_nvml()
+        self.clock, self.sleep = clock, sleep
+        try:
+            count = self.nvml.nvmlDeviceGetCount()
+        except Exception as exc:
+            raise NvmlUnavailable(f"NVML could not count devices: {exc}") from None
+        if count <= index:
+            raise NvmlUnavailable(f"NVML reports {count} GPU(s); device {index} does not exist")
+        self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+        self.info = self._read_info(index)
+        self._energy_ok = self.energy_mj() is not None
+        self._power_fields = tuple(getattr(self.nvml, name, None) for name in POWER_FIELDS)
+        self._power_fields_ok = None not in self._power_fields
+
+    def _read_info(self, index: int) -> DeviceInfo:
+        n, h = self.nvml, self.handle
+        cuda = optional(n.nvmlSystemGetCudaDriverVersion)
+        limit = optional(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
+        return DeviceInfo(index, _text(n.nvmlDeviceGetName(h)), _text(optional(lambda: n.nvmlDeviceGetUUID(h)) or ""),
+                          _text(optional(n.nvmlSystemGetDriverVersion) or "unknown"),
+                          f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else "unknown",
+                          n.nvmlDeviceGetMemoryInfo(h).total / MB, limit / 1000 if limit else None)
+
+    @property
+    def has_energy_counter(self) -> bool:
+        return self._energy_ok
+
+    def energy_mj(self) -> Optional[float]:
+        return optional(lambda: float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)))
+
+    def memory_used_mb(self) -> Optional[float]:
+        mem = optional(lambda: self.nvml.nvmlDeviceGetMemoryInfo(self.handle))
+        return mem.used / MB if mem is not None else None
+
+    def power_fields_w(self) -> tuple[Optional[float], Optional[float]]:
+        """POWER_INSTANT and POWER_AVERAGE in W, one call for both; None for a field the driver refuses.
+
+        A driver that rejects the call as a whole is not asked again in this session.
+        """
+        if not self._power_fields_ok:
+            return None, None
+        try:
+            values = self.nvml.nvmlDeviceGetFieldValues(self.handle, list(self._power_fields))
+        except Exception:
+            self._power_fields_ok = False
+            return None, None
+        return tuple(v.value.uiVal / 1000.0 if v.nvmlReturn == 0 else None for v in values)
+
+    def compute_processes(self) -> list[tuple[int, Optional[float]]]:
+        """(pid, used MB) of every compute process; used is None where the driver withholds it."""
+        procs = optional(lambda: self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)) or []
+        return [(p.pid, None if p.usedGpuMemory is None else p.usedGpuMemory / MB) for p in procs]
+
+    def process_sm_utilization(self, since_us: int) -> list[tuple[int, int, float]]:
+        """(pid, timestamp µs, SM %) samples newer than ``since_us``; empty when none or unsupported.
+
+        NVML answers NOT_FOUND when no sample is newer than ``since_us``; that is an empty list.
+        """
+        samples = optional(lambda: self.nvml.nvmlDeviceGetProcessUtilization(self.handle, since_us)) or []
+        return [(s.pid, int(s.timeStamp), float(s.smUtil)) for s in samples]
+
+    def _next_counter_update(self, limit_s: float = 0.5, poll_s: float = 0.002) -> tuple[float, Optional[float]]:
+        """The time and value of the counter's next change (it advances in steps, not continuously)."""
+        first = self.energy_mj()
+        deadline = self.clock() + limit_s
+        while self.clock() < deadline:
+            value = self.energy_mj()
+            if value != first:
+                return self.clock(), value
+            self.sleep(poll_s)
+        return self.clock(), self.energy_mj()
+
+    def idle_power_w(self, seconds: float = 3.0) -> Optional[float]:
+        """Mean power over about ``seconds`` from the energy counter, with nothing of ours running.
+
+        Both ends of the window sit on an update of the counter, so its update period (tens of
+        ms) does not enter as an error of up to one period over a few seconds.
+        """
+        t0, start = self._next_counter_update()
+        self.sleep(seconds)
+        t1, end = self._next_counter_update()
+        if start is None or end is None or end < start or t1 <= t0:
+            return None
+        return (end - start) / 1000 / (t1 - t0)

@@ -1,0 +1,1 @@
+"""Settings in: the schema, loading and cross-checks, case expansion and designs."""

@@ -1,0 +1,318 @@
+"""Experiment designs -> Cases, one per pytest parameter, with ids that stay stable across runs.
+
+An id is ``<group>-<fg>+<bg>-<variant>-<mode>``: the model names are in it so ``-k densenet``
+selects by model, and nothing run-dependent is in it so ``--benchmark-compare`` can match
+cases of two runs by name. A case measured under MPS carries ``-mps`` at the end (``-k mps``);
+a time-sliced case, the driver's default, keeps the plain id.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from pytest_gpu_pairs.experiment import mutation
+from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history
+from pytest_gpu_pairs.experiment.schema import CommandWorkload, Experiment, JobRef, PairSpec
+from pytest_gpu_pairs.experiment.load import hyperparameter_specs, value_kind
+from pytest_gpu_pairs.catalog import BUILTINS
+
+
+@dataclass(frozen=True)
+class MpsLimits:
+    """What one job may use as an MPS client: a share of the SMs and a cap on device memory."""
+
+    active_thread_percentage: Optional[int] = None
+    pinned_mem_limit_mb: Optional[int] = None
+
+    def env(self, device_index: int = 0) -> dict[str, str]:
+        """The client-side variables; a client may set both in its own environment."""
+        env = {}
+        if self.active_thread_percentage is not None:
+            env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(int(self.active_thread_percentage))
+        if self.pinned_mem_limit_mb is not None:
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"{device_index}={int(self.pinned_mem_limit_mb)}M"
+        return env
+
+    def merged_over(self, other: Optional["MpsLimits"]) -> "MpsLimits":
+        """These limits where set, ``other``'s elsewhere (command line over settings)."""
+        if other is None:
+            return self
+        return MpsLimits(_first_set(self.active_thread_percentage, other.active_thread_percentage),
+                         _first_set(self.pinned_mem_limit_mb, other.pinned_mem_limit_mb))
+
+    def as_record(self) -> dict[str, Optional[int]]:
+        return {"active_thread_percentage": self.active_thread_percentage,
+                "pinned_mem_limit_mb": self.pinned_mem_limit_mb}
+
+
+def _first_set(*values):
+    return next((v for v in values if v is not None), None)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """One training job: which workload, with which effective hyperparameters."""
+
+    model: str
+    hparams: tuple[tuple[str, Any], ...]
+    command: Optional[CommandWorkload] = field(default=None, compare=False, hash=False)
+    command_key: str = ""
+    base_dir: str = ""
+    mps: Optional[MpsLimits] = field(default=None, compare=False, hash=False)
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        return dict(self.hparams)
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.command is None
+
+    def with_hyperparameters(self, **changes: Any) -> "JobConfig":
+        return replace(self, hparams=tuple(sorted({**self.hyperparameters, **changes}.items())))
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line values; each one that is set beats every settings file."""
+
+    vram_budget_mb: Optional[float] = None
+    min_efficiency: Optional[float] = None
+    sharing: Optional[tuple[str, ...]] = None
+    results_dir: Optional[Path] = None  # earlier results there are history the mutation design avoids
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    experiment: str
+    design: str
+    group: str
+    variant: str
+    mode: str
+    fg: JobConfig
+    bg: Optional[JobConfig]
+    vram_budget_mb: float
+    min_efficiency: float
+    runs_per_config: int
+    restart_delay_s: float
+    timeout_s: float
+    cool_down_s: float = 0.0
+    ready_timeout_s: float = 600.0
+    crash_loop_failures: int = 3
+    crash_loop_window_s: float = 300.0
+    sharing: str = "timeslice"
+    source: str = ""
+    note: str = ""
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return (self.fg.model,) if self.bg is None else (self.fg.model, self.bg.model)
+
+
+def case_id(group: str, fg: str, bg: Optional[str], variant: str, mode: str) -> str:
+    return f"{group}-{fg}+{bg or 'none'}-{variant}-{mode}"
+
+
+def sharing_case_id(base_id: str, sharing: str) -> str:
+    return base_id if sharing == "timeslice" else f"{base_id}-{sharing}"
+
+
+def job_config(experiment: Experiment, ref: JobRef) -> JobConfig:
+    command = experiment.workloads.get(ref.model)
+    defaults = command.defaults() if command is not None else BUILTINS[ref.model].defaults()
+    hparams = tuple(sorted({**defaults, **ref.hyperparameters}.items()))
+    mps = MpsLimits(**ref.mps.model_dump()) if ref.mps is not None else None
+    if command is None:
+        return JobConfig(ref.model, hparams, mps=mps)
+    return JobConfig(ref.model, hparams, command=command, command_key=f"{experiment.source}#{ref.model}",
+                     base_dir=str(experiment.workload_dir()), mps=mps)
+
+
+def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobConfig, bg: Optional[JobConfig],
+          variant: str, mode: str) -> Case:
+    d = experiment.defaults
+    return Case(
+        id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode),
+        experiment=experiment.name, design=experiment.design, group=pair.group, variant=variant,
+        mode=mode, fg=fg, bg=bg,
+        vram_budget_mb=_first(overrides.vram_budget_mb, pair.vram_budget_mb, d.vram_budget_mb),
+        min_efficiency=_first(overrides.min_efficiency, pair.min_efficiency, d.min_efficiency),
+        runs_per_config=_first(pair.runs_per_config, d.runs_per_config),
+        restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
+        ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
+        crash_loop_window_s=d.crash_loop_window_s,
+        source=experiment.source, note=pair.note or "")
+
+
+def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> Case:
+    fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+    return _case(experiment, pair, overrides, fg, bg, "default", "concurrent")
+
+
+def _first(*values):
+    return next(v for v in values if v is not None)
+
+
+# --- hp_study: does sharing change how hyperparameters act? -------------------------------
+
+VARIANT_NAMES = {"learning_rate": "lr"}
+
+
+def scaled_value(experiment: Experiment, model: str, name: str, default: Any, factor: float) -> Any:
+    """``default * factor``: exact for floats and for a built-in's (fractional) epochs, else the
+    nearest integer, at least 1."""
+    spec = hyperparameter_specs(experiment, model)[name]
+    value = default * factor
+    if value_kind(experiment, model, name, spec) == "float":
+        value = float(f"{value:.10g}")
+        return int(value) if value.is_integer() and isinstance(default, int) else value
+    return max(1, math.floor(value + 0.5))
+
+
+def study_variants(experiment: Experiment, pair: PairSpec, varied: JobConfig) -> list[tuple[str, JobConfig]]:
+    """default, then ``<hp>_min`` and ``<hp>_max`` for each varied hyperparameter (lr = learning_rate)."""
+    variants = [("default", varied)]
+    for name, factors in experiment.pair_vary(pair).items():
+        default = varied.hyperparameters[name]
+        for bound, factor in zip(("min", "max"), factors):
+            value = scaled_value(experiment, varied.model, name, default, factor)
+            variants.append((f"{VARIANT_NAMES.get(name, name)}_{bound}", varied.with_hyperparameters(**{name: value})))
+    return variants
+
+
+def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
+    """Per pair: the background A alone, the varied foreground B alone in every variant, then every
+    variant of B concurrent with A at default. Solo runs come first, so the concurrent cases find
+    their baselines measured; a solo job several pairs need is one case, under the first pair."""
+    cases: list[Case] = []
+    solo_jobs: set[JobConfig] = set()
+    for pair in experiment.pairs:
+        varied, load = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+        variants = study_variants(experiment, pair, varied)
+        load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
+        for variant, job in [(load_variant, load)] + variants:
+            if job not in solo_jobs:
+                solo_jobs.add(job)
+                cases.append(_case(experiment, pair, overrides, job, None, variant, "solo"))
+        cases += [_case(experiment, pair, overrides, job, load, variant, "concurrent") for variant, job in variants]
+    return cases
+
+
+# --- mutation: random hyperparameters, never a configuration run before --------------------
+
+def _mutation_history(experiment: Experiment, overrides: Overrides) -> History:
+    if not experiment.mutation.dedup:
+        return History()
+    return load_history(overrides.results_dir, experiment.mutation.historical_csvs, experiment.workload_dir(),
+                        experiment.source)
+
+
+def _mutated_cases(experiment: Experiment, index: int, pair: PairSpec, overrides: Overrides,
+                   history: History, seen: set) -> list[Case]:
+    fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+    specs = hyperparameter_specs(experiment, fg.model)
+    names = mutation.mutated_names(pair.mutate, specs)
+    label = "_".join(names) if len(names) <= 2 else "mut"
+
+    def variant(key) -> str:
+        return f"{label}_{mutation.key_digest(key)}"
+
+    def taken(key) -> bool:
+        return key in seen or history.ran_elsewhere(key, case_id(pair.group, fg.model, bg.model, variant(key), "concurrent"))
+
+    wanted = pair.mutations or 1
+    rng = mutation.pair_rng(experiment.mutation.seed, pair.group, fg.model, bg.model, *names)
+    stream = mutation.candidates(specs, names, fg.hyperparameters, rng)
+    drawn, attempts = mutation.draw_unique(stream, wanted, experiment.mutation.max_attempts, fg.model,
+                                           "concurrent", taken)
+    if len(drawn) < wanted:
+        warnings.warn(f"{experiment.source}: {experiment.mutate_path(index)}: only {len(drawn)} of {wanted} "
+                      f"configurations of {', '.join(names)} were never run before ({attempts} draws); "
+                      f"widen the ranges or ask for fewer", GpuPairsWarning, stacklevel=2)
+    seen.update(d.key for d in drawn)
+    return [_case(experiment, pair, overrides, fg.with_hyperparameters(**d.hyperparameters), bg, variant(d.key),
+                  "concurrent") for d in drawn]
+
+
+def _mutation_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
+    """A pair with ``mutate`` gets ``mutations`` sampled variants; one without, its default case."""
+    history = _mutation_history(experiment, overrides)
+    seen: set = set()
+    cases: list[Case] = []
+    for index, pair in enumerate(experiment.pairs):
+        if pair.mutate:
+            cases += _mutated_cases(experiment, index, pair, overrides, history, seen)
+            continue
+        case = _pair_case(experiment, pair, overrides)
+        seen.add(mutation.run_key(case.fg.model, case.fg.hyperparameters, case.mode))
+        cases.append(case)
+    return cases
+
+
+_DESIGNS = {"pairs": lambda experiment, overrides: [_pair_case(experiment, p, overrides) for p in experiment.pairs],
+            "hp_study": _hp_study_cases, "mutation": _mutation_cases}
+
+
+def expand(experiment: Experiment, overrides: Overrides = Overrides()) -> list[Case]:
+    """All cases of one experiment, in file order."""
+    return _DESIGNS[experiment.design](experiment, overrides)
+
+
+def sharing_modes(experiment: Experiment, overrides: Overrides = Overrides()) -> Callable[[Case], tuple[str, ...]]:
+    """The mechanisms each case of ``experiment`` is measured under: command line, pair, defaults."""
+    per_group = {pair.group: pair.sharing for pair in experiment.pairs if pair.sharing is not None}
+    return lambda case: overrides.sharing or per_group.get(case.group) or tuple(experiment.defaults.sharing)
+
+
+def with_sharing(cases: Iterable[Case], modes_of: Callable[[Case], tuple[str, ...]]) -> list[Case]:
+    """Each case once per sharing mechanism, side by side, so a pair is compared under both; a solo
+    case once and plain: nothing shares the card, and every baseline is measured without MPS."""
+    return [replace(case, sharing=mode, id=sharing_case_id(case.id, mode)) for case in cases
+            for mode in (("timeslice",) if case.mode == "solo" else modes_of(case))]
+
+
+class DuplicateCaseError(ValueError):
+    pass
+
+
+def expand_all(experiments: Iterable[Experiment], overrides: Overrides = Overrides()) -> list[Case]:
+    """Cases of several files; two cases with one id would make results ambiguous, so refuse."""
+    seen: dict[str, str] = {}
+    cases = []
+    for experiment in experiments:
+        for case in with_sharing(expand(experiment, overrides), sharing_modes(experiment, overrides)):
+            if case.id in seen and seen[case.id] != case.source:
+                raise DuplicateCaseError(
+                    f"{case.source}: case id {case.id!r} also comes from {seen[case.id]}; rename one group")
+            if case.id in seen:
+                raise DuplicateCaseError(f"{case.source}: case id {case.id!r} appears twice; give each pair its own group")
+            seen[case.id] = case.source
+            cases.append(case)
+    return cases
+
+
+def baseline_case(job: JobConfig, case_id_: str, timeout_s: float, vram_budget_mb: float) -> Case:
+    """The case a solo baseline is recorded as when no solo case of the suite measured it."""
+    return Case(id=case_id_, experiment="", design="baseline", group="_solo", variant="baseline", mode="solo",
+                fg=job, bg=None, vram_budget_mb=vram_budget_mb, min_efficiency=0.0, runs_per_config=1,
+                restart_delay_s=0.0, timeout_s=timeout_s)
+
+
+def unavailable_reason(case: Case) -> Optional[str]:
+    """Why a case cannot run with this installation (a built-in not implemented), else None."""
+    for job in (case.fg, case.bg):
+        if job is not None and job.is_builtin and not BUILTINS[job.model].implemented:
+            return f"built-in workload {job.model!r} is not implemented in this version"
+    return None
+
+
+def describe(case: Case) -> Mapping[str, Any]:
+    return {"case_id": case.id, "design": case.design, "variant": case.variant, "mode": case.mode,
+            "fg_model": case.fg.model, "bg_model": case.bg.model if case.bg else None,
+            "fg_hparams": case.fg.hyperparameters, "bg_hparams": case.bg.hyperparameters if case.bg else None,
+            "sharing": case.sharing}
+

@@ -1,0 +1,208 @@
+"""Experiment files in: the native format, and the predecessor tool's formats through ``compat``.
+
+Structure and types are checked by pydantic; the cross-references (does a model exist, does it
+take that hyperparameter) by ``_check_references``. Either way a problem surfaces as one
+``SettingsError`` line naming the file, the JSON path and what was expected, so a typo in a
+three-day matrix is caught at collection, not at hour two.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from pytest_gpu_pairs.compat import models_config, seed_experiment
+from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+from pytest_gpu_pairs.experiment.schema import CommandWorkload, Experiment, JobRef, PairSpec, _Strict
+
+from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL
+
+
+class _NativeWorkloads(_Strict):
+    workloads: dict[str, CommandWorkload] = Field(min_length=1)
+
+
+def parse_workloads_file(data: Any, source: str) -> dict[str, CommandWorkload]:
+    """Command workloads from a workloads file: a native ``{"workloads": {...}}`` or the
+    predecessor's ``models_config.json`` (see ``compat.models_config``). Relative paths are read
+    from the file's folder."""
+    if not isinstance(data, dict) or not ({"models", "workloads"} & set(data)):
+        raise SettingsError(source, "$", "expected a workloads file: an object with 'models' (the predecessor's "
+                                         "models_config.json) or 'workloads'")
+    if models_config.is_models_config(data):
+        return _translated_workloads(models_config.to_native(data, source), source)
+    folder = Path(source).resolve().parent
+    try:
+        native = _NativeWorkloads.model_validate(data).workloads
+    except ValidationError as exc:
+        raise first_error(exc, source) from None
+    return {name: w.model_copy(update={"cwd": str((folder / (w.cwd or ".")).resolve())}) for name, w in native.items()}
+
+
+def _translated_workloads(translated: dict[str, tuple[str, dict[str, Any]]], source: str) -> dict[str, CommandWorkload]:
+    workloads = {}
+    for name, (repo, native) in translated.items():
+        try:
+            workloads[name] = CommandWorkload.model_validate(native)
+        except ValidationError as exc:
+            error = first_error(exc, source)
+            loc = tuple(exc.errors(include_url=False)[0]["loc"])
+            raise SettingsError(source, models_config.native_path(repo, loc), error.reason) from None
+    return workloads
+
+
+def load_workloads_file(path: str | Path) -> dict[str, CommandWorkload]:
+    path = Path(path)
+    return parse_workloads_file(read_json(path), str(path))
+
+
+def _merge_workloads_files(experiment: Experiment) -> None:
+    """Add the workloads of ``workloads_file`` entries (relative to the settings file); a name
+    defined twice is refused rather than silently shadowed."""
+    for index, name in enumerate(experiment.workloads_file):
+        path = Path(name)
+        if not path.is_absolute():
+            path = experiment.workload_dir() / path
+        where = f"$.workloads_file[{index}]"
+        if not path.is_file():
+            raise SettingsError(experiment.source, where, f"expected an existing workloads file, got {name!r}")
+        for key, workload in load_workloads_file(path).items():
+            if key in experiment.workloads:
+                raise SettingsError(experiment.source, where, f"workload {key!r} is also defined elsewhere; rename one")
+            experiment.workloads[key] = workload
+
+
+# --- loading ----------------------------------------------------------------------------
+
+
+def _known_hyperparameters(experiment: Experiment, model: str) -> dict[str, Any] | None:
+    if model in experiment.workloads:
+        return dict(experiment.workloads[model].hyperparameters)
+    if model in BUILTINS:
+        return dict(BUILTINS[model].hyperparameters)
+    return None
+
+
+def hyperparameter_specs(experiment: Experiment, model: str) -> dict[str, Any]:
+    """A model's hyperparameters (catalog entries or a command workload's specs), by name."""
+    return _known_hyperparameters(experiment, model) or {}
+
+
+def value_kind(experiment: Experiment, model: str, name: str, spec: Any) -> str:
+    """The type a value must have; a built-in's epochs may be fractional (see catalog.FRACTIONAL)."""
+    return "float" if model in BUILTINS and model not in experiment.workloads and name in FRACTIONAL else spec.type
+
+
+def _check_job(experiment: Experiment, job: JobRef, where: str) -> None:
+    known = _known_hyperparameters(experiment, job.model)
+    if known is None:
+        choices = ", ".join(sorted(set(BUILTINS) | set(experiment.workloads)))
+        raise SettingsError(experiment.source, f"{where}.model",
+                            f"expected a built-in workload or a key of $.workloads ({choices}), got {job.model!r}")
+    for name, value in job.hyperparameters.items():
+        if name not in known:
+            raise SettingsError(experiment.source, f"{where}.hyperparameters.{name}",
+                                f"expected one of {job.model}'s hyperparameters ({', '.join(sorted(known))})")
+        kind = value_kind(experiment, job.model, name, known[name])
+        _check_value_type(experiment.source, f"{where}.hyperparameters.{name}", kind, value)
+
+
+def _check_value_type(source: str, where: str, kind: str, value: Any) -> None:
+    ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+          "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+          "str": isinstance(value, str),
+          "bool": isinstance(value, bool)}[kind]
+    if kind == "int" and isinstance(value, float) and value.is_integer():
+        ok = False
+    if not ok:
+        raise SettingsError(source, where, f"expected a value of type {kind}, got {value!r}")
+
+
+def _check_references(experiment: Experiment) -> None:
+    for index, pair in enumerate(experiment.pairs):
+        where = experiment.pair_path(index)
+        _check_job(experiment, pair.foreground, f"{where}.foreground")
+        _check_job(experiment, pair.background, f"{where}.background")
+        _check_design_keys(experiment, index, pair)
+
+
+_DESIGN_KEYS = {"vary": "hp_study", "mutate": "mutation", "mutations": "mutation"}
+
+
+def _check_design_keys(experiment: Experiment, index: int, pair: PairSpec) -> None:
+    """Each design's pair keys only where that design reads them, and naming what exists."""
+    where = experiment.pair_path(index)
+    for key, design in _DESIGN_KEYS.items():
+        if getattr(pair, key) is not None and experiment.design != design:
+            raise SettingsError(experiment.source, f"{where}.{key}",
+                                f"expected only with design {design!r} (this file's design is {experiment.design!r})")
+    if experiment.design == "hp_study":
+        _check_vary(experiment, index, pair)
+    if pair.mutate is not None:
+        _check_mutate(experiment, index, pair)
+
+
+def _effective_default(experiment: Experiment, job: JobRef, name: str) -> Any:
+    known = _known_hyperparameters(experiment, job.model)
+    return job.hyperparameters.get(name, known[name].default)
+
+
+def _check_vary(experiment: Experiment, index: int, pair: PairSpec) -> None:
+    where = f"{experiment.pair_path(index)}.vary" if pair.vary is not None else "$.vary"
+    known = _known_hyperparameters(experiment, pair.foreground.model)
+    for name in experiment.pair_vary(pair):
+        if name not in known:
+            raise SettingsError(experiment.source, f"{where}.{name}",
+                                f"expected one of {pair.foreground.model}'s hyperparameters to vary "
+                                f"({', '.join(sorted(known))}); give the pair its own 'vary'")
+        default = _effective_default(experiment, pair.foreground, name)
+        if isinstance(default, bool) or not isinstance(default, (int, float)) or default <= 0:
+            raise SettingsError(experiment.source, f"{where}.{name}",
+                                f"expected a hyperparameter with a positive numeric default to scale, "
+                                f"{pair.foreground.model}'s {name} is {default!r}")
+
+
+def _check_mutate(experiment: Experiment, index: int, pair: PairSpec) -> None:
+    where = experiment.mutate_path(index)
+    known = _known_hyperparameters(experiment, pair.foreground.model)
+    for position, name in enumerate(pair.mutate):
+        if name == "all":
+            continue
+        if name not in known:
+            raise SettingsError(experiment.source, f"{where}[{position}]",
+                                f"expected one of {pair.foreground.model}'s hyperparameters or 'all' "
+                                f"({', '.join(sorted(known))}), got {name!r}")
+        spec = known[name]
+        if spec.range is None or spec.type not in ("int", "float"):
+            raise SettingsError(experiment.source, f"{where}[{position}]",
+                                f"expected a numeric hyperparameter with a range to sample from; "
+                                f"{pair.foreground.model}'s {name} has none")
+        if spec.type == "int" and math.ceil(spec.range[0]) > math.floor(spec.range[1]):
+            raise SettingsError(experiment.source, f"{where}[{position}]",
+                                f"expected an int range holding at least one integer, got {list(spec.range)}")
+
+
+def parse_experiment(data: Any, source: str) -> Experiment:
+    """Validate already-parsed JSON in either format; ``source`` names it in errors."""
+    if not isinstance(data, dict):
+        raise SettingsError(source, "$", f"expected a JSON object, got {type(data).__name__}")
+    pair_paths: list[str] = []
+    mutate_paths: list[str] = []
+    if seed_experiment.is_seed_experiment(data):
+        data, pair_paths, mutate_paths = seed_experiment.to_native(data, source)
+    try:
+        experiment = Experiment.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        raise first_error(exc, source) from None
+    experiment._pair_paths = pair_paths
+    experiment._mutate_paths = mutate_paths
+    _merge_workloads_files(experiment)
+    _check_references(experiment)
+    return experiment
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    path = Path(path)
+    return parse_experiment(read_json(path), str(path))

@@ -1,0 +1,1 @@
+"""The pytest face of the package: hooks, options, fixtures and terminal output."""

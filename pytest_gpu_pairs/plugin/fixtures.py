@@ -1,0 +1,85 @@
+"""The fixtures a benchmark test uses: ``pair_run`` for a whole case, and the building blocks
+(``solo_baseline``, ``gpu_monitor``, ``background_load``) for tests of one's own."""
+from __future__ import annotations
+
+
+import pytest
+
+from pytest_gpu_pairs.plugin import live
+from pytest_gpu_pairs.run.background import BackgroundLoop
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.plugin.gate import refuse_foreign_baseline
+from pytest_gpu_pairs.run.jobs import build_spec
+from pytest_gpu_pairs.run.round import BackgroundNotReady
+from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
+from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.run.session import DeviceRequestError, GpuPairsSession
+from pytest_gpu_pairs.catalog import builtin
+from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
+from pytest_gpu_pairs.run.case import PairRun
+
+
+@pytest.fixture(scope="session")
+def gpu_pairs(request) -> GpuPairsSession:
+    """The session: options, device, solo baselines and results so far."""
+    session = gpu_pairs_session(request.config)
+    try:
+        env = session.environment()
+    except DeviceRequestError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    refuse_foreign_baseline(request.config, env)
+    live.attach(request.config, env)
+    return session
+
+
+@pytest.fixture
+def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark):
+    """``pair_run()`` measures the parametrised case and returns its ``CaseResult``; with
+    ``--gpu-pairs-resume`` a case with a complete earlier result is skipped (and still reported)."""
+    recorded = gpu_pairs.resumable(gpu_pair_case)
+    if recorded is not None:
+        gpu_pairs.results.append(CaseResult(gpu_pair_case, recorded, gpu_pairs.enforce_efficiency, resumed=True))
+        pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
+                    + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
+    run = PairRun(gpu_pair_case, gpu_pairs, benchmark)
+    yield run
+    run.close()
+    gpu_pairs.after_case(gpu_pair_case)
+
+
+@pytest.fixture(scope="session")
+def solo_baseline(gpu_pairs: GpuPairsSession):
+    """``solo_baseline(job_config)``: the job alone on the device, measured once per session."""
+    return lambda job, timeout_s=3600.0: gpu_pairs.solo(job, timeout_s)
+
+
+@pytest.fixture
+def gpu_monitor(gpu_pairs: GpuPairsSession):
+    """A GPU sampler running for the test; None where there is no GPU to sample."""
+    env = gpu_pairs.environment()
+    if env.gpu is None or env.device != "cuda":
+        yield None
+        return
+    sampler = Sampler(env.gpu, env.sample_hz, PidRoles()).start()
+    yield sampler
+    sampler.stop()
+
+
+@pytest.fixture
+def background_load(gpu_pairs: GpuPairsSession, tmp_path):
+    """``background_load("resnet20", epochs=1)`` starts a ready background loop, stopped at teardown."""
+    loops: list[BackgroundLoop] = []
+    env = gpu_pairs.environment()
+
+    def start(model: str, timeout_s: float = 600.0, restart_delay_s: float = 0.0, **hparams) -> BackgroundLoop:
+        job = JobConfig(model, tuple(sorted({**builtin(model).defaults(), **hparams}.items())))
+        spec = build_spec(job, "bg", env.device, env.scale, timeout_s, env.extra_env)
+        loop = BackgroundLoop(spec, tmp_path / f"bg-{model}-{len(loops)}", restart_delay_s).start()
+        loops.append(loop)
+        if not loop.wait_ready(timeout_s):
+            raise BackgroundNotReady(loop.not_ready_reason(timeout_s))
+        return loop
+
+    yield start
+    for loop in loops:
+        loop.stop()

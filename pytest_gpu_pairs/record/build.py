@@ -1,0 +1,369 @@
+"""Measurements -> the result record of DESIGN.md, its checks, and its atomic storage.
+
+The same record goes into ``benchmark.extra_info`` and ``<out>/<case-id>/result.json``, so the
+terminal summary, ``--benchmark-compare``, ``gpu-pairs compare`` and the reports all read one
+set of numbers. A figure that could not be measured is None with its reason in ``notes``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.experiment.cases import Case, describe
+from pytest_gpu_pairs.record.derived import DERIVED_KEYS
+
+from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, Measurement
+from pytest_gpu_pairs.monitor.samples import JOB_ROLES
+
+VRAM_SOURCE = "nvml_process_memory"
+IDLE_METHOD = "nvml_energy_counter_at_session_start"
+AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_startup_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency", "gpu_energy_j",
+              "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
+              "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
+              "bg_peak_vram_mb", "other_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
+              "bg_runs", "bg_failures", "window_s", "serial_energy_j", "energy_saved_vs_serial", "mps_server_vram_mb")
+AGGREGATED += DERIVED_KEYS
+
+
+class Notes(dict):
+    """key -> why that key is None (or what qualifies it)."""
+
+    def unmeasured(self, key: str, reason: str) -> None:
+        self.setdefault(key, reason)
+
+
+def _in_window(samples, window):
+    start, end = window
+    return [s for s in samples if start <= s.t <= end]
+
+
+@dataclass(frozen=True)
+class SoloCost:
+    """A job alone on the card: energy per training step, of the whole card and above idle."""
+
+    j_per_step: Optional[float] = None
+    above_idle_j_per_step: Optional[float] = None
+
+    @classmethod
+    def of(cls, solo: Optional[Measurement], env: DeviceFacts) -> "SoloCost":
+        if solo is None or not solo.samples:
+            return cls()
+        energy = metrics.counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)
+        steps = solo.fg.progress.steps_between(*solo.window) if solo.fg.progress.steps else None
+        above = metrics.energy_above_idle(energy, env.idle_power_w, solo.window_s)
+        return cls(metrics.energy_per_step(energy, steps), metrics.energy_per_step(above, steps))
+
+
+@dataclass(frozen=True)
+class Work:
+    """The steps each job did in the foreground window, and what a step costs each job alone."""
+
+    sharing: str
+    fg_steps: Optional[float]
+    bg_steps: Optional[float]
+    fg_solo: SoloCost
+    bg_solo: SoloCost
+
+
+def _gpu_figures(m: Measurement, env: DeviceFacts, notes: Notes, work: Work) -> dict[str, Any]:
+    keys = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "gpu_power_avg_w",
+            "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
+            "bg_peak_vram_mb", "other_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial")
+    figures: dict[str, Any] = dict.fromkeys(keys)
+    figures["energy_split_method"] = None
+    if not m.samples:
+        reason = env.gpu_unavailable or "no GPU samples were taken"
+        for key in keys + ("energy_split_method",):
+            notes.unmeasured(key, f"not measurable on this run: {reason}")
+        return figures
+    window, inside = m.window, _in_window(m.samples, m.window)
+    energy = metrics.counter_energy_j(((s.t, s.energy_mj) for s in m.samples), *window)
+    if energy is None:
+        notes.unmeasured("gpu_energy_j", "the NVML total-energy counter was not readable over the window")
+    figures["gpu_energy_j"] = energy
+    figures["gpu_energy_above_idle_j"] = metrics.energy_above_idle(energy, env.idle_power_w, m.window_s)
+    if env.idle_power_w is None:
+        notes.unmeasured("gpu_energy_above_idle_j", env.idle_power_note or "idle power was not measured")
+    figures["gpu_power_avg_w"] = energy / m.window_s if energy is not None and m.window_s > 0 else None
+    figures["gpu_power_max_w"] = metrics.peak(s.power_w for s in inside)
+    utils = [s.util_pct for s in inside if s.util_pct is not None]
+    figures["gpu_util_avg_pct"] = sum(utils) / len(utils) if utils else None
+    figures["gpu_temp_max_c"] = metrics.peak(s.temp_c for s in inside)
+    figures.update(_memory_figures(m, notes))
+    figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], env.idle_power_w, notes, work))
+    figures.update(_serial_comparison(m, energy, notes, work))
+    return figures
+
+
+def _serial_comparison(m: Measurement, energy: Optional[float], notes: Notes, work: Work) -> dict[str, Any]:
+    """The window's energy against running the same work one job after the other (whole card)."""
+    if m.mode == "solo":
+        for key in ("serial_energy_j", "energy_saved_vs_serial"):
+            notes.unmeasured(key, "solo case: nothing shares the device")
+        return {"serial_energy_j": None, "energy_saved_vs_serial": None}
+    serial = metrics.serial_energy_j(work.fg_steps, work.fg_solo.j_per_step, work.bg_steps, work.bg_solo.j_per_step)
+    if serial is None:
+        notes.unmeasured("serial_energy_j", "a job's steps or its solo energy per step are unknown")
+    saved = metrics.energy_saved_fraction(energy, serial)
+    if saved is None:
+        notes.unmeasured("energy_saved_vs_serial", "needs the window's energy and the serial energy")
+    return {"serial_energy_j": serial, "energy_saved_vs_serial": saved}
+
+
+def _mps_server_mb(sample, servers: set[int]) -> float:
+    return sum(v for pid, v in sample.proc_mem_mb.items() if pid in servers and v is not None)
+
+
+def _role_peak(samples, roles: tuple[str, ...], servers: frozenset[int] = frozenset()) -> Optional[float]:
+    """Peak summed memory of ``roles`` (plus MPS servers) over the samples listing one of their processes."""
+    return metrics.peak(_plus(s.role_memory_mb(roles), _mps_server_mb(s, servers)) for s in samples if s.pids_with(roles))
+
+
+def _plus(value: Optional[float], extra: float) -> Optional[float]:
+    return None if value is None else value + extra
+
+
+def _other_memory_mb(sample, servers: frozenset[int]) -> float:
+    return sum(v for pid, v in sample.proc_mem_mb.items()
+               if sample.roles.get(pid, "other") == "other" and pid not in servers and v is not None)
+
+
+def _memory_figures(m: Measurement, notes: Notes) -> dict[str, Optional[float]]:
+    """Peaks of NVML per-process memory (CUDA contexts included) over the whole round.
+
+    Only the case's own processes count (under MPS, with the MPS server that holds their
+    memory); another user's process, or the ``--gpu-memory-mb`` ballast, is never in
+    ``peak_vram_mb`` (``other_peak_vram_mb`` shows what others held).
+    """
+    servers = frozenset(m.sharing_probe.get("server_pids") or ())
+    figures = {"peak_vram_mb": _role_peak(m.samples, JOB_ROLES, servers),
+               "fg_peak_vram_mb": _role_peak(m.samples, ("fg",)), "bg_peak_vram_mb": _role_peak(m.samples, ("bg",)),
+               "other_peak_vram_mb": metrics.peak(_other_memory_mb(s, servers) for s in m.samples) or None,
+               "mps_server_vram_mb": None}
+    if servers:
+        figures["mps_server_vram_mb"] = metrics.peak(_mps_server_mb(s, servers) for s in m.samples
+                                                     if servers & set(s.proc_mem_mb))
+        notes.unmeasured("peak_vram_mb", "under MPS it includes the MPS server's own memory (mps_server_vram_mb)")
+    if m.mode == "solo":
+        figures["bg_peak_vram_mb"] = None
+        notes.unmeasured("bg_peak_vram_mb", "solo case: no background job")
+    for key in ("peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb"):
+        if figures[key] is None:
+            notes.unmeasured(key, "NVML listed no process of this job with its memory (a job that never reached "
+                                  "the GPU, or NVML pids that do not match the jobs' pids, as in a container)")
+    if figures["other_peak_vram_mb"]:
+        notes.unmeasured("other_peak_vram_mb", "processes that are not the case's jobs held GPU memory; "
+                                               "they are not in peak_vram_mb")
+    return figures
+
+
+def _sm_intervals(m: Measurement, idle_w: float) -> list[tuple[float, float, float]]:
+    """(energy above idle, fg SM %, bg SM %) per stretch of the window, one stretch per sample
+    that carried per-process utilisation (the stretch before it; the last one runs to the end)."""
+    start, end = m.window
+    ticks = [s for s in _in_window(m.samples, m.window) if s.has_sm_data]
+    if not ticks:
+        return []
+    points = metrics.unwrap_counter((s.t, s.energy_mj) for s in m.samples)
+    edges = [start] + [s.t for s in ticks[:-1]] + [end]
+    energies = metrics.interval_energies_above_idle(points, edges, idle_w)
+    return [(e, s.role_sm_pct("fg"), s.role_sm_pct("bg")) for e, s in zip(energies, ticks)]
+
+
+def _other_sm_pids(m: Measurement) -> list[int]:
+    return sorted({pid for s in _in_window(m.samples, m.window) for pid in s.pids_with(("other",))
+                   if s.proc_sm_pct.get(pid, 0.0) > 0})
+
+
+def _energy_split(m: Measurement, above_idle: Optional[float], idle_w: Optional[float],
+                  notes: Notes, work: Work) -> dict[str, Any]:
+    """fg + bg = energy above idle, exactly; ``energy_split_method`` says how it was split."""
+    if above_idle is None:
+        return {"fg_gpu_energy_j": None, "bg_gpu_energy_j": None, "energy_split_method": None}
+    if m.mode == "solo":
+        return {"fg_gpu_energy_j": above_idle, "bg_gpu_energy_j": 0.0, "energy_split_method": "solo"}
+    if work.sharing == "mps":
+        fg, bg = metrics.progress_energy_split(above_idle, work.fg_steps, work.fg_solo.above_idle_j_per_step,
+                                               work.bg_steps, work.bg_solo.above_idle_j_per_step)
+        if fg is not None:
+            return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "progress_x_solo_energy"}
+        return _time_share_split(m, above_idle, notes, "under MPS NVML reports the MPS server instead of its "
+                                 "clients, and a solo energy per step is missing: split by time on the GPU")
+    others = _other_sm_pids(m)
+    if others:
+        notes.unmeasured("energy_split_method", f"processes that are not the case's jobs computed during the window "
+                                                f"(pids {others}); their energy is inside the split")
+    fg_w, bg_w = metrics.sm_split_weights(_sm_intervals(m, idle_w or 0.0))
+    if fg_w + bg_w > 0:
+        fg, bg = metrics.split_energy(above_idle, fg_w, bg_w)
+        return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "sm_util"}
+    return _time_share_split(m, above_idle, notes, "NVML gave no per-process SM utilisation for the jobs: split by "
+                             "time on the GPU (fg: the whole window, bg: its training time in it)")
+
+
+def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str) -> dict[str, Any]:
+    bg_time = (metrics.coverage(m.background.training_intervals(), *m.window) or 0.0) * m.window_s
+    fg, bg = metrics.split_energy(above_idle, m.window_s, bg_time)
+    notes.unmeasured("energy_split_method", why)
+    return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}
+
+
+def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes) -> dict[str, Any]:
+    loop = m.background
+    if loop is None:
+        for key in ("bg_progress_ratio", "bg_coverage"):
+            notes.unmeasured(key, "solo case: no background job")
+        return {"bg_runs": 0, "bg_failures": 0, "bg_coverage": None, "bg_progress_ratio": None, "bg_speed_ratio": None,
+                "bg_steps_in_window": None, "bg_solo_steps_per_s": None, "bg_peak_mem_reserved_mb": None}
+    steps = loop.steps_between(*m.window) if any(r.outcome.progress.steps for r in loop.runs) else None
+    solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
+    if steps is None:
+        notes.unmeasured("bg_progress_ratio", "the background job reports no steps (no progress protocol)")
+    elif solo_rate is None:
+        notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate "
+                                             "(fewer than two steps at this --gpu-pairs-scale, or none reported)")
+    reserved = [r.outcome.progress.result.get("peak_mem_reserved_mb") for r in loop.runs if r.outcome.progress.result]
+    cover = metrics.coverage(loop.training_intervals(), *m.window)
+    bg_perf = loop.last_completed_metrics()
+    if bg_perf is None:
+        notes.unmeasured("bg_perf", "no background run finished on its own during the case")
+    return {"bg_runs": len(loop.runs), "bg_failures": len(loop.failures), "bg_coverage": cover,
+            "bg_progress_ratio": metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
+            "bg_speed_ratio": metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
+            "bg_steps_in_window": steps, "bg_solo_steps_per_s": solo_rate,
+            "bg_peak_mem_reserved_mb": metrics.peak(reserved), "bg_perf": bg_perf}
+
+
+UNFINISHED_FG = ("fg_duration_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency")
+
+
+def _drop_unfinished_foreground(m: Measurement, record: dict[str, Any], notes: Notes) -> None:
+    """A foreground that crashed, ran out of memory, timed out or was stopped has no duration to
+    compare: its partial figures would pass for a slowdown. They become None with the reason."""
+    if m.fg.completed:
+        return
+    why = m.fg_stopped_because or m.fg.reason()
+    for key in UNFINISHED_FG:
+        record[key] = None
+        notes[key] = f"the foreground did not finish: {why}"
+
+
+def _explain_missing_efficiency(record: dict[str, Any], notes: Notes) -> None:
+    if record["fg_slowdown"] is None:
+        notes.unmeasured("fg_slowdown", "the foreground's solo baseline gave no duration")
+    if record["concurrency_efficiency"] is None:
+        missing = " and ".join(k for k in ("fg_slowdown", "bg_progress_ratio") if record[k] is None)
+        notes.unmeasured("concurrency_efficiency", f"it needs {missing}, which this round did not measure")
+
+
+def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+                 env: DeviceFacts) -> dict[str, Any]:
+    """The record of one round (one repeat) of a case."""
+    notes = Notes()
+    fg = m.fg
+    fg_result = fg.progress.result or {}
+    record: dict[str, Any] = {**describe(case), "mode": m.mode}
+    record["fg_duration_s"] = fg.duration_s
+    record["fg_wall_s"] = fg.wall_s
+    record["fg_startup_s"] = fg.progress.setup_t - fg.start_t if fg.progress.setup_t else None
+    record["duration_basis"] = fg.duration_basis
+    if fg.duration_basis == "process":
+        notes.unmeasured("duration_basis", "the foreground reports no progress: durations are process wall times")
+    record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None
+    record["fg_slowdown"] = metrics.fg_slowdown(fg.duration_s, record["fg_solo_duration_s"]) if m.mode != "solo" else None
+    record.update(_background_figures(m, solo_bg, notes))
+    record["concurrency_efficiency"] = metrics.concurrency_efficiency(record["fg_slowdown"], record["bg_progress_ratio"])
+    if m.mode == "solo":
+        for key in ("fg_slowdown", "concurrency_efficiency"):
+            notes.unmeasured(key, "solo case: nothing shares the device")
+    _drop_unfinished_foreground(m, record, notes)
+    _explain_missing_efficiency(record, notes)
+    work = Work(case.sharing, fg.progress.steps_between(*m.window) if fg.progress.steps else None,
+                record["bg_steps_in_window"], SoloCost.of(solo_fg, env), SoloCost.of(solo_bg, env))
+    record.update(_gpu_figures(m, env, notes, work))
+    record.setdefault("mps_server_vram_mb", None)
+    record["mps"] = _sharing_figures(case, m, notes)
+    record["cpu_energy_j"] = m.cpu_energy_j
+    record["cpu_energy_method"] = "rapl" if m.cpu_energy_j is not None else None
+    if m.cpu_energy_j is None:
+        notes.unmeasured("cpu_energy_j", f"not measurable: {m.cpu_energy_unavailable or 'RAPL not read'}")
+        notes.unmeasured("cpu_energy_method", "no CPU energy figure, and no estimate is offered in its place")
+    bg_oom = [r for r in (m.background.ooms if m.background else [])]
+    record["oom"] = fg.oom or bool(bg_oom)
+    record["fg_exit_code"] = fg.returncode
+    record["fg_peak_mem_reserved_mb"] = fg_result.get("peak_mem_reserved_mb")
+    record["perf"] = fg.metrics
+    record["device"] = env.device_name
+    record["sample_hz"] = env.sample_hz if m.samples else None
+    record["idle_power_w"] = env.idle_power_w
+    record["idle_power_method"] = IDLE_METHOD if env.idle_power_w is not None else None
+    record["window_s"] = m.window_s
+    record["vram_budget_mb"] = case.vram_budget_mb
+    record["vram_budget_source"] = VRAM_SOURCE
+    record["min_efficiency"] = case.min_efficiency
+    record["scale"] = env.scale
+    record["failure"] = _failure_text(m, case.sharing)
+    record["notes"] = dict(notes)
+    return record
+
+
+def _sharing_figures(case: Case, m: Measurement, notes: Notes) -> Optional[dict[str, Any]]:
+    """For an MPS case, the limits each job had and the servers and clients the daemon reported."""
+    system_daemon = m.sharing_probe.get("system_mps_daemon_pid")
+    if case.sharing == "timeslice" and system_daemon is not None:
+        notes.unmeasured("sharing", f"an MPS control daemon of the system (pid {system_daemon}) was running: "
+                                    "jobs that inherit its pipe directory become its clients")
+    if case.sharing != "mps" or m.mode == "solo":
+        return None
+    return {key: m.sharing_probe.get(key) for key in ("limits", "control_pid", "server_pids", "client_pids")}
+
+
+def _failure_text(m: Measurement, sharing: str = "timeslice") -> Optional[str]:
+    problems = []
+    if sharing == "mps" and m.mode != "solo" and not m.sharing_probe.get("server_pids"):
+        problems.append("sharing mps: the MPS daemon ran no server for this round, so the jobs did not become "
+                        "MPS clients (they were time-sliced); see the daemon's control.log")
+    if m.fg.failed:
+        problems.append(f"foreground {m.fg.model} {m.fg.reason()}")
+    if m.fg_stopped_because:
+        problems.append(m.fg_stopped_because)
+    elif m.background is not None and m.background.failure:
+        problems.append(m.background.failure)
+    if m.background is not None:
+        problems += [f"background {r.outcome.model} run {r.index} {r.outcome.reason()}" for r in m.background.failures]
+    return "; ".join(problems) or None
+
+
+def failed_record(case: Case, failure: str, env: DeviceFacts, loop: Optional[BackgroundRuns] = None) -> dict[str, Any]:
+    """The record of a case that could not be measured (a solo baseline failed, the background
+    never became ready): what is known, the failure, and None for every figure, with the reason."""
+    runs = loop.runs if loop is not None else []
+    record: dict[str, Any] = {**describe(case), "mode": case.mode, "failure": failure,
+                              "oom": any(r.outcome.oom for r in runs), "fg_exit_code": None,
+                              "bg_runs": len(runs), "bg_failures": sum(r.outcome.failed for r in runs),
+                              "device": env.device_name, "scale": env.scale, "perf": {}}
+    notes = {}
+    for key in ("fg_duration_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio", "concurrency_efficiency",
+                "gpu_energy_j", "peak_vram_mb", "bg_coverage", "cpu_energy_j"):
+        record[key] = None
+        notes[key] = f"the case could not be measured: {failure}"
+    record["notes"] = notes
+    return record
+
+
+def aggregate(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One record for all repeats: numeric keys hold the mean, ``<key>_std`` the spread."""
+    record = dict(rounds[-1])
+    record["repeats"] = len(rounds)
+    if len(rounds) > 1:
+        for key in AGGREGATED:
+            mean, std = metrics.mean_and_std([r.get(key) for r in rounds])
+            record[key], record[f"{key}_std"] = mean, std
+        record["oom"] = any(r["oom"] for r in rounds)
+        failures = [r["failure"] for r in rounds if r.get("failure")]
+        record["failure"] = "; ".join(failures) or None
+        record["rounds"] = [{k: r.get(k) for k in AGGREGATED + ("oom", "failure")} for r in rounds]
+    return record
+
+

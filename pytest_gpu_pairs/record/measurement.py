@@ -1,0 +1,154 @@
+"""The plain facts a round hands over: nothing here runs, owns a thread or touches a device."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Protocol
+
+from pytest_gpu_pairs.monitor.samples import GpuSample
+from pytest_gpu_pairs.protocol import Progress
+
+
+@dataclass
+class Measurement:
+    """The raw facts of one round; ``results`` turns them into the record."""
+
+    mode: str
+    fg: JobOutcome
+    window: tuple[float, float]
+    samples: list[GpuSample]
+    background: Optional[BackgroundRuns]
+    cpu_energy_j: Optional[float]
+    cpu_energy_unavailable: Optional[str]
+    out_dir: Path
+    sharing_probe: dict[str, Any] = field(default_factory=dict)
+    timeline: dict[str, Any] = field(default_factory=dict)
+    fg_stopped_because: Optional[str] = None
+
+    @property
+    def window_s(self) -> float:
+        return self.window[1] - self.window[0]
+
+
+@dataclass
+class JobOutcome:
+    """How one job process ended, with everything needed to explain it."""
+
+    role: str
+    model: str
+    argv: list[str]
+    log_path: str
+    progress_path: str
+    start_t: float
+    end_t: float
+    returncode: Optional[int]
+    timed_out: bool = False
+    stopped_by_harness: bool = False
+    oom: bool = False
+    oom_message: Optional[str] = None
+    progress: Progress = field(default_factory=Progress)
+    start_error: Optional[str] = None
+    leftovers_killed: int = 0
+    log_metrics: dict[str, Any] = field(default_factory=dict)
+    timeout_s: Optional[float] = None
+
+    @property
+    def wall_s(self) -> float:
+        return self.end_t - self.start_t
+
+    @property
+    def training_window(self) -> tuple[float, float]:
+        """From the first optimiser step to the last reported step; the process's lifetime for a
+        job that does not speak the progress protocol. Startup (imports, CUDA context, data) is
+        seconds of noise that a long real job amortises, so durations and energies use this."""
+        first, last = self.progress.ready_t, self.progress.last_t
+        if first is not None and last is not None and last > first:
+            return first, last
+        return self.start_t, self.end_t
+
+    @property
+    def duration_s(self) -> float:
+        start, end = self.training_window
+        return end - start
+
+    @property
+    def duration_basis(self) -> str:
+        return "training" if self.training_window != (self.start_t, self.end_t) else "process"
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The job's model metrics: its protocol result, then its ``log_patterns`` matches."""
+        reported = dict((self.progress.result or {}).get("metrics") or {})
+        return {**reported, **self.log_metrics}
+
+    @property
+    def completed(self) -> bool:
+        """Ran to its own end with exit code 0: its durations and metrics mean something."""
+        return self.returncode == 0 and not (self.timed_out or self.oom or self.stopped_by_harness)
+
+    @property
+    def failed(self) -> bool:
+        return not self.stopped_by_harness and (self.timed_out or self.oom or self.returncode != 0)
+
+    def reason(self) -> str:
+        if self.start_error:
+            return f"could not start: {self.start_error}"
+        if self.oom:
+            return f"out of memory ({self.oom_message}); log: {self.log_path}"
+        if self.timed_out:
+            return f"timed out (limit {self.timeout_s:g} s) and was killed; log: {self.log_path}"
+        if self.returncode not in (0, None) and not self.stopped_by_harness:
+            return f"exited with code {self.returncode}; log: {self.log_path}"
+        return "ok"
+
+
+@dataclass
+class BackgroundRun:
+    index: int
+    outcome: JobOutcome
+    ready_t: Optional[float]
+    ready_basis: Optional[str] = None  # protocol, ready_pattern or fallback (ReadinessWatch)
+
+    def training_interval(self) -> Optional[tuple[float, float]]:
+        """From readiness to the last sign of training (its last step, or its end)."""
+        if self.ready_t is None:
+            return None
+        end = self.outcome.progress.last_t if self.outcome.progress.steps else self.outcome.end_t
+        return (self.ready_t, max(self.ready_t, end or self.outcome.end_t))
+
+
+@dataclass(frozen=True)
+class BackgroundRuns:
+    """The background loop's runs up to the end of a round, and why the loop gave up, if it did."""
+
+    runs: tuple[BackgroundRun, ...] = ()
+    failure: Optional[str] = None
+
+    def steps_between(self, start: float, end: float) -> float:
+        return sum(r.outcome.progress.steps_between(start, end) for r in self.runs)
+
+    def training_intervals(self) -> list[tuple[float, float]]:
+        return [iv for iv in (r.training_interval() for r in self.runs) if iv is not None]
+
+    def last_completed_metrics(self) -> Optional[dict[str, Any]]:
+        """Model metrics of the last run that finished on its own (None when none did)."""
+        done = [r for r in self.runs if r.outcome.completed]
+        return done[-1].outcome.metrics if done else None
+
+    @property
+    def failures(self) -> list[BackgroundRun]:
+        return [r for r in self.runs if r.outcome.failed]
+
+    @property
+    def ooms(self) -> list[BackgroundRun]:
+        return [r for r in self.runs if r.outcome.oom]
+
+
+class DeviceFacts(Protocol):
+    """What a record says about where it was measured (the run layer's ``Environment`` has these)."""
+
+    device_name: str
+    scale: float
+    sample_hz: float
+    idle_power_w: Optional[float]
+    gpu_unavailable: Optional[str]

@@ -1,0 +1,168 @@
+"""The metric definitions of DESIGN.md as pure functions, shared by assertions and reports.
+
+Every function returns None when its inputs do not allow an honest figure; the caller records
+why in the result's notes.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Optional, Sequence
+
+from pytest_gpu_pairs.monitor.counters import counter_energy_j, value_at
+
+__all__ = ["counter_energy_j"]  # the record's figures read counters through this module
+
+
+def fg_slowdown(concurrent_s: Optional[float], solo_s: Optional[float]) -> Optional[float]:
+    if not concurrent_s or not solo_s or solo_s <= 0:
+        return None
+    return concurrent_s / solo_s
+
+
+def bg_progress_ratio(steps_in_window: Optional[float], window_s: float,
+                      solo_steps_per_s: Optional[float]) -> Optional[float]:
+    """Background work done in the window, as a fraction of what it does alone in that time."""
+    if steps_in_window is None or not solo_steps_per_s or window_s <= 0:
+        return None
+    return steps_in_window / window_s / solo_steps_per_s
+
+
+def concurrency_efficiency(slowdown: Optional[float], progress_ratio: Optional[float]) -> Optional[float]:
+    """Normalised system throughput: 2.0 means sharing is free, below 1.0 serial is faster."""
+    if not slowdown or progress_ratio is None:
+        return None
+    return 1.0 / slowdown + progress_ratio
+
+
+def energy_above_idle(total_j: Optional[float], idle_w: Optional[float], window_s: float) -> Optional[float]:
+    """Energy beyond what the idle card would have drawn in the window (may be slightly negative)."""
+    if total_j is None or idle_w is None:
+        return None
+    return total_j - idle_w * window_s
+
+
+def split_energy(total_j: Optional[float], fg_weight: float, bg_weight: float) -> tuple[Optional[float], Optional[float]]:
+    """Split ``total_j`` in proportion to the weights; the two parts sum to the total exactly.
+
+    The larger part is computed first and the smaller one as the difference: the larger part is
+    at least half the total, so that subtraction is exact in floating point (Sterbenz), and the
+    two add back to the total bit for bit.
+    """
+    if total_j is None:
+        return None, None
+    weight = fg_weight + bg_weight
+    if weight <= 0 or not math.isfinite(weight):
+        return None, None
+    if fg_weight >= bg_weight:
+        fg = total_j * (fg_weight / weight)
+        return fg, total_j - fg
+    bg = total_j * (bg_weight / weight)
+    return total_j - bg, bg
+
+
+def energy_per_step(energy_j: Optional[float], steps: Optional[float]) -> Optional[float]:
+    if energy_j is None or steps is None or steps <= 0:
+        return None
+    return energy_j / steps
+
+
+def progress_energy_split(total_j: Optional[float], fg_steps: Optional[float], fg_j_per_step: Optional[float],
+                          bg_steps: Optional[float], bg_j_per_step: Optional[float]
+                          ) -> tuple[Optional[float], Optional[float]]:
+    """Split by what each job's progress would have cost alone, normalised to the measured total.
+
+    Under MPS, NVML reports utilisation for the MPS server rather than its clients, so there is
+    no per-process share to split by. Each job's weight is its steps in the window times its solo
+    energy per step; the parts then sum to ``total_j`` exactly (``split_energy``). Without a
+    usable weight for both jobs (missing, negative, or both zero) there is no split.
+    """
+    inputs = (fg_steps, fg_j_per_step, bg_steps, bg_j_per_step)
+    if total_j is None or any(v is None or not math.isfinite(v) or v < 0 for v in inputs):
+        return None, None
+    return split_energy(total_j, fg_steps * fg_j_per_step, bg_steps * bg_j_per_step)
+
+
+def serial_energy_j(fg_steps: Optional[float], fg_j_per_step: Optional[float], bg_steps: Optional[float],
+                    bg_j_per_step: Optional[float]) -> Optional[float]:
+    """Energy the same work would have taken run one job after the other, each alone on the card."""
+    inputs = (fg_steps, fg_j_per_step, bg_steps, bg_j_per_step)
+    if any(v is None or v < 0 for v in inputs):
+        return None
+    return fg_steps * fg_j_per_step + bg_steps * bg_j_per_step
+
+
+def energy_saved_fraction(concurrent_j: Optional[float], serial_j: Optional[float]) -> Optional[float]:
+    """1 - concurrent / serial: 0.25 means sharing used a quarter less energy than serial runs."""
+    if concurrent_j is None or not serial_j or serial_j <= 0:
+        return None
+    return 1.0 - concurrent_j / serial_j
+
+def interval_energies_above_idle(points: Sequence[tuple[float, float]], edges: Sequence[float],
+                                 idle_w: float) -> list[float]:
+    """Energy above idle (J) between consecutive ``edges``, from unwrapped counter points in mJ."""
+    at = [value_at(points, t) for t in edges]
+    return [(b - a) / 1000.0 - idle_w * (t1 - t0) for a, b, t0, t1 in zip(at, at[1:], edges, edges[1:])]
+
+
+def sm_split_weights(intervals: Iterable[tuple[float, float, float]]) -> tuple[float, float]:
+    """fg and bg weights from (energy above idle, fg SM %, bg SM %) per interval.
+
+    Each interval's energy goes to the jobs in proportion to their SM utilisation in it (the
+    shares are normalised per interval), so a stretch where only one job computes is that job's
+    alone. Energy below idle (noise) weighs nothing; if no interval has any energy above idle,
+    the normalised shares count equally.
+    """
+    intervals = [(e, fg, bg) for e, fg, bg in intervals if fg + bg > 0]
+    fg_w = sum(max(e, 0.0) * fg / (fg + bg) for e, fg, bg in intervals)
+    bg_w = sum(max(e, 0.0) * bg / (fg + bg) for e, fg, bg in intervals)
+    if fg_w + bg_w > 0:
+        return fg_w, bg_w
+    return (sum(fg / (fg + bg) for _, fg, bg in intervals), sum(bg / (fg + bg) for _, fg, bg in intervals))
+
+
+def coverage(intervals: Iterable[tuple[float, float]], start: float, end: float) -> Optional[float]:
+    """Share of [start, end] covered by the union of ``intervals``."""
+    if end <= start:
+        return None
+    clipped = sorted((max(a, start), min(b, end)) for a, b in intervals if b > start and a < end)
+    covered, cursor = 0.0, start
+    for a, b in clipped:
+        a = max(a, cursor)
+        if b > a:
+            covered += b - a
+            cursor = b
+    return covered / (end - start)
+
+
+def peak(values: Iterable[Optional[float]]) -> Optional[float]:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def mean_and_std(values: Sequence[Optional[float]]) -> tuple[Optional[float], Optional[float]]:
+    """Mean and sample standard deviation of the measured values (None entries left out)."""
+    present = [float(v) for v in values if v is not None]
+    if not present:
+        return None, None
+    return statistics.fmean(present), statistics.stdev(present) if len(present) > 1 else 0.0
+
+
+def relative_change(value: Optional[float], reference: Optional[float]) -> Optional[float]:
+    """(value - reference) / |reference|: 0.1 is 10 % more than the reference."""
+    if value is None or reference is None or reference == 0:
+        return None
+    return (value - reference) / abs(reference)
+
+
+def per_unit(amount: Optional[float], units: Optional[float]) -> Optional[float]:
+    if amount is None or units is None or units <= 0:
+        return None
+    return amount / units
+
+
+def energy_saved_j(concurrent_j: Optional[float], serial_j: Optional[float]) -> Optional[float]:
+    """Positive: sharing the card cost less energy than the same work run one job after the other."""
+    if concurrent_j is None or serial_j is None:
+        return None
+    return serial_j - concurrent_j

@@ -1,0 +1,1 @@
+"""Running cases: the session, the case runner, rounds, supervised jobs and sharing."""

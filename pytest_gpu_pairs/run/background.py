@@ -1,0 +1,232 @@
+"""The background load: a training job restarted after every run until the case ends.
+
+The seed tool's bash ``while true`` loop died silently on the first failed run; this loop logs
+every run (its own log, start, end, exit code), notices OOM in any run, and stops itself with
+a reason when the job crashes over and over instead of spinning.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Callable, Optional
+
+from pytest_gpu_pairs.run.joblog import HARNESS_LINE
+from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
+from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
+
+CRASH_LOOP_FAILURES = 3
+CRASH_LOOP_WINDOW_S = 300.0
+READY_FALLBACK_S = 5.0
+LOG_READ_CHUNK = 1 << 20
+
+
+class ReadinessWatch:
+    """Decides when a run is really training, in this order:
+
+    1. ``protocol``: the progress protocol's ready event (after the first optimiser step); the
+       only way for a built-in workload, and for a command workload once its progress file exists;
+    2. ``ready_pattern``: the workload's ``ready_pattern`` matches a line of its log;
+    3. ``fallback`` (a command workload with neither): the job has printed its first line and is
+       still alive ``READY_FALLBACK_S`` later, or it exited with code 0 (it trained, from its first
+       line on).
+
+    The log is read incrementally, so a watch on a long log costs what the new lines cost.
+    """
+
+    def __init__(self, job: JobProcess, fallback_s: float = READY_FALLBACK_S):
+        self.job, self.fallback_s = job, fallback_s
+        self.ready_t: Optional[float] = None
+        self.basis: Optional[str] = None
+        self.first_output_t: Optional[float] = None
+        self._pattern = re.compile(job.spec.ready_pattern) if job.spec.ready_pattern else None
+        self._offset = 0
+        self._partial = ""
+
+    def check(self) -> Optional[float]:
+        if self.ready_t is None:
+            found = self._detect()
+            if found is not None:
+                self.ready_t, self.basis = found
+        return self.ready_t
+
+    def _detect(self) -> Optional[tuple[float, str]]:
+        progress = Progress.read(self.job.progress_path)
+        if progress.ready_t is not None:
+            return progress.ready_t, "protocol"
+        if self.job.spec.protocol or Path(self.job.progress_path).exists():
+            return None  # speaks the protocol: wait for its ready event
+        matched = self._scan_new_output()
+        if self._pattern is not None:
+            return (time.time(), "ready_pattern") if matched else None
+        return self._fallback()
+
+    def _fallback(self) -> Optional[tuple[float, str]]:
+        if self.first_output_t is None:
+            return None
+        exit_code = self.job.poll()
+        if exit_code == 0:
+            return self.first_output_t, "fallback"
+        if exit_code is None and time.time() - self.first_output_t >= self.fallback_s:
+            return time.time(), "fallback"
+        return None
+
+    def _scan_new_output(self) -> bool:
+        """Reads what the log gained since the last call; True when ``ready_pattern`` matched."""
+        try:
+            with open(self.job.log_path, "rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read(LOG_READ_CHUNK)
+        except OSError:
+            return False
+        self._offset += len(chunk)
+        lines = (self._partial + chunk.decode("utf-8", "replace")).split("\n")
+        self._partial = lines.pop()
+        own = [line for line in lines + [self._partial] if line.strip() and not line.startswith(HARNESS_LINE)]
+        if own and self.first_output_t is None:
+            self.first_output_t = time.time()
+        return self._pattern is not None and any(self._pattern.search(line) for line in own)
+
+
+_LOOPS: "weakref.WeakSet[BackgroundLoop]" = weakref.WeakSet()
+
+
+def stop_all_loops() -> int:
+    """Stop every background loop still running (before killing jobs: a loop would restart them)."""
+    loops = [loop for loop in list(_LOOPS) if loop.running]
+    for loop in loops:
+        loop.stop()
+    return len(loops)
+
+
+class BackgroundLoop:
+    def __init__(self, spec: JobSpec, out_dir: str | Path, restart_delay_s: float,
+                 crash_loop_failures: int = CRASH_LOOP_FAILURES, crash_loop_window_s: float = CRASH_LOOP_WINDOW_S,
+                 on_start: Callable[[JobProcess], None] = lambda job: None):
+        self.spec, self.out_dir, self.on_start = spec, Path(out_dir), on_start
+        self.restart_delay_s = restart_delay_s
+        self.crash_loop_failures, self.crash_loop_window_s = crash_loop_failures, crash_loop_window_s
+        self.runs: list[BackgroundRun] = []
+        self.failure: Optional[str] = None
+        self.started_t: Optional[float] = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._current: Optional[JobProcess] = None
+        self._thread: Optional[threading.Thread] = None
+        self._ready = threading.Event()
+        self._ready_t: Optional[float] = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def ready_t(self) -> Optional[float]:
+        """When the first run became ready (None until then)."""
+        return self._ready_t
+
+    def start(self) -> "BackgroundLoop":
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.started_t = time.time()
+        self._thread = threading.Thread(target=self._loop, name=f"gpu-pairs-bg-{self.spec.model}", daemon=True)
+        _LOOPS.add(self)
+        self._thread.start()
+        return self
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """True once a run is training; False if the loop failed or ``timeout_s`` passed."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline and not self._ready.is_set() and self.failure is None:
+            self._ready.wait(0.05)
+        return self._ready.is_set()
+
+    def not_ready_reason(self, timeout_s: float) -> str:
+        """Why ``wait_ready`` gave up, in words that point at the logs."""
+        if self.failure:
+            return self.failure
+        runs = list(self.runs)
+        what = f"{len(runs)} finished run(s)" + (f", last: {runs[-1].outcome.reason()}" if runs else "")
+        how = ("its progress protocol's ready event" if not self.spec.ready_pattern
+               else f"its ready_pattern {self.spec.ready_pattern!r}")
+        return (f"background {self.spec.model} did not become ready within {timeout_s:g} s ({what}); "
+                f"readiness comes from {how} or the documented fallback; see {self.out_dir}/bg-run-*.log")
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            current = self._current
+        if current is not None:
+            current.stop()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            self._run_until_stopped()
+        except Exception as exc:  # a loop that dies silently is what this module exists to prevent
+            self.failure = f"background loop of {self.spec.model} failed: {type(exc).__name__}: {exc}"
+            with self._lock:
+                current = self._current
+            if current is not None:
+                current.stop()
+
+    def _run_until_stopped(self) -> None:
+        index = 0
+        while not self._stop.is_set():
+            index += 1
+            record = self._one_run(index)
+            if record is None:
+                return
+            self.runs.append(record)
+            self._log_run(record)
+            if self._crash_looping():
+                self.failure = (f"background {self.spec.model} crash-looped: {self.crash_loop_failures} consecutive "
+                                f"failed runs within {self.crash_loop_window_s:g} s, last: {record.outcome.reason()}")
+                return
+            self._stop.wait(self.restart_delay_s)
+
+    def _one_run(self, index: int) -> Optional[BackgroundRun]:
+        stem = self.out_dir / f"bg-run-{index:03d}"
+        job = JobProcess(self.spec, f"{stem}.log", f"{stem}.progress.jsonl")
+        watch = ReadinessWatch(job)
+        with self._lock:
+            if self._stop.is_set():
+                return None
+            job.start()
+            self._current = job
+        if job.pid is not None:
+            self.on_start(job)
+        job.wait(on_tick=lambda: self._note_ready(watch))
+        self._note_ready(watch)
+        with self._lock:
+            self._current = None
+        return BackgroundRun(index, job.outcome(), watch.ready_t, watch.basis)
+
+    def _note_ready(self, watch: ReadinessWatch) -> None:
+        if watch.check() is not None and not self._ready.is_set():
+            self._ready_t = watch.ready_t
+            self._ready.set()
+
+    def _crash_looping(self) -> bool:
+        recent = self.runs[-self.crash_loop_failures:]
+        if len(recent) < self.crash_loop_failures or not all(r.outcome.failed for r in recent):
+            return False
+        return recent[-1].outcome.end_t - recent[0].outcome.start_t <= self.crash_loop_window_s
+
+    def _log_run(self, record: BackgroundRun) -> None:
+        o = record.outcome
+        line = {"run": record.index, "start_t": o.start_t, "end_t": o.end_t, "ready_t": record.ready_t,
+                "ready_basis": record.ready_basis, "exit_code": o.returncode, "timed_out": o.timed_out,
+                "stopped_by_harness": o.stopped_by_harness, "oom": o.oom, "failed": o.failed,
+                "reason": o.reason(), "steps": o.progress.total_steps, "log": o.log_path}
+        with open(self.out_dir / "bg-runs.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+    def snapshot(self) -> BackgroundRuns:
+        """What the loop has done so far, as plain values: records are built from this, never from
+        the live loop and its thread."""
+        return BackgroundRuns(tuple(self.runs), self.failure)

@@ -1,0 +1,214 @@
+"""The case runner: solo baselines, then the rounds, then one record, whatever happens."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
+from pytest_gpu_pairs.record.build import aggregate, failed_record, round_record
+from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.derived import with_derived
+from pytest_gpu_pairs.record.measurement import Measurement
+from pytest_gpu_pairs.record.store import save_incomplete, save_result
+from pytest_gpu_pairs.run import ballast
+from pytest_gpu_pairs.run.ballast import Ballast, BallastError
+from pytest_gpu_pairs.run.round import BackgroundNotReady, Round, Supervision
+from pytest_gpu_pairs.run.session import CardEmulationUnavailable, GpuPairsSession
+from pytest_gpu_pairs.run.sharing import CaseSharing, SharingUnavailable
+
+
+class PairRun:
+    """Runs one case: solo baselines first (cached), then ``runs_per_config`` rounds in which
+    pytest-benchmark times the foreground job alone; a solo case's rounds have no background.
+
+    Whatever happens, the case's folder ends with a ``result.json``: complete (passing, or failing
+    with the reason) when the case ran to its end, incomplete with ``interrupted`` when Ctrl-C,
+    SIGTERM or an error of the harness cut it short. The ``timeline`` in it stamps every phase.
+    """
+
+    def __init__(self, case: Case, session: GpuPairsSession, benchmark):
+        self.case, self.session, self.benchmark = case, session, benchmark
+        self.env = session.environment()
+        self.measurements: list[Measurement] = []
+        self.timeline: dict[str, Any] = {"solo": [], "rounds": [], "cool_down_s": 0.0}
+        self._round: Optional[Round] = None
+        self.sharing = CaseSharing(case.sharing)
+        self._card: Optional[Ballast] = None
+        self._recorded = False
+
+    def __call__(self) -> CaseResult:
+        """A case that cannot run here (no GPU for ``--gpu-memory-mb``, no MPS) is skipped before
+        its folder is touched; from then on every way out leaves a result.json."""
+        try:
+            self._card = self.session.emulated_card(self.case)
+        except CardEmulationUnavailable as exc:
+            pytest.skip(str(exc))
+        self._sharing_or_skip(self.session.sharing.check)
+        self.session.fresh_case_dir(self.case)
+        self.timeline["case_start_t"] = time.time()
+        try:
+            return self._on_card()
+        except BaseException as exc:
+            if not self._recorded and not isinstance(exc, pytest.skip.Exception):
+                self.close()
+                save_incomplete(self.session.case_dir(self.case), {**describe(self.case), **self._times()},
+                                _interruption(exc))
+            raise
+
+    def _on_card(self) -> CaseResult:
+        """With ``--gpu-memory-mb`` the whole case, solo baselines included, runs on the emulated card."""
+        if self._card is None:
+            return self._run()
+        try:
+            self._card.start()
+        except BallastError as exc:
+            self.close()
+            pytest.fail(f"{self.case.id}: --gpu-memory-mb: {exc}", pytrace=False)
+        self.env.fixed_roles[self._card.pid] = ballast.ROLE
+        try:
+            return self._run()
+        finally:
+            self._stop_card()
+
+    def _run(self) -> CaseResult:
+        if self.case.mode == "solo":
+            return self._solo_case()
+        case = self.case
+        solo_fg = self._solo(case.fg)
+        solo_bg = self._solo(case.bg) if case.bg is not None else None
+        self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
+        try:
+            self._measure_rounds()
+        except BackgroundNotReady as exc:
+            loop = self._round.background.snapshot() if self._round and self._round.background else None
+            self.close()
+            return self._finish(failed_record(case, str(exc), self.env, loop))
+        return self._finish(aggregate(self._round_records(solo_fg, solo_bg)))
+
+    def _solo_case(self) -> CaseResult:
+        """A solo case measures its job unless the session already did (then it reports that
+        measurement, and pytest-benchmark has nothing of its own to time); its first round is the
+        job's baseline for every concurrent case after it."""
+        job = self.case.fg
+        cached = self.session.cached_solo(job)
+        if cached is not None:
+            record = self._record(cached, cached, None)
+            record["reused_measurement"] = str(cached.out_dir)
+            return self._finish(aggregate([record]))
+        self.sharing = self._sharing_or_skip(self.session.sharing.prepare)  # plain: no MPS daemon up
+        self._measure_rounds()
+        records = self._round_records(None, None)
+        self.session.adopt_solo(job, self.measurements[0], records[0])
+        return self._finish(aggregate(records))
+
+    def _sharing_or_skip(self, step):
+        """A mechanism that cannot run here (no GPU, MPS daemon failed to start) skips the case."""
+        try:
+            return step(self.case, self.env.device)
+        except SharingUnavailable as exc:
+            pytest.skip(f"{self.case.id}: {exc}")
+
+    def _measure_rounds(self) -> None:
+        """``runs_per_config`` rounds, pytest-benchmark timing the foreground job of each."""
+        rounds = self.case.runs_per_config
+        try:
+            self.benchmark.pedantic(self._foreground, setup=self._start_round, teardown=self._end_round,
+                                    rounds=rounds)
+        except BaseException:
+            # pytest-benchmark flags only Exception; a Ctrl-C or SIGTERM mid-round would leave a
+            # benchmark without timings, and writing --benchmark-json would then crash on it
+            self.benchmark.has_error = True
+            raise
+        self._end_round()
+        while len(self.measurements) < rounds:  # --benchmark-disable runs one round
+            self._start_round()
+            self._foreground()
+            self._end_round()
+
+    def _round_records(self, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> list[dict[str, Any]]:
+        """Every round's record (a solo round is its own baseline); with repeats, each one is also
+        saved in its round folder, so every repeat is on record and not only their mean."""
+        records = [self._record(m, solo_fg or m, solo_bg) for m in self.measurements]
+        if self.case.runs_per_config > 1:
+            for m, record in zip(self.measurements, records):
+                save_result(m.out_dir, record)
+        return records
+
+    def _record(self, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> dict[str, Any]:
+        case = self.case
+        record = round_record(case, m, solo_fg, solo_bg, self.env)
+        return with_derived(record, case.fg, None if case.mode == "solo" else self.session.solo_record(case.fg))
+
+    def _solo(self, job: JobConfig) -> Measurement:
+        measured_now = not self.session.has_solo(job)
+        if measured_now:
+            self.timeline["cool_down_s"] += self.session.cool_down(self.case.cool_down_s)
+        solo = self.session.solo(job, self.case.timeout_s)
+        if measured_now:
+            self.timeline["solo"].append({"model": job.model, "start_t": solo.fg.start_t, "end_t": solo.fg.end_t,
+                                          "train_start_t": solo.window[0], "train_end_t": solo.window[1]})
+        if solo.fg.failed:
+            failure = f"solo baseline of {job.model} failed: {solo.fg.reason()}"
+            self._finish(failed_record(self.case, failure, self.env) | {"oom": solo.fg.oom})
+            pytest.fail(f"{self.case.id}: {failure}", pytrace=False)
+        return solo
+
+    def _round_dir(self) -> Path:
+        base = self.session.case_dir(self.case)
+        return base if self.case.runs_per_config == 1 else base / f"round-{len(self.measurements) + 1:02d}"
+
+    def _start_round(self) -> None:
+        self.timeline["cool_down_s"] += self.session.cool_down(self.case.cool_down_s)
+        ready = self.sharing.ready_for_round()
+        self._round = Round(self.case.fg, self.case.bg, self.env, self._round_dir(), Supervision.of(self.case),
+                            self.sharing.job_env, self.sharing.probe)
+        self._round.timeline.update(ready)
+        self._round.start()
+
+    def _foreground(self):
+        return self._round.run_foreground()
+
+    def _end_round(self, *_: Any) -> None:
+        if self._round is not None and self._round.fg_outcome is not None:
+            measurement = self._round.finish()
+            self.session.release_device()
+            self.measurements.append(measurement)
+            self.timeline["rounds"].append({**measurement.timeline, "fg_train_start_t": measurement.window[0],
+                                            "fg_train_end_t": measurement.window[1],
+                                            "fg_completed": measurement.fg.completed})
+            self._round = None
+
+    def _times(self) -> dict[str, Any]:
+        return {"timeline": {**self.timeline, "case_end_t": time.time()}}
+
+    def _finish(self, record: dict[str, Any]) -> CaseResult:
+        self.close()
+        record = {**record, **self._times()}
+        record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
+        self.benchmark.extra_info.update(record)
+        path = save_result(self.session.case_dir(self.case), record)
+        self._recorded = True
+        result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)])
+        self.session.results.append(result)
+        return result
+
+    def close(self) -> None:
+        if self._round is not None:
+            self._round.abort()
+            self._round = None
+            self.session.release_device()
+        self._stop_card()
+
+    def _stop_card(self) -> None:
+        if self._card is not None:
+            self._card.stop()
+            self.env.fixed_roles.pop(self._card.pid, None)
+
+
+def _interruption(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted by Ctrl-C or SIGTERM ({str(exc) or 'KeyboardInterrupt'})"
+    return f"the harness stopped the case: {type(exc).__name__}: {exc}"

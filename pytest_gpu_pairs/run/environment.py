@@ -1,0 +1,28 @@
+"""Session-wide facts every round needs: the device, the scale, the idle power."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pytest_gpu_pairs.devices.nvml import Gpu
+
+
+@dataclass
+class Environment:
+    """Session-wide facts every measurement needs."""
+
+    device: str
+    scale: float
+    sample_hz: float
+    gpu: Optional[Gpu] = None
+    gpu_unavailable: Optional[str] = None
+    idle_power_w: Optional[float] = None
+    idle_power_note: Optional[str] = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    # process groups of helpers that are not jobs (the --gpu-memory-mb ballast), by role
+    fixed_roles: dict[int, str] = field(default_factory=dict)
+    live: Optional[Any] = None  # live.LiveLine when the terminal shows one: told when a round starts and ends
+
+    @property
+    def device_name(self) -> str:
+        return self.gpu.info.name if self.gpu is not None and self.device == "cuda" else "cpu"

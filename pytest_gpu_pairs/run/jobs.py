@@ -1,0 +1,245 @@
+"""Training jobs as supervised processes.
+
+Every job runs from an argv list (no shell ever interprets a settings value) in a session of its
+own, so that the harness can always take down the whole tree: a train.sh, the python it starts
+and that python's data-loader workers, and (through the environment tag of ``proctree``) a
+descendant that left the session. Every live job is in a registry that the session empties on
+any exit path (teardown, Ctrl-C, SIGTERM).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import psutil
+
+from pytest_gpu_pairs.experiment.cases import JobConfig
+from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, parse_log_metrics
+from pytest_gpu_pairs.run.proctree import JOB_TAG_VAR, KILL_GRACE_S, deferred_signals, is_gone, tagged_processes, terminate_with_leader
+from pytest_gpu_pairs.protocol import ENV_VAR, Progress
+from pytest_gpu_pairs.record.measurement import JobOutcome
+
+UNKILLABLE_WAIT_S = 30.0
+
+
+@dataclass
+class JobSpec:
+    role: str
+    model: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Optional[str]
+    timeout_s: float
+    ready_pattern: Optional[str] = None
+    log_patterns: dict[str, str] = field(default_factory=dict)
+    protocol: bool = False  # always speaks the progress protocol: ready only on its ready event
+
+
+def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> list[str]:
+    """Each hyperparameter as its own argv entries: ``--flag value`` (``--name`` without a flag),
+    a bare ``--flag`` for a true bool and nothing for a false one. No shell ever sees them."""
+    args: list[str] = []
+    for name, value in values.items():
+        spec = command_hparams.get(name)
+        flag = (spec.flag if spec is not None else None) or f"--{name}"
+        if isinstance(value, bool):
+            args += [flag] if value else []
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: float,
+               extra_env: Optional[dict[str, str]] = None) -> JobSpec:
+    """Command line and environment of one job; the environment is the harness's plus job keys."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    if job.is_builtin:
+        argv = [sys.executable, "-m", "pytest_gpu_pairs.workloads", job.model,
+                "--device", device, "--scale", repr(float(scale))]
+        for name, value in job.hparams:
+            argv += [f"--{name}", str(value)]
+        return JobSpec(role, job.model, argv, env, None, timeout_s, protocol=True)
+    command = job.command
+    env.update(command.env)
+    cwd = str(Path(job.base_dir, command.cwd)) if command.cwd else job.base_dir or None
+    argv = list(command.command) + flag_arguments(command.hyperparameters, job.hyperparameters)
+    return JobSpec(role, job.model, argv, env, cwd, timeout_s, command.ready_pattern, dict(command.log_patterns))
+
+
+_LIVE: set["JobProcess"] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def live_jobs() -> list["JobProcess"]:
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
+def kill_all_jobs(grace_s: float = 2.0) -> int:
+    """Kill every job tree still running; the last line of defence on any way out of pytest."""
+    jobs = live_jobs()
+    with deferred_signals():
+        for job in jobs:
+            job.kill_tree(grace_s=grace_s)
+    return len(jobs)
+
+
+class JobProcess:
+    """One job process tree: started in its own session, logged, timed out, killed as a whole."""
+
+    def __init__(self, spec: JobSpec, log_path: str | Path, progress_path: str | Path):
+        self.spec = spec
+        self.log_path, self.progress_path = str(log_path), str(progress_path)
+        self.tag = f"{os.getpid()}:{uuid.uuid4().hex}"
+        self.popen: Optional[subprocess.Popen] = None
+        self.start_t = self.end_t = 0.0
+        self.exit_t: Optional[float] = None
+        self.limit_s = spec.timeout_s
+        self.timed_out = self.stopped_by_harness = False
+        self.start_error: Optional[str] = None
+        self.leftovers_killed = 0
+        self._finished = False
+        self._kill_lock = threading.Lock()
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.popen.pid if self.popen else None
+
+    def start(self) -> "JobProcess":
+        """Start the job; a job that cannot start (missing program or cwd) ends at once with the
+        reason in ``start_error`` instead of raising, so a bad command fails its case, not pytest."""
+        Path(self.progress_path).unlink(missing_ok=True)
+        env = {**self.spec.env, ENV_VAR: self.progress_path, JOB_TAG_VAR: self.tag}
+        with open(self.log_path, "ab") as log:
+            log.write(f"{HARNESS_LINE} start {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
+                      f"cwd={self.spec.cwd or os.getcwd()} argv={self.spec.argv}\n".encode())
+            log.flush()
+            with _LIVE_LOCK:
+                self.start_t = time.time()
+                try:
+                    self.popen = subprocess.Popen(self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,
+                                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                except OSError as exc:
+                    self.start_error = f"{exc.strerror or exc} ({exc.filename or self.spec.argv[0]})"
+                else:
+                    _LIVE.add(self)
+        if self.start_error:
+            self.end_t = self.start_t
+            self._finished = True
+            self._write_log(f"\n{HARNESS_LINE} could not start: {self.start_error}\n")
+        return self
+
+    def poll(self) -> Optional[int]:
+        return self.popen.poll() if self.popen else None
+
+    def wait(self, timeout: Optional[float] = None, on_tick: Optional[Callable[[], None]] = None,
+             tick_s: float = 0.1) -> Optional[int]:
+        """Wait for the job; past ``timeout`` (or the spec's) the tree is killed and marked timed out.
+
+        ``on_tick`` runs every ``tick_s`` while waiting, for watchers that must see the job live
+        (readiness from a log pattern has no timestamp of its own). When the job's main process
+        exits, whatever it left behind in its tree is killed too.
+        """
+        if self.popen is None:
+            return None
+        self.limit_s = self.spec.timeout_s if timeout is None else timeout
+        deadline = self.start_t + self.limit_s
+        while True:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                self.timed_out = self.popen.poll() is None
+                break
+            try:
+                self.popen.wait(timeout=min(remaining, tick_s) if on_tick else remaining)
+                self.exit_t = time.time()
+                break
+            except subprocess.TimeoutExpired:
+                if on_tick:
+                    on_tick()
+        self.kill_tree()
+        return self.popen.returncode
+
+    def stop(self) -> None:
+        """End a job the harness no longer needs (a background run at the end of a case)."""
+        if self.popen and self.popen.poll() is None:
+            self.stopped_by_harness = True
+        self.kill_tree()
+
+    def kill_tree(self, grace_s: float = KILL_GRACE_S) -> None:
+        """SIGTERM to the session, the psutil tree and every tagged process; after ``grace_s``
+        SIGKILL to whatever is left (looked up again: a process may have forked meanwhile).
+        Also what ends leftovers after the main process exited on its own."""
+        if self.popen is None:
+            return
+        with self._kill_lock, deferred_signals():
+            leader_running = self.popen.poll() is None
+            members = self._members()
+            if leader_running or members:
+                self._signal_group(signal.SIGTERM)
+                terminate_with_leader(self.popen, members, grace_s, self._members, self._signal_group)
+            if not leader_running and members:
+                self.leftovers_killed += len(members)
+            try:
+                self.popen.wait(timeout=UNKILLABLE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self._write_log(f"\n{HARNESS_LINE} pid {self.popen.pid} survived SIGKILL for {UNKILLABLE_WAIT_S:.0f} s "
+                                "(uninterruptible sleep, e.g. stuck in a driver call); giving up on it\n")
+                return
+        self._finish()
+
+    def _members(self) -> list[psutil.Process]:
+        """Every process of the job except its main process (which ``popen`` reaps)."""
+        found: dict[int, psutil.Process] = {}
+        if self.popen.poll() is None:  # once reaped, the pid may be someone else's
+            with contextlib.suppress(psutil.Error):
+                found = {child.pid: child for child in psutil.Process(self.popen.pid).children(recursive=True)}
+        for process in tagged_processes(lambda environ: environ.get(JOB_TAG_VAR) == self.tag):
+            found.setdefault(process.pid, process)
+        found.pop(self.popen.pid, None)
+        return [p for p in found.values() if not is_gone(p)]
+
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, sig)
+
+    def _finish(self) -> None:
+        with _LIVE_LOCK:
+            if self._finished:
+                return
+            self._finished = True
+            _LIVE.discard(self)
+            self.end_t = self.exit_t or time.time()
+        leftovers = f" leftovers_killed={self.leftovers_killed}" if self.leftovers_killed else ""
+        self._write_log(f"\n{HARNESS_LINE} end {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
+                        f"exit={self.popen.returncode} timed_out={self.timed_out} "
+                        f"stopped_by_harness={self.stopped_by_harness}{leftovers}\n")
+
+    def _write_log(self, text: str) -> None:
+        with contextlib.suppress(OSError), open(self.log_path, "ab") as log:
+            log.write(text.encode())
+
+    def outcome(self) -> JobOutcome:
+        progress = Progress.read(self.progress_path)
+        returncode = self.popen.returncode if self.popen else None
+        oom = detect_oom(self.log_path, progress, returncode, self.timed_out or self.stopped_by_harness)
+        return JobOutcome(self.spec.role, self.spec.model, self.spec.argv, self.log_path, self.progress_path,
+                          self.start_t, self.end_t or time.time(), returncode, self.timed_out,
+                          self.stopped_by_harness, oom is not None, oom, progress, self.start_error,
+                          self.leftovers_killed, parse_log_metrics(self.log_path, self.spec.log_patterns),
+                          self.limit_s)
+
+    def run(self) -> JobOutcome:
+        """Start, wait (bounded by the spec's timeout), and report."""
+        self.start().wait()
+        return self.outcome()

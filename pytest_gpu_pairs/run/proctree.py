@@ -1,0 +1,144 @@
+"""Processes of a job tree: finding them (psutil tree and environment tag), killing them in two
+phases, and holding Ctrl-C/SIGTERM while a kill is in progress.
+
+A process can leave its job's session (``setsid``) and be orphaned when its parent exits; it still
+carries the job's tag in its environment (``GPU_PAIRS_JOB``, inherited by every descendant), so
+the kill finds it. What cannot be found is a descendant that leaves the session, scrubs its
+environment and is orphaned: a deliberate daemon, which a training job has no reason to be.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import psutil
+
+from pytest_gpu_pairs.protocol import ENV_VAR
+
+JOB_TAG_VAR = "GPU_PAIRS_JOB"
+KILL_GRACE_S = 5.0
+
+
+_DEFER = threading.local()
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while job trees are being killed, then deliver them.
+
+    A second Ctrl-C (or SIGTERM) during teardown would otherwise raise KeyboardInterrupt in the
+    middle of a kill and leave the rest of the tree running. The wait is bounded by the kill
+    grace. Outside the main thread signals are never delivered, so this is a no-op there.
+    """
+    if threading.current_thread() is not threading.main_thread() or getattr(_DEFER, "depth", 0):
+        _DEFER.depth = getattr(_DEFER, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            _DEFER.depth -= 1
+        return
+    held: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: held.append(signum))
+    _DEFER.depth = 1
+    try:
+        yield
+    finally:
+        _DEFER.depth = 0
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in held[:1]:
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
+
+
+def is_gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+def tagged_processes(match: Callable[[dict[str, str]], bool]) -> list[psutil.Process]:
+    """Live processes of this user whose environment ``match`` accepts."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and match(process.environ()) and not is_gone(process):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _owner_pid(tag: str) -> Optional[int]:
+    head = tag.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def reap_orphans(out_dir: str | Path, grace_s: float = KILL_GRACE_S) -> list[int]:
+    """Kill jobs of an earlier pytest that died without cleaning up (SIGKILL, power loss of the
+    login node) and that still write into ``out_dir``: they would share the device with this run.
+    Jobs of a pytest that is still alive are left alone."""
+    prefix = str(Path(out_dir).absolute())
+
+    def orphaned(environ: dict[str, str]) -> bool:
+        owner = _owner_pid(environ.get(JOB_TAG_VAR, ""))
+        return (owner is not None and environ.get(ENV_VAR, "").startswith(prefix)
+                and (owner == os.getpid() or not psutil.pid_exists(owner)))
+
+    victims = tagged_processes(orphaned)
+    terminate(victims, grace_s)
+    return [p.pid for p in victims]
+
+
+def terminate(processes: list[psutil.Process], grace_s: float) -> list[psutil.Process]:
+    """SIGTERM, wait up to ``grace_s``, SIGKILL the rest; returns those that needed SIGKILL."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
+    alive = [p for p in alive if not is_gone(p)]
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    return alive
+
+
+def terminate_with_leader(leader: subprocess.Popen, members: list[psutil.Process], grace_s: float,
+                           lookup: Callable[[], list[psutil.Process]], signal_group: Callable[[int], None]) -> None:
+    """The two-phase kill: the leader is waited on through ``Popen`` (so its exit code is kept),
+    the others through psutil; whatever still lives after the grace gets SIGKILL, repeatedly,
+    until nothing of the job is left."""
+    for process in members:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    deadline = time.monotonic() + grace_s
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        leader.wait(timeout=grace_s)
+    psutil.wait_procs(members, timeout=max(0.0, deadline - time.monotonic()))
+    for _ in range(10):
+        remaining = lookup()
+        if leader.poll() is None:
+            signal_group(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                leader.kill()
+        elif not remaining:
+            return
+        for process in remaining:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(remaining, timeout=1.0)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            leader.wait(timeout=1.0)

@@ -1,0 +1,196 @@
+"""One round of a case, from monitors up to monitors down: Case -> Measurement.
+
+The phases are separate methods so that pytest-benchmark times only the foreground job
+(``run_foreground``) while the background and monitors are set up and torn down around it. A
+built-in foreground starts beside the background and waits at a start gate, opened when the
+background trains, so both jobs' startups overlap and neither trains alone at the window's start.
+``abort`` is safe to call at any point and more than once: it is what teardown calls when a
+phase raised. Every phase boundary is stamped in ``timeline`` (wall-clock seconds), which is
+what the dead-time accounting reads.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from pytest_gpu_pairs.run.background import CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW_S, BackgroundLoop
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.record.measurement import JobOutcome, Measurement
+from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
+from pytest_gpu_pairs.monitor.cpu import RaplSampler
+from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
+from pytest_gpu_pairs.monitor.samples import save_cpu_readings, save_samples
+from pytest_gpu_pairs.run.proctree import deferred_signals
+from pytest_gpu_pairs.protocol import GATE_VAR
+
+
+class BackgroundNotReady(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """How a round's jobs are supervised (DESIGN.md settings ``defaults``)."""
+
+    timeout_s: float = 3600.0
+    restart_delay_s: float = 2.0
+    ready_timeout_s: float = 600.0
+    crash_loop_failures: int = CRASH_LOOP_FAILURES
+    crash_loop_window_s: float = CRASH_LOOP_WINDOW_S
+
+    @classmethod
+    def of(cls, case: Case) -> "Supervision":
+        return cls(case.timeout_s, case.restart_delay_s, case.ready_timeout_s, case.crash_loop_failures,
+                   case.crash_loop_window_s)
+
+
+class Round:
+    """``job_env`` adds variables per role ("fg", "bg"), e.g. an MPS client's; ``probe`` is read once
+    the foreground is done and before the background stops, while the sharing mechanism is live."""
+
+    def __init__(self, fg: JobConfig, bg: Optional[JobConfig], env: Environment, out_dir: str | Path,
+                 supervision: Supervision = Supervision(), job_env: Optional[dict[str, dict[str, str]]] = None,
+                 probe: Optional[Callable[[], dict[str, Any]]] = None):
+        self.fg_job, self.bg_job, self.env = fg, bg, env
+        self.out_dir, self.supervision = Path(out_dir), supervision
+        self.job_env, self.probe = job_env or {}, probe
+        self.timeline: dict[str, Any] = {}
+        self.fg_stopped_because: Optional[str] = None
+        self.roles = PidRoles()
+        for pgid, role in env.fixed_roles.items():
+            self.roles.register(pgid, role)
+        self.sampler: Optional[Sampler] = None
+        self.rapl = RaplSampler()
+        self.background: Optional[BackgroundLoop] = None
+        self.fg_outcome: Optional[JobOutcome] = None
+        self._fg_process: Optional[JobProcess] = None
+        self._gate: Optional[Path] = None
+        self._closed = False
+
+    @property
+    def mode(self) -> str:
+        return "solo" if self.bg_job is None else "concurrent"
+
+    def _spec(self, job: JobConfig, role: str):
+        return build_spec(job, role, self.env.device, self.env.scale, self.supervision.timeout_s,
+                          {**self.env.extra_env, **self.job_env.get(role, {})})
+
+    def _stamp(self, name: str, t: Optional[float] = None) -> None:
+        self.timeline[name] = time.time() if t is None else t
+
+    def start(self) -> None:
+        """Monitors up, then the background loop, returning as soon as the background is training
+        (no fixed sleep); ``BackgroundNotReady`` after ``ready_timeout_s`` or a crash loop."""
+        self._stamp("round_start_t")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.env.live is not None:
+            self.env.live.round_started(self)
+        if self.env.gpu is not None and self.env.device == "cuda":
+            self.sampler = Sampler(self.env.gpu, self.env.sample_hz, self.roles).start()
+        self.rapl.start()
+        if self.bg_job is None:
+            return
+        sup = self.supervision
+        self._stamp("bg_start_t")
+        self.background = BackgroundLoop(self._spec(self.bg_job, "bg"), self.out_dir, sup.restart_delay_s,
+                                         sup.crash_loop_failures, sup.crash_loop_window_s,
+                                         on_start=lambda job: self.roles.register(job.pid, "bg", job.tag)).start()
+        if self.fg_job.is_builtin:
+            self._start_foreground(gate=self.out_dir / "fg.start-gate")
+        ready = self.background.wait_ready(sup.ready_timeout_s)
+        self._stamp("bg_ready_t", self.background.ready_t)
+        if not ready:
+            raise BackgroundNotReady(self.background.not_ready_reason(sup.ready_timeout_s))
+        if self._gate is not None:
+            self._gate.touch()
+            self._stamp("fg_go_t")
+
+    def _start_foreground(self, gate: Optional[Path] = None) -> None:
+        """Start the foreground job; a built-in one held at ``gate`` (see ``wait_for_start_gate``)."""
+        spec = self._spec(self.fg_job, "fg")
+        if gate is not None:
+            gate.unlink(missing_ok=True)
+            spec.env[GATE_VAR] = str(gate)
+        self._gate = gate
+        self._fg_process = JobProcess(spec, self.out_dir / "fg.log", self.out_dir / "fg.progress.jsonl").start()
+        self._stamp("fg_start_t", self._fg_process.start_t)
+        if self._fg_process.pid is not None:
+            self.roles.register(self._fg_process.pid, "fg", self._fg_process.tag)
+
+    def run_foreground(self) -> JobOutcome:
+        """The foreground job under the load (``fg_go_t``: when it may train); stopped early if the
+        background loop fails (a crash-looping background makes the rest of its run worthless)."""
+        if self._fg_process is None:
+            self._start_foreground()
+            self._stamp("fg_go_t", self._fg_process.start_t)
+        self._fg_process.wait(on_tick=self._watch_background, tick_s=0.2)
+        self.fg_outcome = self._fg_process.outcome()
+        self._stamp("fg_end_t", self.fg_outcome.end_t)
+        return self.fg_outcome
+
+    def _watch_background(self) -> None:
+        if self.background is not None and self.background.failure and self.fg_stopped_because is None:
+            self.fg_stopped_because = f"foreground stopped: {self.background.failure}"
+            self._fg_process.stop()
+
+    def finish(self) -> Measurement:
+        """Stop the background and monitors, save the samples, and hand back the round's facts."""
+        probed = self.probe() if self.probe is not None else {}
+        self._close()
+        window = self.fg_outcome.training_window
+        samples = self.sampler.samples if self.sampler else []
+        if samples:
+            save_samples(samples, self.out_dir)
+        if self.rapl.readings:
+            save_cpu_readings(self.rapl.readings, self.out_dir)
+        self._stamp("round_end_t")
+        background = self.background.snapshot() if self.background is not None else None
+        return Measurement(self.mode, self.fg_outcome, window, samples, background,
+                           self.rapl.energy_j(*window), self.rapl.unavailable_reason, self.out_dir, probed,
+                           dict(self.timeline), self.fg_stopped_because)
+
+    def abort(self) -> None:
+        with deferred_signals():
+            if self._fg_process is not None:
+                self._fg_process.kill_tree()
+            self._close()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.env.live is not None:
+            self.env.live.round_ended(self)
+        with deferred_signals():
+            try:
+                if self.background is not None:
+                    self.background.stop()
+            finally:
+                if self.sampler is not None:
+                    self.sampler.stop()
+                self.rapl.stop()
+
+
+def measure_solo(job: JobConfig, env: Environment, out_dir: str | Path, timeout_s: float) -> Measurement:
+    """One job alone on the device: the baseline its concurrent runs are compared with."""
+    round_ = Round(job, None, env, out_dir, Supervision(timeout_s=timeout_s, restart_delay_s=0.0))
+    try:
+        round_.start()
+        round_.run_foreground()
+        return round_.finish()
+    finally:
+        round_.abort()
+
+
+def cool_down(seconds: float, device_released_t: Optional[float], clock=time.time, sleep=time.sleep) -> float:
+    """Wait until the device has been free of our jobs for ``seconds`` (the settings'
+    ``cool_down_s``; 0 by default: no fixed sleep between cases). Returns the seconds slept."""
+    if seconds <= 0 or device_released_t is None:
+        return 0.0
+    remaining = device_released_t + seconds - clock()
+    if remaining > 0:
+        sleep(remaining)
+    return max(0.0, remaining)

@@ -1,0 +1,237 @@
+"""State that lives for one pytest session: the cases, the device, the solo baselines, the results.
+
+Everything expensive is lazy: collection only reads settings files, and the device is opened
+(and its idle power measured) when the first case runs, before any job has touched it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.run.background import stop_all_loops
+from pytest_gpu_pairs.run.ballast import Ballast
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
+from pytest_gpu_pairs.record.derived import with_derived
+from pytest_gpu_pairs.run.jobs import kill_all_jobs
+from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.record.measurement import Measurement
+from pytest_gpu_pairs.run.round import cool_down, measure_solo
+from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
+from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid
+from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.run.proctree import deferred_signals, reap_orphans
+from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.store import atomic_write_json, load_result, save_result
+from pytest_gpu_pairs.record.build import round_record
+from pytest_gpu_pairs.experiment.schema import Defaults
+from pytest_gpu_pairs.experiment.load import load_experiment
+from pytest_gpu_pairs.run.sharing import SharingManager
+
+IDLE_SECONDS = 3.0
+IDLE_METHOD_TEXT = (f"NVML total-energy counter over {IDLE_SECONDS:.0f} s at session start, before any job or "
+                    "ballast, both ends of the window on an update of the counter")
+
+
+class DeviceRequestError(RuntimeError):
+    pass
+
+
+class CardEmulationUnavailable(RuntimeError):
+    """``--gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
+
+
+def _open_gpu(device: str) -> tuple[Optional[Gpu], Optional[str]]:
+    if device == "cpu":
+        return None, "--gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply"
+    try:
+        return Gpu(0), None
+    except NvmlUnavailable as exc:
+        if device == "cuda":
+            raise DeviceRequestError(f"--gpu-pairs-device cuda, but no GPU is usable: {exc}") from None
+        return None, f"no NVIDIA GPU ({exc}); jobs trained on the CPU"
+
+
+def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:
+    """Idle power from the energy counter over ``IDLE_SECONDS`` before any job of ours runs."""
+    if not gpu.has_energy_counter:
+        return None, "the GPU has no NVML total-energy counter"
+    busy = [pid for pid, _ in gpu.compute_processes()]
+    watts = gpu.idle_power_w(IDLE_SECONDS)
+    if watts is None:
+        return None, "the energy counter did not advance during the idle measurement"
+    note = f"measured with other compute processes present: {busy}" if busy else None
+    return watts, note
+
+
+def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
+    total = gpu.info.memory_total_mb
+    if gpu_memory_mb is not None and gpu_memory_mb >= total:
+        raise DeviceRequestError(f"--gpu-memory-mb {gpu_memory_mb:.0f} is not smaller than the GPU's "
+                                 f"{total:.0f} MB: there is no smaller card to emulate")
+
+
+class GpuPairsSession:
+    def __init__(self, options: GpuPairsOptions):
+        self.options = options
+        self.results: list[CaseResult] = []
+        self._cases: Optional[list[Case]] = None
+        self._env: Optional[Environment] = None
+        self._solo: dict[tuple, tuple[Measurement, dict[str, Any]]] = {}
+        self._planned: list[str] = []
+        self.sharing = SharingManager(options.out_dir, options.mps_control, options.mps_threads,
+                                      options.mps_mem_limit_mb)
+        self.device_released_t: Optional[float] = None
+        self.orphans_killed: list[int] = []
+
+    def cases(self) -> list[Case]:
+        if self._cases is None:
+            overrides = Overrides(vram_budget_mb=self.options.vram_budget_mb,
+                                  min_efficiency=self.options.min_efficiency, sharing=self.options.sharing,
+                                  results_dir=self.options.out_dir)
+            self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides)
+        return self._cases
+
+    def plan(self, case_ids: list[str]) -> None:
+        """The ids of the cases this session will run, in order (after selection)."""
+        self._planned = list(case_ids)
+
+    def after_case(self, case: Case) -> None:
+        """Stop the MPS daemon as soon as the last of a run of MPS cases is done."""
+        ids = self._planned
+        following = ids[ids.index(case.id) + 1:] if case.id in ids else []
+        by_id = {c.id: c for c in self._cases or []}
+        if not following or by_id.get(following[0]) is None or by_id[following[0]].sharing != "mps":
+            self.sharing.release()
+
+    @property
+    def opened_environment(self) -> Optional[Environment]:
+        """The device environment if a case has opened it, else None (nothing is opened for asking)."""
+        return self._env
+
+    def environment(self) -> Environment:
+        if self._env is None:
+            self.orphans_killed = reap_orphans(self.options.out_dir)
+            gpu, reason = _open_gpu(self.options.device)
+            device = "cuda" if gpu is not None else "cpu"
+            env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
+                              gpu=gpu, gpu_unavailable=reason)
+            if gpu is not None:
+                _check_card_size(self.options.gpu_memory_mb, gpu)
+                env.idle_power_w, env.idle_power_note = _idle_power(gpu)
+            self._env = env
+            self._write_session_file()
+        return self._env
+
+    @property
+    def enforce_efficiency(self) -> bool:
+        """Thresholds in settings describe GPU sharing; on the CPU only an explicit option applies."""
+        return self.environment().device == "cuda" or self.options.min_efficiency is not None
+
+    def has_solo(self, job: JobConfig) -> bool:
+        return (job, self.options.scale) in self._solo
+
+    def solo(self, job: JobConfig, timeout_s: float) -> Measurement:
+        """The job alone on the device, measured once per session and shared by every case using it;
+        its record (mode ``solo``) is saved as ``<out>/_solo/<model>-<digest>/result.json``.
+
+        Always without MPS: both sharing mechanisms are compared with the same plain baseline."""
+        key = (job, self.options.scale)
+        if key not in self._solo:
+            self.sharing.release()
+            out = self.solo_dir(job)
+            shutil.rmtree(out, ignore_errors=True)
+            try:
+                measurement = measure_solo(job, self.environment(), out, timeout_s)
+            finally:
+                self.release_device()
+            budget = self.options.vram_budget_mb or Defaults().vram_budget_mb
+            case = baseline_case(job, f"_solo/{out.name}", timeout_s, budget)
+            record = with_derived(round_record(case, measurement, measurement, None, self.environment()), job, None)
+            save_result(out, record)
+            self._solo[key] = (measurement, record)
+        return self._solo[key][0]
+
+    def cached_solo(self, job: JobConfig) -> Optional[Measurement]:
+        found = self._solo.get((job, self.options.scale))
+        return found[0] if found else None
+
+    def solo_record(self, job: JobConfig) -> Optional[dict[str, Any]]:
+        """The record of the job's solo measurement, for the comparisons of concurrent cases."""
+        found = self._solo.get((job, self.options.scale))
+        return found[1] if found else None
+
+    def adopt_solo(self, job: JobConfig, measurement: Measurement, record: dict[str, Any]) -> None:
+        """A solo case's first round becomes the job's baseline: no job is measured alone twice."""
+        self._solo.setdefault((job, self.options.scale), (measurement, record))
+
+    def cool_down(self, seconds: float) -> float:
+        """The settings' ``cool_down_s`` since our last job left the device; seconds slept."""
+        return cool_down(seconds, self.device_released_t)
+
+    def release_device(self) -> None:
+        self.device_released_t = time.time()
+
+    def fresh_case_dir(self, case: Case) -> Path:
+        """The case's folder, emptied: logs are appended to, so a rerun must not mix two runs."""
+        folder = self.case_dir(case)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def resumable(self, case: Case) -> Optional[dict[str, Any]]:
+        """With ``--gpu-pairs-resume``: the case's complete earlier result, if it measured the same
+        thing (models, hyperparameters, sharing, scale, device, emulated card size); else None and
+        the case runs again."""
+        if not self.options.resume:
+            return None
+        record = load_result(self.case_dir(case))
+        if record is None:
+            return None
+        same = {**json.loads(json.dumps(dict(describe(case)), default=str)), "scale": self.options.scale,
+                "device": self.environment().device_name, "gpu_memory_mb": self.options.gpu_memory_mb}
+        return record if all(record.get(key) == value for key, value in same.items()) else None
+
+    def solo_dir(self, job: JobConfig) -> Path:
+        digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],
+                                         default=str).encode()).hexdigest()[:10]
+        return self.options.out_dir / "_solo" / f"{job.model}-{digest}"
+
+    def emulated_card(self, case: Case) -> Optional[Ballast]:
+        """The ballast of ``--gpu-memory-mb`` for one case (not started), or None without the option.
+
+        Without a GPU there is no card to shrink: ``CardEmulationUnavailable`` says so.
+        """
+        size = self.options.gpu_memory_mb
+        if size is None:
+            return None
+        env = self.environment()
+        if env.gpu is None or env.device != "cuda":
+            raise CardEmulationUnavailable(f"--gpu-memory-mb {size:.0f} emulates a smaller GPU and needs one: "
+                                           f"{env.gpu_unavailable}")
+        return Ballast(size, env.gpu, self.case_dir(case), env.extra_env)
+
+    def case_dir(self, case: Case) -> Path:
+        return self.options.out_dir / case.id
+
+    def _write_session_file(self) -> None:
+        env = self._env
+        info = env.gpu.info.__dict__ if env.gpu is not None else None
+        atomic_write_json(self.options.out_dir / "session.json", {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "device": env.device_name, "gpu": info,
+            "gpu_unavailable": env.gpu_unavailable, "idle_power_w": env.idle_power_w,
+            "idle_power_note": env.idle_power_note, "idle_method": IDLE_METHOD_TEXT,
+            "gpu_memory_mb": self.options.gpu_memory_mb, "scale": env.scale, "sample_hz": env.sample_hz,
+            "system_mps_daemon_pid": system_daemon_pid(),
+            "settings": [str(p) for p in self.options.settings], "orphans_killed": self.orphans_killed})
+
+    def close(self) -> int:
+        """Every loop stopped, every job tree killed, then the MPS daemon (its clients must be gone
+        before it is asked to quit): the last step of any way out of pytest."""
+        with deferred_signals():
+            killed = stop_all_loops() + kill_all_jobs()
+            self.sharing.close()
+            return killed + stop_all_daemons()
