@@ -16,25 +16,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
-LOWER_IS_BETTER = frozenset((
-    "fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdown", "concurrent_overhead", "gpu_energy_j",
-    "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
-    "gpu_power_max_w", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb",
-    "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "other_peak_vram_mb", "mps_server_vram_mb",
-    "serial_energy_j", "bg_failures", "window_s"))
-HIGHER_IS_BETTER = frozenset(("concurrency_efficiency", "bg_progress_ratio", "bg_speed_ratio", "bg_coverage",
-                              "gpu_util_avg_pct", "energy_saved_vs_serial"))
-DEFAULT_METRICS = ("concurrency_efficiency", "fg_slowdown", "gpu_energy_j", "fg_gpu_energy_j", "peak_vram_mb")
+DEFAULT_METRICS = HEADLINE
 MACHINE_KEYS = (("gpu_name", "GPU"), ("driver", "driver"), ("cuda_driver_version", "CUDA"),
                 ("gpu_memory_mb", "emulated card size (--gpu-memory-mb)"))
-_LOWER_PERF = re.compile(r"loss|error|perplexity", re.IGNORECASE)
 
 
 class CompareError(StoreError):
@@ -47,13 +38,7 @@ def direction_of(metric: str) -> Optional[str]:
     ``perf.<name>`` is a model metric: losses, errors and perplexities are better lower, the rest
     (accuracy, mAP, rank-1, ...) higher.
     """
-    if metric in LOWER_IS_BETTER:
-        return "lower"
-    if metric in HIGHER_IS_BETTER:
-        return "higher"
-    if metric.startswith("perf.") and len(metric) > 5:
-        return "lower" if _LOWER_PERF.search(metric) else "higher"
-    return None
+    return direction(metric)
 
 
 @dataclass(frozen=True)
@@ -73,7 +58,7 @@ def parse_thresholds(text: str, source: str = "--fail") -> list[Threshold]:
             raise CompareError(f"{source}: {item!r}: expected METRIC:PCT, e.g. gpu_energy_j:5%")
         direction = direction_of(metric)
         if direction is None:
-            known = ", ".join(sorted(LOWER_IS_BETTER | HIGHER_IS_BETTER))
+            known = ", ".join(comparable())
             raise CompareError(f"{source}: {metric!r}: expected a recorded metric ({known}, or perf.<name>)")
         try:
             pct = float(pct_text.strip().rstrip("%"))

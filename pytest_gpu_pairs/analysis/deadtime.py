@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.record.store import case_records
+
 SEED_SLEEP_BEFORE_FG_S = 30.0
 SEED_SLEEP_AFTER_GROUP_S = 60.0
 
@@ -94,14 +96,10 @@ def case_time(record: dict[str, Any]) -> Optional[CaseTime]:
 
 def load_case_times(out_dir: str | Path) -> tuple[list[CaseTime], list[str]]:
     """Every case folder's timing, in the order the cases ran, and the folders left out (why)."""
-    times, skipped = [], []
-    for path in sorted(Path(out_dir).glob("*/result.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            skipped.append(f"{path}: unreadable ({exc})")
-            continue
-        found = case_time(record)
+    times: list[CaseTime] = []
+    records, skipped = case_records(out_dir)
+    for path, record in records:
+        found = case_time(record.to_dict())
         if found is None:
             skipped.append(f"{path}: no timeline")
         else:

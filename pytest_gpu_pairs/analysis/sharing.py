@@ -12,8 +12,6 @@ matplotlib) ``<out>.png``.
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import statistics
 import sys
 import tarfile
@@ -21,10 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from pytest_gpu_pairs.record.store import atomic_write_json
+from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, case_records, load_run
 
 MECHANISMS = ("timeslice", "mps")
-ROUND_FOLDER = re.compile(r"round-\d+")  # fixtures.PairRun._round_dir
 FIGURES = ("concurrency_efficiency", "energy_saved_vs_serial", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j",
            "serial_energy_j", "gpu_power_avg_w", "peak_vram_mb")
 RULE = ("recommend the mechanism whose mean concurrency efficiency is higher by more than the sum of the two "
@@ -38,24 +36,20 @@ class ReportInputError(ValueError):
 
 # --- loading ------------------------------------------------------------------------------
 
-def _records_from_benchmark(path: Path, data: dict) -> list[dict[str, Any]]:
-    if not isinstance(data.get("benchmarks"), list):
-        raise ReportInputError(f"{path}: $.benchmarks: expected the list of a pytest-benchmark JSON file")
-    return [b["extra_info"] for b in data["benchmarks"] if isinstance(b.get("extra_info"), dict)
-            and "case_id" in b["extra_info"]]
+def _records_from_benchmark(path: Path) -> list[Record]:
+    try:
+        return list(load_run(path).records.values())
+    except StoreError as exc:
+        raise ReportInputError(str(exc)) from None
 
 
-def _records_from_dir(folder: Path) -> list[dict[str, Any]]:
+def _records_from_dir(folder: Path) -> list[Record]:
     """Case records only: a case with repeats also saves each round's record (same case id) in
     ``round-NN/``, and those are already in the case record's ``rounds``."""
-    records = []
-    for path in sorted(folder.rglob("result.json")):
-        if "_solo" in path.parts or ROUND_FOLDER.fullmatch(path.parent.name):
-            continue
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("complete") and "case_id" in data:
-            records.append(data)
-    return records
+    found, problems = case_records(folder, nested=True)
+    if problems:
+        raise ReportInputError(problems[0])
+    return [record for _, record in found if record.complete]
 
 
 def _records_from_tgz(path: Path) -> list[dict[str, Any]]:
@@ -74,10 +68,7 @@ def load_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         elif path.name.endswith((".tgz", ".tar.gz")):
             found = _records_from_tgz(path)
         else:
-            try:
-                found = _records_from_benchmark(path, json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ReportInputError(f"{path}: $: expected a readable pytest-benchmark JSON file ({exc})") from None
+            found = _records_from_benchmark(path)
         by_id.update((r["case_id"], r) for r in found)
     return list(by_id.values())
 

@@ -12,7 +12,7 @@ of one configuration compare.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS, seed_name
 
@@ -120,3 +120,32 @@ def seed_layout(run: dict[str, Any]) -> dict[str, Any]:
         elif key.startswith("perf_") and key not in ("perf_name", "perf_value", "perf_higher_is_better"):
             row[key] = value
     return row
+
+
+SEED_PARALLEL_SUFFIX = "_parallel"
+
+
+def _number(text: Optional[str]) -> Optional[float]:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def seed_row_run(row: Mapping[str, str]) -> Optional[tuple[str, dict[str, Any], str]]:
+    """(built-in model, effective hyperparameters, mode) of one seed CSV row, or None.
+
+    Parallel rows keep the foreground in ``fg_*`` columns, except older ones that used the plain
+    columns; values the seed did not pass were the workload's defaults, so defaults fill them.
+    """
+    parallel = row.get("mode") == "parallel" or (row.get("experiment_id") or "").endswith(SEED_PARALLEL_SUFFIX)
+    prefix = "fg_" if parallel and row.get("fg_model") else ""
+    model = seed_name(row.get(f"{prefix}repository") or "", row.get(f"{prefix}model") or "")
+    if model is None:
+        return None
+    hparams = BUILTINS[model].defaults()
+    for name in hparams:
+        value = _number(row.get(f"{prefix}hyperparam_{name}"))
+        if value is not None:
+            hparams[name] = value
+    return model, hparams, "concurrent" if parallel else "solo"

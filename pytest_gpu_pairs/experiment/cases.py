@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from pytest_gpu_pairs.experiment import mutation
 from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history
-from pytest_gpu_pairs.experiment.schema import CommandWorkload, Experiment, JobRef, PairSpec
+from pytest_gpu_pairs.experiment.schema import DEFAULTS, CommandWorkload, Experiment, JobRef, PairSpec
 from pytest_gpu_pairs.experiment.load import hyperparameter_specs, value_kind
 from pytest_gpu_pairs.catalog import BUILTINS
 
@@ -82,7 +81,8 @@ class Overrides:
     vram_budget_mb: Optional[float] = None
     min_efficiency: Optional[float] = None
     sharing: Optional[tuple[str, ...]] = None
-    results_dir: Optional[Path] = None  # earlier results there are history the mutation design avoids
+    # earlier complete results: history the mutation design avoids (read only when a design needs it)
+    earlier_runs: Callable[[], Iterable[Mapping[str, Any]]] = field(default=tuple, compare=False)
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,10 @@ class Case:
     runs_per_config: int
     restart_delay_s: float
     timeout_s: float
-    cool_down_s: float = 0.0
-    ready_timeout_s: float = 600.0
-    crash_loop_failures: int = 3
-    crash_loop_window_s: float = 300.0
+    cool_down_s: float = DEFAULTS.cool_down_s
+    ready_timeout_s: float = DEFAULTS.ready_timeout_s
+    crash_loop_failures: int = DEFAULTS.crash_loop_failures
+    crash_loop_window_s: float = DEFAULTS.crash_loop_window_s
     sharing: str = "timeslice"
     source: str = ""
     note: str = ""
@@ -207,7 +207,7 @@ def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
 def _mutation_history(experiment: Experiment, overrides: Overrides) -> History:
     if not experiment.mutation.dedup:
         return History()
-    return load_history(overrides.results_dir, experiment.mutation.historical_csvs, experiment.workload_dir(),
+    return load_history(overrides.earlier_runs(), experiment.mutation.historical_csvs, experiment.workload_dir(),
                         experiment.source)
 
 

@@ -144,6 +144,9 @@ class Defaults(_Strict):
     crash_loop_window_s: float = Field(300.0, gt=0)
 
 
+DEFAULTS = Defaults()  # what every case gets where its settings are silent
+
+
 class MutationSettings(_Strict):
     """How the mutation design samples: seeded (stable case ids), deduplicated against history."""
 

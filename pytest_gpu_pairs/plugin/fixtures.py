@@ -15,6 +15,7 @@ from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.run.session import DeviceRequestError, GpuPairsSession
 from pytest_gpu_pairs.catalog import builtin
+from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
 from pytest_gpu_pairs.run.case import PairRun
 
@@ -50,7 +51,7 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
 @pytest.fixture(scope="session")
 def solo_baseline(gpu_pairs: GpuPairsSession):
     """``solo_baseline(job_config)``: the job alone on the device, measured once per session."""
-    return lambda job, timeout_s=3600.0: gpu_pairs.solo(job, timeout_s)
+    return lambda job, timeout_s=DEFAULTS.timeout_s: gpu_pairs.solo(job, timeout_s)
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def background_load(gpu_pairs: GpuPairsSession, tmp_path):
     loops: list[BackgroundLoop] = []
     env = gpu_pairs.environment()
 
-    def start(model: str, timeout_s: float = 600.0, restart_delay_s: float = 0.0, **hparams) -> BackgroundLoop:
+    def start(model: str, timeout_s: float = DEFAULTS.ready_timeout_s, restart_delay_s: float = 0.0, **hparams) -> BackgroundLoop:
         job = JobConfig(model, tuple(sorted({**builtin(model).defaults(), **hparams}.items())))
         spec = build_spec(job, "bg", env.device, env.scale, timeout_s, env.extra_env)
         loop = BackgroundLoop(spec, tmp_path / f"bg-{model}-{len(loops)}", restart_delay_s).start()

@@ -23,13 +23,21 @@ _PREVIOUS_SIGTERM = pytest.StashKey[object]()
 CASE_FIXTURE = "gpu_pair_case"
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_gpu_pairs.plugin import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
-    config.stash[SESSION_KEY] = GpuPairsSession(options_from_config(config))
+    session = GpuPairsSession(options_from_config(config))
+    session.record_extensions = lambda case, record: config.hook.pytest_gpu_pairs_record(case=case, record=record)
+    config.stash[SESSION_KEY] = session
     gate.configure(config)
     _install_sigterm_handler(config)
 
@@ -101,6 +109,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     env = session.opened_environment if session is not None else None
     if env is not None:
         machine_info["gpu_pairs"] = gate.machine_info(env, session.options.gpu_memory_mb)
+        config.hook.pytest_gpu_pairs_machine_info(config=config, machine_info=machine_info)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:

@@ -11,19 +11,14 @@ from typing import Any, Optional, Sequence
 
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.experiment.cases import Case, describe
-from pytest_gpu_pairs.record.derived import DERIVED_KEYS
+from pytest_gpu_pairs.record.derived import with_derived
+from pytest_gpu_pairs.record.keys import PER_ROUND
 
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, Measurement
 from pytest_gpu_pairs.monitor.samples import JOB_ROLES
 
 VRAM_SOURCE = "nvml_process_memory"
 IDLE_METHOD = "nvml_energy_counter_at_session_start"
-AGGREGATED = ("fg_duration_s", "fg_wall_s", "fg_startup_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency", "gpu_energy_j",
-              "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j", "gpu_power_avg_w",
-              "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
-              "bg_peak_vram_mb", "other_peak_vram_mb", "fg_peak_mem_reserved_mb", "bg_peak_mem_reserved_mb", "bg_coverage",
-              "bg_runs", "bg_failures", "window_s", "serial_energy_j", "energy_saved_vs_serial", "mps_server_vram_mb")
-AGGREGATED += DERIVED_KEYS
 
 
 class Notes(dict):
@@ -308,6 +303,14 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     return record
 
 
+def case_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+                env: DeviceFacts, solo_fg_record: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """A round's whole record: its figures, then the study's derived figures (for a concurrent
+    round, against the foreground's solo record). Solo baselines and cases are built the same way."""
+    record = round_record(case, m, solo_fg, solo_bg, env)
+    return with_derived(record, case.fg, None if case.mode == "solo" else solo_fg_record)
+
+
 def _sharing_figures(case: Case, m: Measurement, notes: Notes) -> Optional[dict[str, Any]]:
     """For an MPS case, the limits each job had and the servers and clients the daemon reported."""
     system_daemon = m.sharing_probe.get("system_mps_daemon_pid")
@@ -357,13 +360,13 @@ def aggregate(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
     record = dict(rounds[-1])
     record["repeats"] = len(rounds)
     if len(rounds) > 1:
-        for key in AGGREGATED:
+        for key in PER_ROUND:
             mean, std = metrics.mean_and_std([r.get(key) for r in rounds])
             record[key], record[f"{key}_std"] = mean, std
         record["oom"] = any(r["oom"] for r in rounds)
         failures = [r["failure"] for r in rounds if r.get("failure")]
         record["failure"] = "; ".join(failures) or None
-        record["rounds"] = [{k: r.get(k) for k in AGGREGATED + ("oom", "failure")} for r in rounds]
+        record["rounds"] = [{k: r.get(k) for k in PER_ROUND + ("oom", "failure")} for r in rounds]
     return record
 
 

@@ -20,13 +20,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.record.keys import COMPARISONS, perf_higher_is_better
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.catalog import BUILTINS
 
-DERIVED_KEYS = ("concurrent_overhead", "concurrent_energy_overhead", "interference", "fg_energy_per_epoch_j",
-                "fg_energy_per_perf_j", "sharing_energy_saved_j")
-COMPARISONS = ("concurrent_overhead", "concurrent_energy_overhead", "interference", "sharing_energy_saved_j")
-LOWER_IS_BETTER = ("loss", "error", "perplexity")
 
 
 def perf_metric(job: JobConfig, perf: dict[str, Any]) -> Optional[str]:
@@ -39,7 +36,7 @@ def perf_metric(job: JobConfig, perf: dict[str, Any]) -> Optional[str]:
 
 
 def higher_is_better(metric: str) -> bool:
-    return not any(word in metric.lower() for word in LOWER_IS_BETTER)
+    return perf_higher_is_better(metric)
 
 
 def _note(record: dict[str, Any], key: str, reason: str) -> None:

@@ -1,29 +1,58 @@
-"""The only reader and writer of results folders, session files and benchmark JSON."""
+"""The only reader and writer of results folders, session files and benchmark JSON.
+
+Everything is written atomically (a temporary file in the same folder, then a rename), so a
+reader never sees half a file, and every result record is written and read through the typed
+``Record``: a record on disk that does not fit it is reported in one line, never half-trusted.
+"""
 from __future__ import annotations
 
+import csv
 import json
+import re
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Mapping, Optional
+
+from pytest_gpu_pairs.inputs import json_path
+from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
+from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
+from pytest_gpu_pairs.record.model import Record, ValidationError
+
+RESULT = "result.json"
+ROUND_FOLDER = re.compile(r"round-\d+")
+SESSION = "session.json"
+SOLO_FOLDER = "_solo"
 
 
 class StoreError(ValueError):
     """A results file or folder is unusable; the message is one line: file, JSON path, what was expected."""
 
 
-SCHEMA_VERSION = 1
-
-
 def atomic_write_json(path: str | Path, data: Any) -> None:
-    """Write to a temporary file in the same folder and rename: readers never see half a file."""
-    path = Path(path)
+    _atomic_write(Path(path), lambda handle: json.dump(data, handle, indent=2, sort_keys=True, default=str))
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    _atomic_write(Path(path), lambda handle: handle.write(text))
+
+
+def atomic_write_csv(path: str | Path, header: tuple[str, ...], rows: Iterable) -> None:
+    def write(handle) -> None:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+    _atomic_write(Path(path), write)
+
+
+def _atomic_write(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, default=str)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -32,29 +61,103 @@ def atomic_write_json(path: str | Path, data: Any) -> None:
         raise
 
 
-def save_result(out_dir: str | Path, record: dict[str, Any]) -> Path:
+def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = "$") -> Record:
+    """The record as the typed model; ``StoreError`` naming the first key that does not fit."""
+    data = record.to_dict() if isinstance(record, Record) else dict(record)
+    try:
+        return Record.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        loc = tuple(part for part in error["loc"] if part not in ("int", "float", "str", "bool"))[:1] or error["loc"]
+        expected = error["msg"][0].lower() + error["msg"][1:]
+        raise StoreError(f"{source}: {at}{json_path(loc)[1:]}: expected a gpu-pairs result record ({expected}, "
+                         f"got {error.get('input')!r})") from None
+
+
+def save_result(out_dir: str | Path, record: Mapping[str, Any]) -> Path:
     """A complete result: the case ran to its end, passing or failing (an OOM, a timeout, a crash
     loop is what the pair does, and a rerun with ``--gpu-pairs-resume`` keeps it)."""
-    path = Path(out_dir) / "result.json"
-    atomic_write_json(path, {"schema": SCHEMA_VERSION, **record, "complete": True})
+    path = Path(out_dir) / RESULT
+    atomic_write_json(path, typed({"schema": SCHEMA_VERSION, **_plain(record), "complete": True}, path).to_dict())
     return path
 
 
-def save_incomplete(out_dir: str | Path, record: dict[str, Any], reason: str) -> Path:
+def save_incomplete(out_dir: str | Path, record: Mapping[str, Any], reason: str) -> Path:
     """Marks a case that did not run to its end (Ctrl-C, SIGTERM, an error of the harness):
     ``complete`` is false, so a resumed run measures it again."""
-    path = Path(out_dir) / "result.json"
-    atomic_write_json(path, {"schema": SCHEMA_VERSION, **record, "complete": False, "interrupted": reason})
+    path = Path(out_dir) / RESULT
+    data = {"schema": SCHEMA_VERSION, **_plain(record), "complete": False, "interrupted": reason}
+    atomic_write_json(path, typed(data, path).to_dict())
     return path
 
 
-def load_result(out_dir: str | Path) -> Optional[dict[str, Any]]:
-    """A complete earlier result of a case, or None (missing, unreadable or incomplete)."""
+def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
+    return record.to_dict() if isinstance(record, Record) else json.loads(json.dumps(dict(record), default=str))
+
+
+def read_record(path: str | Path) -> Record:
+    """One ``result.json``, typed; ``StoreError`` when it is unreadable or does not fit."""
+    path = Path(path)
+    data = _read_json(path, "gpu-pairs result.json")
+    if not isinstance(data, dict):
+        raise StoreError(f"{path}: $: expected a gpu-pairs result record (a JSON object)")
+    return typed(data, path)
+
+
+def load_result(out_dir: str | Path) -> Optional[Record]:
+    """A complete earlier result of a case, or None (missing, unreadable, not a record, or incomplete)."""
     try:
-        data = json.loads((Path(out_dir) / "result.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        record = read_record(Path(out_dir) / RESULT)
+    except StoreError:
         return None
-    return data if isinstance(data, dict) and data.get("complete") is True else None
+    return record if record.complete is True else None
+
+
+def case_result_paths(out_dir: str | Path, solo: bool = False, nested: bool = False) -> list[Path]:
+    """``<out>/<case-id>/result.json`` of every case (not the round folders of repeats); with
+    ``solo`` also the session's solo baselines under ``_solo``; ``nested`` finds the case folders
+    of results folders anywhere below ``out_dir`` (an unpacked archive of several runs)."""
+    out_dir = Path(out_dir)
+    if nested:
+        return [p for p in sorted(out_dir.rglob(RESULT))
+                if SOLO_FOLDER not in p.parts and not ROUND_FOLDER.fullmatch(p.parent.name)]
+    paths = [p for p in sorted(out_dir.glob(f"*/{RESULT}")) if not p.parent.name.startswith("_")]
+    return paths + (sorted(out_dir.glob(f"{SOLO_FOLDER}/*/{RESULT}")) if solo else [])
+
+
+def case_records(out_dir: str | Path, solo: bool = False,
+                 nested: bool = False) -> tuple[list[tuple[Path, Record]], list[str]]:
+    """The records of a results folder, and one line for each file that could not be read."""
+    found, problems = [], []
+    for path in case_result_paths(out_dir, solo, nested):
+        try:
+            found.append((path, read_record(path)))
+        except StoreError as exc:
+            problems.append(str(exc))
+    return found, problems
+
+
+def complete_records(out_dir: str | Path) -> list[Record]:
+    """The complete records of a results folder, solo baselines included; unreadable ones are left out."""
+    found, _ = case_records(out_dir, solo=True)
+    return [record for _, record in found if record.complete]
+
+
+def write_session(out_dir: str | Path, info: Mapping[str, Any]) -> Path:
+    path = Path(out_dir) / SESSION
+    atomic_write_json(path, dict(info))
+    return path
+
+
+def read_session(out_dir: str | Path) -> Optional[dict[str, Any]]:
+    """A results folder's ``session.json``, or None where there is none."""
+    path = Path(out_dir) / SESSION
+    if not path.exists():
+        return None
+    data = _read_json(path, "gpu-pairs session.json")
+    if not isinstance(data, dict):
+        raise StoreError(f"{path}: $: expected a gpu-pairs session.json (a JSON object)")
+    return data
 
 
 @dataclass
@@ -87,10 +190,10 @@ def _session_machine(run_dir: Path) -> dict[str, Any]:
     return machine_from_session(_read_json(path, "gpu-pairs session.json")) if path.exists() else {}
 
 
-def _add_record(records: dict[str, dict], record: Any, path: Path, where: str) -> None:
+def _add_record(records: dict[str, Record], record: Any, path: Path, where: str) -> None:
     if not isinstance(record, dict) or not isinstance(record.get("case_id"), str):
         raise StoreError(f"{path}: {where}: expected a gpu-pairs result record with a case_id")
-    records[record["case_id"]] = record
+    records[record["case_id"]] = typed(record, path, where)
 
 
 def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
@@ -107,10 +210,8 @@ def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
 
 
 def _load_run_dir(path: Path) -> Run:
-    records: dict[str, dict] = {}
-    for result in sorted(path.glob("*/result.json")):
-        if result.parent.name.startswith("_"):
-            continue
+    records: dict[str, Record] = {}
+    for result in case_result_paths(path):
         _add_record(records, _read_json(result, "gpu-pairs result.json"), result, "$")
     if not records:
         raise StoreError(f"{path}: $: expected a gpu-pairs run directory with <case-id>/result.json files")
@@ -133,3 +234,22 @@ def load_run(path: str | Path) -> Run:
     if not run.records:
         raise StoreError(f"{path}: $.benchmarks[*].extra_info: expected gpu-pairs records (none has a case_id)")
     return run
+
+
+def save_samples(samples: list[GpuSample], out_dir: str | Path) -> list[Path]:
+    """``gpu_samples.csv`` (device) and ``gpu_process_samples.csv`` (one row per process and sample)."""
+    out_dir = Path(out_dir)
+    device_path, process_path = out_dir / "gpu_samples.csv", out_dir / "gpu_process_samples.csv"
+    atomic_write_csv(device_path, DEVICE_COLUMNS,
+                     ([getattr(s, c) for c in DEVICE_COLUMNS] for s in samples))
+    atomic_write_csv(process_path, ("t", "pid", "role", "mem_mb", "sm_pct"),
+                     ((s.t, pid, s.roles.get(pid, "other"), s.proc_mem_mb.get(pid), s.proc_sm_pct.get(pid))
+                      for s in samples for pid in sorted(set(s.proc_mem_mb) | set(s.proc_sm_pct))))
+    return [device_path, process_path]
+
+
+def save_cpu_readings(readings: list[tuple[float, float]], out_dir: str | Path) -> Path:
+    """``cpu_energy.csv``: RAPL package energy, unwrapped and summed over packages, in joules."""
+    path = Path(out_dir) / "cpu_energy.csv"
+    atomic_write_csv(path, ("t", "energy_j"), readings)
+    return path

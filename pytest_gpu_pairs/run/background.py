@@ -14,13 +14,14 @@ import weakref
 from pathlib import Path
 from typing import Callable, Optional
 
+from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
 
-CRASH_LOOP_FAILURES = 3
-CRASH_LOOP_WINDOW_S = 300.0
+CRASH_LOOP_FAILURES = DEFAULTS.crash_loop_failures
+CRASH_LOOP_WINDOW_S = DEFAULTS.crash_loop_window_s
 READY_FALLBACK_S = 5.0
 LOG_READ_CHUNK = 1 << 20
 

@@ -8,11 +8,10 @@ from typing import Any, Optional
 import pytest
 
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
-from pytest_gpu_pairs.record.build import aggregate, failed_record, round_record
+from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record
 from pytest_gpu_pairs.record.checks import CaseResult
-from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.measurement import Measurement
-from pytest_gpu_pairs.record.store import save_incomplete, save_result
+from pytest_gpu_pairs.record.store import save_incomplete, save_result, typed
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.round import BackgroundNotReady, Round, Supervision
@@ -139,8 +138,7 @@ class PairRun:
 
     def _record(self, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> dict[str, Any]:
         case = self.case
-        record = round_record(case, m, solo_fg, solo_bg, self.env)
-        return with_derived(record, case.fg, None if case.mode == "solo" else self.session.solo_record(case.fg))
+        return case_record(case, m, solo_fg, solo_bg, self.env, self.session.solo_record(case.fg))
 
     def _solo(self, job: JobConfig) -> Measurement:
         measured_now = not self.session.has_solo(job)
@@ -188,7 +186,8 @@ class PairRun:
         self.close()
         record = {**record, **self._times()}
         record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
-        self.benchmark.extra_info.update(record)
+        record = typed(self.session.extended(self.case, record))
+        self.benchmark.extra_info.update(record.to_dict())
         path = save_result(self.session.case_dir(self.case), record)
         self._recorded = True
         result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)])

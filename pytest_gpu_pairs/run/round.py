@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from pytest_gpu_pairs.run.background import CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW_S, BackgroundLoop
+from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.run.background import BackgroundLoop
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.record.measurement import JobOutcome, Measurement
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.monitor.samples import save_cpu_readings, save_samples
+from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
 from pytest_gpu_pairs.run.proctree import deferred_signals
 from pytest_gpu_pairs.protocol import GATE_VAR
 
@@ -33,13 +34,13 @@ class BackgroundNotReady(RuntimeError):
 
 @dataclass(frozen=True)
 class Supervision:
-    """How a round's jobs are supervised (DESIGN.md settings ``defaults``)."""
+    """How a round's jobs are supervised (the settings' ``defaults``)."""
 
-    timeout_s: float = 3600.0
-    restart_delay_s: float = 2.0
-    ready_timeout_s: float = 600.0
-    crash_loop_failures: int = CRASH_LOOP_FAILURES
-    crash_loop_window_s: float = CRASH_LOOP_WINDOW_S
+    timeout_s: float = DEFAULTS.timeout_s
+    restart_delay_s: float = DEFAULTS.restart_delay_s
+    ready_timeout_s: float = DEFAULTS.ready_timeout_s
+    crash_loop_failures: int = DEFAULTS.crash_loop_failures
+    crash_loop_window_s: float = DEFAULTS.crash_loop_window_s
 
     @classmethod
     def of(cls, case: Case) -> "Supervision":

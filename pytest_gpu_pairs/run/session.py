@@ -10,12 +10,11 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pytest_gpu_pairs.run.background import stop_all_loops
 from pytest_gpu_pairs.run.ballast import Ballast
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
-from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.record.measurement import Measurement
@@ -25,9 +24,9 @@ from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 from pytest_gpu_pairs.run.proctree import deferred_signals, reap_orphans
 from pytest_gpu_pairs.record.checks import CaseResult
-from pytest_gpu_pairs.record.store import atomic_write_json, load_result, save_result
-from pytest_gpu_pairs.record.build import round_record
-from pytest_gpu_pairs.experiment.schema import Defaults
+from pytest_gpu_pairs.record.store import complete_records, load_result, save_result, write_session
+from pytest_gpu_pairs.record.build import case_record
+from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.run.sharing import SharingManager
 
@@ -86,12 +85,20 @@ class GpuPairsSession:
                                       options.mps_mem_limit_mb)
         self.device_released_t: Optional[float] = None
         self.orphans_killed: list[int] = []
+        self.record_extensions: Callable[[Case, dict[str, Any]], list[Optional[dict[str, Any]]]] = lambda case, r: []
+
+    def extended(self, case: Case, record: dict[str, Any]) -> dict[str, Any]:
+        """The record with the keys other plugins add (``pytest_gpu_pairs_record``); ours win."""
+        added: dict[str, Any] = {}
+        for extra in self.record_extensions(case, dict(record)):
+            added.update(extra or {})
+        return {**added, **record}
 
     def cases(self) -> list[Case]:
         if self._cases is None:
             overrides = Overrides(vram_budget_mb=self.options.vram_budget_mb,
                                   min_efficiency=self.options.min_efficiency, sharing=self.options.sharing,
-                                  results_dir=self.options.out_dir)
+                                  earlier_runs=lambda: complete_records(self.options.out_dir))
             self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides)
         return self._cases
 
@@ -148,9 +155,9 @@ class GpuPairsSession:
                 measurement = measure_solo(job, self.environment(), out, timeout_s)
             finally:
                 self.release_device()
-            budget = self.options.vram_budget_mb or Defaults().vram_budget_mb
+            budget = self.options.vram_budget_mb or DEFAULTS.vram_budget_mb
             case = baseline_case(job, f"_solo/{out.name}", timeout_s, budget)
-            record = with_derived(round_record(case, measurement, measurement, None, self.environment()), job, None)
+            record = case_record(case, measurement, measurement, None, self.environment())
             save_result(out, record)
             self._solo[key] = (measurement, record)
         return self._solo[key][0]
@@ -220,7 +227,7 @@ class GpuPairsSession:
     def _write_session_file(self) -> None:
         env = self._env
         info = env.gpu.info.__dict__ if env.gpu is not None else None
-        atomic_write_json(self.options.out_dir / "session.json", {
+        write_session(self.options.out_dir, {
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "device": env.device_name, "gpu": info,
             "gpu_unavailable": env.gpu_unavailable, "idle_power_w": env.idle_power_w,
             "idle_power_note": env.idle_power_note, "idle_method": IDLE_METHOD_TEXT,

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
+from pytest_gpu_pairs.record.keys import perf_higher_is_better
 from pytest_gpu_pairs.record.store import StoreError, load_run
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.compat import raw_data as seed
@@ -72,7 +73,6 @@ RECORD_NUMBERS = ("fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdo
                   "serial_energy_j", "energy_saved_vs_serial", "other_peak_vram_mb", "mps_server_vram_mb")
 PERF_FALLBACK = ("test_accuracy", "accuracy", "rank1", "map", "top1_accuracy", "best_val_accuracy", "precision",
                  "recall", "f1", "eval_loss", "test_loss")
-LOWER_IS_BETTER_PERF = re.compile(r"loss|error|perplexity", re.IGNORECASE)
 BOUNDED_PERF = re.compile(r"accuracy|precision|recall|f1|rank|map", re.IGNORECASE)
 
 
@@ -191,7 +191,7 @@ def assign_primary_perf(runs: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
                          f"scale of the others (e.g. {values[wrong].iloc[0]:g}); left out of the performance analyses")
         runs.loc[rows.index, "perf_name"] = name
         runs.loc[rows.index, "perf_value"] = values.mask(wrong)
-        runs.loc[rows.index, "perf_higher_is_better"] = not LOWER_IS_BETTER_PERF.search(name)
+        runs.loc[rows.index, "perf_higher_is_better"] = perf_higher_is_better(name)
     return runs
 
 

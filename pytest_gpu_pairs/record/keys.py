@@ -1,0 +1,183 @@
+"""Every key of the result record, declared once: its type, unit, which direction is better, and
+what it means. The typed record model, the aggregation over rounds, the comparison gate's
+directions and the documentation's key reference are all read from this table, so none of them
+can drift from the others.
+
+A figure that could not be measured is ``None``; the reason is under the same key in ``notes``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str  # float, int, str, bool, dict, list
+    unit: str = ""
+    better: Optional[str] = None  # "lower", "higher", or None: not a figure to improve
+    per_round: bool = False  # a figure of each round: a case with repeats holds the mean and <name>_std
+    text: str = ""
+    group: str = ""
+
+
+def _figures(group: str, rows: list[tuple]) -> list[Key]:
+    return [Key(name, kind, unit, better, per_round, text, group) for name, kind, unit, better, per_round, text in rows]
+
+
+IDENTITY = _figures("identity", [
+    ("schema", "int", "", None, False, "version of this record's layout"),
+    ("case_id", "str", "", None, False, "stable id of the case: <group>-<fg>+<bg>-<variant>-<mode>[-mps]"),
+    ("design", "str", "", None, False, "the experiment's design: pairs, hp_study or mutation"),
+    ("variant", "str", "", None, False, "which hyperparameter variant of the pair this case is"),
+    ("mode", "str", "", None, False, "concurrent (two jobs share the device) or solo (one job alone)"),
+    ("sharing", "str", "", None, False, "how the jobs shared the GPU: timeslice (the driver's default) or mps"),
+    ("fg_model", "str", "", None, False, "the foreground workload"),
+    ("bg_model", "str", "", None, False, "the background workload (None for a solo case)"),
+    ("fg_hparams", "dict", "", None, False, "the foreground's effective hyperparameters"),
+    ("bg_hparams", "dict", "", None, False, "the background's effective hyperparameters"),
+    ("complete", "bool", "", None, False, "the case ran to its end (passing or failing); false: interrupted"),
+    ("interrupted", "str", "", None, False, "why an incomplete case stopped (Ctrl-C, SIGTERM, a harness error)"),
+    ("reused_measurement", "str", "", None, False, "a solo case that reports the session's earlier measurement of its job"),
+    ("repeats", "int", "rounds", None, False, "how many rounds the figures are the mean of"),
+    ("rounds", "list", "", None, False, "with repeats: each round's figures"),
+    ("timeline", "dict", "", None, False, "wall-clock stamps of every phase of the case (read by dead-time)"),
+    ("notes", "dict", "", None, False, "key -> why that key is None, or what qualifies it"),
+])
+
+TIME = _figures("time", [
+    ("fg_duration_s", "float", "s", "lower", True, "the foreground's training time (first to last step; process time without the progress protocol)"),
+    ("fg_wall_s", "float", "s", "lower", True, "the foreground process's whole lifetime, startup included"),
+    ("fg_startup_s", "float", "s", "lower", True, "from process start to the job's setup event"),
+    ("fg_solo_duration_s", "float", "s", "lower", False, "the foreground's training time alone on the device"),
+    ("duration_basis", "str", "", None, False, "training (from the progress protocol) or process (wall time)"),
+    ("window_s", "float", "s", "lower", True, "the measured window: the foreground's training time"),
+])
+
+SHARING = _figures("sharing", [
+    ("fg_slowdown", "float", "ratio", "lower", True, "fg_duration_s / fg_solo_duration_s"),
+    ("bg_progress_ratio", "float", "ratio", "higher", True, "background steps in the window / (window_s x its solo step rate)"),
+    ("bg_speed_ratio", "float", "ratio", "higher", True, "bg_progress_ratio over the time the background was training only"),
+    ("concurrency_efficiency", "float", "ratio", "higher", True, "1 / fg_slowdown + bg_progress_ratio: above 1, sharing did more work than one job alone"),
+    ("bg_coverage", "float", "fraction", "higher", True, "fraction of the window in which the background was training"),
+    ("bg_runs", "int", "count", None, True, "background runs started during the case"),
+    ("bg_failures", "int", "count", "lower", True, "background runs that failed"),
+    ("bg_steps_in_window", "float", "steps", None, False, "background steps inside the window"),
+    ("bg_solo_steps_per_s", "float", "steps/s", None, False, "the background's step rate alone"),
+])
+
+ENERGY = _figures("energy", [
+    ("gpu_energy_j", "float", "J", "lower", True, "the card's energy over the window (NVML total-energy counter)"),
+    ("gpu_energy_above_idle_j", "float", "J", "lower", True, "gpu_energy_j minus idle power x window"),
+    ("fg_gpu_energy_j", "float", "J", "lower", True, "the foreground's share of the energy above idle"),
+    ("bg_gpu_energy_j", "float", "J", "lower", True, "the background's share of the energy above idle"),
+    ("energy_split_method", "str", "", None, False, "how the energy above idle was split: solo, sm_util, progress_x_solo_energy, time_share"),
+    ("serial_energy_j", "float", "J", "lower", True, "the window's work done serially: each job's steps at its solo energy per step"),
+    ("energy_saved_vs_serial", "float", "fraction", "higher", True, "1 - gpu_energy_j / serial_energy_j"),
+    ("cpu_energy_j", "float", "J", "lower", True, "CPU package energy over the window (RAPL)"),
+    ("cpu_energy_method", "str", "", None, False, "rapl, or None when RAPL was not readable"),
+    ("gpu_power_avg_w", "float", "W", "lower", True, "mean polled board power in the window"),
+    ("gpu_power_max_w", "float", "W", "lower", True, "highest polled board power in the window"),
+    ("gpu_util_avg_pct", "float", "%", "higher", True, "mean NVML GPU utilisation in the window"),
+    ("gpu_temp_max_c", "float", "°C", "lower", True, "highest GPU temperature in the window"),
+    ("idle_power_w", "float", "W", None, False, "the card's idle power, measured at session start"),
+    ("idle_power_method", "str", "", None, False, "how idle power was measured"),
+])
+
+MEMORY = _figures("memory", [
+    ("peak_vram_mb", "float", "MB", "lower", True, "peak of the jobs' NVML per-process memory together, CUDA contexts included"),
+    ("fg_peak_vram_mb", "float", "MB", "lower", True, "the foreground's peak NVML per-process memory"),
+    ("bg_peak_vram_mb", "float", "MB", "lower", True, "the background's peak NVML per-process memory"),
+    ("other_peak_vram_mb", "float", "MB", "lower", True, "peak memory of GPU processes that are not the case's jobs"),
+    ("fg_peak_mem_reserved_mb", "float", "MB", "lower", True, "the foreground's peak torch reserved memory (built-ins)"),
+    ("bg_peak_mem_reserved_mb", "float", "MB", "lower", True, "the background's peak torch reserved memory (built-ins)"),
+    ("mps_server_vram_mb", "float", "MB", "lower", True, "memory of the MPS server process (mps cases)"),
+    ("vram_budget_mb", "float", "MB", None, False, "the pair's peak VRAM budget (a check)"),
+    ("vram_budget_source", "str", "", None, False, "which memory figure the budget is checked against"),
+    ("gpu_memory_mb", "float", "MB", None, False, "the emulated card's size (--gpu-memory-mb), None without emulation"),
+    ("ballast_held_mb", "float", "MB", None, False, "memory the ballast held to emulate the smaller card"),
+    ("gpu_free_mb_emulated", "float", "MB", None, False, "free memory the jobs saw on the emulated card"),
+    ("gpu_used_before_ballast_mb", "float", "MB", None, False, "memory in use before the ballast started"),
+])
+
+OUTCOME = _figures("outcome", [
+    ("oom", "bool", "", None, False, "a job ran out of memory"),
+    ("failure", "str", "", None, False, "why the case failed (None when it did not)"),
+    ("fg_exit_code", "int", "", None, False, "the foreground process's exit code"),
+    ("min_efficiency", "float", "ratio", None, False, "the pair's minimum concurrency efficiency (a check)"),
+    ("perf", "dict", "", None, False, "the foreground's model metrics (accuracy, loss, ...)"),
+    ("bg_perf", "dict", "", None, False, "model metrics of the last background run that finished"),
+    ("perf_metric", "str", "", None, False, "the metric the study compares (the workload's first)"),
+    ("fg_epochs", "float", "epochs", None, False, "the foreground's configured epochs"),
+    ("mps", "dict", "", None, False, "mps cases: each job's limits, the daemon's server and client pids"),
+])
+
+DEVICE = _figures("device", [
+    ("device", "str", "", None, False, "the GPU's name, or cpu"),
+    ("scale", "float", "", None, False, "fraction of each epoch's steps every job ran (--gpu-pairs-scale)"),
+    ("sample_hz", "float", "Hz", None, False, "the monitors' sampling rate (None without GPU samples)"),
+])
+
+DERIVED = _figures("study", [
+    ("concurrent_overhead", "float", "fraction", "lower", True, "fg_slowdown - 1: the foreground's relative increase of training time"),
+    ("concurrent_energy_overhead", "float", "fraction", "lower", True, "relative increase of the card's energy over the foreground's solo run"),
+    ("interference", "float", "fraction", None, True, "relative change of perf_metric, concurrent vs solo"),
+    ("fg_energy_per_epoch_j", "float", "J/epoch", "lower", True, "fg_gpu_energy_j per configured epoch"),
+    ("fg_energy_per_perf_j", "float", "J", "lower", True, "fg_gpu_energy_j per unit of a higher-is-better perf_metric"),
+    ("sharing_energy_saved_j", "float", "J", "higher", True, "serial_energy_j - gpu_energy_j"),
+])
+
+KEYS: dict[str, Key] = {k.name: k for k in IDENTITY + TIME + SHARING + ENERGY + MEMORY + OUTCOME + DEVICE + DERIVED}
+PER_ROUND: tuple[str, ...] = tuple(k.name for k in KEYS.values() if k.per_round)
+COMPARISONS: tuple[str, ...] = ("concurrent_overhead", "concurrent_energy_overhead", "interference", "sharing_energy_saved_j")
+DERIVED_KEYS: tuple[str, ...] = tuple(k.name for k in DERIVED)
+HEADLINE: tuple[str, ...] = ("concurrency_efficiency", "fg_slowdown", "gpu_energy_j", "fg_gpu_energy_j", "peak_vram_mb")
+
+_LOWER_IS_BETTER_PERF = re.compile(r"loss|error|perplexity", re.IGNORECASE)
+
+
+def perf_higher_is_better(metric: str) -> bool:
+    """A model metric's direction: losses, errors and perplexities are better lower, the rest
+    (accuracy, mAP, rank-1, ...) higher."""
+    return not _LOWER_IS_BETTER_PERF.search(metric)
+
+
+def direction(name: str) -> Optional[str]:
+    """'lower' or 'higher' (is better) for a record key or ``perf.<metric>``; None otherwise."""
+    if name.startswith("perf.") and len(name) > 5:
+        return "higher" if perf_higher_is_better(name[5:]) else "lower"
+    key = KEYS.get(name)
+    return key.better if key is not None else None
+
+
+def comparable() -> list[str]:
+    """The keys a comparison can judge: every figure with a direction."""
+    return sorted(name for name, key in KEYS.items() if key.better is not None)
+
+
+def markdown_table() -> str:
+    """The key reference of the documentation, one table per group."""
+    lines = ["# Result keys", "",
+             "Every key of `result.json` (and of `extra_info` in the benchmark JSON), generated from "
+             "`pytest_gpu_pairs/record/keys.py`. A figure that could not be measured is `null`; "
+             "`notes.<key>` says why. Keys marked *per round* hold the mean over a case's rounds, "
+             "with `<key>_std` beside them and each round's value under `rounds`.", ""]
+    groups: dict[str, list[Key]] = {}
+    for key in KEYS.values():
+        groups.setdefault(key.group, []).append(key)
+    for group, keys in groups.items():
+        lines += [f"## {group.capitalize()}", "", "| key | type | unit | better | per round | meaning |",
+                  "|---|---|---|---|---|---|"]
+        for k in keys:
+            lines.append(f"| `{k.name}` | {k.type} | {k.unit} | {k.better or ''} | {'yes' if k.per_round else ''} "
+                         f"| {k.text.replace('|', '/')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
