@@ -6,13 +6,14 @@ job process itself imports the torch implementation named in ``module``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Hyperparameter:
-    """One tunable value, in the seed's ``supported_hyperparams`` vocabulary."""
+    """One tunable value, in the predecessor's ``supported_hyperparams`` vocabulary."""
 
     type: str
     default: Any
@@ -27,7 +28,7 @@ class BuiltinWorkload:
     """One built-in workload. ``param_count`` is the measured size of the model the workload
     builds (tests rebuild it and compare), so listings need no torch; ``published_params`` is the
     figure the original publishes for the same architecture (``published_what`` says which), and
-    ``seed_vram_mb`` the seed tool's own peak-VRAM estimate, for comparison with measurements."""
+    ``seed_vram_mb`` the predecessor tool's own peak-VRAM estimate, for comparison with measurements."""
 
     name: str
     family: str
@@ -121,7 +122,7 @@ _IMAGE_METRICS = ("test_accuracy", "test_loss")
 _RESNET_METRICS = ("test_accuracy", "best_val_accuracy")
 _REID_METRICS = ("rank1", "rank5", "map")
 _VB_METRICS = ("eval_loss", "final_training_loss", "accuracy", "precision", "recall", "f1")
-# Market-1501 train_all: 12 936 images of 751 identities; the seed's train.sh batches
+# Market-1501 train_all: 12 936 images of 751 identities; the predecessor's train.sh batches
 _REID_NOTE = "Market-1501 train_all; query/gallery of 750 unseen identities (3 368 / 15 913 images)"
 
 _ENTRIES = [
@@ -170,19 +171,19 @@ _ENTRIES = [
                     published_what="timm hrnet_w18 (backbone)", seed_vram_mb=2250, drop_last=True),
     BuiltinWorkload("pcb", "person_reid", "Person_reID_baseline_pytorch", "pcb", (3, 384, 192),
                     "Market-1501", 12936, _reid_hparams(32, lr=0.02), _REID_METRICS, module=_W + "reid",
-                    notes=_REID_NOTE + "; the seed's train.sh forces lr 0.02 for pcb", param_count=29865410,
+                    notes=_REID_NOTE + "; the predecessor's train.sh forces lr 0.02 for pcb", param_count=29865410,
                     published_params=25557032, published_what="torchvision resnet50 (backbone)", seed_vram_mb=1800,
                     drop_last=True),
     BuiltinWorkload("vulberta_mlp", "vulnerability_detection", "VulBERTa", "mlp", (1024,),
                     "D2A function split (4 643 train / 596 dev)", 4643, _vulberta_hparams(), _VB_METRICS,
                     module=_W + "vulberta", notes="fp16 (autocast + GradScaler) on cuda, fp32 on cpu",
                     param_count=124836866, published_params=124836866,
-                    published_what="VulBERTa-MLP (RobertaForSequenceClassification), as the seed's log prints",
+                    published_what="VulBERTa-MLP (RobertaForSequenceClassification), as the predecessor's log prints",
                     seed_vram_mb=1350),
     BuiltinWorkload("vulberta_cnn", "vulnerability_detection", "VulBERTa", "cnn", (1024,),
                     "D2A function split (4 643 train / 596 dev)", 4643,
                     _vulberta_hparams(epochs=20, lr=0.0005, batch_size=128, seed=1234), _VB_METRICS,
-                    module=_W + "vulberta", notes="defaults of the VulBERTa-CNN notebook: the seed never trained it",
+                    module=_W + "vulberta", notes="defaults of the VulBERTa-CNN notebook: the predecessor never trained it",
                     param_count=40430810, published_params=40430810,
                     published_what="VulBERTa-CNN notebook myCNN (38.4 M of it the frozen embedding)",
                     seed_vram_mb=1350),
@@ -226,5 +227,5 @@ def builtin(name: str) -> BuiltinWorkload:
 
 
 def seed_name(repo: str, model: str) -> str | None:
-    """Map the seed's (repo, model) pair, e.g. ('VulBERTa', 'mlp'), to a built-in name."""
+    """Map the predecessor's (repo, model) pair, e.g. ('VulBERTa', 'mlp'), to a built-in name."""
     return SEED_NAMES.get((repo, model))

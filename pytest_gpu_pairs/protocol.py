@@ -10,9 +10,10 @@ import bisect
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
@@ -39,12 +40,12 @@ class ProgressWriter:
     """
 
     def __init__(self, path: Optional[str], sync: Callable[[], None] = lambda: None, clock=time.time):
-        self._file = open(path, "a", buffering=1, encoding="utf-8") if path else None
+        self._file = open(path, "a", buffering=1, encoding="utf-8") if path else None  # noqa: SIM115 - the job's lifetime
         self._sync, self._clock = sync, clock
         self._last_step_t = 0.0
 
     @classmethod
-    def from_env(cls, sync: Callable[[], None] = lambda: None) -> "ProgressWriter":
+    def from_env(cls, sync: Callable[[], None] = lambda: None) -> ProgressWriter:
         return cls(os.environ.get(ENV_VAR), sync)
 
     def _emit(self, event: dict[str, Any]) -> None:
@@ -93,7 +94,7 @@ class Progress:
     error: Optional[dict[str, Any]] = None
 
     @classmethod
-    def read(cls, path: str | Path) -> "Progress":
+    def read(cls, path: str | Path) -> Progress:
         progress = cls()
         try:
             lines = Path(path).read_text(encoding="utf-8").splitlines()

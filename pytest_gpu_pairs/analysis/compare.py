@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run

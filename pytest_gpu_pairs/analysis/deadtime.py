@@ -1,6 +1,6 @@
 """``gpu-pairs dead-time OUT_DIR``: how much of a run's wall time no measured job was training.
 
-The seed tool slept a fixed 30 s between starting the background and starting the foreground,
+The predecessor tool slept a fixed 30 s between starting the background and starting the foreground,
 and 60 s after every group: 90 s of every group spent waiting, before any startup cost. This
 harness starts the foreground when the background reports its first step and sleeps between
 cases only when ``cool_down_s`` asks for it. The figures come from the ``timeline`` that every
@@ -8,13 +8,13 @@ cases only when ``cool_down_s`` asks for it. The figures come from the ``timelin
 
 Per case: ``wall_s`` (case start to result written), ``fg_training_s`` (the foreground's
 training windows, first to last step), ``solo_training_s`` (solo baselines measured during the
-case: training this harness adds and the seed never did), ``dead_s`` (the rest), split into
-``bg_wait_s`` (background start until the foreground may train: what replaced the seed's 30 s
+case: training this harness adds and the predecessor never did), ``dead_s`` (the rest), split into
+``bg_wait_s`` (background start until the foreground may train: what replaced the predecessor's 30 s
 sleep), ``fg_startup_s`` (from then to the foreground's first step; a built-in foreground's own
 startup overlaps the background's behind a start gate), ``fg_tail_s`` (last step to exit:
 final evaluation), ``teardown_s`` (stopping the background and monitors), ``solo_overhead_s``
 (the solo baselines' startup and evaluation), ``cool_down_s`` and ``other_s``. Between cases, ``gaps_s`` is pytest's own time from one case's end to the next
-case's start (what replaced the seed's 60 s sleep).
+case's start (what replaced the predecessor's 60 s sleep).
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def load_case_times(out_dir: str | Path) -> tuple[list[CaseTime], list[str]]:
 
 
 def summarise(times: list[CaseTime]) -> dict[str, Any]:
-    """Totals over a run, beside what the seed's fixed sleeps alone cost for as many groups."""
+    """Totals over a run, beside what the predecessor's fixed sleeps alone cost for as many groups."""
     gaps = [max(0.0, b.start_t - a.end_t) for a, b in zip(times, times[1:])]
     wall = times[-1].end_t - times[0].start_t if times else 0.0
     training = sum(c.fg_training_s + c.solo_training_s for c in times)
@@ -136,7 +136,7 @@ def format_report(times: list[CaseTime], totals: dict[str, Any]) -> list[str]:
               f"solo baselines training {t['solo_training_s']:.1f} s, dead {t['dead_s']:.1f} s",
               f"waiting (background start to foreground start {t['bg_wait_s']:.1f} s + cool-down "
               f"{t['cool_down_s']:.1f} s + between cases {t['gaps_s']:.1f} s): {t['waiting_s']:.1f} s",
-              f"the seed's fixed sleeps for {t['cases']} group(s): {t['seed_fixed_sleeps_s']:.0f} s "
+              f"the predecessor's fixed sleeps for {t['cases']} group(s): {t['seed_fixed_sleeps_s']:.0f} s "
               f"({t['seed_fixed_sleeps_note']})"]
     return lines
 

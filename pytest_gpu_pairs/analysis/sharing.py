@@ -16,8 +16,9 @@ import statistics
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, case_records, load_run

@@ -34,7 +34,7 @@ class _SeedModelsConfig(_Strict):
 
 
 def seed_workload_name(repo: str, model: str) -> str:
-    """The seed's own key for a repository's model (``examples_mnist``, ``MRT-OAST_default``):
+    """The predecessor's own key for a repository's model (``examples_mnist``, ``MRT-OAST_default``):
     no slash, so it can name a case and its results folder."""
     return f"{repo}_{model}"
 

@@ -1,22 +1,23 @@
-"""The seed tool's ``raw_data.csv``, both ways: seed rows -> runs, and runs -> the seed's columns.
+"""The predecessor tool's ``raw_data.csv``, both ways: predecessor rows -> runs, and runs -> the predecessor's columns.
 
-In the seed's CSV a solo run fills the plain columns (``repository``, ``duration_seconds``,
+In the predecessor's CSV a solo run fills the plain columns (``repository``, ``duration_seconds``,
 ``energy_gpu_total_joules``, ``hyperparam_*``, ``perf_*``) and leaves ``mode`` empty. A parallel
 run has ``mode`` = ``parallel`` and records the foreground job either in ``fg_*`` columns (with
 ``bg_repository``/``bg_model``) or, in older rows, in the plain columns with no background named.
 The background was "GPU load only (not monitored)": the energy of a parallel row is the whole
 card's during the foreground job, background included, which is what our ``gpu_energy_j`` is.
-A hyperparameter the seed left empty had its default value; the loader fills it in so that runs
+A hyperparameter the predecessor left empty had its default value; the loader fills it in so that runs
 of one configuration compare.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS, seed_name
 
-ENERGY_FIELDS = {  # seed column (without an fg_ prefix) -> our record key
+ENERGY_FIELDS = {  # predecessor column (without an fg_ prefix) -> our record key
     "duration_seconds": "fg_duration_s",
     "energy_gpu_total_joules": "gpu_energy_j",
     "energy_gpu_avg_watts": "gpu_power_avg_w",
@@ -63,14 +64,14 @@ def _hyperparameters(row: dict[str, Any], prefix: str, model: Optional[str]) -> 
 
 
 def campaign(row: dict[str, Any]) -> Optional[str]:
-    """The seed's campaign: the experiment_id prefix before ``__`` (``default``, ``mutation_1x``,
+    """The predecessor's campaign: the experiment_id prefix before ``__`` (``default``, ``mutation_1x``,
     ``mutation_2x_safe``), which ``experiment_source`` does not always match; None without one."""
     run_id = str(row.get("experiment_id") or "")
     return run_id.split("__", 1)[0] if "__" in run_id else None
 
 
 def seed_run(row: dict[str, Any], source: str, index: int) -> dict[str, Any]:
-    """One seed CSV row as a run (the columns of ``load.COLUMNS``)."""
+    """One predecessor CSV row as a run (the columns of ``load.COLUMNS``)."""
     parallel = str(row.get("mode") or "").strip() == "parallel"
     prefix = "fg_" if parallel and _present(row.get("fg_model")) else ""
     model = workload_name(row.get(prefix + "repository"), row.get(prefix + "model"))
@@ -103,8 +104,8 @@ def _seed_names(name: Any) -> tuple[Optional[str], Optional[str]]:
 
 
 def seed_layout(run: dict[str, Any]) -> dict[str, Any]:
-    """A run in the seed's vocabulary: for a concurrent run the foreground's values sit in the
-    plain columns (as one reads the seed's ``fg_*`` columns), ``mode`` is ``parallel`` or empty."""
+    """A run in the predecessor's vocabulary: for a concurrent run the foreground's values sit in the
+    plain columns (as one reads the predecessor's ``fg_*`` columns), ``mode`` is ``parallel`` or empty."""
     repo, model = _seed_names(run.get("fg_model"))
     bg_repo, bg_model = _seed_names(run.get("bg_model"))
     row = {"experiment_id": run.get("run_id"), "timestamp": run.get("timestamp"), "repository": repo,
@@ -133,10 +134,10 @@ def _number(text: Optional[str]) -> Optional[float]:
 
 
 def seed_row_run(row: Mapping[str, str]) -> Optional[tuple[str, dict[str, Any], str]]:
-    """(built-in model, effective hyperparameters, mode) of one seed CSV row, or None.
+    """(built-in model, effective hyperparameters, mode) of one predecessor CSV row, or None.
 
     Parallel rows keep the foreground in ``fg_*`` columns, except older ones that used the plain
-    columns; values the seed did not pass were the workload's defaults, so defaults fill them.
+    columns; values the predecessor did not pass were the workload's defaults, so defaults fill them.
     """
     parallel = row.get("mode") == "parallel" or (row.get("experiment_id") or "").endswith(SEED_PARALLEL_SUFFIX)
     prefix = "fg_" if parallel and row.get("fg_model") else ""

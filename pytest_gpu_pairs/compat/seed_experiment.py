@@ -57,7 +57,7 @@ def _seed_job(job: _SeedJob, where: str, source: str) -> dict[str, Any]:
 
 
 def _seed_pair(seed: _SeedFile, entry: _SeedEntry, index: int, where: str, source: str) -> dict[str, Any]:
-    """One parallel entry. In a mutated entry the seed's ``runs_per_config`` counts distinct samples
+    """One parallel entry. In a mutated entry the predecessor's ``runs_per_config`` counts distinct samples
     (its comments: "batch_size: 3->5, need 2, set 3"), so it becomes ``mutations``, each run once."""
     pair = {"group": _seed_group(entry, index),
             "foreground": _seed_job(entry.foreground, f"{where}.foreground", source),
@@ -76,7 +76,7 @@ def _to_native(seed: _SeedFile, source: str) -> tuple[dict[str, Any], list[str],
     pairs, paths, mutate_paths = [], [], []
     for index, entry in enumerate(seed.experiments):
         if entry.foreground is None and entry.background is None:
-            continue  # the seed's files carry comment-only entries
+            continue  # the predecessor's files carry comment-only entries
         where = f"$.experiments[{index}]"
         if entry.foreground is None or entry.background is None:
             raise SettingsError(source, where, "expected both 'foreground' and 'background' for a parallel experiment")

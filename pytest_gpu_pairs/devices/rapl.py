@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-
 POWERCAP = Path("/sys/class/powercap")
 
 

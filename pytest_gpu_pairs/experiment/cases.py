@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Optional
 
+from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment import mutation
 from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history
-from pytest_gpu_pairs.experiment.schema import DEFAULTS, CommandWorkload, Experiment, JobRef, PairSpec
 from pytest_gpu_pairs.experiment.load import hyperparameter_specs, value_kind
-from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.schema import DEFAULTS, CommandWorkload, Experiment, JobRef, PairSpec
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class MpsLimits:
             env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"{device_index}={int(self.pinned_mem_limit_mb)}M"
         return env
 
-    def merged_over(self, other: Optional["MpsLimits"]) -> "MpsLimits":
+    def merged_over(self, other: Optional[MpsLimits]) -> MpsLimits:
         """These limits where set, ``other``'s elsewhere (command line over settings)."""
         if other is None:
             return self
@@ -70,7 +71,7 @@ class JobConfig:
     def is_builtin(self) -> bool:
         return self.command is None
 
-    def with_hyperparameters(self, **changes: Any) -> "JobConfig":
+    def with_hyperparameters(self, **changes: Any) -> JobConfig:
         return replace(self, hparams=tuple(sorted({**self.hyperparameters, **changes}.items())))
 
 

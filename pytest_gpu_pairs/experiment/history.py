@@ -2,7 +2,7 @@
 run layer, which reads the results folder) and the predecessor tool's CSVs (``historical_csvs``).
 
 Each run becomes a key (model, mode, every effective hyperparameter) with the case ids that ran
-it; a seed CSV row has no case id. A run recorded under the very id a case would get is that
+it; a predecessor CSV row has no case id. A run recorded under the very id a case would get is that
 case's own earlier result (a rerun or a resume), not a different run, so it does not push the
 case to another sample: ids stay stable across runs of one file.
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 import csv
 import warnings
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from pytest_gpu_pairs.experiment.mutation import RunKey, run_key
 from pytest_gpu_pairs.compat.raw_data import seed_row_run
+from pytest_gpu_pairs.experiment.mutation import RunKey, run_key
 
 
 class GpuPairsWarning(UserWarning):
@@ -67,7 +68,7 @@ def add_seed_csv(history: History, path: Path) -> None:
 
 def resolve_csv(entry: str, settings_dir: Path) -> list[Path]:
     """Where a ``historical_csvs`` entry may be: beside the settings file, from the current folder,
-    or (the seed tool's ``data/raw_data.csv`` in a flattened copy of its data) by name beside the
+    or (the predecessor tool's ``data/raw_data.csv`` in a flattened copy of its data) by name beside the
     settings file."""
     given = Path(entry)
     if given.is_absolute():

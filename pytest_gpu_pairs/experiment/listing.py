@@ -2,7 +2,7 @@
 
 Everything comes from the torch-free catalog; ``--measure`` builds each model (importing torch)
 and prints the counted parameters beside the catalog's. ``--workloads-file`` adds the command
-workloads of a workloads file (the seed's models_config.json or a native one).
+workloads of a workloads file (the predecessor's models_config.json or a native one).
 """
 from __future__ import annotations
 

@@ -13,11 +13,10 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from pytest_gpu_pairs.compat import models_config, seed_experiment
-from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
-from pytest_gpu_pairs.experiment.schema import CommandWorkload, Experiment, JobRef, PairSpec, _Strict
-
 from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL
+from pytest_gpu_pairs.compat import models_config, seed_experiment
+from pytest_gpu_pairs.experiment.schema import CommandWorkload, Experiment, JobRef, PairSpec, _Strict
+from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 
 
 class _NativeWorkloads(_Strict):

@@ -1,12 +1,12 @@
-"""Random hyperparameter mutation with the seed tool's semantics, made reproducible.
+"""Random hyperparameter mutation with the predecessor tool's semantics, made reproducible.
 
 A value is drawn from the hyperparameter's ``range``: ``uniform`` (integers inclusive for an int)
 or ``log_uniform`` (rounded and clamped for an int), and with ``zero_probability`` it is 0
-instead (the seed's weight decay). A drawn configuration is kept only if its key (model,
-every effective hyperparameter, mode) was never run before; the seed normalised floats to six
+instead (the predecessor's weight decay). A drawn configuration is kept only if its key (model,
+every effective hyperparameter, mode) was never run before; the predecessor normalised floats to six
 decimals for that comparison, and so does ``run_key``.
 
-Unlike the seed, which drew from the process-wide ``random`` (and so from the clock unless a
+Unlike the predecessor, which drew from the process-wide ``random`` (and so from the clock unless a
 seed was given), every pair draws from its own generator seeded by the experiment's
 ``mutation.seed`` and the pair itself: collecting twice gives the same cases, and case ids stay
 comparable across runs.
@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence
+from typing import Any, Optional, Protocol
 
 FLOAT_PRECISION = 6
 
@@ -80,7 +81,7 @@ def pair_rng(seed: int, *parts: str) -> random.Random:
 
 
 def mutated_names(requested: Sequence[str], specs: Mapping[str, MutableSpec]) -> list[str]:
-    """``all`` is every hyperparameter that has a range, as in the seed."""
+    """``all`` is every hyperparameter that has a range, as in the predecessor."""
     if "all" in requested:
         return [name for name, spec in specs.items() if spec.range is not None]
     return list(dict.fromkeys(requested))

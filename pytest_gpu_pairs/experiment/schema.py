@@ -5,9 +5,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt,
-                      field_validator, model_validator)
-
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 HyperValue = Union[StrictBool, StrictInt, float, str]
 
@@ -181,11 +189,11 @@ class Experiment(_Strict):
         return [value] if isinstance(value, str) else value
 
     def pair_path(self, index: int) -> str:
-        """Where pair ``index`` stands in the file the user wrote (a seed file numbers differently)."""
+        """Where pair ``index`` stands in the file the user wrote (a predecessor file numbers differently)."""
         return self._pair_paths[index] if index < len(self._pair_paths) else f"$.pairs[{index}]"
 
     def mutate_path(self, index: int) -> str:
-        """Where pair ``index``'s list of mutated hyperparameters stands (a seed file: under foreground)."""
+        """Where pair ``index``'s list of mutated hyperparameters stands (a predecessor file: under foreground)."""
         return self._mutate_paths[index] if index < len(self._mutate_paths) else f"{self.pair_path(index)}.mutate"
 
     def pair_vary(self, pair: PairSpec) -> dict[str, Factors]:

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import bisect
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Optional
 
 
 def value_at(points: Sequence[tuple[float, float]], t: float) -> float:

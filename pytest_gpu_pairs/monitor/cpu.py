@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from pytest_gpu_pairs.devices.rapl import POWERCAP, counter_delta, package_domains
 from pytest_gpu_pairs.monitor.counters import counter_energy_j
@@ -55,7 +56,7 @@ class RaplSampler:
         self._last_raw = raw
         self.readings.append((self.clock(), self._total_uj / 1e6))
 
-    def start(self) -> "RaplSampler":
+    def start(self) -> RaplSampler:
         if self.domains:
             self.read()
             self._thread = threading.Thread(target=self._run, name="gpu-pairs-rapl", daemon=True)

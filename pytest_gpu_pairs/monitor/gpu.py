@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from pytest_gpu_pairs.devices.nvml import Gpu, optional
 from pytest_gpu_pairs.monitor.samples import GpuSample
-
 
 
 def read_sample(gpu: Gpu, last_seen_us: Optional[int]) -> tuple[GpuSample, Optional[int]]:
@@ -109,7 +109,7 @@ class Sampler:
         self._thread: Optional[threading.Thread] = None
         self._last_seen_us: Optional[int] = None
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         self.take()
         self._thread = threading.Thread(target=self._run, name="gpu-pairs-nvml", daemon=True)
         self._thread.start()

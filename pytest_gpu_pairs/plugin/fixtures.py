@@ -2,22 +2,21 @@
 (``solo_baseline``, ``gpu_monitor``, ``background_load``) for tests of one's own."""
 from __future__ import annotations
 
-
 import pytest
 
-from pytest_gpu_pairs.plugin import live
-from pytest_gpu_pairs.run.background import BackgroundLoop
+from pytest_gpu_pairs.catalog import builtin
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
+from pytest_gpu_pairs.plugin import live
 from pytest_gpu_pairs.plugin.gate import refuse_foreign_baseline
+from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
+from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.run.background import BackgroundLoop
+from pytest_gpu_pairs.run.case import PairRun
 from pytest_gpu_pairs.run.jobs import build_spec
 from pytest_gpu_pairs.run.round import BackgroundNotReady
-from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.run.session import DeviceRequestError, GpuPairsSession
-from pytest_gpu_pairs.catalog import builtin
-from pytest_gpu_pairs.experiment.schema import DEFAULTS
-from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
-from pytest_gpu_pairs.run.case import PairRun
 
 
 @pytest.fixture(scope="session")

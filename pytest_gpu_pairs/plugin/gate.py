@@ -13,9 +13,15 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.record.store import StoreError
-from pytest_gpu_pairs.analysis.compare import Comparison, Threshold, compare_runs, format_table, parse_thresholds, refusal
-from pytest_gpu_pairs.record.store import Run, load_run
+from pytest_gpu_pairs.analysis.compare import (
+    Comparison,
+    Threshold,
+    compare_runs,
+    format_table,
+    parse_thresholds,
+    refusal,
+)
+from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 from pytest_gpu_pairs.run.environment import Environment
 
 GATE_KEY = pytest.StashKey["CompareGate"]()
@@ -43,7 +49,7 @@ class CompareGate:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> Optional["CompareGate"]:
+    def from_config(cls, config: pytest.Config) -> Optional[CompareGate]:
         path = config.getoption("gpu_pairs_compare")
         fail = config.getoption("gpu_pairs_compare_fail")
         if path is None:

@@ -10,14 +10,14 @@ import threading
 
 import pytest
 
-from pytest_gpu_pairs.plugin import gate
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError, unavailable_reason
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.plugin import gate
 from pytest_gpu_pairs.plugin.fixtures import background_load, gpu_monitor, gpu_pairs, pair_run, solo_baseline  # noqa: F401
 from pytest_gpu_pairs.plugin.options import add_options, options_from_config
 from pytest_gpu_pairs.plugin.stash import SESSION_KEY
-from pytest_gpu_pairs.run.session import GpuPairsSession
-from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.plugin.summary import terminal_summary
+from pytest_gpu_pairs.run.session import GpuPairsSession
 
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
 CASE_FIXTURE = "gpu_pair_case"

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Optional, TextIO
 
 SAVE_CURSOR, RESTORE_CURSOR, ERASE_TO_END = "\0337", "\0338", "\033[K"
 TAIL_BYTES = 4096
@@ -101,7 +102,7 @@ class LiveLine:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
-    def start(self) -> "LiveLine":
+    def start(self) -> LiveLine:
         self._thread = threading.Thread(target=self._run, name="gpu-pairs-live", daemon=True)
         self._thread.start()
         return self
@@ -171,7 +172,7 @@ def attach(config, env) -> Optional[LiveLine]:
     if reporter is None or not reporter.isatty() or getattr(env, "live", None) is not None:
         return None
     try:
-        tty = open("/dev/tty", "w", encoding="utf-8")
+        tty = open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115 - held open by the live line until it stops
     except OSError:
         return None
     line = LiveLine(tty, _room(reporter)).start()

@@ -41,7 +41,7 @@ def _positive_int(text: str) -> int:
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpu-pairs", "pytest-gpu-pairs: two training jobs on one GPU")
     group.addoption("--gpu-pairs-settings", action="append", default=[], metavar="PATH",
-                    help="experiment file (native or seed format); repeatable; replaces the ini's gpu_pairs_settings")
+                    help="experiment file (native or predecessor format); repeatable; replaces the ini's gpu_pairs_settings")
     group.addoption("--gpu-pairs-device", choices=("auto", "cuda", "cpu"), default="auto",
                     help="where jobs train: auto picks cuda when NVML sees a GPU (default: auto)")
     group.addoption("--gpu-pairs-scale", type=_positive_float, default=1.0, metavar="F",

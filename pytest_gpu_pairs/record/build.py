@@ -1,4 +1,4 @@
-"""Measurements -> the result record of DESIGN.md, its checks, and its atomic storage.
+"""Measurements -> the result record: the figures of one round, a failed case's record, and the mean over rounds.
 
 The same record goes into ``benchmark.extra_info`` and ``<out>/<case-id>/result.json``, so the
 terminal summary, ``--benchmark-compare``, ``gpu-pairs compare`` and the reports all read one
@@ -6,16 +6,16 @@ set of numbers. A figure that could not be measured is None with its reason in `
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
-from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.experiment.cases import Case, describe
+from pytest_gpu_pairs.monitor.samples import JOB_ROLES
+from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.keys import PER_ROUND
-
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, Measurement
-from pytest_gpu_pairs.monitor.samples import JOB_ROLES
 
 VRAM_SOURCE = "nvml_process_memory"
 IDLE_METHOD = "nvml_energy_counter_at_session_start"
@@ -41,7 +41,7 @@ class SoloCost:
     above_idle_j_per_step: Optional[float] = None
 
     @classmethod
-    def of(cls, solo: Optional[Measurement], env: DeviceFacts) -> "SoloCost":
+    def of(cls, solo: Optional[Measurement], env: DeviceFacts) -> SoloCost:
         if solo is None or not solo.samples:
             return cls()
         energy = metrics.counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)

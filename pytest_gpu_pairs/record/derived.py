@@ -1,9 +1,9 @@
-"""The hyperparameter study's figures, beside DESIGN.md's: a round's record against the records of
+"""The hyperparameter study's figures: a round's record against the records of
 its solo baselines (the same foreground job alone, the background job alone).
 
 - ``concurrent_overhead``: relative increase of the foreground's training time over its solo run
   with the same model and hyperparameters (``fg_slowdown - 1``); ``concurrent_energy_overhead``
-  the same for the card's energy over that run. This reads the seed's parallel rows
+  the same for the card's energy over that run. This reads the predecessor's parallel rows
   (``fg_duration_seconds``, ``fg_energy_gpu_total_joules``: the whole card during the foreground)
   against its solo rows (``duration_seconds``, ``energy_gpu_total_joules``).
 - ``interference``: relative change of the foreground's performance metric (``perf_metric``, the
@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.keys import COMPARISONS, perf_higher_is_better
-from pytest_gpu_pairs.experiment.cases import JobConfig
-from pytest_gpu_pairs.catalog import BUILTINS
-
 
 
 def perf_metric(job: JobConfig, perf: dict[str, Any]) -> Optional[str]:

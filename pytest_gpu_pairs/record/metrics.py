@@ -1,4 +1,4 @@
-"""The metric definitions of DESIGN.md as pure functions, shared by assertions and reports.
+"""The metric definitions as pure functions, shared by the record, the checks and the reports.
 
 Every function returns None when its inputs do not allow an honest figure; the caller records
 why in the result's notes.
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Optional
 
 from pytest_gpu_pairs.monitor.counters import counter_energy_j, value_at
 

@@ -8,9 +8,20 @@ or, for code that handles keys by name (the gate, the tables), by ``record.get(n
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    create_model,
+)
 
 from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import os
+import re
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Optional
 
 from pytest_gpu_pairs.inputs import json_path
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample

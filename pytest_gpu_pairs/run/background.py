@@ -1,6 +1,6 @@
 """The background load: a training job restarted after every run until the case ends.
 
-The seed tool's bash ``while true`` loop died silently on the first failed run; this loop logs
+The predecessor tool's bash ``while true`` loop died silently on the first failed run; this loop logs
 every run (its own log, start, end, exit code), notices OOM in any run, and stops itself with
 a reason when the job crashes over and over instead of spinning.
 """
@@ -11,14 +11,15 @@ import re
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
-from pytest_gpu_pairs.run.joblog import HARNESS_LINE
-from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
+from pytest_gpu_pairs.run.joblog import HARNESS_LINE
+from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
 
 CRASH_LOOP_FAILURES = DEFAULTS.crash_loop_failures
 CRASH_LOOP_WINDOW_S = DEFAULTS.crash_loop_window_s
@@ -93,7 +94,7 @@ class ReadinessWatch:
         return self._pattern is not None and any(self._pattern.search(line) for line in own)
 
 
-_LOOPS: "weakref.WeakSet[BackgroundLoop]" = weakref.WeakSet()
+_LOOPS: weakref.WeakSet[BackgroundLoop] = weakref.WeakSet()
 
 
 def stop_all_loops() -> int:
@@ -130,7 +131,7 @@ class BackgroundLoop:
         """When the first run became ready (None until then)."""
         return self._ready_t
 
-    def start(self) -> "BackgroundLoop":
+    def start(self) -> BackgroundLoop:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.started_t = time.time()
         self._thread = threading.Thread(target=self._loop, name=f"gpu-pairs-bg-{self.spec.model}", daemon=True)

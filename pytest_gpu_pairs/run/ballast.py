@@ -15,8 +15,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 MB = 1024 * 1024
 CHUNK_MB = 1024
@@ -66,7 +67,7 @@ class Ballast:
     def pid(self) -> Optional[int]:
         return self.job.pid if self.job is not None else None
 
-    def start(self) -> "Ballast":
+    def start(self) -> Ballast:
         from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
 
         self.used_before_mb = self.gpu.memory_used_mb() or 0.0
@@ -108,7 +109,7 @@ class Ballast:
         if self.job is not None:
             self.job.stop()
 
-    def __enter__(self) -> "Ballast":
+    def __enter__(self) -> Ballast:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -16,17 +16,25 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import psutil
 
 from pytest_gpu_pairs.experiment.cases import JobConfig
-from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, parse_log_metrics
-from pytest_gpu_pairs.run.proctree import JOB_TAG_VAR, KILL_GRACE_S, deferred_signals, is_gone, tagged_processes, terminate_with_leader
 from pytest_gpu_pairs.protocol import ENV_VAR, Progress
 from pytest_gpu_pairs.record.measurement import JobOutcome
+from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, parse_log_metrics
+from pytest_gpu_pairs.run.proctree import (
+    JOB_TAG_VAR,
+    KILL_GRACE_S,
+    deferred_signals,
+    is_gone,
+    tagged_processes,
+    terminate_with_leader,
+)
 
 UNKILLABLE_WAIT_S = 30.0
 
@@ -77,11 +85,11 @@ def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: 
     return JobSpec(role, job.model, argv, env, cwd, timeout_s, command.ready_pattern, dict(command.log_patterns))
 
 
-_LIVE: set["JobProcess"] = set()
+_LIVE: set[JobProcess] = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def live_jobs() -> list["JobProcess"]:
+def live_jobs() -> list[JobProcess]:
     with _LIVE_LOCK:
         return list(_LIVE)
 
@@ -116,7 +124,7 @@ class JobProcess:
     def pid(self) -> Optional[int]:
         return self.popen.pid if self.popen else None
 
-    def start(self) -> "JobProcess":
+    def start(self) -> JobProcess:
         """Start the job; a job that cannot start (missing program or cwd) ends at once with the
         reason in ``start_error`` instead of raising, so a bad command fails its case, not pytest."""
         Path(self.progress_path).unlink(missing_ok=True)

@@ -25,8 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import psutil
 
@@ -142,7 +143,7 @@ class MpsDaemon:
     def _env(self) -> dict[str, str]:
         return {**os.environ, **self.daemon_env()}
 
-    def start(self) -> "MpsDaemon":
+    def start(self) -> MpsDaemon:
         """Start the daemon and wait until its pid file names a live process; MpsUnavailable if not."""
         if self.running:
             return self

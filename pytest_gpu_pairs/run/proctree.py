@@ -14,8 +14,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Optional
 
 import psutil
 

@@ -11,21 +11,22 @@ what the dead-time accounting reads.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from pytest_gpu_pairs.experiment.schema import DEFAULTS
-from pytest_gpu_pairs.run.background import BackgroundLoop
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
-from pytest_gpu_pairs.record.measurement import JobOutcome, Measurement
-from pytest_gpu_pairs.run.environment import Environment
-from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
+from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
-from pytest_gpu_pairs.run.proctree import deferred_signals
 from pytest_gpu_pairs.protocol import GATE_VAR
+from pytest_gpu_pairs.record.measurement import JobOutcome, Measurement
+from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
+from pytest_gpu_pairs.run.background import BackgroundLoop
+from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
+from pytest_gpu_pairs.run.proctree import deferred_signals
 
 
 class BackgroundNotReady(RuntimeError):
@@ -43,7 +44,7 @@ class Supervision:
     crash_loop_window_s: float = DEFAULTS.crash_loop_window_s
 
     @classmethod
-    def of(cls, case: Case) -> "Supervision":
+    def of(cls, case: Case) -> Supervision:
         return cls(case.timeout_s, case.restart_delay_s, case.ready_timeout_s, case.crash_loop_failures,
                    case.crash_loop_window_s)
 

@@ -9,25 +9,26 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
+from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
+from pytest_gpu_pairs.experiment.load import load_experiment
+from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.record.build import case_record
+from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.measurement import Measurement
+from pytest_gpu_pairs.record.store import complete_records, load_result, save_result, write_session
 from pytest_gpu_pairs.run.background import stop_all_loops
 from pytest_gpu_pairs.run.ballast import Ballast
-from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
-from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.environment import Environment
-from pytest_gpu_pairs.record.measurement import Measurement
-from pytest_gpu_pairs.run.round import cool_down, measure_solo
-from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
+from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 from pytest_gpu_pairs.run.proctree import deferred_signals, reap_orphans
-from pytest_gpu_pairs.record.checks import CaseResult
-from pytest_gpu_pairs.record.store import complete_records, load_result, save_result, write_session
-from pytest_gpu_pairs.record.build import case_record
-from pytest_gpu_pairs.experiment.schema import DEFAULTS
-from pytest_gpu_pairs.experiment.load import load_experiment
+from pytest_gpu_pairs.run.round import cool_down, measure_solo
 from pytest_gpu_pairs.run.sharing import SharingManager
 
 IDLE_SECONDS = 3.0

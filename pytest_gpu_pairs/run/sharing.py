@@ -8,13 +8,13 @@ limits): both mechanisms are compared with the same job alone on the card.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig, MpsLimits
 from pytest_gpu_pairs.run.mps import MpsDaemon, MpsUnavailable, find_control, system_daemon_pid
-from pytest_gpu_pairs.experiment.cases import MpsLimits
 
 
 class SharingUnavailable(RuntimeError):

@@ -1,9 +1,6 @@
-"""Built-in reference workloads and the progress protocol.
+"""Job code: the built-in reference workloads, run inside a training process.
 
-This package's ``__init__`` and ``catalog``/``progress`` modules import no torch: the harness
-reads them. The training code (``train`` and the model modules) is imported only inside a job
-process, through ``python -m pytest_gpu_pairs.workloads <model> ...``.
+Everything here runs in a job's own process (``python -m pytest_gpu_pairs.workloads <model> ...``)
+and may import torch; the harness never imports it. What the harness knows about the built-ins
+(names, hyperparameters, epoch lengths) is in ``pytest_gpu_pairs.catalog``.
 """
-from pytest_gpu_pairs.catalog import BUILTINS, BuiltinWorkload, builtin
-
-__all__ = ["BUILTINS", "BuiltinWorkload", "builtin"]

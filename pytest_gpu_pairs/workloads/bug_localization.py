@@ -1,22 +1,22 @@
-"""DNN+rVSM bug localization (emredogan7/bug-localization-by-dnn-and-rvsm) as the seed's
+"""DNN+rVSM bug localization (emredogan7/bug-localization-by-dnn-and-rvsm) as the predecessor's
 train_wrapper.py runs it: a CPU-only job, the GPU job's partner that loads the CPU.
 
 Each bug report is paired with candidate source files; a sample holds five features (rVSM text
 similarity, collaborative-filter score, class-name similarity, bug-fixing recency and frequency)
 and whether the file was fixed for the report. k-fold cross-validation over reports (``kfold``,
 10), the folds trained in parallel by all cores but one (joblib's ``n_jobs=-2``); each fold
-oversamples its positive samples and fits scikit-learn's MLPRegressor as the seed configures it:
+oversamples its positive samples and fits scikit-learn's MLPRegressor as the predecessor configures it:
 one hidden layer of 300 ReLU units, squared loss plus ``alpha`` L2, SGD with lr 0.001, momentum
 0.9, Nesterov, minibatches of 200, at most ``max_iter`` passes, stopping after 30 passes without
 a 1e-4 improvement of the training loss. Top-k accuracy (k = 1, 5, 10, 20) counts test reports
 with a fixed file among their k highest-scored candidates, averaged over folds.
 
-Written in numpy (no scikit-learn here); ``--device`` is ignored: the seed's job never used the
+Written in numpy (no scikit-learn here); ``--device`` is ignored: the predecessor's job never used the
 GPU. The Eclipse UI dataset has 6 495 reports; the generated candidates are 1-3 fixed files and
 50 others per report, with features drawn so that fixed files score higher on a nonlinear mix of
 them. ``--scale`` thins every pass to that share of its fold's minibatches (a fresh random subset
 each pass), as it shortens other workloads' epochs, while ``max_iter`` and early stopping stay the
-seed's: a scaled job does about that share of the real job's minibatches. (Capping the passes at
+predecessor's: a scaled job does about that share of the real job's minibatches. (Capping the passes at
 ``max_iter * scale`` instead would not scale it: the real job stops early, long before
 ``max_iter``.) ``epochs`` repeats the whole cross-validation. A step in the progress protocol is one
 SGD minibatch of any fold.
@@ -67,7 +67,7 @@ def fold_bounds(reports: int, folds: int) -> list[tuple[int, int]]:
 
 
 def oversample(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Repeat the positive samples until they are as many as the negatives (the seed's oversample)."""
+    """Repeat the positive samples until they are as many as the negatives (the predecessor's oversample)."""
     pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
     extra = rng.choice(pos, size=max(0, len(neg) - len(pos)), replace=True) if len(pos) else pos
     index = np.concatenate([neg, pos, extra])

@@ -2,7 +2,7 @@
 
 Nothing is downloaded. Every generator makes data whose labels can only be predicted by
 learning, so accuracy really depends on learning rate and epochs: a model at lr 0 stays at
-chance, and one epoch at the seed's default lr does not saturate, because each family mixes the
+chance, and one epoch at the predecessor's default lr does not saturate, because each family mixes the
 class signal with class-independent structure (clutter, camera colour casts, decoy tokens) and
 noise, so the Bayes error is above zero and the model has to learn what to ignore. Batches are
 generated on the training device so that data loading does not stand in for the compute being

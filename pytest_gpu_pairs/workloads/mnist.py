@@ -4,8 +4,8 @@ Architectures, optimisers and schedules follow pytorch/examples (mnist/main.py,
 mnist_rnn/main.py, mnist_forward_forward/main.py): Adadelta with a 0.7 step decay per epoch for
 the CNN and the LSTM; Forward-Forward layers each with their own Adam, trained on the goodness
 loss with threshold 2, negatives made by overlaying shuffled labels, prediction by the label of
-highest summed goodness. The seed trains Forward-Forward in mini-batches of its batch_size over
-the examples' 50 000-image training split; the seed's learning rate (0.01) applies to all three.
+highest summed goodness. The predecessor trains Forward-Forward in mini-batches of its batch_size over
+the examples' 50 000-image training split; the predecessor's learning rate (0.01) applies to all three.
 Test metrics are on MNIST's 10 000 test images (scaled with ``--scale``), on real MNIST when it
 is under the data root.
 """

@@ -1,15 +1,15 @@
 """MRT-OAST: a Multiple Representation Transformer comparing two programs' optimised ASTs
-(code clone detection on OJClone), as the seed's train.sh runs main_batch.py.
+(code clone detection on OJClone), as the predecessor's train.sh runs main_batch.py.
 
 Hyperparameters of train.sh/main_batch.py: sequences of 256 OAST tokens (OJClone's OAST
 dictionary has 112 words), 2 transformer layers of width 128 with 8 heads and feed-forward 512,
 output features 512, dropout 0.2, batch 64, BCE loss, Adam whose lr warms up linearly over the
 first fifth of the steps to ``learning_rate`` and then decays linearly to a tenth of it. OJClone
-has 40 000 training, 5 000 validation and 5 000 test pairs; the seed tests at threshold 0.9
+has 40 000 training, 5 000 validation and 5 000 test pairs; the predecessor tests at threshold 0.9
 (accuracy, precision, recall, F1 on the test pairs). Its validation pass every 1 750 steps is not
 run here.
 
-The repository's network (nnet/btransform.py) is not public in the seed's copy; this one is a
+The repository's network (nnet/btransform.py) is not public in the predecessor's copy; this one is a
 siamese transformer of those sizes: shared token and position embeddings, the encoder, mean- and
 max-pooled states projected to 512 features, cosine similarity mapped to [0, 1]. Generated
 pairs (``data.ClonePairs``) are clones when both programs derive from one of 104 templates

@@ -75,9 +75,9 @@ def profile_torch(name: str, device: str, seconds: float, warmup: float, eval_sc
 
 def profile_cpu_job(name: str, seconds: float) -> dict:
     """The CPU-only workload: its parallel folds for about ``seconds``, steps counted by them."""
-    from pytest_gpu_pairs.workloads import bug_localization as bl
     from pytest_gpu_pairs.catalog import builtin
     from pytest_gpu_pairs.protocol import ProgressWriter
+    from pytest_gpu_pairs.workloads import bug_localization as bl
 
     info = builtin(name)
     passes = 1

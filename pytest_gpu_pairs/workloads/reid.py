@@ -1,4 +1,4 @@
-"""Person re-ID baselines of layumi/Person_reID_baseline_pytorch as the seed trains them:
+"""Person re-ID baselines of layumi/Person_reID_baseline_pytorch as the predecessor trains them:
 ``densenet121`` (ft_net_dense), ``hrnet18`` (ft_net_hr) and ``pcb`` (PCB on ResNet-50).
 
 Model heads, optimiser and schedule follow the repository's model.py/train.py: a ClassBlock
@@ -9,15 +9,15 @@ momentum 0.9, Nesterov, weight decay 5e-4, lr x0.1 for the backbone, lr decayed 
 the epochs; cudnn.benchmark on. Inputs are 3x256x128 (PCB 3x384x192). The ImageNet heads that
 the original leaves in place (DenseNet's classifier, ResNet-50's fc) stay, unused, as there;
 HRNet's is removed, as there. An epoch is Market-1501's ``train_all`` (12 936 images, batches
-of the seed's train.sh: 24 for densenet121/hrnet18, 32 for pcb, last partial batch dropped).
+of the predecessor's train.sh: 24 for densenet121/hrnet18, 32 for pcb, last partial batch dropped).
 
 Evaluation is the repository's test.py + evaluate_gpu.py: features of each image and of its
 mirror summed and L2-normalised (PCB: 6 part features, each normalised, scaled by 1/sqrt(6)),
 gallery ranked by cosine similarity, same-identity same-camera and identity -1 images ignored,
 Rank@1/Rank@5/mAP over queries with at least one true match. The generated query/gallery split
 uses identities never seen in training (Market-1501's 750 test identities; 3 368 queries and
-15 913 gallery images at scale 1). The seed's train.sh forces lr 0.02 for pcb whatever ``--lr``
-says; the seed's pcb results are therefore at lr 0.02, which is this workload's default too.
+15 913 gallery images at scale 1). The predecessor's train.sh forces lr 0.02 for pcb whatever ``--lr``
+says; the predecessor's pcb results are therefore at lr 0.02, which is this workload's default too.
 The per-epoch 'val' pass of train.py (751 images, monitoring only) is not run.
 """
 from __future__ import annotations
@@ -157,7 +157,7 @@ def average_precision(ranked_good: np.ndarray, good_count: int) -> tuple[float, 
 
 
 def rank_and_map(qf: torch.Tensor, q_ids, q_cams, gf: torch.Tensor, g_ids, g_cams) -> dict[str, float]:
-    """Rank@1, Rank@5 (in %) and mAP (0-1, as the seed reports it) over valid queries."""
+    """Rank@1, Rank@5 (in %) and mAP (0-1, as the predecessor reports it) over valid queries."""
     scores = (qf @ gf.T).cpu().numpy()
     q_ids, q_cams, g_ids, g_cams = (np.asarray(a) for a in (q_ids, q_cams, g_ids, g_cams))
     cmc = np.zeros(len(g_ids))

@@ -12,7 +12,8 @@ import math
 import os
 import sys
 import traceback
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 import torch
 

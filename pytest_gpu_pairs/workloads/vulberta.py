@@ -1,21 +1,21 @@
 """VulBERTa (ICL-ml4csec/VulBERTa) fine-tuned for vulnerability detection on D2A functions.
 
 ``vulberta_mlp`` is RoBERTa-base for sequence classification (124.8 M parameters, VulBERTa's
-config) as the seed's train_vulberta.py trains it with transformers' Trainer: sequences of 1 024
+config) as the predecessor's train_vulberta.py trains it with transformers' Trainer: sequences of 1 024
 BPE tokens (padding 1), batch 2, fp16 mixed precision on CUDA (autocast + GradScaler; fp32 on the
 CPU), AdamW with a linear decay to 0, gradient norm clipped to 1, class-weighted cross-entropy
 ('balanced' weights), evaluation on the D2A dev split after every epoch. It starts from random
-weights where the seed starts from the pre-trained VulBERTa: same compute and memory, no download.
+weights where the predecessor starts from the pre-trained VulBERTa: same compute and memory, no download.
 
 ``vulberta_cnn`` is the repository's VulBERTa-CNN notebook model: VulBERTa's 50 000 x 768 token
 embedding, frozen, under three 1-D convolutions (200 filters of widths 3, 4, 5), max-pooled over
 time, dropout 0.5, then 600-256-128-2 fully connected layers; Adam at lr 5e-4, batch 128, 20
-epochs, seed 1234, class-weighted cross-entropy. The seed's train.sh never trained it (it
+epochs, seed 1234, class-weighted cross-entropy. The predecessor's train.sh never trained it (it
 printed "not yet implemented" and exited in seconds), so its defaults are the notebook's.
 
 Data: D2A's function-level split has 4 643 training and 596 dev functions; the generated
 sequences (``data.MotifSequences``) are vulnerable when they contain one of a few token motifs,
-with decoys in the safe ones. Metrics: eval_loss and final_training_loss (the seed's), plus
+with decoys in the safe ones. Metrics: eval_loss and final_training_loss (the predecessor's), plus
 accuracy, precision, recall and F1 on the dev split.
 """
 from __future__ import annotations
@@ -86,8 +86,8 @@ class VulBerta(Workload):
         self.scheduled_steps = total_steps(float(self.hp["epochs"]), self.steps_per_epoch(), self.scale)
         if not self.is_mlp:
             return None
-        decay = lambda step: max(0.0, 1.0 - step / self.scheduled_steps)
-        return torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
+        scheduled = self.scheduled_steps
+        return torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: max(0.0, 1.0 - step / scheduled))
 
     def batches(self):
         return self.data.stream(self.batch_size, int(self.hp["seed"]))

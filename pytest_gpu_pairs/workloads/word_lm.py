@@ -5,7 +5,7 @@ weights, Wikitext-2's 33 278-word vocabulary (13.99 M parameters); truncated BPT
 with the corpus laid out as ``batch_size`` parallel streams and the hidden state carried across
 batches; plain SGD by hand (``p -= lr * grad``) after clipping the gradient norm to 0.25; lr
 divided by 4 after an epoch whose validation loss did not improve. An epoch is Wikitext-2's
-2 088 628 training tokens. The seed passes its examples defaults (lr 0.01, batch 32), not
+2 088 628 training tokens. The predecessor passes its examples defaults (lr 0.01, batch 32), not
 main.py's (lr 20, batch 20); they are this workload's defaults too. Test loss and perplexity are
 on Wikitext-2's 245 569 test tokens (scaled with ``--scale``), evaluation batch 10.
 """
@@ -63,9 +63,9 @@ class WordLM(Workload):
             return MarkovText(VOCAB, self.device)
         self.data_kind = "real"
         train, valid, test, self.vocab = found
-        to = lambda a: torch.as_tensor(a, device=self.device)
-        return {"train": batchify(to(train), self.batch_size), "valid": batchify(to(valid), EVAL_BATCH),
-                "test": batchify(to(test), EVAL_BATCH)}
+        train, valid, test = (torch.as_tensor(a, device=self.device) for a in (train, valid, test))
+        return {"train": batchify(train, self.batch_size), "valid": batchify(valid, EVAL_BATCH),
+                "test": batchify(test, EVAL_BATCH)}
 
     def build_model(self):
         self.lr = float(self.hp["learning_rate"])

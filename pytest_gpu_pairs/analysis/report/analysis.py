@@ -6,9 +6,9 @@ Pure functions over ``load``'s frame. A statistical test runs only where the dat
 p-values of one report are also given Benjamini-Hochberg adjusted (q), because a study runs
 dozens of tests and some fall under 0.05 by chance.
 
-Solo baselines follow the seed's sense of "concurrent overhead": a concurrent foreground run is
+Solo baselines follow the predecessor's sense of "concurrent overhead": a concurrent foreground run is
 compared with solo runs of the same model and hyperparameters (the random seed aside: it does not
-change the work) from the same campaign (``campaign``: the seed's campaigns ran the very
+change the work) from the same campaign (``campaign``: the predecessor's campaigns ran the very
 same hyperparameters at very different speeds, e.g. VulBERTa at 9 s per epoch in one and 320 s in
 the others, so runs of two campaigns do not compare). Where no solo run has exactly those
 hyperparameters but some differ only in epochs, the solo time and energy per epoch are scaled to
@@ -168,7 +168,7 @@ def _model_defaults(model: str, rows: pd.DataFrame, columns: list[str]) -> dict[
 
 def one_at_a_time(rows: pd.DataFrame, model: str, hp: str) -> pd.DataFrame:
     """Runs of ``model`` in which only ``hp`` (and the random seed) may differ from the defaults:
-    the seed's mutation runs change one hyperparameter at a time, so this isolates its effect."""
+    the predecessor's mutation runs change one hyperparameter at a time, so this isolates its effect."""
     others = _hp_columns(rows, (hp,))
     defaults = _model_defaults(model, rows, others)
     same = np.ones(len(rows), dtype=bool)

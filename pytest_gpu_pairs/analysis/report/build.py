@@ -1,17 +1,18 @@
 """One report folder from inputs: ``summary.csv``, ``stats.csv``, ``plots/*.png``, ``report.html``."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 import pandas as pd
 
-from pytest_gpu_pairs.compat import raw_data as seed
 from pytest_gpu_pairs.analysis.report.analysis import Analysis, analyse
 from pytest_gpu_pairs.analysis.report.html import render
 from pytest_gpu_pairs.analysis.report.load import load_runs
 from pytest_gpu_pairs.analysis.report.plots import Plot, draw_all
+from pytest_gpu_pairs.compat import raw_data as seed
 
 OUR_SUMMARY_COLUMNS = (
     "case_id", "pair", "sharing", "campaign", "fg_slowdown", "slowdown_basis", "solo_duration_s", "solo_gpu_energy_j", "solo_n",
@@ -31,7 +32,7 @@ class Report:
 
 
 def summary_table(runs: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
-    """One row per input row: the seed's columns where the seed has the figure, ours beside them."""
+    """One row per input row: the predecessor's columns where the predecessor has the figure, ours beside them."""
     derived = analysis.runs.reindex(runs.index)
     merged = runs.copy()
     for column in analysis.runs.columns:

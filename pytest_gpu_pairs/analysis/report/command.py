@@ -11,12 +11,12 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT",
-                        help="pytest-benchmark JSON, gpu-pairs run directory, result.json, or the seed's raw_data.csv")
+                        help="pytest-benchmark JSON, gpu-pairs run directory, result.json, or the predecessor's raw_data.csv")
     parser.add_argument("-o", "--out", required=True, metavar="DIR",
                         help="report folder (e.g. reports/<name>/): summary.csv, stats.csv, report.html, plots/")
     parser.add_argument("--title", default=None, help="the report's title")
     parser.add_argument("--device-label", default=None, metavar="NAME",
-                        help="the GPU of inputs that do not record one (the seed's CSV), shown as stated")
+                        help="the GPU of inputs that do not record one (the predecessor's CSV), shown as stated")
 
 
 def run(args: argparse.Namespace) -> int:

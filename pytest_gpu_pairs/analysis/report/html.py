@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 import pandas as pd
 
@@ -65,9 +66,9 @@ def _headline(a: Analysis) -> str:
             f"{runs['fg_model'].nunique()} foreground models, {pairs} named pairs.</p>")
 
 
-NO_VRAM = "no input records a peak VRAM (the seed's CSV has no memory column; runs on the CPU have none)"
+NO_VRAM = "no input records a peak VRAM (the predecessor's CSV has no memory column; runs on the CPU have none)"
 DEFINITIONS = [
-    ("fg_slowdown", "foreground duration concurrent / solo (seed rows: against solo runs of the same model and "
+    ("fg_slowdown", "foreground duration concurrent / solo (predecessor rows: against solo runs of the same model and "
                     "hyperparameters, random seed aside; per epoch where only epochs differ)"),
     ("concurrency_efficiency", "1/fg_slowdown + bg_progress_ratio; 2.0 = sharing is free, below 1.0 serial is faster"),
     ("energy ratio", "card energy during a concurrent foreground job / the same job's solo card energy"),
@@ -84,7 +85,7 @@ def render(title: str, analysis: Analysis, plots: list[Plot], inputs: list[Input
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>", _headline(analysis),
              "<h2>Inputs</h2>", _table(_inputs(inputs, device_label)),
-             "<p class='note'>Per-run values: <a href='summary.csv'>summary.csv</a> (the seed's columns, then ours); "
+             "<p class='note'>Per-run values: <a href='summary.csv'>summary.csv</a> (the predecessor's columns, then ours); "
              "every statistical test: <a href='stats.csv'>stats.csv</a>.</p>"]
     if notes:
         parts += ["<h2>About these data</h2><ul>", *(f"<li>{_e(n)}</li>" for n in notes), "</ul>"]

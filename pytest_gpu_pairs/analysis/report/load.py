@@ -1,7 +1,7 @@
 """The inputs of a report -> one pandas DataFrame with one row per run and the columns below.
 
 Inputs: pytest-benchmark JSON (records in ``extra_info``), ``--gpu-pairs-out`` run directories,
-single ``result.json`` files, and the seed tool's ``raw_data.csv``. Every later step (analysis,
+single ``result.json`` files, and the predecessor tool's ``raw_data.csv``. Every later step (analysis,
 plots, ``summary.csv``) reads only this frame, so a new input format is one function here.
 
 Columns beyond ``COLUMNS``: ``hp_<name>`` (the foreground's hyperparameters), ``perf_<name>``
@@ -11,38 +11,39 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import pandas as pd
 
-from pytest_gpu_pairs.record.keys import perf_higher_is_better
-from pytest_gpu_pairs.record.store import StoreError, load_run
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.compat import raw_data as seed
+from pytest_gpu_pairs.record.keys import perf_higher_is_better
+from pytest_gpu_pairs.record.store import StoreError, load_run
 
 COLUMNS: dict[str, str] = {
     "source": "the input (file or folder) the row came from",
     "source_kind": "benchmark_json | run_dir | result_json | seed_csv",
     "source_row": "position of the row in its input",
-    "run_id": "the seed's experiment_id, or our case_id",
-    "case_id": "our case id (empty for seed rows)",
+    "run_id": "the predecessor's experiment_id, or our case_id",
+    "case_id": "our case id (empty for predecessor rows)",
     "timestamp": "when the run started, where the input says",
     "mode": "solo | concurrent",
     "fg_model": "foreground workload (built-in name; repo/model for a seed model we do not know)",
     "bg_model": "background workload; empty where the input does not name it",
     "pair": "fg_model+bg_model for a concurrent run with a known background, [mps] when not time-sliced",
-    "sharing": "how the jobs shared the GPU: timeslice or mps (seed rows: timeslice, the driver's default)",
+    "sharing": "how the jobs shared the GPU: timeslice or mps (predecessor rows: timeslice, the driver's default)",
     "success": "the run finished without failure or OOM",
     "failure": "why it failed",
-    "experiment_source": "the seed's experiment_source, or our design",
+    "experiment_source": "the predecessor's experiment_source, or our design",
     "campaign": "the batch of runs this one belongs to (seed: the experiment_id prefix); only runs of one "
                 "campaign are compared with each other",
-    "mutated_param": "the seed's mutated hyperparameter",
+    "mutated_param": "the predecessor's mutated hyperparameter",
     "fg_duration_s": "foreground duration (seed: duration_seconds / fg_duration_seconds)",
     "fg_solo_duration_s": "the foreground's solo duration as measured by the run (ours only)",
-    "fg_slowdown": "fg_duration_s / fg_solo_duration_s (ours; the analysis fills it for seed rows)",
+    "fg_slowdown": "fg_duration_s / fg_solo_duration_s (ours; the analysis fills it for predecessor rows)",
     "bg_progress_ratio": "background steps/s in the window over its solo steps/s (ours only)",
     "concurrency_efficiency": "1/fg_slowdown + bg_progress_ratio (ours only)",
     "concurrent_overhead": "the record's concurrent_overhead key, where present",
@@ -146,7 +147,7 @@ def _load_seed(path: Path) -> tuple[list[dict[str, Any]], Input]:
         raise ReportInputError(f"{path}: $: expected a readable CSV file ({exc})") from None
     missing = [c for c in seed.REQUIRED if c not in frame.columns]
     if missing:
-        raise ReportInputError(f"{path}: columns: expected the seed's raw_data.csv columns, "
+        raise ReportInputError(f"{path}: columns: expected the predecessor's raw_data.csv columns, "
                                f"missing {', '.join(missing)}")
     rows = [seed.seed_run(row, str(path), i) for i, row in enumerate(frame.to_dict("records"))]
     return rows, Input(str(path), "seed_csv", len(rows))
@@ -154,7 +155,7 @@ def _load_seed(path: Path) -> tuple[list[dict[str, Any]], Input]:
 
 def _load_one(path: Path) -> tuple[list[dict[str, Any]], Input]:
     if not path.exists():
-        raise ReportInputError(f"{path}: $: expected a benchmark JSON file, a run directory or the seed's raw_data.csv")
+        raise ReportInputError(f"{path}: $: expected a benchmark JSON file, a run directory or the predecessor's raw_data.csv")
     if path.suffix.lower() == ".csv":
         return _load_seed(path)
     return _load_ours(path)
@@ -196,7 +197,7 @@ def assign_primary_perf(runs: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
 
 
 def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
-    """The seed's CSV holds some runs twice (merged exports); a run counted twice would fake
+    """The predecessor's CSV holds some runs twice (merged exports); a run counted twice would fake
     significance. Rows with the same model, mode, duration (µs) and energy (mJ) are one run: the
     most complete row is kept, the others point to it in ``duplicate_of``."""
     runs = runs.copy()

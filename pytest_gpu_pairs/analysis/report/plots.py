@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -93,7 +94,7 @@ def efficiency_figure(a: Analysis) -> tuple[Figure, str]:
     _legend_below(ax)
     ax.set_title("Concurrency efficiency per pair (foreground+background)")
     caption = ("concurrency_efficiency = 1/fg_slowdown + bg_progress_ratio (normalised throughput of the pair). "
-               "Where the background's progress was not recorded (the seed's runs), the hatched bar is 1/fg_slowdown,"
+               "Where the background's progress was not recorded (the predecessor's runs), the hatched bar is 1/fg_slowdown,"
                " a lower bound of it.")
     return figure, caption
 
@@ -255,7 +256,7 @@ def pareto_figure(a: Analysis) -> tuple[Figure, str]:
 def vram_figure(a: Analysis) -> tuple[Figure, str]:
     table = a.vram
     if table.empty:
-        raise NoData("no input records a peak VRAM (the seed's CSV has no memory column; runs on the CPU have none)")
+        raise NoData("no input records a peak VRAM (the predecessor's CSV has no memory column; runs on the CPU have none)")
     table = table.sort_values("peak_vram_mb")
     figure = Figure(figsize=(9, 0.4 * len(table) + 1.6), dpi=DPI)
     ax = figure.add_subplot()
