@@ -4,8 +4,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Optional
 
-from pytest_gpu_pairs.analysis.sharing import compare
-
 COLUMNS = (("case", "case_id", "{}"), ("eff", "concurrency_efficiency", "{:.2f}"), ("slow", "fg_slowdown", "{:.2f}"),
            ("bg", "bg_progress_ratio", "{:.2f}"), ("cov", "bg_coverage", "{:.2f}"),
            ("E J", "gpu_energy_j", "{:.0f}"), ("fg J", "fg_gpu_energy_j", "{:.0f}"), ("bg J", "bg_gpu_energy_j", "{:.0f}"),
@@ -37,6 +35,8 @@ def unmeasured(records: list[dict[str, Any]]) -> dict[str, set[str]]:
 
 def sharing_lines(records: list[dict[str, Any]]) -> list[str]:
     """For each pair measured under both mechanisms: their efficiencies and the recommended one."""
+    from pytest_gpu_pairs.analysis.sharing import compare  # only when a session has records to summarise
+
     lines = []
     for entry in compare(records):
         if len(entry["mechanisms"]) < 2:

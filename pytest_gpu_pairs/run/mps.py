@@ -45,23 +45,7 @@ CLIENT_CHECK_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 30.0
 READY_PAUSE_S = 0.5
 
-# A CUDA client without torch: creates a context on device 0 through the driver API (which connects
-# to the MPS daemon named in its environment), says "ok", and holds the context until stdin closes.
-CLIENT_CHECK = """
-import ctypes, sys
-try:
-    cuda = ctypes.CDLL("libcuda.so.1")
-except OSError as exc:
-    sys.exit(f"cannot load the CUDA driver: {exc}")
-device, context = ctypes.c_int(), ctypes.c_void_p()
-for name, call in (("cuInit", lambda: cuda.cuInit(0)), ("cuDeviceGet", lambda: cuda.cuDeviceGet(ctypes.byref(device), 0)),
-                   ("cuCtxCreate", lambda: cuda.cuCtxCreate_v2(ctypes.byref(context), 0, device))):
-    result = call()
-    if result != 0:
-        sys.exit(f"{name} failed with CUresult {result}")
-print("ok", flush=True)
-sys.stdin.read()
-"""
+CLIENT_CHECK = [sys.executable, "-m", "pytest_gpu_pairs.workloads.mps_client"]
 
 
 class MpsUnavailable(RuntimeError):
@@ -195,7 +179,7 @@ class MpsDaemon:
         A client that cannot reach the daemon silently runs without MPS, and a server that cannot
         start fails every client: either would waste every MPS round, so it is found out once, here.
         """
-        argv = list(argv) if argv else [sys.executable, "-c", CLIENT_CHECK]
+        argv = list(argv) if argv else CLIENT_CHECK
         client = subprocess.Popen(argv, env={**os.environ, **self.client_env()}, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
