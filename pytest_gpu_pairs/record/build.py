@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, describe
+from pytest_gpu_pairs.monitor.counters import counter_energy_j, unwrap_counter
 from pytest_gpu_pairs.monitor.samples import JOB_ROLES
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.derived import with_derived
@@ -44,7 +45,7 @@ class SoloCost:
     def of(cls, solo: Optional[Measurement], env: DeviceFacts) -> SoloCost:
         if solo is None or not solo.samples:
             return cls()
-        energy = metrics.counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)
+        energy = counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)
         steps = solo.fg.progress.steps_between(*solo.window) if solo.fg.progress.steps else None
         above = metrics.energy_above_idle(energy, env.idle_power_w, solo.window_s)
         return cls(metrics.energy_per_step(energy, steps), metrics.energy_per_step(above, steps))
@@ -73,7 +74,7 @@ def _gpu_figures(m: Measurement, env: DeviceFacts, notes: Notes, work: Work) -> 
             notes.unmeasured(key, f"not measurable on this run: {reason}")
         return figures
     window, inside = m.window, _in_window(m.samples, m.window)
-    energy = metrics.counter_energy_j(((s.t, s.energy_mj) for s in m.samples), *window)
+    energy = counter_energy_j(((s.t, s.energy_mj) for s in m.samples), *window)
     if energy is None:
         notes.unmeasured("gpu_energy_j", "the NVML total-energy counter was not readable over the window")
     figures["gpu_energy_j"] = energy
@@ -160,7 +161,7 @@ def _sm_intervals(m: Measurement, idle_w: float) -> list[tuple[float, float, flo
     ticks = [s for s in _in_window(m.samples, m.window) if s.has_sm_data]
     if not ticks:
         return []
-    points = metrics.unwrap_counter((s.t, s.energy_mj) for s in m.samples)
+    points = unwrap_counter((s.t, s.energy_mj) for s in m.samples)
     edges = [start] + [s.t for s in ticks[:-1]] + [end]
     energies = metrics.interval_energies_above_idle(points, edges, idle_w)
     return [(e, s.role_sm_pct("fg"), s.role_sm_pct("bg")) for e, s in zip(energies, ticks)]

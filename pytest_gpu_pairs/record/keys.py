@@ -64,8 +64,8 @@ SHARING = _figures("sharing", [
     ("bg_speed_ratio", "float", "ratio", "higher", True, "bg_progress_ratio over the time the background was training only"),
     ("concurrency_efficiency", "float", "ratio", "higher", True, "1 / fg_slowdown + bg_progress_ratio: above 1, sharing did more work than one job alone"),
     ("bg_coverage", "float", "fraction", "higher", True, "fraction of the window in which the background was training"),
-    ("bg_runs", "int", "count", None, True, "background runs started during the case"),
-    ("bg_failures", "int", "count", "lower", True, "background runs that failed"),
+    ("bg_runs", "float", "count", None, True, "background runs started during the case"),
+    ("bg_failures", "float", "count", "lower", True, "background runs that failed"),
     ("bg_steps_in_window", "float", "steps", None, False, "background steps inside the window"),
     ("bg_solo_steps_per_s", "float", "steps/s", None, False, "the background's step rate alone"),
 ])

@@ -10,9 +10,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Optional
 
-from pytest_gpu_pairs.monitor.counters import counter_energy_j, value_at
-
-__all__ = ["counter_energy_j"]  # the record's figures read counters through this module
+from pytest_gpu_pairs.monitor.counters import value_at
 
 
 def fg_slowdown(concurrent_s: Optional[float], solo_s: Optional[float]) -> Optional[float]:

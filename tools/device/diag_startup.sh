@@ -1,7 +1,7 @@
-# Where a built-in workload's startup goes on the device: timestamps of the job's own events and a
+# Where a built-in workload's startup goes on the GPU machine: timestamps of the job's own events and a
 # stack dump (faulthandler, SIGUSR1) if it has not finished after LIMIT seconds.
-# Usage: bash scripts/device/diag_startup.sh MODEL SCALE LIMIT_S
-source scripts/device/setup.sh
+# Usage: bash tools/device/diag_startup.sh MODEL SCALE LIMIT_S
+source tools/device/setup.sh
 MODEL=$1; SCALE=${2:-0.01}; LIMIT=${3:-60}
 P=/tmp/diag_$MODEL.progress.jsonl; rm -f $P
 START=$(date +%s.%N)

@@ -1,7 +1,7 @@
-"""A command workload for issue 3's GPU teardown proof: takes a share of the card's memory in 1 GiB
-tensors (a real CUDA out-of-memory error when it does not fit), then computes matmuls while it
-speaks the progress protocol. ``--hang-runs N`` makes its N-th invocation (counted in ``--state``)
-compute forever instead of finishing: a job that only a kill ends."""
+"""A command workload for the teardown study (tools/teardown/run_on_gpu.sh): takes a share of the
+card's memory in 1 GiB tensors (a real CUDA out-of-memory error when it does not fit), then computes
+matmuls while it speaks the progress protocol. ``--hang-run N`` makes its N-th invocation (counted
+in ``--state``) compute forever instead of finishing: a job that only a kill ends."""
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,6 @@
-# Sourced at the start of every device run: wheels the GPU image lacks, then the package, offline.
+# Sourced at the start of every script run on the GPU machine (tools/*/run_on_gpu.sh and the others),
+# from the repository root: wheels the GPU image lacks (.whl/*.whl, if any), then the package, offline.
+# The scripts write what must come back to the folder named by $OUT.
 set -e
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -1,9 +1,11 @@
-"""Issue 2's reference: the feasibility groups measured at full scale on the device, as committed
-files. Reads the pytest-benchmark JSON of each device call and writes
-``reports/reference/feasibility_full_scale.{json,md}`` (one row per case, with why it failed).
+"""The feasibility study's committed reference, from the GPU machine's pytest-benchmark files.
 
-Usage: python scripts/issue2_reference.py FILES/issue2_A.json FILES/issue2_B.json ...
-       [--keep reports/reference/feasibility_full_scale.json]  (its cases stay unless measured again)
+Reads the pytest-benchmark JSON of each call of tools/feasibility/run_on_gpu.sh (the groups measured
+at full scale) and writes ``reports/reference/feasibility/feasibility_full_scale.{json,md}`` (one row
+per case, with why it failed).
+
+Usage: python tools/feasibility/collate.py FETCHED/feasibility_A.json FETCHED/feasibility_B.json ...
+       [--keep reports/reference/feasibility/feasibility_full_scale.json]  (its cases stay unless measured again)
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def row(record: dict, outcome: str) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("inputs", nargs="*", type=Path)
-    parser.add_argument("--out", type=Path, default=Path("reports/reference/feasibility_full_scale"))
+    parser.add_argument("--out", type=Path, default=Path("reports/reference/feasibility/feasibility_full_scale"))
     parser.add_argument("--keep", type=Path, default=None, help="an earlier reference JSON whose cases stay")
     parser.add_argument("--note", action="append", default=[], help="a line for the Notes under the table")
     args = parser.parse_args()
@@ -59,13 +61,14 @@ def main() -> int:
             records = [r for r in records if r["case_id"] != record["case_id"]] + [record]
     records.sort(key=lambda r: r["case_id"])
     notes = args.note or (kept.get("notes", []) if args.keep is not None else [])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"machine": machine, "cases": records, "notes": notes},
                                                         indent=1, default=str))
     header = [c[0] for c in COLUMNS] + ["outcome"]
-    lines = [f"# Feasibility groups at full scale on {machine['gpu_name'] if machine else 'the device'}", "",
+    lines = [f"# Feasibility groups at full scale on {machine['gpu_name'] if machine else 'the GPU machine'}", "",
              f"Driver {machine.get('driver')}, CUDA {machine.get('cuda_driver_version')}, idle "
              f"{machine.get('idle_power_w'):.1f} W. Full scale (`--gpu-pairs-scale 1`, one real epoch per job, "
-             "the seed's hyperparameters), VRAM budget 7500 MB, min efficiency 1.0.", "" if machine else "",
+             "the predecessor's hyperparameters), VRAM budget 7500 MB, min efficiency 1.0.", "" if machine else "",
              "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for record in records:
         problems = []

@@ -1,16 +1,18 @@
-# Issue 2's GPU proof: feasibility groups (and the slice pair s01) at full scale on the device, one
-# pytest session per call so that solo baselines shared by several groups are measured once.
-# Usage: bash scripts/device/issue2_full_scale.sh PART "-k expression" TIME_LIMIT_S
-# Out: $OUT/issue2_PART.json (pytest-benchmark JSON) and $OUT/issue2_PART.tgz (run folder + pytest log).
-# Then, here: python scripts/issue2_reference.py <files_at>/issue2_*.json (writes reports/reference/).
-source scripts/device/setup.sh
+# The feasibility study on the GPU machine: the groups of settings/parallel_feasibility_test.json (and
+# the slice pair s01) at full scale, one pytest session per call so that solo baselines shared by
+# several groups are measured once.
+# Usage, from the repository root: bash tools/feasibility/run_on_gpu.sh PART "-k expression" TIME_LIMIT_S
+# Out: $OUT/feasibility_PART.json (pytest-benchmark JSON) and $OUT/feasibility_PART.tgz (run folder + pytest log).
+# Then, on your own machine: python tools/feasibility/collate.py FETCHED/feasibility_*.json
+#   (writes reports/reference/feasibility/; --keep that folder's JSON to add groups to the cases already there).
+source tools/device/setup.sh
 PART=$1; SELECT=$2; LIMIT=${3:-500}
-R=/tmp/issue2_$PART
+R=/tmp/feasibility_$PART
 timeout -s TERM -k 20 "$LIMIT" python3 -m pytest benchmarks --gpu-pairs-device cuda \
   --gpu-pairs-settings settings/parallel_feasibility_test.json --gpu-pairs-settings settings/slice_pairs.json \
-  -k "$SELECT" --gpu-pairs-out "$R" --benchmark-json "$OUT/issue2_$PART.json" -p no:cacheprovider -rA \
-  > /tmp/issue2_$PART.log 2>&1
+  -k "$SELECT" --gpu-pairs-out "$R" --benchmark-json "$OUT/feasibility_$PART.json" -p no:cacheprovider -rA \
+  > /tmp/feasibility_$PART.log 2>&1
 echo "pytest exit code: $? (124 = stopped at the time limit)"
-cp /tmp/issue2_$PART.log "$R/pytest.log" 2>/dev/null
-tar czf "$OUT/issue2_$PART.tgz" -C /tmp "issue2_$PART"
-sed -n '/gpu-pairs results/,$p' /tmp/issue2_$PART.log | head -40
+cp /tmp/feasibility_$PART.log "$R/pytest.log" 2>/dev/null
+tar czf "$OUT/feasibility_$PART.tgz" -C /tmp "feasibility_$PART"
+sed -n '/gpu-pairs results/,$p' /tmp/feasibility_$PART.log | head -40

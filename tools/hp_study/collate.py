@@ -1,7 +1,7 @@
 """One pair of the hyperparameter study, from a results folder (or its .tgz) to the committed
-reference: ``reports/reference/hp_study_<A>_<B>.json`` and ``.md``, and the table on stdout.
+reference: ``reports/reference/hp_study/hp_study_<A>_<B>.json`` and ``.md``, and the table on stdout.
 
-    python scripts/hp_study_reference.py hp_results.tgz [--group hp06] [--out-dir reports/reference]
+    python tools/hp_study/collate.py hp_results.tgz [--group hp06] [--out-dir reports/reference/hp_study]
 
 The 11 runs are the group's concurrent cases and the solo records (cases or ``_solo/``
 baselines) of the same jobs. "Effects" set each variant against the default, solo and concurrent:
@@ -145,7 +145,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", type=Path, help="a --gpu-pairs-out folder or a .tgz of one")
     parser.add_argument("--group", help="the study pair (default: the only one in the results)")
-    parser.add_argument("--out-dir", type=Path, default=Path("reports/reference"))
+    parser.add_argument("--out-dir", type=Path, default=Path("reports/reference/hp_study"))
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         folder = results_folder(args.source, Path(scratch))

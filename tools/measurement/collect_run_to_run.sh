@@ -1,10 +1,10 @@
-# Turns the fetched outputs of scripts/device/issue-7.sh into committed files:
-#   bash scripts/device/issue-7-collect.sh FETCHED_DIR
-# writes reports/reference/h100-slice-noise/ (report.html, summary.csv, stats.csv, plots/, the
+# Turns the fetched outputs of tools/measurement/run_to_run_on_gpu.sh into committed files:
+#   bash tools/measurement/collect_run_to_run.sh FETCHED_DIR
+# writes reports/reference/measurement/run_to_run/ (report.html, summary.csv, stats.csv, plots/, the
 # run-to-run comparison compare.txt and both benchmark JSON files).
 set -euo pipefail
-fetched=${1:?usage: issue-7-collect.sh FETCHED_DIR}
-dest=reports/reference/h100-slice-noise
+fetched=${1:?usage: collect_run_to_run.sh FETCHED_DIR}
+dest=reports/reference/measurement/run_to_run
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar xzf "$fetched/results.tgz" -C "$work"

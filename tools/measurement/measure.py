@@ -1,4 +1,6 @@
-"""Issue 4's GPU measurements, one subcommand each; every result is a JSON file in ``--out``.
+"""The measurement study's GPU measurements, one subcommand each (run by tools/measurement/run_on_gpu.sh).
+
+Every result is a JSON file in ``--out``.
 
   steady     counter energy vs integrated POWER_INSTANT / POWER_AVERAGE / GetPowerUsage on a
              fixed matmul load, sampled the way the suite samples (10 Hz) and faster (50 Hz)
@@ -22,8 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.devices.nvml import Gpu
+from pytest_gpu_pairs.monitor import counters
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.protocol import ENV_VAR, Progress
 
@@ -94,8 +96,8 @@ def trapezoid_j(series: list[tuple[float, float]], start: float, end: float) -> 
     points = sorted((t, w) for t, w in series if w is not None)
     if len(points) < 2 or points[0][0] > start or points[-1][0] < end:
         return None
-    inside = [(start, metrics.value_at(points, start))] + [p for p in points if start < p[0] < end] \
-        + [(end, metrics.value_at(points, end))]
+    inside = [(start, counters.value_at(points, start))] + [p for p in points if start < p[0] < end] \
+        + [(end, counters.value_at(points, end))]
     return sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(inside, inside[1:]))
 
 
@@ -151,8 +153,8 @@ def steady(args) -> int:
             load.wait()
     start, end = ready["t"] + args.settle_s, end_event["t"] - 0.5
     window = end - start
-    counter = metrics.counter_energy_j(((s.t, s.energy_mj) for s in samples), start, end)
-    counter_fast = metrics.counter_energy_j(((r[0], r[1]) for r in fast), start, end)
+    counter = counters.counter_energy_j(((s.t, s.energy_mj) for s in samples), start, end)
+    counter_fast = counters.counter_energy_j(((r[0], r[1]) for r in fast), start, end)
     estimates = {
         "instant_10hz": trapezoid_j([(s.t, s.power_instant_w) for s in samples], start, end),
         "average_10hz": trapezoid_j([(s.t, s.power_avg_w) for s in samples], start, end),
@@ -280,7 +282,7 @@ def oom_pair(args) -> int:
         batch, how = 2048, "probe failed: fallback batch size"
     job = {"model": "resnet20", "hyperparameters": {"epochs": 2, "batch_size": batch, "seed": 1334}}
     settings = {"name": "small_card_oom", "design": "pairs",
-                "description": "a pair that fits an 80 GB card and not a 10 GB one (issue 4)",
+                "description": "a pair that fits an 80 GB card and not a 10 GB one (measurement study)",
                 "defaults": {"vram_budget_mb": 80000, "min_efficiency": 0.0, "restart_delay_s": 1, "timeout_s": 300},
                 "pairs": [{"group": "oom", "foreground": job, "background": job}]}
     write_json(out / "oom_pair.json", settings)

@@ -1,10 +1,11 @@
-"""Issue 4's measurement report: collate a device run's results, render them, publish them.
+"""The measurement study's report: collate a GPU run's results, render them, publish them.
 
-  python scripts/measurement_report.py collate RESULTS_DIR --out DIR   (on the device)
-      RESULTS_DIR holds what scripts/device/issue4_measurement.sh produced; writes
+  python tools/measurement/report.py collate RESULTS_DIR --out DIR   (on the GPU machine)
+      RESULTS_DIR holds what tools/measurement/run_on_gpu.sh produced; writes
       DIR/measurement.json and DIR/measurement.md
-  python scripts/measurement_report.py publish FETCHED_DIR             (here, after the run)
-      copies FETCHED_DIR/measurement.json to reports/reference/ and renders measurement.md there
+  python tools/measurement/report.py publish FETCHED_DIR             (on your machine, after the run)
+      copies FETCHED_DIR/measurement.json to reports/reference/measurement/ and renders
+      measurement.md there
 
 Every figure comes from a file of the run; a part that did not run is null with the reason.
 """
@@ -17,8 +18,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Optional
 
-REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO / "reports" / "reference"
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = REPO / "reports" / "reference" / "measurement"
 CASE_KEYS = ("case_id", "fg_model", "bg_model", "fg_hparams", "bg_hparams", "window_s", "fg_duration_s",
              "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio", "concurrency_efficiency", "idle_power_w",
              "gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_split_method",
@@ -110,7 +111,7 @@ def collate(results: Path) -> dict[str, Any]:
         if small["tests"] else None,
         "same_pair_passes_on_full_card": all(t["outcome"] == "passed" for t in full["tests"]) if full["tests"] else None,
     }
-    return {"issue": 4, "device": (steady or {}).get("device") or pair.get("gpu"), "steady_load": steady,
+    return {"study": "measurement", "device": (steady or {}).get("device") or pair.get("gpu"), "steady_load": steady,
             "monitoring_overhead": overhead, "pair_energy": pair, "small_card": {"probe": probe, "full_card": full,
                                                                                  "emulated_10240_mb": small},
             "targets": targets, "notes": notes}
@@ -138,7 +139,7 @@ def _pct(value: Optional[float]) -> str:
 
 def render(m: dict[str, Any]) -> str:
     device = m.get("device") or {}
-    lines = ["# Measurement reference (issue 4)", "",
+    lines = ["# Measurement reference", "",
              f"Device: {device.get('name', 'unknown')}, driver {device.get('driver', '?')}, "
              f"CUDA {device.get('cuda_driver_version', '?')}, {_f(device.get('memory_total_mb'), '{:.0f}')} MB.", ""]
     s = m.get("steady_load")

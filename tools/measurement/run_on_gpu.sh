@@ -1,11 +1,15 @@
-# Issue 4's measurements on the GPU (allotment 4 minutes; typically ~4, every step time-boxed so
-# that the whole stays under 8.5 minutes whatever hangs). Everything lands in $OUT:
-# measurement.json + measurement.md (the summary, printed last) and issue4_results.tgz (samples,
-# logs, per-case results). Afterwards, here: python scripts/measurement_report.py publish <files_at>
-source scripts/device/setup.sh
-R=/tmp/issue4
+# The measurement study on the GPU machine (typically ~4 minutes, every step time-boxed so that the
+# whole stays under 8.5 minutes whatever hangs): energy counter vs polled power on a steady load,
+# the step-time cost of the 10 Hz sampler, per-job energy of one pair, and a pair that fits 80 GB but
+# not an emulated 10 GB card. Usage, from the repository root: bash tools/measurement/run_on_gpu.sh
+# Everything lands in $OUT: measurement.json + measurement.md (the summary, printed last) and
+# measurement_results.tgz (samples, logs, per-case results).
+# Afterwards, on your machine: python tools/measurement/report.py publish FETCHED_DIR
+#   (writes reports/reference/measurement/).
+source tools/device/setup.sh
+R=/tmp/measurement
 rm -rf $R && mkdir -p $R/oom
-M="python3 scripts/device/issue4_measure.py"
+M="python3 tools/measurement/measure.py"
 PAIRS="python3 -m pytest benchmarks --gpu-pairs-device cuda -p no:cacheprovider -q -rA"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,power.limit --format=csv | tee $R/nvidia-smi.csv
 # 1. counter energy vs integrated polled power on a steady load (~25 s)
@@ -24,6 +28,6 @@ timeout 100 $PAIRS --gpu-pairs-settings $R/oom/oom_pair.json --gpu-pairs-out $R/
   --junitxml $R/oom/small.junit.xml > $R/oom/small.log 2>&1; echo $? > $R/oom/small.exit
 echo "10240 MB card: exit $(cat $R/oom/small.exit) (1 expected: OOM)"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv | tee $R/leftover-processes.csv
-python3 scripts/measurement_report.py collate $R --out $OUT > /dev/null
-tar czf $OUT/issue4_results.tgz -C /tmp issue4
+python3 tools/measurement/report.py collate $R --out $OUT > /dev/null
+tar czf $OUT/measurement_results.tgz -C /tmp measurement
 cat $OUT/measurement.md

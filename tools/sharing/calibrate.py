@@ -1,4 +1,4 @@
-"""Size the sharing experiment to the device time at hand (issue 8), before it runs.
+"""Size the sharing experiment to the time at hand on the GPU machine, before it runs.
 
 Each distinct job of the template is started once as the harness starts it (the workload entry
 point in its own process, on the GPU) and killed after ``--probe-s`` seconds of training: that
@@ -12,7 +12,8 @@ With ``--groups``, only those pairs count towards the budget (the run that follo
 with ``-k``), but the settings file still holds every pair: later runs of the other groups reuse
 it, so every pair is measured with epochs from one calibration. ``--window-s`` fixes ``W``.
 
-Usage: python3 scripts/device/sharing_calibrate.py TEMPLATE OUT_SETTINGS OUT_SCALE --budget-s 450
+Usage: python3 tools/sharing/calibrate.py TEMPLATE OUT_SETTINGS OUT_SCALE --budget-s 450
+(tools/sharing/run_on_gpu.sh calls it with settings/sharing_pairs.json as the template)
 """
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_gpu_pairs.experiment.cases import JobConfig
-from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
 from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
 
 MECHANISMS = 2
 SLOWDOWN_GUESS = 1.5

@@ -1,6 +1,7 @@
-"""Collate scripts/device/issue8_limits.sh's runs into one JSON and one Markdown table.
+"""Collate tools/sharing/mps_limits_on_gpu.sh's runs into one JSON and one Markdown table.
 
-Usage: python3 scripts/device/mps_limits_summary.py RESULTS_DIR --out STEM
+Usage: python3 tools/sharing/collate_mps_limits.py RESULTS_DIR --out STEM
+(the committed STEM is reports/reference/sharing/mps_limits)
 """
 from __future__ import annotations
 

@@ -1,12 +1,17 @@
-# Issue 8 on the GPU: the MPS client limits at work, beside the ballast of --gpu-memory-mb (~7 min).
-# 1. Memory. resnet20 at batch 1792 reserves ~6.2 GB per job (issue 4's small-card pair). The same
-#    pair runs (a) time-sliced on an emulated 10 GB card (ballast), (b) under MPS without limits,
-#    (c) under MPS with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT 5120 MB per job (the 10 GB split evenly),
-#    (d) the same with 8192 MB per job.
+# The sharing study's MPS client limits at work on the GPU machine, beside the ballast of
+# --gpu-memory-mb (~7 min).
+# 1. Memory. resnet20 at batch 1792 reserves ~6.2 GB per job (the measurement study's small-card
+#    pair). The same pair runs (a) time-sliced on an emulated 10 GB card (ballast), (b) under MPS
+#    without limits, (c) under MPS with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT 5120 MB per job (the 10 GB
+#    split evenly), (d) the same with 8192 MB per job.
 # 2. SMs. m01 (densenet121 + pcb, the sharing reference's epochs and scale) under MPS, 3 rounds
 #    without limits and 3 with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 50 for both jobs, in one session.
-# $OUT: mps_limits.json, mps_limits.md (printed last), mps_limits_results.tgz.
-source scripts/device/setup.sh
+# m01 and its epochs come from reports/reference/sharing/sharing_settings.json (the calibration the
+# committed time-slicing vs MPS results ran with).
+# Usage, from the repository root: bash tools/sharing/mps_limits_on_gpu.sh
+# $OUT: mps_limits.json, mps_limits.md (printed last), mps_limits_results.tgz; copy the first two
+# to reports/reference/sharing/.
+source tools/device/setup.sh
 export GPU_PAIRS_CUDNN_BENCHMARK=0
 R=/tmp/limits
 rm -rf $R && mkdir -p $R
@@ -19,7 +24,7 @@ job = {"model": "resnet20", "hyperparameters": {"epochs": 2, "batch_size": 1792,
 defaults = {"vram_budget_mb": 80000, "min_efficiency": 0.0, "restart_delay_s": 1, "timeout_s": 300}
 (out / "oom_pair.json").write_text(json.dumps({"name": "mps_memory_limit", "design": "pairs", "defaults": defaults,
                                                "pairs": [{"group": "oom", "foreground": job, "background": job}]}))
-m01 = json.loads(Path("reports/reference/sharing_h100/settings.json").read_text())["pairs"][0]
+m01 = json.loads(Path("reports/reference/sharing/sharing_settings.json").read_text())["pairs"][0]
 half = {**m01, "group": "m01t50", "note": "both jobs at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 50",
         "foreground": {**m01["foreground"], "mps": {"active_thread_percentage": 50}},
         "background": {**m01["background"], "mps": {"active_thread_percentage": 50}}}
@@ -35,6 +40,6 @@ timeout 330 $PAIRS --gpu-pairs-out $R/e_threads --gpu-pairs-settings $R/threads.
   > $R/e_threads.log 2>&1; echo "e_threads: exit $?" | tee -a $R/exits.txt
 ps -eo pid,args | grep -i "[m]ps-" | tee $R/leftover-mps.txt
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tee $R/leftover-gpu.txt
-python3 scripts/device/mps_limits_summary.py $R --out $OUT/mps_limits
+python3 tools/sharing/collate_mps_limits.py $R --out $OUT/mps_limits
 tar czf $OUT/mps_limits_results.tgz -C /tmp limits
 cat $OUT/mps_limits.md

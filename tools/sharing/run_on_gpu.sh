@@ -1,5 +1,5 @@
-# Issue 8 on one H100: pairs under time-slicing and under MPS, 3 rounds each, plus solo baselines
-# once per job. Wall time: SHARING_BUDGET_S (default 450 s) for calibration + pytest, hard-stopped
+# The sharing study on the GPU machine: pairs under time-slicing and under MPS, 3 rounds each, plus
+# solo baselines once per job. Wall time: SHARING_BUDGET_S (default 450 s) for calibration + pytest, hard-stopped
 # 30 s past it (results so far stay); then the summary table. Each round costs a process startup
 # (the foreground's overlaps the background's), a teardown and, under MPS, a client check.
 # One command (600 s at most) does not hold all five pairs at useful windows, so a run can take
@@ -13,9 +13,10 @@
 # Files in $OUT (7):
 #   sharing_plan.txt  sharing_settings.json  sharing_scale.txt  sharing_bench.json
 #   sharing_pytest.log  sharing_results.tgz  sharing_mps.md (the table, also printed last)
-# Turn them into reports/reference/ with (on the lead's machine, from the repo root):
-#   gpu-pairs sharing-report FILES/sharing_bench.json FILES/sharing_results.tgz --out reports/reference/sharing_mps
-source scripts/device/setup.sh
+# Usage, from the repository root: [SHARING_GROUPS=...] [SHARING_BUDGET_S=...] bash tools/sharing/run_on_gpu.sh
+# Turn them into reports/reference/sharing/ with (on your machine, from the repository root):
+#   gpu-pairs sharing-report FETCHED/sharing_bench.json FETCHED/sharing_results.tgz --out reports/reference/sharing/sharing_mps
+source tools/device/setup.sh
 BUDGET_S=${SHARING_BUDGET_S:-450}
 TEMPLATE=${SHARING_TEMPLATE:-settings/sharing_pairs.json}
 GROUPS_LIST=$(echo ${SHARING_GROUPS:-} | tr ',' ' ')
@@ -31,7 +32,7 @@ START=$(date +%s)
     echo "calibration reused: $SHARING_SETTINGS, scale ${SHARING_SCALE:?SHARING_SCALE goes with SHARING_SETTINGS}"
     cp "$SHARING_SETTINGS" /tmp/sharing_settings.json && echo "$SHARING_SCALE" > /tmp/sharing_scale.txt
   else
-    python3 scripts/device/sharing_calibrate.py "$TEMPLATE" /tmp/sharing_settings.json /tmp/sharing_scale.txt \
+    python3 tools/sharing/calibrate.py "$TEMPLATE" /tmp/sharing_settings.json /tmp/sharing_scale.txt \
       --budget-s "$BUDGET_S" --groups "$(echo $GROUPS_LIST | tr ' ' ',')" ${SHARING_WINDOW_S:+--window-s $SHARING_WINDOW_S} \
       || echo "calibration failed: running the template as it is"
   fi

@@ -1,5 +1,9 @@
-"""Issue 3's teardown evidence (issue3_evidence.jsonl from issue3_teardown.sh) as a table; with
-``--markdown OUT.md`` also written as the committed reference report."""
+"""The teardown study's evidence (teardown_evidence.jsonl from tools/teardown/run_on_gpu.sh) as a
+table; with ``--markdown OUT.md`` also written as the committed reference report
+(reports/reference/teardown/teardown.md).
+
+Usage: python tools/teardown/summary.py EVIDENCE.jsonl [--markdown OUT.md]
+"""
 import argparse
 import json
 from pathlib import Path
@@ -35,7 +39,7 @@ def results(ev):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("evidence")
     p.add_argument("--markdown", metavar="OUT.md")
     args = p.parse_args()
@@ -47,7 +51,7 @@ def main():
     for line in results(ev):
         print(line)
     if args.markdown:
-        md = ["# Issue 3: teardown on the GPU (scripts/device/issue3_teardown.sh)", "",
+        md = ["# Teardown on the GPU (tools/teardown/run_on_gpu.sh)", "",
               "NVML state of the card before, during and after two fault cases: a foreground that runs out of "
               "CUDA memory under a background holding 60 % of the card, and SIGTERM to pytest while a case trains.",
               "", "| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]

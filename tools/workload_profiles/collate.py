@@ -1,11 +1,11 @@
-"""Turn the device run's ``workload_profiles_raw.json`` into the committed reference files.
+"""Turn the GPU run's ``workload_profiles_raw.json`` into the committed reference files.
 
-    python scripts/issue5_reports.py RAW_JSON_OR_RESULTS_TGZ [--out-dir reports/reference]
+    python tools/workload_profiles/collate.py RAW_JSON_OR_RESULTS_TGZ [--out-dir reports/reference/workload_profiles]
 
 writes ``workload_profiles.json`` (the raw record, unchanged in substance) and
 ``workload_profiles.md`` (a table per workload and a closing note comparing the measured peak
-VRAM, from NVML and from torch, with the seed tool's estimates). Also used on the device to
-print the summary table.
+VRAM, from NVML and from torch, with the predecessor tool's estimates). Also used on the GPU
+machine (tools/workload_profiles/run_on_gpu.sh) to print the summary table.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _metric(metrics: dict | None) -> str:
 
 def table(report: dict) -> str:
     head = ("| workload | step ms | samples/s | util % | power W | J/step | J/epoch (extrap.) | epoch s (extrap.) "
-            "| peak VRAM NVML MB | torch reserved MB | seed estimate MB | untrained -> trained |")
+            "| peak VRAM NVML MB | torch reserved MB | predecessor's estimate MB | untrained -> trained |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in report["workloads"]:
         if not r.get("ok"):
@@ -61,17 +61,17 @@ def vram_note(report: dict) -> str:
              for r in report["workloads"] if r.get("ok") and r.get("seed_vram_mb")]
     nvml = [(m, n / s) for m, n, _, s in pairs if n]
     torch = [(m, t / s) for m, _, t, s in pairs if t]
-    lines = ["## Peak VRAM against the seed's estimates", ""]
+    lines = ["## Peak VRAM against the predecessor's estimates", ""]
     if not nvml:
         return "\n".join(lines + ["No NVML per-process memory was measured."])
-    lines.append(f"NVML per-process peak / seed estimate: median {statistics.median(v for _, v in nvml):.2f}x, "
+    lines.append(f"NVML per-process peak / predecessor's estimate: median {statistics.median(v for _, v in nvml):.2f}x, "
                  f"range {min(v for _, v in nvml):.2f}x ({min(nvml, key=lambda x: x[1])[0]}) to "
                  f"{max(v for _, v in nvml):.2f}x ({max(nvml, key=lambda x: x[1])[0]}).")
     if torch:
-        lines.append(f"torch max reserved / seed estimate: median {statistics.median(v for _, v in torch):.2f}x.")
+        lines.append(f"torch max reserved / predecessor's estimate: median {statistics.median(v for _, v in torch):.2f}x.")
     over = [m for m, v in nvml if v > 1.0]
-    lines.append(f"Above the seed's estimate (NVML): {', '.join(over) if over else 'none'}. The seed's figures are "
-                 "guesses from its planning script (scripts/analyze_model_pair_sampling.py of the seed repository), "
+    lines.append(f"Above the predecessor's estimate (NVML): {', '.join(over) if over else 'none'}. The predecessor's figures are "
+                 "guesses from its planning script (scripts/analyze_model_pair_sampling.py of the predecessor tool's repository), "
                  "not measurements; bug_localization's 1 800 MB was estimated for a job that never uses the GPU.")
     return "\n".join(lines)
 
@@ -90,7 +90,7 @@ def markdown(report: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("raw")
-    parser.add_argument("--out-dir", default="reports/reference")
+    parser.add_argument("--out-dir", default="reports/reference/workload_profiles")
     parser.add_argument("--print-only", action="store_true")
     args = parser.parse_args(argv)
     report = _load(Path(args.raw))

@@ -1,4 +1,4 @@
-"""Solo profiles of the built-in workloads on the device, one process each, measured from outside.
+"""Solo profiles of the built-in workloads on the GPU machine, one process each, measured from outside.
 
 For every workload this starts ``python -m pytest_gpu_pairs.workloads.profile`` in its own
 session and samples NVML at 10 Hz from this process (which never creates a CUDA context): the
@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
 from pytest_gpu_pairs.monitor.gpu import read_sample
-from pytest_gpu_pairs.catalog import BUILTINS
 
 HZ = 10.0
 
@@ -63,7 +63,7 @@ def _window_figures(samples, record: dict, idle_w) -> dict:
 
 def profile_one(gpu: Gpu, name: str, args, work: Path) -> dict:
     out_file = work / f"{name}.json"
-    log = open(work / f"{name}.log", "wb")
+    log = open(work / f"{name}.log", "wb")  # noqa: SIM115 (closed in the finally below)
     argv = [sys.executable, "-m", "pytest_gpu_pairs.workloads.profile", name, "--device", "cuda",
             "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--eval-scale", str(args.eval_scale),
             "--out", str(out_file)]
