@@ -1,9 +1,14 @@
-import json
+"""Fixtures shared by every level of the plugin's own tests (unit/, integration/, e2e/).
+
+Helpers that are not fixtures live in tests/support/ and are imported as ``support.<module>``.
+"""
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from support.helpers import FAKE_MPS_CONTROL, PREDECESSOR_DATA, REPO, pair, write_settings  # noqa: F401 (re-exported)
 
 pytest_plugins = ["pytester"]
 
@@ -11,27 +16,32 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("thorough", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
-REPO = Path(__file__).resolve().parents[1]
-SEED_PLACES = (REPO.parent / "shared" / "seed-data", REPO.parents[1] / "shared" / "seed-data")  # checkout, worktree
-SEED = Path(os.environ.get("GPU_PAIRS_SEED_DATA") or next((p for p in SEED_PLACES if p.is_dir()), SEED_PLACES[0]))
+SEED = PREDECESSOR_DATA  # the predecessor's seed files, kept in the repository (tests/data/predecessor)
+LEVELS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items):
+    """Run the levels in order, unit first, whatever order the paths were given in.
+
+    Fast failures come first; and integration tests that count the child processes of pytest
+    (integration/test_ballast.py) must not run after e2e tests that train in-process: multiprocessing's
+    resource tracker, started by e2e/test_workloads.py's bug_localization test, lives on as a child.
+    """
+    tests = Path(__file__).parent
+
+    def level(item) -> int:
+        try:
+            return LEVELS.index(item.path.relative_to(tests).parts[0])
+        except (ValueError, IndexError):
+            return len(LEVELS)
+
+    items.sort(key=level)  # stable: the order within a level stays pytest's
 
 
 @pytest.fixture
 def seed_dir() -> Path:
-    if not SEED.is_dir():
-        pytest.skip(f"seed data not found at {SEED}")
+    """The predecessor's seed data: raw_data.csv, models_config.json and two of its experiment files."""
     return SEED
-
-
-def write_settings(path: Path, pairs, **top) -> Path:
-    data = {"name": top.pop("name", "t"), "pairs": pairs, **top}
-    path.write_text(json.dumps(data))
-    return path
-
-
-def pair(group="g01", fg="mnist_ff", bg="resnet20", fg_hp=None, bg_hp=None, **extra):
-    return {"group": group, "foreground": {"model": fg, "hyperparameters": fg_hp or {"epochs": 1}},
-            "background": {"model": bg, "hyperparameters": bg_hp or {"epochs": 1}}, **extra}
 
 
 @pytest.fixture
@@ -41,17 +51,10 @@ def make_settings(tmp_path):
     return make
 
 
-def descendants_of_this_process() -> list[int]:
-    import psutil
-    return [p.pid for p in psutil.Process(os.getpid()).children(recursive=True)]
-
-
 @pytest.fixture
 def fake_mps_control(tmp_path_factory) -> Path:
-    """An executable stand-in for nvidia-cuda-mps-control (tests/fake_mps_control.py)."""
-    import sys
-
+    """An executable stand-in for nvidia-cuda-mps-control (tests/support/fake_mps_control.py)."""
     path = tmp_path_factory.mktemp("fake-mps") / "nvidia-cuda-mps-control"
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} {REPO / 'tests' / 'fake_mps_control.py'} \"$@\"\n")
+    path.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_MPS_CONTROL} \"$@\"\n")
     path.chmod(0o755)
     return path

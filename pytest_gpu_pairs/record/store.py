@@ -177,6 +177,9 @@ def _read_json(path: Path, what: str) -> Any:
         raise StoreError(f"{path}: $: expected a readable {what} ({exc.strerror or exc})") from None
     except json.JSONDecodeError as exc:
         raise StoreError(f"{path}: $: expected {what}, got invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path}: $: expected {what} in UTF-8, got byte 0x{exc.object[exc.start]:02x} at "
+                         f"offset {exc.start}") from None
 
 
 def machine_from_session(session: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A private CUDA MPS control daemon for the harness's own jobs, and the client limits of a job.
+"""A private CUDA MPS control daemon for the harness's own jobs.
 
 The system's default pipe directory (``/tmp/nvidia-mps``) would put every CUDA program on the
 machine under our daemon, so each daemon gets a pipe and a log directory of its own (mode 0700)

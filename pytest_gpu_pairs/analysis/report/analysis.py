@@ -188,6 +188,9 @@ def _fit(x: np.ndarray, y: np.ndarray) -> Optional[Any]:
     return stats.linregress(x, y)
 
 
+PERFECT_FIT = 1e-9  # residual sum of squares below this share of the total: an exact fit
+
+
 def interaction_test(x: np.ndarray, y: np.ndarray, concurrent: np.ndarray) -> Optional[tuple[float, float, int]]:
     """ANCOVA F-test of a mode x hyperparameter interaction: does sharing change the slope?
 
@@ -203,9 +206,10 @@ def interaction_test(x: np.ndarray, y: np.ndarray, concurrent: np.ndarray) -> Op
     reduced = np.column_stack([np.ones(n), x, m])
     full = np.column_stack([reduced, x * m])
     rss = [float(np.sum((y - design @ np.linalg.lstsq(design, y, rcond=None)[0]) ** 2)) for design in (reduced, full)]
-    if rss[1] <= 0:
-        return None
-    f_value = (rss[0] - rss[1]) / (rss[1] / (n - 4))
+    spread = float(np.sum((y - y.mean()) ** 2))
+    if spread <= PERFECT_FIT * float(np.sum(y ** 2)) or rss[1] <= PERFECT_FIT * spread:
+        return None  # y is constant or fitted exactly: F would be rounding noise (its sign even depends on the BLAS)
+    f_value = max(0.0, rss[0] - rss[1]) / (rss[1] / (n - 4))
     return f_value, float(stats.f.sf(f_value, 1, n - 4)), n
 
 

@@ -1,0 +1,37 @@
+"""Generated data is learnable: a short run at the predecessor's default learning rate beats a run at
+lr 0 (which leaves the model as initialised). The cheap families are checked here on the CPU;
+the device profile (scripts/device/issue5_profiles.sh) records untrained and trained metrics of
+every workload."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_gpu_pairs.catalog import builtin  # noqa: E402
+from pytest_gpu_pairs.workloads.train import build  # noqa: E402
+
+CASES = [("mnist", 120, {}, "test_accuracy"), ("mnist_ff", 150, {}, "test_accuracy"),
+         ("mnist_rnn", 1500, {}, "test_accuracy")]
+
+
+def metric_after(name: str, steps: int, lr: float, hp: dict, metric: str) -> float:
+    torch.set_num_threads(1)
+    scale = steps / builtin(name).steps_per_epoch(hp.get("batch_size"))
+    workload = build(name, "cpu", scale, epochs=1, learning_rate=lr, **hp)
+    batches = workload.batches()
+    for _ in range(steps):
+        workload.train_step(next(batches))
+    return workload.evaluate()[metric]
+
+
+@pytest.mark.parametrize("name, steps, hp, metric", CASES)
+def test_default_lr_beats_lr_zero(name, steps, hp, metric, monkeypatch):
+    monkeypatch.delenv("GPU_PAIRS_DATA_ROOT", raising=False)
+    threads = torch.get_num_threads()
+    try:
+        default_lr = builtin(name).hyperparameters["learning_rate"].default
+        trained = metric_after(name, steps, default_lr, hp, metric)
+        untouched = metric_after(name, steps, 0.0, hp, metric)
+    finally:
+        torch.set_num_threads(threads)
+    assert untouched < 15.0, "at lr 0 the model must stay at chance (10 classes)"
+    assert trained > untouched + 5.0, (trained, untouched)

@@ -1,0 +1,210 @@
+"""Job processes and the background loop against real misbehaving processes (tests/support/fake_job.py).
+
+Leftovers are counted twice, independently: by the pid files every process of a fake job writes,
+and by the environment scan of ``support.helpers.jobs_started_under``.
+"""
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+from support.helpers import FAKE_JOB, alive_pids, jobs_started_under, wait_for
+
+from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.run.background import BackgroundLoop, ReadinessWatch
+from pytest_gpu_pairs.run.joblog import detect_oom
+from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec, flag_arguments, kill_all_jobs, live_jobs
+from pytest_gpu_pairs.run.proctree import deferred_signals, reap_orphans
+
+
+def spec(tmp_path, *args, timeout_s=60.0, ready_pattern=None, log_patterns=None, argv=None):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return JobSpec("fg", "fake", argv or [sys.executable, str(FAKE_JOB), "--pids", str(tmp_path / "pids"), *args],
+                   env, str(tmp_path), timeout_s, ready_pattern, log_patterns or {}, protocol="--protocol" in args)
+
+
+def job(tmp_path, *args, name="job", **kw) -> JobProcess:
+    return JobProcess(spec(tmp_path, *args, **kw), tmp_path / f"{name}.log", tmp_path / f"{name}.progress.jsonl")
+
+
+def assert_nothing_left(tmp_path):
+    assert alive_pids(tmp_path / "pids") == []
+    assert jobs_started_under(tmp_path) == []
+    assert live_jobs() == []
+
+
+def test_kill_takes_helpers_an_orphaned_setsid_grandchild_and_sigterm_ignorers(tmp_path):
+    process = job(tmp_path, "--fault", "hang", "--ignore-term", "--children", "2", "--setsid-grandchild",
+                  "--protocol").start()
+    wait_for(lambda: len(alive_pids(tmp_path / "pids")) == 4, what="the job and its 3 helpers")
+    started = time.monotonic()
+    process.kill_tree(grace_s=0.5)
+    assert time.monotonic() - started < 60  # the kill ends: SIGKILL after the grace, not a hang
+    assert process.popen.returncode == -signal.SIGKILL
+    assert_nothing_left(tmp_path)
+
+
+def test_leftovers_of_a_job_that_exited_are_killed_and_logged(tmp_path):
+    outcome = job(tmp_path, "--steps", "2", "--children", "1", "--setsid-grandchild").run()
+    assert outcome.returncode == 0 and outcome.completed
+    assert outcome.leftovers_killed == 2
+    assert "leftovers_killed=2" in (tmp_path / "job.log").read_text()
+    assert_nothing_left(tmp_path)
+
+
+def test_a_hanging_job_times_out_and_is_killed_with_its_tree(tmp_path):
+    outcome = job(tmp_path, "--fault", "hang", "--children", "1", "--protocol", timeout_s=2.0).run()
+    assert outcome.timed_out and outcome.failed and not outcome.oom
+    assert "timed out (limit 2 s) and was killed" in outcome.reason()
+    assert outcome.progress.ready_t is not None
+    assert_nothing_left(tmp_path)
+
+
+def test_a_command_that_cannot_start_is_a_failed_outcome_not_an_exception(tmp_path):
+    outcome = job(tmp_path, argv=["/no/such/train.sh", "--epochs", "1"]).run()
+    assert outcome.failed and outcome.returncode is None
+    assert outcome.reason().startswith("could not start: No such file or directory")
+    assert "could not start" in (tmp_path / "job.log").read_text()
+    assert live_jobs() == []
+
+
+def test_oom_message_in_the_log_is_detected_with_its_line(tmp_path):
+    outcome = job(tmp_path, "--fault", "oom", "--mem-mb", "600").run()
+    assert outcome.oom and outcome.returncode == 1
+    assert outcome.oom_message.startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 600 MiB")
+    assert "out of memory" in outcome.reason()
+
+
+def test_harness_lines_quoting_the_argv_never_count_as_oom(tmp_path):
+    outcome = job(tmp_path, "--steps", "1", "--note", "CUDA out of memory").run()
+    assert outcome.returncode == 0 and outcome.oom  # the job itself printed it
+    assert outcome.oom_message.startswith("fake job: invocation 1")
+    log = tmp_path / "only_header.log"
+    log.write_text("# gpu-pairs: start argv=['train.py', '--note', 'OutOfMemoryError']\nfine\n")
+    assert detect_oom(str(log), Progress()) is None
+
+
+def test_a_hyperparameter_value_reaches_the_job_verbatim(tmp_path):
+    hostile = "$(touch pwned); rm -rf . `touch pwned2` | cat"
+    argv = [sys.executable, str(FAKE_JOB), "--steps", "1"] + flag_arguments({}, {"note": hostile})
+    outcome = job(tmp_path, argv=argv).run()
+    assert outcome.returncode == 0
+    assert f"note: {hostile}\n" in (tmp_path / "job.log").read_text()
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+def test_readiness_from_a_ready_pattern(tmp_path):
+    process = job(tmp_path, "--steps", "40", "--step-s", "0.05", ready_pattern=r"^Epoch 1\b").start()
+    watch = ReadinessWatch(process)
+    wait_for(lambda: watch.check() is not None, what="ready_pattern")
+    assert watch.basis == "ready_pattern" and watch.ready_t >= process.start_t
+    process.kill_tree()
+
+
+def test_readiness_fallback_first_output_then_alive_or_exit_zero(tmp_path):
+    hanging = job(tmp_path, "--fault", "hang", name="alive").start()
+    watch = ReadinessWatch(hanging, fallback_s=0.5)
+    wait_for(lambda: watch.check() is not None, what="fallback readiness")
+    assert watch.basis == "fallback" and watch.ready_t - watch.first_output_t >= 0.5
+    hanging.kill_tree()
+    quick = job(tmp_path, "--steps", "1", name="quick").start()
+    watch = ReadinessWatch(quick, fallback_s=60)
+    quick.wait(on_tick=watch.check)
+    assert watch.check() == watch.first_output_t and watch.basis == "fallback"
+
+
+def test_readiness_waits_for_the_protocol_when_the_job_speaks_it(tmp_path):
+    """It prints long before its first step (a built-in builds its model first): no fallback."""
+    process = job(tmp_path, "--protocol", "--steps", "3", "--step-s", "0.3").start()
+    watch = ReadinessWatch(process, fallback_s=0.0)
+    process.wait(on_tick=watch.check)
+    watch.check()
+    assert watch.basis == "protocol"
+    assert watch.ready_t == Progress.read(process.progress_path).ready_t
+
+
+def loop(tmp_path, *args, restart_delay_s=0.0, **kw):
+    return BackgroundLoop(spec(tmp_path, *args), tmp_path / "bg", restart_delay_s, **kw)
+
+
+def test_background_restarts_after_each_run_and_logs_every_run(tmp_path):
+    bg = loop(tmp_path, "--protocol", "--steps", "3", "--step-s", "0.05", restart_delay_s=0.2).start()
+    assert bg.wait_ready(60)
+    wait_for(lambda: len(bg.runs) >= 2, what="two background runs")
+    bg.stop()
+    lines = [json.loads(line) for line in (tmp_path / "bg" / "bg-runs.jsonl").read_text().splitlines()]
+    assert [line["run"] for line in lines] == list(range(1, len(bg.runs) + 1))
+    assert all(line["exit_code"] == 0 and line["ready_basis"] == "protocol" for line in lines[:2])
+    assert all(line["end_t"] > line["start_t"] for line in lines)
+    assert lines[1]["start_t"] - lines[0]["end_t"] >= 0.2
+    for line in lines:
+        assert (tmp_path / "bg" / f"bg-run-{line['run']:03d}.log").exists()
+    assert bg.snapshot().last_completed_metrics() == {"accuracy": 0.5}
+    assert_nothing_left(tmp_path)
+
+
+def test_crash_loop_stops_the_loop_with_the_reason(tmp_path):
+    bg = loop(tmp_path, "--fault", "crash", crash_loop_failures=3).start()
+    assert not bg.wait_ready(60)
+    bg.stop()
+    assert len(bg.runs) == 3 and all(r.outcome.failed for r in bg.runs)
+    assert bg.failure.startswith("background fake crash-looped: 3 consecutive failed runs")
+    assert "exited with code 1" in bg.failure
+    assert "crash-looped" in bg.not_ready_reason(60)
+
+
+def test_failures_spread_over_time_are_not_a_crash_loop(tmp_path):
+    bg = loop(tmp_path, "--fault", "crash", crash_loop_failures=2, crash_loop_window_s=0.01,
+              restart_delay_s=0.1).start()
+    wait_for(lambda: len(bg.runs) >= 3, what="three crashed runs")
+    bg.stop()
+    assert bg.failure is None and len(bg.snapshot().failures) >= 3
+
+
+def test_oom_is_detected_in_every_background_run(tmp_path):
+    bg = loop(tmp_path, "--fault", "oom", "--mem-mb", "10", crash_loop_failures=2).start()
+    assert not bg.wait_ready(60)
+    bg.stop()
+    assert len(bg.snapshot().ooms) == 2 and "out of memory" in bg.failure
+
+
+def test_a_background_that_never_gets_ready_is_explained(tmp_path):
+    bg = loop(tmp_path, "--fault", "hang", "--protocol", "--step-s", "30").start()
+    assert not bg.wait_ready(0.5)
+    reason = bg.not_ready_reason(0.5)
+    bg.stop()
+    assert "did not become ready within 0.5 s" in reason and "progress protocol" in reason
+    assert_nothing_left(tmp_path)
+
+
+def test_kill_all_jobs_ends_every_live_tree(tmp_path):
+    jobs = [job(tmp_path, "--fault", "hang", "--children", "1", name=f"j{i}").start() for i in range(2)]
+    wait_for(lambda: len(alive_pids(tmp_path / "pids")) == 4, what="two jobs with a helper each")
+    assert kill_all_jobs(grace_s=0.5) == 2
+    assert all(j.popen.returncode is not None for j in jobs)
+    assert_nothing_left(tmp_path)
+
+
+def test_orphans_of_a_dead_pytest_are_reaped_by_the_next_run(tmp_path):
+    """A job tagged as started by a pytest that no longer exists (pid 2**22 + 1 cannot be one)."""
+    orphan_env = {**os.environ, "GPU_PAIRS_JOB": f"{2**22 + 1}:dead", "GPU_PAIRS_PROGRESS": str(tmp_path / "p")}
+    import subprocess
+    orphan = subprocess.Popen([sys.executable, str(FAKE_JOB), "--fault", "hang", "--pids", str(tmp_path / "pids")],
+                              env=orphan_env, start_new_session=True)
+    wait_for(lambda: alive_pids(tmp_path / "pids"), what="the orphan")
+    assert reap_orphans(tmp_path / "elsewhere") == []
+    assert reap_orphans(tmp_path, grace_s=1.0) == [orphan.pid]
+    orphan.wait(timeout=10)
+    assert alive_pids(tmp_path / "pids") == []
+
+
+def test_signals_during_a_kill_are_held_and_delivered_after():
+    done = []
+    with pytest.raises(KeyboardInterrupt), deferred_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        done.append("the kill finished")
+    assert done == ["the kill finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

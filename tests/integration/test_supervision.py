@@ -1,0 +1,226 @@
+"""Faults end to end: real pytest runs (pytester subprocesses) of command workloads that run out of
+memory, crash in a loop, hang, ignore SIGTERM, and pytest runs interrupted by SIGINT and SIGTERM.
+
+Each run starts with a case that passes; every test checks that its result survived intact, that
+the failing case says why in its result.json, and that no process of any job is left, counted
+twice: by the pid files of tests/support/fake_job.py and by the environment scan.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from support.helpers import FAKE_JOB, SUITE, alive_pids, jobs_started_under, wait_for
+
+OK_CASE = "g00-trainer+loader-default-concurrent"
+HP_TYPES = {"steps": "int", "step_s": "float", "protocol": "bool", "fault": "str", "fault_runs": "str",
+            "ignore_term": "bool", "state": "str", "pool": "str", "mem_mb": "int", "capacity_mb": "int",
+            "children": "int", "setsid_grandchild": "bool", "pids": "str", "accuracy": "float"}
+
+
+def workload(tmp: Path, ready_pattern=None) -> dict:
+    """tests/support/fake_job.py as a user's train script: flags from hyperparameters."""
+    hps = {name: {"type": kind, "flag": "--" + name.replace("_", "-")} for name, kind in HP_TYPES.items()}
+    hps["pids"]["default"] = str(tmp / "pids")
+    spec = {"command": [sys.executable, str(FAKE_JOB)], "hyperparameters": hps,
+            "log_patterns": {"accuracy": r"Accuracy: ([0-9.]+)"}}
+    if ready_pattern:
+        spec["ready_pattern"] = ready_pattern
+    return spec
+
+
+def pair(group: str, fg: dict, bg: dict) -> dict:
+    return {"group": group, "foreground": {"model": "trainer", "hyperparameters": fg},
+            "background": {"model": "loader", "hyperparameters": bg}}
+
+
+LONG_BG = {"protocol": True, "steps": 100, "step_s": 0.05}  # its solo baseline runs it to the end: 5 s
+OK_PAIR = pair("g00", {"steps": 5, "accuracy": 0.75}, LONG_BG)
+
+
+def write_settings(tmp: Path, name: str, pairs: list, **defaults) -> Path:
+    path = tmp / f"{name}.json"
+    data = {"name": name, "defaults": {"restart_delay_s": 0.1, "timeout_s": 600, **defaults},
+            "workloads": {"trainer": workload(tmp, r"^Epoch 1"), "loader": workload(tmp)}, "pairs": pairs}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def cli_args(tmp: Path, *settings: Path) -> list[str]:
+    args = ["--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(tmp / "out"), "-p", "no:cacheprovider", "-rA"]
+    for path in settings:
+        args += ["--gpu-pairs-settings", str(path)]
+    return args
+
+
+def run(pytester, *settings: Path, extra=()):
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester.runpytest_subprocess(*cli_args(pytester.path, *settings), *extra, timeout=600)
+
+
+def result(tmp: Path, case_id: str) -> dict:
+    return json.loads((tmp / "out" / case_id / "result.json").read_text())
+
+
+def assert_ok_case_intact(tmp: Path) -> None:
+    ok = result(tmp, OK_CASE)
+    assert ok["complete"] is True and ok["failure"] is None and ok["oom"] is False
+    assert ok["perf"] == {"accuracy": 0.75} and ok["fg_duration_s"] > 0  # perf from the log_patterns
+    timeline = ok["timeline"]["rounds"][0]
+    # the foreground starts when the background reports its first step: no fixed sleep (the predecessor's was 30 s)
+    assert 0 <= timeline["fg_start_t"] - timeline["bg_ready_t"] < 10
+
+
+def assert_no_leftovers(tmp: Path) -> None:
+    assert alive_pids(tmp / "pids") == [], "processes of fake jobs are still alive"
+    assert jobs_started_under(tmp / "out") == [], "job processes still run"
+
+
+def test_oom_in_the_foreground_and_in_the_background(pytester):
+    tmp = pytester.path
+    pool = {"pool": str(tmp / "device"), "capacity_mb": 1000}
+    settings = write_settings(tmp, "oom", [
+        OK_PAIR,
+        # each fits alone (solo baselines pass); together they do not: the foreground starts second
+        pair("g01", {"steps": 5, "mem_mb": 600, **pool}, {**LONG_BG, "mem_mb": 600, **pool}),
+        # background runs from the 3rd invocation on run out of memory (the 1st is its solo baseline)
+        pair("g02", {"steps": 60, "step_s": 0.05},
+             {"protocol": True, "steps": 5, "fault": "oom", "fault_runs": "3-", "state": str(tmp / "g02-bg")}),
+    ], crash_loop_failures=1000)
+    outcome = run(pytester, settings)
+    outcome.assert_outcomes(passed=1, failed=2)
+    outcome.stdout.fnmatch_lines(["*g01-trainer+loader-default-concurrent: OOM: foreground trainer out of memory "
+                                  "(torch.OutOfMemoryError: CUDA out of memory*",
+                                  "*g02-trainer+loader-default-concurrent: OOM: background loader run 2 out of memory*"])
+    fg_oom = result(tmp, "g01-trainer+loader-default-concurrent")
+    assert fg_oom["complete"] and fg_oom["oom"] and fg_oom["fg_exit_code"] == 1
+    assert fg_oom["fg_duration_s"] is None and "did not finish" in fg_oom["notes"]["fg_duration_s"]
+    bg_oom = result(tmp, "g02-trainer+loader-default-concurrent")
+    assert bg_oom["complete"] and bg_oom["oom"] and bg_oom["fg_exit_code"] == 0 and bg_oom["bg_failures"] >= 1
+    runs = [json.loads(line) for line in (tmp / "out" / bg_oom["case_id"] / "bg-runs.jsonl").read_text().splitlines()]
+    ended_alone = [r for r in runs[1:] if not r["stopped_by_harness"]]
+    assert runs[0]["oom"] is False and ended_alone and all(r["oom"] and r["exit_code"] == 1 for r in ended_alone)
+    assert_ok_case_intact(tmp)
+    assert_no_leftovers(tmp)
+
+
+def test_a_crash_looping_background_fails_the_case_before_or_during_the_foreground(pytester):
+    tmp = pytester.path
+    settings = write_settings(tmp, "crash", [
+        OK_PAIR,
+        pair("g01", {"steps": 5}, {"fault": "crash", "fault_runs": "2-", "state": str(tmp / "g01-bg")}),
+        pair("g02", {"steps": 5, "fault": "hang", "fault_runs": "2", "state": str(tmp / "g02-fg")},
+             {"protocol": True, "steps": 5, "fault": "crash", "fault_runs": "3-", "state": str(tmp / "g02-bg")}),
+    ])
+    outcome = run(pytester, settings)
+    outcome.assert_outcomes(passed=1, failed=2)
+    outcome.stdout.fnmatch_lines(["*g01-*: background loader crash-looped: 3 consecutive failed runs within 300 s, "
+                                  "last: exited with code 1*"])
+    before = result(tmp, "g01-trainer+loader-default-concurrent")
+    assert before["complete"] and before["bg_runs"] == 3 and before["bg_failures"] == 3
+    assert not (tmp / "out" / before["case_id"] / "fg.log").exists()
+    during = result(tmp, "g02-trainer+loader-default-concurrent")
+    assert during["failure"].startswith("foreground stopped: background loader crash-looped")
+    assert during["fg_duration_s"] is None and during["bg_failures"] == 3
+    fg_log = (tmp / "out" / during["case_id"] / "fg.log").read_text()
+    assert "stopped_by_harness=True" in fg_log  # it hangs: only the crash loop's reaction ends it
+    assert_ok_case_intact(tmp)
+    assert_no_leftovers(tmp)
+
+
+def test_hangs_past_the_timeout_and_jobs_that_ignore_sigterm_are_killed(pytester):
+    tmp = pytester.path
+    ignoring_bg = {"protocol": True, "ignore_term": True, "children": 2, "setsid_grandchild": True,
+                   "fault": "hang", "fault_runs": "2-", "state": str(tmp / "g01-bg")}  # the solo baseline ends
+    relaxed = write_settings(tmp, "relaxed", [OK_PAIR, pair("g01", {"steps": 5}, ignoring_bg)])
+    strict = write_settings(tmp, "strict", [
+        pair("g02", {"steps": 5, "fault": "hang", "fault_runs": "2", "ignore_term": True, "children": 1,
+                     "state": str(tmp / "g02-fg")}, {"protocol": True, "steps": 10, "step_s": 0.05})],
+        timeout_s=3)
+    outcome = run(pytester, relaxed, strict)
+    outcome.assert_outcomes(passed=2, failed=1)
+    outcome.stdout.fnmatch_lines(["*g02-trainer+loader-default-concurrent: foreground trainer timed out (limit 3 s) "
+                                  "and was killed*"])
+    ignored = result(tmp, "g01-trainer+loader-default-concurrent")
+    assert ignored["complete"] and ignored["failure"] is None
+    bg_log = (tmp / "out" / ignored["case_id"] / "bg-run-001.log").read_text()
+    assert "exit=-9" in bg_log and "stopped_by_harness=True" in bg_log  # SIGTERM ignored: SIGKILL after the grace
+    hung = result(tmp, "g02-trainer+loader-default-concurrent")
+    assert hung["complete"] and hung["fg_exit_code"] == -9 and not hung["oom"]
+    assert_ok_case_intact(tmp)
+    assert_no_leftovers(tmp)
+
+
+INTERRUPTED_CASE = "g01-trainer+loader-default-concurrent"
+
+
+def start_pytest(tmp: Path, *extra: str) -> subprocess.Popen:
+    """pytest as an operator starts it, with Ctrl-C handling in place even where the shell that
+    started this test ignores SIGINT (a CI runner's background job)."""
+    (tmp / "test_suite.py").write_text(SUITE)
+    settings = write_settings(tmp, "interrupt", [
+        OK_PAIR,
+        pair("g01", {"steps": 5, "fault": "hang", "fault_runs": "2", "protocol": True, "children": 1,
+                     "state": str(tmp / "g01-fg")}, {**LONG_BG, "children": 1})])
+    code = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "sys.exit(pytest.console_main())")
+    with open(tmp / "pytest.log", "ab") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-c", code, *cli_args(tmp, settings), *extra], cwd=tmp,
+                                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def interrupt_mid_case(tmp: Path, signum: int, *extra: str) -> tuple[bytes, str]:
+    """Run until the first case is recorded and the second case's foreground trains, then signal."""
+    pytest_process = start_pytest(tmp, *extra)
+    try:
+        ok_path = tmp / "out" / OK_CASE / "result.json"
+        fg_progress = tmp / "out" / INTERRUPTED_CASE / "fg.progress.jsonl"
+        wait_for(lambda: pytest_process.poll() is None and ok_path.exists() and fg_progress.exists()
+                 and '"ready"' in fg_progress.read_text(), timeout_s=300, what="the second case's foreground")
+        recorded = ok_path.read_bytes()
+        pytest_process.send_signal(signum)
+        assert pytest_process.wait(timeout=120) == 2  # pytest's exit code for an interrupted run
+    finally:
+        if pytest_process.poll() is None:
+            pytest_process.kill()
+    return recorded, (tmp / "pytest.log").read_text()
+
+
+def assert_interrupted_cleanly(tmp: Path, recorded: bytes) -> None:
+    assert (tmp / "out" / OK_CASE / "result.json").read_bytes() == recorded
+    assert_ok_case_intact(tmp)
+    cut = result(tmp, INTERRUPTED_CASE)
+    assert cut["complete"] is False and "interrupted by Ctrl-C or SIGTERM" in cut["interrupted"]
+    assert_no_leftovers(tmp)
+
+
+def test_sigint_mid_case_then_resume_skips_the_finished_case(pytester):
+    tmp = pytester.path
+    recorded, log = interrupt_mid_case(tmp, signal.SIGINT)
+    assert "KeyboardInterrupt" in log
+    assert_interrupted_cleanly(tmp, recorded)
+
+    resumed = start_pytest(tmp, "--gpu-pairs-resume")
+    assert resumed.wait(timeout=300) == 0
+    log = (tmp / "pytest.log").read_text()
+    assert "SKIPPED [1] " in log and f"complete result in {tmp / 'out' / OK_CASE}" in log
+    assert "1 passed, 1 skipped" in log
+    assert "resumed (recorded earlier, not run again): " + OK_CASE in log
+    assert (tmp / "out" / OK_CASE / "result.json").read_bytes() == recorded
+    assert result(tmp, INTERRUPTED_CASE)["complete"] is True
+    assert_no_leftovers(tmp)
+
+
+def test_sigterm_mid_case_tears_everything_down(pytester):
+    tmp = pytester.path
+    recorded, log = interrupt_mid_case(tmp, signal.SIGTERM, "--benchmark-json", str(tmp / "bench.json"))
+    assert "signal 15" in log
+    assert_interrupted_cleanly(tmp, recorded)
+    # the case cut mid-round has no timing: it is left out, and the finished case is written
+    saved = json.loads((tmp / "bench.json").read_text())
+    assert [b["extra_info"]["case_id"] for b in saved["benchmarks"]] == [OK_CASE]
+    assert "Traceback" not in log

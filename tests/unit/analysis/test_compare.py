@@ -1,0 +1,176 @@
+"""The comparison gate: thresholds, directions, machine checks, and the ``gpu-pairs compare`` command,
+on copies of real H100 records (tests/data/h100, the first device run)."""
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from support.helpers import H100_DATA
+
+from pytest_gpu_pairs import cli
+from pytest_gpu_pairs.analysis.compare import (
+    CompareError,
+    Threshold,
+    compare_runs,
+    direction_of,
+    is_regression,
+    machine_differences,
+    parse_thresholds,
+)
+from pytest_gpu_pairs.record.store import Run, load_run
+
+BENCH = H100_DATA / "slice_full_scale.json"
+RUN_DIR = H100_DATA / "run"
+CASE = "g01-mnist_ff+resnet20-default-concurrent"
+
+
+def scaled_copy(tmp_path: Path, name: str = "new.json", **factors) -> Path:
+    """The H100 benchmark JSON with some record keys multiplied, e.g. gpu_energy_j=1.10."""
+    data = json.loads(BENCH.read_text())
+    for bench in data["benchmarks"]:
+        for key, factor in factors.items():
+            bench["extra_info"][key] *= factor
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def with_machine(tmp_path: Path, name: str = "other.json", **machine) -> Path:
+    data = json.loads(BENCH.read_text())
+    data["machine_info"]["gpu_pairs"].update(machine)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_10_percent_energy_regression_fails_the_gate(tmp_path, capsys):
+    new = scaled_copy(tmp_path, gpu_energy_j=1.10)
+    assert cli.main(["compare", str(BENCH), str(new), "--fail", "gpu_energy_j:5%,peak_vram_mb:3%"]) == 1
+    out = capsys.readouterr().out
+    assert f"{CASE}  gpu_energy_j" in out and "+10.0%" in out and "REGRESSION" in out
+    assert "FAILED: 2 regression(s)" in out
+
+
+def test_a_2_percent_energy_regression_passes_the_gate(tmp_path, capsys):
+    new = scaled_copy(tmp_path, gpu_energy_j=1.02)
+    assert cli.main(["compare", str(BENCH), str(new), "--fail", "gpu_energy_j:5%,peak_vram_mb:3%"]) == 0
+    out = capsys.readouterr().out
+    assert "+2.0%" in out and "REGRESSION" not in out and "passed" in out
+
+
+def test_efficiency_is_judged_in_its_own_direction(tmp_path):
+    better, worse = scaled_copy(tmp_path, "b.json", concurrency_efficiency=1.2), \
+        scaled_copy(tmp_path, "w.json", concurrency_efficiency=0.9)
+    assert cli.main(["compare", str(BENCH), str(better), "--fail", "concurrency_efficiency:5"]) == 0
+    assert cli.main(["compare", str(BENCH), str(worse), "--fail", "concurrency_efficiency:5"]) == 1
+
+
+def test_a_gpu_mismatch_is_refused_unless_forced(tmp_path, capsys):
+    other = with_machine(tmp_path, gpu_name="NVIDIA A100-SXM4-40GB")
+    assert cli.main(["compare", str(BENCH), str(other), "--fail", "gpu_energy_j:5%"]) == 2
+    err = capsys.readouterr().err
+    assert "measured on another machine" in err and "A100" in err and "--force" in err
+    assert cli.main(["compare", str(BENCH), str(other), "--fail", "gpu_energy_j:5%", "--force"]) == 0
+    assert "warning:" in capsys.readouterr().out
+
+
+def test_a_driver_cuda_or_emulated_card_size_mismatch_is_refused(tmp_path, capsys):
+    driver = with_machine(tmp_path, "d.json", driver="550.54.15")
+    cuda = with_machine(tmp_path, "c.json", cuda_driver_version="12.4")
+    smaller = with_machine(tmp_path, "m.json", gpu_memory_mb=10240)
+    assert cli.main(["compare", str(BENCH), str(driver)]) == 2
+    assert cli.main(["compare", str(BENCH), str(cuda)]) == 2
+    assert cli.main(["compare", str(BENCH), str(smaller)]) == 2
+    assert "emulated card size (--gpu-memory-mb) None vs 10240" in capsys.readouterr().err
+
+
+def test_run_directory_and_result_json_read_the_machine_from_session_json(tmp_path):
+    from_dir = load_run(RUN_DIR)
+    single = load_run(RUN_DIR / CASE / "result.json")
+    bench = load_run(BENCH)
+    assert set(from_dir.records) == set(bench.records) and list(single.records) == [CASE]
+    assert from_dir.machine["gpu_name"] == single.machine["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    assert machine_differences(bench, from_dir) == [] and machine_differences(bench, single) == []
+    assert cli.main(["compare", str(RUN_DIR), str(BENCH), "--fail", "peak_vram_mb:0%"]) == 0
+
+
+def test_a_metric_not_measured_in_new_fails_a_gate_on_it(tmp_path, capsys):
+    data = json.loads(BENCH.read_text())
+    info = data["benchmarks"][0]["extra_info"]
+    info["gpu_energy_j"] = None
+    info["notes"]["gpu_energy_j"] = "the NVML total-energy counter was not readable over the window"
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(data))
+    assert cli.main(["compare", str(BENCH), str(new), "--fail", "gpu_energy_j:5%"]) == 1
+    assert "NOT MEASURED (the NVML total-energy counter" in capsys.readouterr().out
+
+
+def test_a_case_that_failed_in_new_fails_the_gate(tmp_path, capsys):
+    data = json.loads(BENCH.read_text())
+    data["benchmarks"][1]["extra_info"].update(oom=True, failure="foreground mnist ran out of memory")
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(data))
+    assert cli.main(["compare", str(BENCH), str(new), "--fail", "peak_vram_mb:3%"]) == 1
+    assert "failed in" in capsys.readouterr().out
+
+
+def test_cases_are_matched_by_id_and_the_unmatched_are_listed():
+    base = load_run(BENCH)
+    new = Run("new", {CASE: copy.deepcopy(base.records[CASE]), "x-new": {"case_id": "x-new"}}, dict(base.machine))
+    comparison = compare_runs(base, new, parse_thresholds("gpu_energy_j:5%"))
+    assert {row.case_id for row in comparison.rows} == {CASE}
+    assert comparison.missing_in_new == ["s01-mnist+resnet20-default-concurrent"]
+    assert comparison.new_cases == ["x-new"] and not comparison.failed
+
+
+@pytest.mark.parametrize("text, message", [
+    ("gpu_energy_j", "expected METRIC:PCT"),
+    ("gpu_energy:5%", "expected a recorded metric"),
+    ("gpu_energy_j:five", "expected a percentage"),
+    ("gpu_energy_j:-1%", "expected a percentage"),
+])
+def test_bad_thresholds_are_one_clear_line(tmp_path, capsys, text, message):
+    assert cli.main(["compare", str(BENCH), str(BENCH), "--fail", text]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --fail: ") and message in err and "\n" not in err
+
+
+def test_bad_inputs_name_the_file_and_what_was_expected(tmp_path, capsys):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"benchmarks": [{"extra_info": {}}]}))
+    for path, message in ((broken, "invalid JSON"), (other, "expected gpu-pairs records"),
+                          (tmp_path / "missing.json", "expected a readable"), (tmp_path, "expected a gpu-pairs run")):
+        assert cli.main(["compare", str(path), str(BENCH)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: {path}: $") and message in err and "\n" not in err
+
+
+def test_directions_are_documented_by_name():
+    assert direction_of("gpu_energy_j") == direction_of("peak_vram_mb") == direction_of("fg_slowdown") == "lower"
+    assert direction_of("concurrency_efficiency") == direction_of("bg_progress_ratio") == "higher"
+    assert direction_of("energy_saved_vs_serial") == "higher" and direction_of("mps_server_vram_mb") == "lower"
+    assert direction_of("perf.test_accuracy") == "higher" and direction_of("perf.eval_loss") == "lower"
+    assert direction_of("case_id") is None
+
+
+@given(base=st.floats(1e-3, 1e6), change=st.floats(-0.9, 3.0), pct=st.floats(0, 50),
+       direction=st.sampled_from(["lower", "higher"]))
+def test_a_regression_is_exactly_a_change_beyond_the_limit_in_the_bad_direction(base, change, pct, direction):
+    new = base * (1 + change)
+    worse = (new - base) / base if direction == "lower" else (base - new) / base
+    flagged = is_regression(base, new, Threshold("m", pct, direction))
+    if not math.isclose(worse, pct / 100, rel_tol=1e-9, abs_tol=1e-12):
+        assert flagged == (worse > pct / 100)
+
+
+def test_parse_accepts_percent_signs_spaces_and_perf_metrics():
+    parsed = parse_thresholds(" gpu_energy_j:5% , perf.test_accuracy:1,peak_vram_mb:3 ")
+    assert [(t.metric, t.pct, t.direction) for t in parsed] == [
+        ("gpu_energy_j", 5.0, "lower"), ("perf.test_accuracy", 1.0, "higher"), ("peak_vram_mb", 3.0, "lower")]
+    with pytest.raises(CompareError):
+        parse_thresholds("nosuch:1")

@@ -1,0 +1,85 @@
+"""The live status line: what it shows, that it fits, that it is erased (integration/test_live.py: with
+real rounds, without a tty and in a real terminal)."""
+import io
+import json
+import time
+from types import SimpleNamespace
+
+from pytest_gpu_pairs.monitor.samples import GpuSample
+from pytest_gpu_pairs.plugin.live import (
+    ERASE_TO_END,
+    RESTORE_CURSOR,
+    SAVE_CURSOR,
+    LiveLine,
+    Snapshot,
+    last_progress,
+    render,
+)
+
+
+def fake_round(tmp_path, events, samples=()):
+    (tmp_path / "fg.progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events) + '{"event": "st')
+    return SimpleNamespace(fg_job=SimpleNamespace(model="mnist"), bg_job=SimpleNamespace(model="resnet20"),
+                           out_dir=tmp_path, sampler=SimpleNamespace(samples=list(samples)))
+
+
+def test_the_line_shows_elapsed_epoch_step_power_and_vram(tmp_path):
+    sample = GpuSample(t=0.0, power_w=212.4, mem_used_mb=9000.0, proc_mem_mb={11: 800.0, 12: 1300.0},
+                       roles={11: "fg", 12: "bg"})
+    round_ = fake_round(tmp_path, [{"event": "ready", "t": 1}, {"event": "step", "step": 420, "epoch": 0.37, "t": 2}],
+                        [sample])
+    stream, clock = io.StringIO(), iter([100.0, 175.0]).__next__
+    line = LiveLine(stream, room=lambda: 120, clock=clock)
+    line.round_started(round_)
+    line.draw()
+    out = stream.getvalue()
+    assert out.startswith(SAVE_CURSOR) and out.endswith(ERASE_TO_END + RESTORE_CURSOR)
+    assert "[mnist+resnet20 01:15] | fg epoch 0.37 step 420 | 212 W | 2100 MB" in out
+    line.round_ended(round_)
+    assert stream.getvalue().endswith(RESTORE_CURSOR + ERASE_TO_END)
+
+
+def test_before_the_foreground_starts_it_says_so_and_without_a_gpu_it_omits_power(tmp_path):
+    (tmp_path / "fg.progress.jsonl").write_text("")
+    round_ = SimpleNamespace(fg_job=SimpleNamespace(model="mnist"), bg_job=None, out_dir=tmp_path, sampler=None)
+    stream = io.StringIO()
+    line = LiveLine(stream, room=lambda: 100, clock=iter([0.0, 3.0]).__next__)
+    line.round_started(round_)
+    line.draw()
+    assert "[mnist solo 00:03] | fg waiting for the foreground" in stream.getvalue()
+    assert " W" not in stream.getvalue()
+
+
+def test_render_degrades_to_fit_and_never_overflows():
+    shot = Snapshot("densenet121+vulberta_mlp", 3725.0, epoch=12.5, step=123456, power_w=301.0, vram_mb=7400.0)
+    full = render(shot, 200)
+    assert full.startswith("[densenet121+vulberta_mlp 1:02:05]")
+    for room in range(0, 120):
+        assert len(render(shot, room)) <= room
+    assert render(shot, 53) == "[1:02:05] | epoch 12.50 step 123456 | 301 W | 7400 MB"
+    assert render(shot, 52) == render(shot, 9) == "[1:02:05]" and render(shot, 8) == ""
+
+
+def test_last_progress_reads_the_tail_and_skips_a_half_written_line(tmp_path):
+    path = tmp_path / "p.jsonl"
+    lines = [json.dumps({"event": "step", "step": i, "epoch": i / 1000, "t": i}) for i in range(2000)]
+    path.write_text("\n".join(lines) + '\n{"event": "step", "st')
+    assert last_progress(path)["step"] == 1999
+    assert last_progress(tmp_path / "missing.jsonl") is None
+
+
+def test_the_thread_redraws_until_the_round_ends_and_stops_on_close(tmp_path):
+    round_ = fake_round(tmp_path, [{"event": "step", "step": 5, "epoch": 0.1, "t": 1}])
+    stream = io.StringIO()
+    line = LiveLine(stream, room=lambda: 100, interval_s=0.01).start()
+    line.round_started(round_)
+    deadline = time.monotonic() + 5
+    while stream.getvalue().count(SAVE_CURSOR) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    line.round_ended(round_)
+    drawn = stream.getvalue().count(SAVE_CURSOR)
+    assert drawn >= 3
+    time.sleep(0.05)
+    assert stream.getvalue().count(SAVE_CURSOR) == drawn
+    line.close()
+    assert not line._thread.is_alive()

@@ -1,0 +1,68 @@
+"""The typed record: one key table, one model, and the store as its only way to and from disk."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND, comparable, direction, markdown_table
+from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.store import StoreError, load_result, read_record, save_result, typed
+
+WRONG = {"float": "1.2", "int": 1.5, "str": 3, "bool": "yes", "dict": [1], "list": {"a": 1}}
+RECORD = {"case_id": "g01-a+b-default-concurrent", "mode": "concurrent", "concurrency_efficiency": 1.4,
+          "fg_hparams": {"epochs": 1}, "notes": {"gpu_energy_j": "no GPU"}, "gpu_energy_j": None, "oom": False,
+          "fg_exit_code": 0, "perf": {"accuracy": 0.9}}
+
+
+def test_a_saved_record_reads_back_the_same(tmp_path):
+    save_result(tmp_path, RECORD)
+    back = load_result(tmp_path)
+    assert back is not None and back.to_dict() == {**RECORD, "schema": 1, "complete": True}
+    assert back.concurrency_efficiency == 1.4 and back["mode"] == "concurrent" and "fg_model" not in back
+
+
+@given(name=st.sampled_from(sorted(KEYS)))
+def test_a_value_of_the_wrong_type_is_refused_with_the_key_named(name):
+    if name == "schema":
+        return
+    with pytest.raises(StoreError) as caught:
+        typed({**RECORD, name: WRONG[KEYS[name].type]}, "result.json")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"result.json: $.{name}: expected a gpu-pairs result record")
+
+
+def test_a_broken_file_on_disk_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({**RECORD, "concurrency_efficiency": "1.2"}))
+    with pytest.raises(StoreError, match=r"result.json: \$\.concurrency_efficiency: expected"):
+        read_record(path)
+    assert load_result(tmp_path) is None  # a resumed session measures such a case again
+    path.write_bytes(b"\xff\xfe not json")
+    with pytest.raises(StoreError, match=r"result.json: \$: expected"):
+        read_record(path)
+
+
+def test_keys_of_other_plugins_and_spreads_are_kept():
+    record = Record.model_validate({**RECORD, "my_plugin_key": [1, 2], "gpu_energy_j_std": 0.5})
+    assert record.get("my_plugin_key") == [1, 2] and record.gpu_energy_j_std == 0.5
+
+
+def test_every_figure_averaged_over_rounds_is_a_number_with_a_spread():
+    assert all(KEYS[name].type in ("float", "int") for name in PER_ROUND)
+    assert {f"{name}_std" for name in PER_ROUND} <= set(Record.model_fields)
+
+
+@given(metric=st.text(min_size=1, max_size=20))
+def test_a_model_metric_is_better_lower_exactly_when_it_names_a_loss_error_or_perplexity(metric):
+    lower = any(word in metric.lower() for word in ("loss", "error", "perplexity"))
+    assert direction(f"perf.{metric}") == ("lower" if lower else "higher")
+
+
+def test_the_gate_knows_every_figure_with_a_direction_and_the_docs_list_every_key():
+    assert "concurrency_efficiency" in comparable() and direction("gpu_energy_j") == "lower"
+    assert direction("case_id") is None
+    table = markdown_table()
+    assert all(f"`{name}`" in table for name in KEYS)

@@ -1,0 +1,94 @@
+"""result.json: atomic writes, complete vs interrupted, what --gpu-pairs-resume accepts; cool-down."""
+import json
+import os
+
+import pytest
+from support.helpers import pair
+
+from pytest_gpu_pairs.experiment.cases import describe, expand
+from pytest_gpu_pairs.experiment.load import parse_experiment
+from pytest_gpu_pairs.record import build as results
+from pytest_gpu_pairs.record.store import load_result, save_incomplete, save_result
+from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.run.round import cool_down
+from pytest_gpu_pairs.run.session import GpuPairsSession
+
+
+def test_a_failed_write_leaves_the_previous_result_whole_and_no_temporary_file(tmp_path, monkeypatch):
+    save_result(tmp_path, {"case_id": "c", "value": 1})
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        save_result(tmp_path, {"case_id": "c", "value": 2})
+    assert json.loads((tmp_path / "result.json").read_text())["value"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_only_a_complete_result_is_loaded(tmp_path):
+    save_incomplete(tmp_path, {"case_id": "c"}, "interrupted by Ctrl-C or SIGTERM")
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["complete"] is False and saved["interrupted"].startswith("interrupted")
+    assert load_result(tmp_path) is None
+    save_result(tmp_path, {"case_id": "c", "complete": False, "failure": "OOM"})
+    assert load_result(tmp_path)["complete"] is True  # a record cannot mark itself complete or not
+    (tmp_path / "result.json").write_text('{"case_id": "c", "complete": tr')
+    assert load_result(tmp_path) is None
+
+
+def _session(tmp_path, resume=True, scale=0.5):
+    options = GpuPairsOptions(settings=(), device="cpu", scale=scale, vram_budget_mb=None, min_efficiency=None,
+                              sample_hz=10.0, out_dir=tmp_path / "out", resume=resume)
+    return GpuPairsSession(options)
+
+
+def _case(**fg_hp):
+    return expand(parse_experiment({"name": "x", "pairs": [pair(fg_hp=fg_hp or None)]}, "s.json"))[0]
+
+
+def _record(case, **extra):
+    return json.loads(json.dumps({**describe(case), "scale": 0.5, "device": "cpu", "failure": None, **extra}))
+
+
+def test_resume_takes_a_complete_result_of_the_same_measurement_only(tmp_path):
+    case = _case(epochs=1)
+    session = _session(tmp_path)
+    assert session.resumable(case) is None
+    save_result(session.case_dir(case), _record(case, failure="OOM: foreground ..."))
+    assert session.resumable(case)["failure"] == "OOM: foreground ..."
+    assert _session(tmp_path, resume=False).resumable(case) is None
+    assert _session(tmp_path, scale=0.25).resumable(case) is None
+    assert session.resumable(_case(epochs=2)) is None  # same id, other hyperparameters
+    save_incomplete(session.case_dir(case), _record(case), "interrupted")
+    assert session.resumable(case) is None
+
+
+def test_a_rerun_empties_the_case_folder_so_logs_of_two_runs_never_mix(tmp_path):
+    case = _case()
+    session = _session(tmp_path)
+    folder = session.case_dir(case)
+    folder.mkdir(parents=True)
+    (folder / "bg-runs.jsonl").write_text('{"run": 1}\n')
+    assert list(session.fresh_case_dir(case).iterdir()) == []
+
+
+def test_cool_down_waits_only_for_what_is_left_of_it():
+    slept = []
+    assert cool_down(10.0, None, clock=lambda: 100.0, sleep=slept.append) == 0.0
+    assert cool_down(0.0, 99.0, clock=lambda: 100.0, sleep=slept.append) == 0.0
+    assert cool_down(10.0, 97.0, clock=lambda: 100.0, sleep=slept.append) == 7.0
+    assert cool_down(10.0, 80.0, clock=lambda: 100.0, sleep=slept.append) == 0.0
+    assert slept == [7.0]
+
+
+def test_failed_record_says_why_and_leaves_every_figure_unmeasured():
+    case = _case()
+
+    class Env:
+        device_name, scale = "cpu", 0.5
+
+    record = results.failed_record(case, "solo baseline of mnist_ff failed: exited with code 1", Env())
+    assert record["failure"].startswith("solo baseline") and record["fg_slowdown"] is None
+    assert "could not be measured" in record["notes"]["fg_slowdown"]

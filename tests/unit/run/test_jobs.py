@@ -1,0 +1,64 @@
+"""Job specs and job logs without running a job: argv from hyperparameters, a command workload's
+argv and cwd, metrics and OOM signatures read from logs."""
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_gpu_pairs.experiment.schema import HyperparameterSpec
+from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.run.joblog import detect_oom, parse_log_metrics
+from pytest_gpu_pairs.run.jobs import flag_arguments
+
+
+def test_sigkill_not_sent_by_the_harness_is_the_oom_killers_signature(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("training\n")
+    assert "OOM killer" in detect_oom(str(log), Progress(), returncode=-9)
+    assert detect_oom(str(log), Progress(), returncode=-9, killed_by_harness=True) is None
+    assert detect_oom(str(log), Progress(), returncode=1) is None
+
+
+def test_log_patterns_take_the_last_match_of_each_metric(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("# gpu-pairs: start argv=['Accuracy: 9.9']\nEpoch 1 Accuracy: 0.41 loss=2.0\n"
+                   "Epoch 2 Accuracy: 0.52 loss=1.5\nbest model: resnet\n")
+    found = parse_log_metrics(str(log), {"accuracy": r"Accuracy[:\s]+([0-9.]+)", "loss": r"loss=([0-9.]+)",
+                                         "best": r"best model: (\w+)", "missing": r"nothing (\d+)"})
+    assert found == {"accuracy": 0.52, "loss": 1.5, "best": "resnet"}
+
+
+@given(st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+                       st.one_of(st.text(max_size=20), st.integers(), st.floats(allow_nan=False), st.booleans()),
+                       max_size=6))
+def test_hyperparameters_become_separate_arguments_never_shell_text(values):
+    specs = {name: HyperparameterSpec(flag=f"--{name}-x") for name in list(values)[::2]}
+    args = flag_arguments(specs, values)
+    expected = []
+    for name, value in values.items():
+        flag = f"--{name}-x" if name in specs else f"--{name}"
+        expected += ([flag] if value else []) if isinstance(value, bool) else [flag, str(value)]
+    assert args == expected
+
+
+def test_a_command_workload_runs_its_argv_in_cwd_relative_to_the_settings_file(tmp_path):
+    from pytest_gpu_pairs.experiment.cases import expand
+    from pytest_gpu_pairs.experiment.load import load_experiment
+    from pytest_gpu_pairs.run.jobs import build_spec
+
+    (tmp_path / "repos" / "net").mkdir(parents=True)
+    settings = tmp_path / "exp.json"
+    settings.write_text(json.dumps({
+        "name": "x", "workloads": {"net": {
+            "command": ["python", "train.py"], "cwd": "repos/net", "env": {"DATA": "/d"},
+            "hyperparameters": {"epochs": {"flag": "-e", "type": "int", "default": 3},
+                                "lr": {"type": "float", "default": 0.1}, "amp": {"type": "bool", "default": True}}}},
+        "pairs": [{"group": "g1", "foreground": {"model": "net", "hyperparameters": {"lr": 0.5}},
+                   "background": {"model": "net", "hyperparameters": {"amp": False}}}]}))
+    case = expand(load_experiment(settings))[0]
+    fg = build_spec(case.fg, "fg", "cpu", 1.0, 60.0)
+    bg = build_spec(case.bg, "bg", "cpu", 1.0, 60.0)
+    assert fg.cwd == str(tmp_path / "repos" / "net") and fg.env["DATA"] == "/d"
+    assert fg.argv == ["python", "train.py", "--amp", "-e", "3", "--lr", "0.5"]
+    assert bg.argv == ["python", "train.py", "-e", "3", "--lr", "0.1"]
+    assert not fg.protocol
