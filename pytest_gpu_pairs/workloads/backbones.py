@@ -3,7 +3,7 @@ HRNet-W18 as timm's ``hrnet_w18`` (classification variant, with its incre/downsa
 layers producing 2048 channels). torchvision does not install beside the CPU torch used here and
 timm needs torchvision, so the architectures are written out; layer for layer they match the
 published models: ResNet-18 11.69 M, ResNet-50 25.56 M, DenseNet-121 7.98 M, HRNet-W18 21.3 M
-parameters with their 1000-class heads (``tests/test_workloads.py`` checks the counts). Weights
+parameters with their 1000-class heads (``tests/unit/workloads/test_workloads.py`` checks the counts). Weights
 start random (the re-ID baselines start from ImageNet weights; compute and memory do not depend
 on the values).
 """

@@ -1,6 +1,6 @@
 """Generated data is learnable: a short run at the predecessor's default learning rate beats a run at
 lr 0 (which leaves the model as initialised). The cheap families are checked here on the CPU;
-the device profile (scripts/device/issue5_profiles.sh) records untrained and trained metrics of
+the GPU profile run (tools/workload_profiles/run_on_gpu.sh) records untrained and trained metrics of
 every workload."""
 import pytest
 

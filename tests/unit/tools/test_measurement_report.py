@@ -1,12 +1,7 @@
-"""The converter of issue 4's device run: collate what the run left, judge the targets, publish."""
-import importlib.util
+"""The converter of the measurement study's device run: collate what the run left, judge the targets, publish."""
 import json
 
-from conftest import REPO
-
-spec = importlib.util.spec_from_file_location("measurement_report", REPO / "tools" / "measurement" / "report.py")
-report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(report)
+from tools.measurement import report
 
 STEADY = {"device": {"name": "NVIDIA H100 80GB HBM3", "driver": "580", "cuda_driver_version": "13.0",
                      "memory_total_mb": 81559.0}, "idle_power_w": 71.2, "window_s": 12.5, "settle_s": 2.0,
@@ -75,13 +70,6 @@ def test_publish_writes_the_reference_files_or_says_what_is_missing(tmp_path, ca
 
 
 def test_a_target_counts_as_met_only_when_the_noise_resolves_it():
-    import importlib.util
-
-    from conftest import REPO
-
-    spec = importlib.util.spec_from_file_location("measurement_report", REPO / "tools" / "measurement" / "report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
     assert report._resolved_below(0.2, 0.3, 1.0) is True
     assert report._resolved_below(0.59, 3.06, 1.0) == "unresolved (noise)"
     assert report._resolved_below(1.5, 0.1, 1.0) is False

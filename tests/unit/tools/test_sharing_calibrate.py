@@ -1,17 +1,14 @@
 """The arithmetic of tools/sharing/calibrate.py: epochs that hit each job's target time."""
-import importlib.util
 import json
 import math
 
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from support.helpers import REPO
 
-from conftest import REPO
+from tools.sharing import calibrate
 
-spec = importlib.util.spec_from_file_location("sharing_calibrate", REPO / "tools" / "sharing" / "calibrate.py")
-calibrate = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(calibrate)
 TEMPLATE = json.loads((REPO / "settings" / "sharing_pairs.json").read_text())
 
 

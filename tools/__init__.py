@@ -1,0 +1,1 @@
+"""Scripts that produce the reference results under reports/reference/<study>/, one folder per study."""

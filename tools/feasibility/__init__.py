@@ -1,0 +1,1 @@
+"""The feasibility study's scripts (see reports/reference/feasibility/README.md)."""

@@ -1,0 +1,1 @@
+"""The hp_study study's scripts (see reports/reference/hp_study/README.md)."""

@@ -1,0 +1,1 @@
+"""The measurement study's scripts (see reports/reference/measurement/README.md)."""

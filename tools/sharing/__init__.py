@@ -1,0 +1,1 @@
+"""The sharing study's scripts (see reports/reference/sharing/README.md)."""

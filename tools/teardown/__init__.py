@@ -1,0 +1,1 @@
+"""The teardown study's scripts (see reports/reference/teardown/README.md)."""
