@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
+from pytest_gpu_pairs.record.stats import interval, welch_p_value
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
 DEFAULT_METRICS = HEADLINE
@@ -144,7 +145,38 @@ class Row:
         return relative_change(self.base, self.new)
 
 
-def _judge(row: Row, new_record: dict[str, Any]) -> None:
+def round_values(record: dict[str, Any], metric: str) -> list[float]:
+    """The metric's value in each of the record's rounds; a record without rounds is one round."""
+    rounds = record.get("rounds") if not metric.startswith("perf.") else None
+    if isinstance(rounds, list):
+        values = [v for r in rounds if isinstance(r, dict) and (v := metric_value(r, metric)) is not None]
+        if values:
+            return values
+    value = metric_value(record, metric)
+    return [] if value is None else [value]
+
+
+def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, Any]) -> None:
+    """A change beyond the limit is a regression only if the rounds say it is real: the 95 %
+    intervals of the two runs' rounds lie apart, NEW's on the bad side. Sessions differ by more
+    than rounds within one session do (the H100 study saw 5 % between sessions whose rounds gave
+    Welch p = 0.02), so overlapping intervals are noise, whatever the test on the rounds says."""
+    base, new = round_values(base_record, row.metric), round_values(new_record, row.metric)
+    base_ci, new_ci = interval(base), interval(new)
+    if base_ci.low is None or new_ci.low is None:
+        row.status = "cannot tell"
+        row.reason = "one round on a side: a change cannot be told from noise; measure more rounds (interleaved method)"
+        return
+    apart = new_ci.low > base_ci.high if row.limit.direction == "lower" else new_ci.high < base_ci.low
+    p_value = welch_p_value(base, new)
+    evidence = f"{len(base)} vs {len(new)} rounds, Welch p={p_value:.2g}"
+    if apart:
+        row.status, row.regression, row.reason = "REGRESSION", True, f"95 % intervals apart; {evidence}"
+    else:
+        row.status, row.reason = "within noise", f"95 % intervals overlap; {evidence}"
+
+
+def _judge(row: Row, base_record: dict[str, Any], new_record: dict[str, Any]) -> None:
     t = row.limit
     if row.base is None and row.new is None:
         row.status = "not measured in either"
@@ -156,7 +188,7 @@ def _judge(row: Row, new_record: dict[str, Any]) -> None:
     elif t is None:
         row.status = ""
     elif is_regression(row.base, row.new, t):
-        row.status, row.regression = "REGRESSION", True
+        _noise_verdict(row, base_record, new_record)
     else:
         worse = row.change if t.direction == "lower" else -row.change
         row.status = "improved" if worse < -t.pct / 100.0 else "ok"
@@ -177,6 +209,10 @@ class Comparison:
         return [row for row in self.rows if row.regression]
 
     @property
+    def undecided(self) -> list[Row]:
+        return [row for row in self.rows if row.status == "cannot tell"]
+
+    @property
     def failed(self) -> bool:
         return bool(self.regressions) or (bool(self.thresholds) and bool(self.failed_cases))
 
@@ -195,7 +231,7 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
         for metric in names:
             row = Row(case_id, metric, metric_value(old, metric), metric_value(cur, metric), _std(old, metric),
                       _std(cur, metric), by_metric.get(metric))
-            _judge(row, cur)
+            _judge(row, old, cur)
             rows.append(row)
     return Comparison(base, new, rows, sorted(set(base.records) - set(new.records)),
                       sorted(set(new.records) - set(base.records)), failed, thresholds)
@@ -229,7 +265,8 @@ def format_table(comparison: Comparison) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.append("limit: how much worse NEW may be than BASE; lower is better for energy, VRAM, time and "
-                 "slowdown, higher for efficiency, progress, coverage and accuracy-like perf metrics")
+                 "slowdown, higher for efficiency, progress, coverage and accuracy-like perf metrics; a change "
+                 "beyond it is a REGRESSION only when the 95 % intervals of the two runs' rounds lie apart")
     if comparison.missing_in_new:
         lines.append(f"not in {comparison.new.source}: {', '.join(comparison.missing_in_new)}")
     if comparison.new_cases:
@@ -245,18 +282,20 @@ def format_table(comparison: Comparison) -> list[str]:
 def verdict(comparison: Comparison) -> str:
     if not comparison.thresholds:
         return "no thresholds given: nothing can fail"
+    undecided = f" ({len(comparison.undecided)} change(s) beyond a limit could not be judged: one round on a side)" \
+        if comparison.undecided else ""
     regressions = comparison.regressions
     if comparison.failed:
         parts = [f"{len(regressions)} regression(s)"] if regressions else []
         parts += [f"{len(comparison.failed_cases)} failed case(s)"] if comparison.failed_cases else []
-        return f"FAILED: {' and '.join(parts)} against {comparison.base.source}"
-    return f"passed: no regression beyond the limits against {comparison.base.source}"
+        return f"FAILED: {' and '.join(parts)} against {comparison.base.source}{undecided}"
+    return f"passed: no regression beyond the limits against {comparison.base.source}{undecided}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", metavar="BASE", help="baseline: pytest-benchmark JSON, run directory or result.json")
     parser.add_argument("new", metavar="NEW", help="the run to judge, in any of the same forms")
-    parser.add_argument("--fail", default="", metavar="METRIC:PCT[,...]",
+    parser.add_argument("--fail", action="append", default=[], metavar="METRIC:PCT[,...]",
                         help="fail when NEW is worse than BASE by more than PCT %% in METRIC, e.g. "
                              "gpu_energy_j:5%%,peak_vram_mb:3%%,concurrency_efficiency:5%%")
     parser.add_argument("--metrics", default="", metavar="METRIC[,...]",
@@ -268,7 +307,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        thresholds = parse_thresholds(args.fail)
+        thresholds = parse_thresholds(",".join(args.fail))  # --fail may be given once per metric
         shown = [m.strip() for m in args.metrics.split(",") if m.strip()]
         base, new = load_run(args.base), load_run(args.new)
     except StoreError as exc:

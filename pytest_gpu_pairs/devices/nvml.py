@@ -119,6 +119,14 @@ class Gpu:
         samples = optional(lambda: self.nvml.nvmlDeviceGetProcessUtilization(self.handle, since_us)) or []
         return [(s.pid, int(s.timeStamp), float(s.smUtil)) for s in samples]
 
+    def clock_event_reasons(self) -> Optional[int]:
+        """Why the clocks are below their maximum now (NVML's bit mask; 0: nothing holds them down).
+        Drivers before R535 call it the throttle reasons."""
+        n, h = self.nvml, self.handle
+        read = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            n, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        return optional(lambda: int(read(h))) if read is not None else None
+
     def _next_counter_update(self, limit_s: float = 0.5, poll_s: float = 0.002) -> tuple[float, Optional[float]]:
         """The time and value of the counter's next change (it advances in steps, not continuously)."""
         first = self.energy_mj()
@@ -142,3 +150,19 @@ class Gpu:
         if start is None or end is None or end < start or t1 <= t0:
             return None
         return (end - start) / 1000 / (t1 - t0)
+
+
+CLOCK_EVENT_REASONS = {  # NVML's nvmlClocksEventReason bits, named as a reader of a record needs them
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+
+def clock_event_names(mask: Optional[int]) -> Optional[list[str]]:
+    """The names of the bits set in a clock-event mask; None when the mask was not readable."""
+    if mask is None:
+        return None
+    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
+    unknown = mask & ~sum(CLOCK_EVENT_REASONS)
+    return names + ([f"other_0x{unknown:x}"] if unknown else [])

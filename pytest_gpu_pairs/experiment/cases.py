@@ -82,6 +82,7 @@ class Overrides:
     vram_budget_mb: Optional[float] = None
     min_efficiency: Optional[float] = None
     sharing: Optional[tuple[str, ...]] = None
+    method: Optional[str] = None
     # earlier complete results: history the mutation design avoids (read only when a design needs it)
     earlier_runs: Callable[[], Iterable[Mapping[str, Any]]] = field(default=tuple, compare=False)
 
@@ -106,6 +107,10 @@ class Case:
     crash_loop_failures: int = DEFAULTS.crash_loop_failures
     crash_loop_window_s: float = DEFAULTS.crash_loop_window_s
     sharing: str = "timeslice"
+    method: str = "epoch"
+    phase_s: float = DEFAULTS.phase_s
+    settle_s: float = DEFAULTS.settle_s
+    warmup_s: float = DEFAULTS.warmup_s
     source: str = ""
     note: str = ""
 
@@ -146,6 +151,8 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
         ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
         crash_loop_window_s=d.crash_loop_window_s,
+        method=_first(overrides.method, d.method) if mode == "concurrent" else "epoch",
+        phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s,
         source=experiment.source, note=pair.note or "")
 
 
@@ -315,5 +322,5 @@ def describe(case: Case) -> Mapping[str, Any]:
     return {"case_id": case.id, "design": case.design, "variant": case.variant, "mode": case.mode,
             "fg_model": case.fg.model, "bg_model": case.bg.model if case.bg else None,
             "fg_hparams": case.fg.hyperparameters, "bg_hparams": case.bg.hyperparameters if case.bg else None,
-            "sharing": case.sharing}
+            "sharing": case.sharing, "method": case.method}
 

@@ -33,7 +33,10 @@ def read_sample(gpu: Gpu, last_seen_us: Optional[int]) -> tuple[GpuSample, Optio
         power_instant_w=instant_w, power_avg_w=average_w,
         util_pct=float(util.gpu) if util is not None else None, mem_used_mb=gpu.memory_used_mb(),
         temp_c=optional(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
-        sm_clock_mhz=optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))))
+        sm_clock_mhz=optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
+        mem_clock_mhz=optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM))),
+        power_limit_w=optional(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000),
+        clock_event_reasons=gpu.clock_event_reasons())
     sample.proc_mem_mb = dict(gpu.compute_processes())
     if last_seen_us is None:
         stamps = [stamp for _, stamp, _ in gpu.process_sm_utilization(0)]

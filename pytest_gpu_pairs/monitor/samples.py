@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 DEVICE_COLUMNS = ("t", "energy_mj", "power_w", "power_instant_w", "power_avg_w", "util_pct", "mem_used_mb",
-                  "temp_c", "sm_clock_mhz")
+                  "temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "clock_event_reasons")
 JOB_ROLES = ("fg", "bg")
 
 
@@ -27,6 +27,9 @@ class GpuSample:
     mem_used_mb: Optional[float] = None
     temp_c: Optional[float] = None
     sm_clock_mhz: Optional[float] = None
+    mem_clock_mhz: Optional[float] = None
+    power_limit_w: Optional[float] = None
+    clock_event_reasons: Optional[int] = None  # NVML's bit mask of why clocks are held down (throttling)
     proc_mem_mb: dict[int, Optional[float]] = field(default_factory=dict)
     proc_sm_pct: dict[int, float] = field(default_factory=dict)
     roles: dict[int, str] = field(default_factory=dict)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpu_pairs.experiment.schema import SHARING_MODES
+from pytest_gpu_pairs.experiment.schema import METHODS, SHARING_MODES
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 
 DEFAULT_OUT = "gpu-pairs-results"
@@ -30,6 +30,15 @@ def _percentage(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 100:
         raise argparse.ArgumentTypeError(f"expected a whole percentage from 1 to 100, got {text!r}")
     return int(text)
+
+
+def _precision(text: str) -> float:
+    if text.strip().lower() == "off":
+        return 0.0
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a relative half width between 0 and 1 (e.g. 0.03) or off, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -77,6 +86,20 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpu-pairs-resume", action="store_true", default=False,
                     help="skip cases whose folder in --gpu-pairs-out holds a complete result of the same "
                          "models, hyperparameters, scale and device (an interrupted case runs again)")
+    group.addoption("--gpu-pairs-method", choices=METHODS, default=None,
+                    help="how concurrent cases are measured; overrides the settings' defaults.method. interleaved: "
+                         "both jobs kept alive, rounds of fg alone, bg alone and both, until the efficiency is "
+                         "precise enough (figures that reproduce); epoch (default): the predecessor's way, one real "
+                         "epoch of the foreground under a background restarted in a loop (does it run, does it fit, "
+                         "what does a finished run score)")
+    group.addoption("--gpu-pairs-precision", type=_precision, default=None, metavar="X|off",
+                    help="interleaved cases add rounds until the 95 %% interval of the efficiency is within "
+                         "+-X of its mean (default: 0.03 on a GPU; on the CPU a fixed number of rounds); off: "
+                         "always the minimum rounds")
+    group.addoption("--gpu-pairs-max-rounds", type=_positive_int, default=30, metavar="N",
+                    help="most interleaved rounds per case (default: 30)")
+    group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=180.0, metavar="S",
+                    help="device time cap per interleaved case, warm-up included (default: 180)")
     parser.addini("gpu_pairs_settings", type="paths", default=[],
                   help="experiment files used when --gpu-pairs-settings is not given")
     parser.addini("gpu_pairs_mps_control", default="",
@@ -86,11 +109,14 @@ def add_options(parser: pytest.Parser) -> None:
 def options_from_config(config: pytest.Config) -> GpuPairsOptions:
     given = config.getoption("gpu_pairs_settings")
     settings = tuple(Path(p) for p in given) if given else tuple(config.getini("gpu_pairs_settings"))
-    return GpuPairsOptions(settings=settings, device=config.getoption("gpu_pairs_device"),
-               scale=config.getoption("gpu_pairs_scale"), vram_budget_mb=config.getoption("vram_budget_mb"),
-               min_efficiency=config.getoption("min_efficiency"), sample_hz=config.getoption("sample_hz"),
-               out_dir=Path(config.getoption("gpu_pairs_out")).absolute(),
-               sharing=config.getoption("gpu_pairs_sharing"), mps_threads=config.getoption("gpu_pairs_mps_threads"),
-               mps_mem_limit_mb=config.getoption("gpu_pairs_mps_mem_limit_mb"),
-               mps_control=config.getini("gpu_pairs_mps_control") or None,
-               gpu_memory_mb=config.getoption("gpu_memory_mb"), resume=config.getoption("gpu_pairs_resume"))
+    precision = config.getoption("gpu_pairs_precision")
+    return GpuPairsOptions(
+        settings=settings, device=config.getoption("gpu_pairs_device"), scale=config.getoption("gpu_pairs_scale"),
+        vram_budget_mb=config.getoption("vram_budget_mb"), min_efficiency=config.getoption("min_efficiency"),
+        sample_hz=config.getoption("sample_hz"), out_dir=Path(config.getoption("gpu_pairs_out")).absolute(),
+        sharing=config.getoption("gpu_pairs_sharing"), mps_threads=config.getoption("gpu_pairs_mps_threads"),
+        mps_mem_limit_mb=config.getoption("gpu_pairs_mps_mem_limit_mb"),
+        mps_control=config.getini("gpu_pairs_mps_control") or None, gpu_memory_mb=config.getoption("gpu_memory_mb"),
+        resume=config.getoption("gpu_pairs_resume"), method=config.getoption("gpu_pairs_method"),
+        precision=precision or None, precision_off=precision == 0.0,
+        max_rounds=config.getoption("gpu_pairs_max_rounds"), max_case_s=config.getoption("gpu_pairs_max_case_s"))

@@ -16,7 +16,8 @@ from pytest_gpu_pairs.monitor.samples import JOB_ROLES
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.keys import PER_ROUND
-from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, Measurement
+from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, InterleavedMeasurement, Measurement
+from pytest_gpu_pairs.record.phases import SPLIT_METHOD, case_figures, suspect_notes
 
 VRAM_SOURCE = "nvml_process_memory"
 IDLE_METHOD = "nvml_energy_counter_at_session_start"
@@ -86,7 +87,7 @@ def _gpu_figures(m: Measurement, env: DeviceFacts, notes: Notes, work: Work) -> 
     utils = [s.util_pct for s in inside if s.util_pct is not None]
     figures["gpu_util_avg_pct"] = sum(utils) / len(utils) if utils else None
     figures["gpu_temp_max_c"] = metrics.peak(s.temp_c for s in inside)
-    figures.update(_memory_figures(m, notes))
+    figures.update(_memory_figures(m.samples, m.sharing_probe, m.mode, notes))
     figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], env.idle_power_w, notes, work))
     figures.update(_serial_comparison(m, energy, notes, work))
     return figures
@@ -125,23 +126,23 @@ def _other_memory_mb(sample, servers: frozenset[int]) -> float:
                if sample.roles.get(pid, "other") == "other" and pid not in servers and v is not None)
 
 
-def _memory_figures(m: Measurement, notes: Notes) -> dict[str, Optional[float]]:
+def _memory_figures(samples, sharing_probe: dict[str, Any], mode: str, notes: Notes) -> dict[str, Optional[float]]:
     """Peaks of NVML per-process memory (CUDA contexts included) over the whole round.
 
     Only the case's own processes count (under MPS, with the MPS server that holds their
     memory); another user's process, or the ``--gpu-memory-mb`` ballast, is never in
     ``peak_vram_mb`` (``other_peak_vram_mb`` shows what others held).
     """
-    servers = frozenset(m.sharing_probe.get("server_pids") or ())
-    figures = {"peak_vram_mb": _role_peak(m.samples, JOB_ROLES, servers),
-               "fg_peak_vram_mb": _role_peak(m.samples, ("fg",)), "bg_peak_vram_mb": _role_peak(m.samples, ("bg",)),
-               "other_peak_vram_mb": metrics.peak(_other_memory_mb(s, servers) for s in m.samples) or None,
+    servers = frozenset(sharing_probe.get("server_pids") or ())
+    figures = {"peak_vram_mb": _role_peak(samples, JOB_ROLES, servers),
+               "fg_peak_vram_mb": _role_peak(samples, ("fg",)), "bg_peak_vram_mb": _role_peak(samples, ("bg",)),
+               "other_peak_vram_mb": metrics.peak(_other_memory_mb(s, servers) for s in samples) or None,
                "mps_server_vram_mb": None}
     if servers:
-        figures["mps_server_vram_mb"] = metrics.peak(_mps_server_mb(s, servers) for s in m.samples
+        figures["mps_server_vram_mb"] = metrics.peak(_mps_server_mb(s, servers) for s in samples
                                                      if servers & set(s.proc_mem_mb))
         notes.unmeasured("peak_vram_mb", "under MPS it includes the MPS server's own memory (mps_server_vram_mb)")
-    if m.mode == "solo":
+    if mode == "solo":
         figures["bg_peak_vram_mb"] = None
         notes.unmeasured("bg_peak_vram_mb", "solo case: no background job")
     for key in ("peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb"):
@@ -371,3 +372,61 @@ def aggregate(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return record
 
 
+
+
+INTERLEAVED_WARMUP_RULE = ("both jobs started together; excluded: everything until both had reported a training "
+                           "step, then warmup_s more of both training; after every switch of phase, settle_s")
+
+
+def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) -> dict[str, Any]:
+    """The record of an interleaved case: the mean of its rounds with intervals, and how it was measured."""
+    notes = Notes()
+    record: dict[str, Any] = {**describe(case), "mode": case.mode, "repeats": 1, "scale": env.scale,
+                              "device": env.device_name, "sample_hz": env.sample_hz if m.samples else None,
+                              "idle_power_w": env.idle_power_w, "vram_budget_mb": case.vram_budget_mb,
+                              "vram_budget_source": VRAM_SOURCE, "min_efficiency": case.min_efficiency,
+                              "idle_power_method": IDLE_METHOD if env.idle_power_w is not None else None,
+                              "phase_s": case.phase_s, "settle_s": case.settle_s, "warmup_rule": INTERLEAVED_WARMUP_RULE,
+                              "warmup_s": m.warmup[1] - m.warmup[0], "stop_reason": m.stop_reason,
+                              "gpu_seconds": (m.rounds[-1].end if m.rounds else m.warmup[1]) - m.warmup[0],
+                              "energy_split_method": SPLIT_METHOD if m.samples else None,
+                              "oom": m.oom, "failure": m.failure, "perf": {}, "fg_exit_code": None}
+    record.update(case_figures(m, env.idle_power_w))
+    rule = m.rule
+    record["precision_target"] = getattr(rule, "precision", None)
+    achieved = record["precision_achieved"]
+    record["precision_reached"] = (None if record["precision_target"] is None
+                                   else achieved is not None and achieved <= record["precision_target"])
+    record.update(_memory_figures(m.samples, {}, case.mode, notes))
+    notes.update(suspect_notes(record))
+    _explain_interleaved_nulls(record, m, env, notes)
+    record["notes"] = dict(notes)
+    return record
+
+
+def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts,
+                               notes: Notes) -> None:
+    notes.unmeasured("perf", "interleaved rounds measure step rates, not a finished training run's metrics "
+                             "(method epoch records those)")
+    notes.unmeasured("fg_exit_code", "the harness ends both jobs at the end of an interleaved case")
+    if m.failure:
+        for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
+            notes.unmeasured(key, f"the case could not be measured: {m.failure}")
+    if not m.samples:
+        reason = env.gpu_unavailable or "no GPU samples were taken"
+        for key in ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "serial_energy_j",
+                    "energy_saved_vs_serial", "gpu_power_avg_w", "energy_split_method", "peak_vram_mb",
+                    "fg_peak_vram_mb", "bg_peak_vram_mb"):
+            notes.unmeasured(key, f"not measurable on this run: {reason}")
+    if env.idle_power_w is None and m.samples:
+        notes.unmeasured("gpu_energy_above_idle_j", "idle power was not measured")
+    for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
+        if record.get(key) is None:
+            notes.unmeasured(key, "no round had two step reports of each job inside each of its phases: a job "
+                                  "without the progress protocol reports no steps, and a job slower than one step "
+                                  "per phase_s / 2 needs longer phases")
+    if record["precision_target"] is None:
+        notes.unmeasured("precision_reached", "no precision target: a fixed number of rounds (the CPU default, "
+                                              "or --gpu-pairs-precision off)")
+    if len(m.rounds) < 2:
+        notes.unmeasured("concurrency_efficiency_ci", "an interval needs at least two rounds")

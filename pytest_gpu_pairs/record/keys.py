@@ -67,7 +67,7 @@ SHARING = _figures("sharing", [
     ("bg_runs", "float", "count", None, True, "background runs started during the case"),
     ("bg_failures", "float", "count", "lower", True, "background runs that failed"),
     ("bg_steps_in_window", "float", "steps", None, False, "background steps inside the window"),
-    ("bg_solo_steps_per_s", "float", "steps/s", None, False, "the background's step rate alone"),
+    ("bg_solo_steps_per_s", "float", "steps/s", None, True, "the background's step rate alone"),
 ])
 
 ENERGY = _figures("energy", [
@@ -75,7 +75,7 @@ ENERGY = _figures("energy", [
     ("gpu_energy_above_idle_j", "float", "J", "lower", True, "gpu_energy_j minus idle power x window"),
     ("fg_gpu_energy_j", "float", "J", "lower", True, "the foreground's share of the energy above idle"),
     ("bg_gpu_energy_j", "float", "J", "lower", True, "the background's share of the energy above idle"),
-    ("energy_split_method", "str", "", None, False, "how the energy above idle was split: solo, sm_util, progress_x_solo_energy, time_share"),
+    ("energy_split_method", "str", "", None, False, "how the energy above idle was split: shapley_solo_energy (interleaved), solo, sm_util, progress_x_solo_energy, time_share"),
     ("serial_energy_j", "float", "J", "lower", True, "the window's work done serially: each job's steps at its solo energy per step"),
     ("energy_saved_vs_serial", "float", "fraction", "higher", True, "1 - gpu_energy_j / serial_energy_j"),
     ("cpu_energy_j", "float", "J", "lower", True, "CPU package energy over the window (RAPL)"),
@@ -122,6 +122,27 @@ DEVICE = _figures("device", [
     ("sample_hz", "float", "Hz", None, False, "the monitors' sampling rate (None without GPU samples)"),
 ])
 
+METHOD = _figures("method", [
+    ("method", "str", "", None, False, "interleaved (rounds of fg alone, bg alone, both; the default for pairs) or epoch (one foreground epoch under a background restart loop)"),
+    ("n_rounds", "int", "rounds", None, False, "interleaved rounds the figures are the mean of"),
+    ("precision_target", "float", "fraction", None, False, "the stopping rule's target: relative half width of the efficiency's 95 % interval (None: fixed rounds)"),
+    ("precision_achieved", "float", "fraction", "lower", False, "the relative half width the efficiency's interval reached"),
+    ("precision_reached", "bool", "", None, False, "whether the target was reached (None without a target)"),
+    ("stop_reason", "str", "", None, False, "why the case stopped adding rounds"),
+    ("gpu_seconds", "float", "s", "lower", False, "device time the case held: start of its jobs to their end, warm-up included"),
+    ("warmup_s", "float", "s", None, False, "excluded as warm-up: from the jobs' start until the first round"),
+    ("warmup_rule", "str", "", None, False, "the rule that decided the warm-up"),
+    ("phase_s", "float", "s", None, False, "measured seconds of each phase"),
+    ("settle_s", "float", "s", None, False, "seconds left out after every switch of phase"),
+    ("fg_steps_per_s", "float", "steps/s", "higher", True, "the foreground's step rate beside the background"),
+    ("fg_solo_steps_per_s", "float", "steps/s", None, True, "the foreground's step rate alone"),
+    ("bg_steps_per_s", "float", "steps/s", "higher", True, "the background's step rate beside the foreground"),
+    ("sm_clock_mhz", "float", "MHz", None, False, "mean SM clock (per round under rounds)"),
+    ("mem_clock_mhz", "float", "MHz", None, False, "mean memory clock (per round under rounds)"),
+    ("power_limit_w", "float", "W", None, False, "the enforced power limit (per round under rounds)"),
+    ("clock_event_reasons", "list", "", None, False, "why the clocks were held down at some point (NVML clock-event reasons, per round under rounds)"),
+])
+
 DERIVED = _figures("study", [
     ("concurrent_overhead", "float", "fraction", "lower", True, "fg_slowdown - 1: the foreground's relative increase of training time"),
     ("concurrent_energy_overhead", "float", "fraction", "lower", True, "relative increase of the card's energy over the foreground's solo run"),
@@ -131,7 +152,7 @@ DERIVED = _figures("study", [
     ("sharing_energy_saved_j", "float", "J", "higher", True, "serial_energy_j - gpu_energy_j"),
 ])
 
-KEYS: dict[str, Key] = {k.name: k for k in IDENTITY + TIME + SHARING + ENERGY + MEMORY + OUTCOME + DEVICE + DERIVED}
+KEYS: dict[str, Key] = {k.name: k for k in IDENTITY + TIME + SHARING + ENERGY + MEMORY + OUTCOME + DEVICE + METHOD + DERIVED}
 PER_ROUND: tuple[str, ...] = tuple(k.name for k in KEYS.values() if k.per_round)
 COMPARISONS: tuple[str, ...] = ("concurrent_overhead", "concurrent_energy_overhead", "interference", "sharing_energy_saved_j")
 DERIVED_KEYS: tuple[str, ...] = tuple(k.name for k in DERIVED)
@@ -165,7 +186,8 @@ def markdown_table() -> str:
              "Every key of `result.json` (and of `extra_info` in the benchmark JSON), generated from "
              "`pytest_gpu_pairs/record/keys.py`. A figure that could not be measured is `null`; "
              "`notes.<key>` says why. Keys marked *per round* hold the mean over a case's rounds, "
-             "with `<key>_std` beside them and each round's value under `rounds`.", ""]
+             "with `<key>_std` beside them, `<key>_ci` (the 95 % interval, interleaved cases) and each "
+             "round's value under `rounds`.", ""]
     groups: dict[str, list[Key]] = {}
     for key in KEYS.values():
         groups.setdefault(key.group, []).append(key)

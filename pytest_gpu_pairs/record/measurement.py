@@ -152,3 +152,56 @@ class DeviceFacts(Protocol):
     sample_hz: float
     idle_power_w: Optional[float]
     gpu_unavailable: Optional[str]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of an interleaved round: who ran (``fg`` alone, ``bg`` alone, or the ``pair``),
+    when it was switched on, and the window measured in it (the settling time after the switch
+    left out)."""
+
+    name: str
+    switched_t: float
+    start: float
+    end: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class PhaseRound:
+    index: int
+    phases: tuple[Phase, ...]
+
+    def phase(self, name: str) -> Optional[Phase]:
+        return next((p for p in self.phases if p.name == name), None)
+
+    @property
+    def start(self) -> float:
+        return min(p.switched_t for p in self.phases)
+
+    @property
+    def end(self) -> float:
+        return max(p.end for p in self.phases)
+
+
+@dataclass(frozen=True)
+class InterleavedMeasurement:
+    """Both jobs kept alive for the whole case and switched between phases: what was measured.
+
+    ``fg`` and ``bg`` are each job's progress (its step reports); ``warmup`` is the span from the
+    jobs' start to the first round, excluded from every figure."""
+
+    fg: Progress
+    bg: Progress
+    rounds: tuple[PhaseRound, ...]
+    samples: tuple[GpuSample, ...]
+    warmup: tuple[float, float]
+    rule: Any = None  # the StoppingRule that ended the measurement
+    stop_reason: Optional[str] = None
+    failure: Optional[str] = None
+    oom: bool = False
+    cpu_readings: tuple[tuple[float, float], ...] = ()
+    out_dir: Optional[Path] = None

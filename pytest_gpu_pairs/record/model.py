@@ -59,6 +59,7 @@ def _field(kind: str) -> tuple[Any, None]:
 _FIELDS = {name: _field(key.type) for name, key in KEYS.items() if name != "schema"}
 _FIELDS["schema_version"] = (Optional[StrictInt], Field(None, alias="schema"))  # "schema" is BaseModel's
 _FIELDS.update({f"{name}_std": _field("float") for name in PER_ROUND})
+_FIELDS.update({f"{name}_ci": _field("list") for name in PER_ROUND})
 
 Record = create_model("Record", __base__=_RecordBase, **_FIELDS)
 Record.__doc__ = "One case's (or one round's) result, every key typed as ``record.keys`` declares it."

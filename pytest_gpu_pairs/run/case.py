@@ -8,16 +8,18 @@ from typing import Any, Optional
 import pytest
 
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
-from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record
+from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.store import save_incomplete, save_result, typed
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
+from pytest_gpu_pairs.run.interleaved import InterleavedPair
 from pytest_gpu_pairs.run.round import BackgroundNotReady, Round, Supervision
 from pytest_gpu_pairs.run.session import CardEmulationUnavailable, GpuPairsSession
 from pytest_gpu_pairs.run.sharing import CaseSharing, SharingUnavailable
 
+MIN_INTERLEAVED_ROUNDS = 3  # the fewest rounds an interval is reported from
 
 class PairRun:
     """Runs one case: solo baselines first (cached), then ``runs_per_config`` rounds in which
@@ -34,6 +36,7 @@ class PairRun:
         self.measurements: list[Measurement] = []
         self.timeline: dict[str, Any] = {"solo": [], "rounds": [], "cool_down_s": 0.0}
         self._round: Optional[Round] = None
+        self._pair: Optional[InterleavedPair] = None
         self.sharing = CaseSharing(case.sharing)
         self._card: Optional[Ballast] = None
         self._recorded = False
@@ -75,6 +78,8 @@ class PairRun:
     def _run(self) -> CaseResult:
         if self.case.mode == "solo":
             return self._solo_case()
+        if self.case.method == "interleaved":
+            return self._interleaved_case()
         case = self.case
         solo_fg = self._solo(case.fg)
         solo_bg = self._solo(case.bg) if case.bg is not None else None
@@ -86,6 +91,22 @@ class PairRun:
             self.close()
             return self._finish(failed_record(case, str(exc), self.env, loop))
         return self._finish(aggregate(self._round_records(solo_fg, solo_bg)))
+
+    def _interleaved_case(self) -> CaseResult:
+        """Both jobs kept alive and switched between phases, round after round, until the stopping
+        rule is met; pytest-benchmark times the whole measurement (one round of its own)."""
+        self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
+        self.timeline["rounds"].append(self.sharing.ready_for_round())
+        rule = self.session.options.stopping_rule(self.env.device, max(MIN_INTERLEAVED_ROUNDS, self.case.runs_per_config))
+        self._pair = InterleavedPair(self.case, self.env, self.session.case_dir(self.case), rule, self.sharing.job_env)
+        try:
+            measurement = self.benchmark.pedantic(self._pair.run, rounds=1, iterations=1)
+        except BaseException:
+            self.benchmark.has_error = True  # see _measure_rounds
+            raise
+        self._pair = None
+        self.session.release_device()
+        return self._finish(interleaved_record(self.case, measurement, self.env))
 
     def _solo_case(self) -> CaseResult:
         """A solo case measures its job unless the session already did (then it reports that
@@ -195,6 +216,10 @@ class PairRun:
         return result
 
     def close(self) -> None:
+        if self._pair is not None:
+            self._pair.close()
+            self._pair = None
+            self.session.release_device()
         if self._round is not None:
             self._round.abort()
             self._round = None

@@ -184,6 +184,16 @@ class JobProcess:
             self.stopped_by_harness = True
         self.kill_tree()
 
+    def pause(self) -> None:
+        """SIGSTOP to the job's process group: it keeps its memory and CUDA context and does no work
+        until ``resume``; what it queued on the GPU finishes. Needs no cooperation from the job."""
+        if self.popen is not None and self.popen.poll() is None:
+            self._signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self._signal_group(signal.SIGCONT)
+
     def kill_tree(self, grace_s: float = KILL_GRACE_S) -> None:
         """SIGTERM to the session, the psutil tree and every tagged process; after ``grace_s``
         SIGKILL to whatever is left (looked up again: a process may have forked meanwhile).
@@ -195,6 +205,7 @@ class JobProcess:
             members = self._members()
             if leader_running or members:
                 self._signal_group(signal.SIGTERM)
+                self._signal_group(signal.SIGCONT)  # a paused job must run to act on its SIGTERM
                 terminate_with_leader(self.popen, members, grace_s, self._members, self._signal_group)
             if not leader_running and members:
                 self.leftovers_killed += len(members)

@@ -5,6 +5,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from pytest_gpu_pairs.record.stats import StoppingRule
+
+DEFAULT_PRECISION = 0.03
+
 
 @dataclass(frozen=True)
 class GpuPairsOptions:
@@ -21,3 +25,14 @@ class GpuPairsOptions:
     mps_control: Optional[str] = None
     gpu_memory_mb: Optional[float] = None
     resume: bool = False
+    method: Optional[str] = None
+    precision: Optional[float] = None  # None: the device's default (3 % on a GPU, fixed rounds on the CPU)
+    precision_off: bool = False
+    max_rounds: int = 30
+    max_case_s: float = 180.0
+
+    def stopping_rule(self, device: str, min_rounds: int) -> StoppingRule:
+        """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed
+        number on the CPU (where the figures only show that the pipeline works)."""
+        precision = None if self.precision_off else (self.precision or (DEFAULT_PRECISION if device == "cuda" else None))
+        return StoppingRule(precision, min_rounds, max(self.max_rounds, min_rounds), self.max_case_s)

@@ -99,7 +99,7 @@ class GpuPairsSession:
         if self._cases is None:
             overrides = Overrides(vram_budget_mb=self.options.vram_budget_mb,
                                   min_efficiency=self.options.min_efficiency, sharing=self.options.sharing,
-                                  earlier_runs=lambda: complete_records(self.options.out_dir))
+                                  method=self.options.method, earlier_runs=lambda: complete_records(self.options.out_dir))
             self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides)
         return self._cases
 

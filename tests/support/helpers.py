@@ -88,3 +88,11 @@ def wait_for(condition, timeout_s: float = 120.0, what: str = "condition"):
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def with_rounds(record: dict, keys, n: int = 5, spread: float = 0.01) -> dict:
+    """The record as if measured in ``n`` rounds around its values (+-spread, symmetric, so the mean
+    stays the value): what a comparison needs to tell a change from noise."""
+    offsets = [spread * (2 * i / (n - 1) - 1) for i in range(n)]
+    rounds = [{key: record[key] * (1 + o) for key in keys if isinstance(record.get(key), (int, float))} for o in offsets]
+    return {**record, "rounds": rounds, "repeats": n}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support.helpers import H100_DATA
+from support.helpers import H100_DATA, with_rounds
 
 from pytest_gpu_pairs import cli
 from pytest_gpu_pairs.analysis.compare import (
@@ -20,6 +20,7 @@ from pytest_gpu_pairs.analysis.compare import (
     machine_differences,
     parse_thresholds,
 )
+from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.store import Run, load_run
 
 BENCH = H100_DATA / "slice_full_scale.json"
@@ -27,12 +28,15 @@ RUN_DIR = H100_DATA / "run"
 CASE = "g01-mnist_ff+resnet20-default-concurrent"
 
 
-def scaled_copy(tmp_path: Path, name: str = "new.json", **factors) -> Path:
-    """The H100 benchmark JSON with some record keys multiplied, e.g. gpu_energy_j=1.10."""
+def scaled_copy(tmp_path: Path, name: str = "new.json", rounds: int = 5, **factors) -> Path:
+    """The H100 benchmark JSON with some record keys multiplied, e.g. gpu_energy_j=1.10, each record
+    given ``rounds`` rounds 1 % apart around its values (1: the single round the records hold)."""
     data = json.loads(BENCH.read_text())
     for bench in data["benchmarks"]:
         for key, factor in factors.items():
             bench["extra_info"][key] *= factor
+        if rounds > 1:
+            bench["extra_info"] = with_rounds(bench["extra_info"], PER_ROUND, rounds)
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return path
@@ -47,25 +51,47 @@ def with_machine(tmp_path: Path, name: str = "other.json", **machine) -> Path:
 
 
 def test_a_10_percent_energy_regression_fails_the_gate(tmp_path, capsys):
-    new = scaled_copy(tmp_path, gpu_energy_j=1.10)
-    assert cli.main(["compare", str(BENCH), str(new), "--fail", "gpu_energy_j:5%,peak_vram_mb:3%"]) == 1
+    base, new = scaled_copy(tmp_path, "base.json"), scaled_copy(tmp_path, gpu_energy_j=1.10)
+    assert cli.main(["compare", str(base), str(new), "--fail", "gpu_energy_j:5%,peak_vram_mb:3%"]) == 1
     out = capsys.readouterr().out
     assert f"{CASE}  gpu_energy_j" in out and "+10.0%" in out and "REGRESSION" in out
     assert "FAILED: 2 regression(s)" in out
+
+
+def test_a_change_beyond_the_limit_with_one_round_on_a_side_cannot_be_told(tmp_path, capsys):
+    new = scaled_copy(tmp_path, rounds=1, gpu_energy_j=1.10)
+    assert cli.main(["compare", str(BENCH), str(new), "--fail", "gpu_energy_j:5%"]) == 0
+    out = capsys.readouterr().out
+    assert "+10.0%" in out and "cannot tell" in out and "REGRESSION" not in out.split("limit:")[0]
+    assert "could not be judged: one round on a side" in out
+
+
+def test_a_change_beyond_the_limit_inside_the_noise_is_no_regression(tmp_path, capsys):
+    base = scaled_copy(tmp_path, "base.json", rounds=5)
+    noisy = json.loads(base.read_text())
+    for bench in noisy["benchmarks"]:
+        info = bench["extra_info"]
+        info["gpu_energy_j"] *= 1.06
+        info["rounds"] = [{**r, "gpu_energy_j": info["gpu_energy_j"] * f} for r, f in zip(info["rounds"], (0.7, 1.3, 0.8, 1.2, 1.0))]
+    new = tmp_path / "noisy.json"
+    new.write_text(json.dumps(noisy))
+    assert cli.main(["compare", str(base), str(new), "--fail", "gpu_energy_j:5%"]) == 0
+    assert "within noise (95 % intervals overlap; 5 vs 5 rounds" in capsys.readouterr().out
 
 
 def test_a_2_percent_energy_regression_passes_the_gate(tmp_path, capsys):
     new = scaled_copy(tmp_path, gpu_energy_j=1.02)
     assert cli.main(["compare", str(BENCH), str(new), "--fail", "gpu_energy_j:5%,peak_vram_mb:3%"]) == 0
     out = capsys.readouterr().out
-    assert "+2.0%" in out and "REGRESSION" not in out and "passed" in out
+    assert "+2.0%" in out and "REGRESSION" not in out.split("limit:")[0] and "passed" in out
 
 
 def test_efficiency_is_judged_in_its_own_direction(tmp_path):
     better, worse = scaled_copy(tmp_path, "b.json", concurrency_efficiency=1.2), \
         scaled_copy(tmp_path, "w.json", concurrency_efficiency=0.9)
-    assert cli.main(["compare", str(BENCH), str(better), "--fail", "concurrency_efficiency:5"]) == 0
-    assert cli.main(["compare", str(BENCH), str(worse), "--fail", "concurrency_efficiency:5"]) == 1
+    base = scaled_copy(tmp_path, "base.json")
+    assert cli.main(["compare", str(base), str(better), "--fail", "concurrency_efficiency:5"]) == 0
+    assert cli.main(["compare", str(base), str(worse), "--fail", "concurrency_efficiency:5"]) == 1
 
 
 def test_a_gpu_mismatch_is_refused_unless_forced(tmp_path, capsys):

@@ -1,0 +1,161 @@
+"""The figures of an interleaved case: each round's solo and pair phases share their noise, so
+every ratio is taken within a round, and the case reports the mean over rounds with its interval.
+
+Per round, from each job's step reports inside a phase's window (the settling time after a
+switch left out):
+
+- ``fg_slowdown`` = fg rate alone / fg rate in the pair; ``bg_progress_ratio`` = bg rate in the
+  pair / bg rate alone; ``concurrency_efficiency`` = 1 / fg_slowdown + bg_progress_ratio: the work
+  the pair did per second, in units of one job alone.
+- energies from the NVML total-energy counter over each phase's window; ``serial_energy_j`` is
+  the pair phase's work done one job after the other (each job's steps at its own solo energy per
+  step, idle included), ``energy_saved_vs_serial`` = 1 - pair energy / serial energy.
+- the per-job split of the pair phase's energy above idle is the Shapley value of the two-job
+  game: a job alone would have spent v(A) = its steps x its solo energy per step above idle, the
+  pair spent v(AB); each job gets its own v plus half of what sharing added or saved. The two
+  shares add up to the total exactly, and every term is a ratio measured within the round.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from pytest_gpu_pairs.devices.nvml import clock_event_names
+from pytest_gpu_pairs.monitor.counters import counter_energy_j
+from pytest_gpu_pairs.monitor.samples import GpuSample
+from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
+from pytest_gpu_pairs.record.stats import interval
+
+SPLIT_METHOD = "shapley_solo_energy"
+ROUND_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j", "gpu_energy_above_idle_j",
+                 "fg_gpu_energy_j", "bg_gpu_energy_j", "serial_energy_j", "energy_saved_vs_serial", "gpu_power_avg_w",
+                 "fg_steps_per_s", "fg_solo_steps_per_s", "bg_steps_per_s", "bg_solo_steps_per_s", "window_s")
+HEADLINE_INTERVALS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
+                      "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_saved_vs_serial", "gpu_energy_j",
+                      "serial_energy_j", "gpu_power_avg_w")
+
+
+def rate(progress: Progress, phase: Optional[Phase]) -> Optional[float]:
+    """Steps per second from the job's reports inside the phase's window: first to last report,
+    so a job paused before the window or after it adds no stopped time."""
+    if phase is None:
+        return None
+    inside = [(t, s) for t, s in progress.steps if phase.start <= t <= phase.end]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0] or inside[-1][1] <= inside[0][1]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def energy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[float]:
+    if phase is None or not samples:
+        return None
+    return counter_energy_j(((s.t, s.energy_mj) for s in samples), phase.start, phase.end)
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def shapley_split(pair_j: Optional[float], fg_alone_j: Optional[float],
+                  bg_alone_j: Optional[float]) -> tuple[Optional[float], Optional[float]]:
+    """Each job's share of the pair's energy: its stand-alone cost plus half the joint surplus."""
+    if pair_j is None or fg_alone_j is None or bg_alone_j is None:
+        return None, None
+    fg = (fg_alone_j + pair_j - bg_alone_j) / 2.0
+    return fg, pair_j - fg
+
+
+def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str, Any]:
+    fg_alone, bg_alone, pair = r.phase("fg"), r.phase("bg"), r.phase("pair")
+    fg_solo_rate, bg_solo_rate = rate(m.fg, fg_alone), rate(m.bg, bg_alone)
+    fg_pair_rate, bg_pair_rate = rate(m.fg, pair), rate(m.bg, pair)
+    slowdown = _ratio(fg_solo_rate, fg_pair_rate)
+    progress = _ratio(bg_pair_rate, bg_solo_rate)
+    window = pair.seconds if pair else None
+    pair_j = energy(m.samples, pair)
+    pair_above = metrics.energy_above_idle(pair_j, idle_w, window or 0.0)
+    per_step = {name: _per_step(m.samples, phase, job_rate, idle_w)
+                for name, phase, job_rate in (("fg", fg_alone, fg_solo_rate), ("bg", bg_alone, bg_solo_rate))}
+    fg_steps = fg_pair_rate * window if fg_pair_rate is not None and window else None
+    bg_steps = bg_pair_rate * window if bg_pair_rate is not None and window else None
+    serial = metrics.serial_energy_j(fg_steps, per_step["fg"][0], bg_steps, per_step["bg"][0])
+    fg_j, bg_j = shapley_split(pair_above, _times(fg_steps, per_step["fg"][1]), _times(bg_steps, per_step["bg"][1]))
+    return {"round": r.index, "concurrency_efficiency": metrics.concurrency_efficiency(slowdown, progress),
+            "fg_slowdown": slowdown, "bg_progress_ratio": progress, "gpu_energy_j": pair_j,
+            "gpu_energy_above_idle_j": pair_above, "fg_gpu_energy_j": fg_j, "bg_gpu_energy_j": bg_j,
+            "serial_energy_j": serial, "energy_saved_vs_serial": metrics.energy_saved_fraction(pair_j, serial),
+            "gpu_power_avg_w": _ratio(pair_j, window), "fg_steps_per_s": fg_pair_rate,
+            "fg_solo_steps_per_s": fg_solo_rate, "bg_steps_per_s": bg_pair_rate, "bg_solo_steps_per_s": bg_solo_rate,
+            "window_s": window, **device_state(m.samples, r.start, r.end),
+            "phases": [{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end} for p in r.phases]}
+
+
+def _times(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a * b if a is not None and b is not None else None
+
+
+def _per_step(samples: Sequence[GpuSample], phase: Optional[Phase], job_rate: Optional[float],
+              idle_w: Optional[float]) -> tuple[Optional[float], Optional[float]]:
+    """A job's energy per step alone: of the whole card, and above idle."""
+    total = energy(samples, phase)
+    if total is None or job_rate is None or phase is None:
+        return None, None
+    steps = job_rate * phase.seconds
+    above = metrics.energy_above_idle(total, idle_w, phase.seconds)
+    return metrics.energy_per_step(total, steps), metrics.energy_per_step(above, steps)
+
+
+def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict[str, Any]:
+    """Clocks, power limit, temperature and clock-event reasons over a round, so a drift between
+    rounds or sessions can be explained."""
+    inside = [s for s in samples if start <= s.t <= end]
+
+    def mean(values):
+        xs = [v for v in values if v is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    reasons = 0
+    readable = False
+    for s in inside:
+        if s.clock_event_reasons is not None:
+            readable, reasons = True, reasons | s.clock_event_reasons
+    temps = [s.temp_c for s in inside if s.temp_c is not None]
+    return {"sm_clock_mhz": mean(s.sm_clock_mhz for s in inside), "mem_clock_mhz": mean(s.mem_clock_mhz for s in inside),
+            "power_limit_w": mean(s.power_limit_w for s in inside), "gpu_temp_max_c": max(temps) if temps else None,
+            "clock_event_reasons": clock_event_names(reasons if readable else None)}
+
+
+def suspect_notes(figures: dict[str, Any]) -> dict[str, str]:
+    """Figures no sharing can produce, flagged with the likely cause when their interval excludes
+    the bound: a pair cannot do more than two jobs' work, nor speed a job up."""
+    notes = {}
+    eff = figures.get("concurrency_efficiency_ci")
+    if eff and eff[0] > 2.0:
+        notes["concurrency_efficiency"] = (
+            f"suspect: the interval [{eff[0]:.3f}, {eff[1]:.3f}] lies above 2, which no sharing can give; likely a "
+            "host-bound job whose solo phases ran slower than in the pair (CPU frequency, data loading, Python "
+            "overhead) or too few step reports per phase: lengthen --gpu-pairs-phase-s")
+    slow = figures.get("fg_slowdown_ci")
+    if slow and slow[1] < 1.0:
+        notes["fg_slowdown"] = (
+            f"suspect: the interval [{slow[0]:.3f}, {slow[1]:.3f}] lies below 1 (the foreground ran faster beside "
+            "another job); likely clock boost or host-side effects in the solo phases; see each round's clocks")
+    return notes
+
+
+def case_figures(m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str, Any]:
+    """Every round's figures, then the mean, ``_std`` and 95 % interval (``_ci``) of each."""
+    rounds = [round_figures(r, m, idle_w) for r in m.rounds]
+    out: dict[str, Any] = {"rounds": rounds, "n_rounds": len(rounds)}
+    for key in ROUND_FIGURES:
+        values = [r[key] for r in rounds]
+        ci = interval(values)
+        out[key] = ci.mean
+        out[f"{key}_std"] = metrics.mean_and_std(values)[1]
+        if key in HEADLINE_INTERVALS:
+            out[f"{key}_ci"] = ci.as_list()
+    eff = interval([r["concurrency_efficiency"] for r in rounds])
+    out["precision_achieved"] = eff.relative_half_width
+    return out

@@ -1,0 +1,178 @@
+"""Intervals and tests over a case's rounds, in plain Python (the plugin does not depend on scipy).
+
+A figure is reported as the mean of its rounds with a 95 % Student-t interval; the stopping rule
+adds rounds until the interval is narrow enough relative to the mean; the comparison gate asks
+Welch's test whether two runs' rounds differ. The t distribution comes from the regularised
+incomplete beta function (Numerical Recipes' continued fraction), inverted by bisection: exact
+to far below what a handful of rounds can resolve.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+CONFIDENCE = 0.95
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    tiny, eps = 1e-300, 3e-16
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < eps:
+            break
+    return h
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t (0 < p < 1), by bisection on ``t_cdf``."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"expected 0 < p < 1, got {p}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < p:
+        low, high = high, high * 2.0
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if t_cdf(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-12 * max(1.0, high):
+            break
+    return (low + high) / 2.0
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The mean of ``n`` values with its two-sided ``confidence`` interval (None below 2 values)."""
+
+    mean: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
+    n: int
+    confidence: float = CONFIDENCE
+
+    @property
+    def half_width(self) -> Optional[float]:
+        return None if self.low is None or self.high is None else (self.high - self.low) / 2.0
+
+    @property
+    def relative_half_width(self) -> Optional[float]:
+        """Half the interval's width over the mean's magnitude: the precision the stopping rule reads."""
+        half = self.half_width
+        if half is None or self.mean is None or self.mean == 0:
+            return None
+        return half / abs(self.mean)
+
+    def as_list(self) -> Optional[list[float]]:
+        return None if self.low is None or self.high is None else [self.low, self.high]
+
+    def excludes(self, bound: float, above: bool) -> bool:
+        """The whole interval lies above (or below) ``bound``."""
+        if self.low is None or self.high is None:
+            return False
+        return self.low > bound if above else self.high < bound
+
+
+def finite(values: Sequence[Optional[float]]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def interval(values: Sequence[Optional[float]], confidence: float = CONFIDENCE) -> Interval:
+    """Mean and Student-t interval of the finite values; a single value has a mean and no interval."""
+    xs = finite(values)
+    n = len(xs)
+    if n == 0:
+        return Interval(None, None, None, 0, confidence)
+    mean = math.fsum(xs) / n
+    if n == 1:
+        return Interval(mean, None, None, 1, confidence)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n, confidence)
+
+
+def welch_p_value(a: Sequence[Optional[float]], b: Sequence[Optional[float]]) -> Optional[float]:
+    """Two-sided p-value of Welch's t-test that ``a`` and ``b`` have the same mean; None when
+    either side has fewer than two values (nothing can be said)."""
+    xs, ys = finite(a), finite(b)
+    if len(xs) < 2 or len(ys) < 2:
+        return None
+    mx, my = math.fsum(xs) / len(xs), math.fsum(ys) / len(ys)
+    vx = math.fsum((x - mx) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
+    vy = math.fsum((y - my) ** 2 for y in ys) / (len(ys) - 1) / len(ys)
+    if vx + vy == 0:
+        return 1.0 if mx == my else 0.0
+    t = (mx - my) / math.sqrt(vx + vy)
+    share_x, share_y = vx / (vx + vy), vy / (vx + vy)  # Welch-Satterthwaite, in shares: no underflow
+    df = 1.0 / (share_x**2 / (len(xs) - 1) + share_y**2 / (len(ys) - 1))
+    return 2.0 * (1.0 - t_cdf(abs(t), df))
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """When a case has measured enough: the efficiency interval's relative half width at most
+    ``precision`` (None: a fixed number of rounds, ``min_rounds``), within ``max_rounds`` rounds
+    and ``max_seconds`` of device time."""
+
+    precision: Optional[float]
+    min_rounds: int = 3
+    max_rounds: int = 30
+    max_seconds: float = 180.0
+
+    def verdict(self, values: Sequence[Optional[float]], spent_s: float,
+                round_s: float = 0.0) -> tuple[bool, Optional[str]]:
+        """(stop, why): why is None while measuring goes on; ``round_s`` is what one more round costs."""
+        n = len(values)
+        if n < self.min_rounds:
+            if n and spent_s + round_s > self.max_seconds:
+                return True, f"time cap {self.max_seconds:g} s reached after {n} round(s)"
+            return False, None
+        if self.precision is None:
+            return True, f"fixed {self.min_rounds} round(s)"
+        precision = interval(values).relative_half_width
+        if precision is not None and precision <= self.precision:
+            return True, f"precision reached: ±{precision:.1%} after {n} rounds"
+        if n >= self.max_rounds:
+            return True, f"--gpu-pairs-max-rounds {self.max_rounds} reached"
+        if spent_s + round_s > self.max_seconds:
+            return True, f"time cap {self.max_seconds:g} s reached after {n} rounds"
+        return False, None

@@ -1,0 +1,54 @@
+"""Interleaved rounds with real processes: two command workloads kept alive, paused and resumed
+by signal, switched through their phases; every process ends, whatever happens."""
+import json
+import sys
+
+from support.helpers import FAKE_JOB, SUITE, jobs_started_under
+
+ROUNDS = 3
+
+
+def _job(step_s):
+    return {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--steps", "100000", "--step-s", str(step_s)],
+            "hyperparameters": {"fault": {"type": "str", "flag": "--fault"}}}
+
+
+def _settings(path, fg_fault="none"):
+    path.write_text(json.dumps({
+        "name": "phases", "defaults": {"method": "interleaved", "phase_s": 1.5, "settle_s": 0.3, "warmup_s": 0.5,
+                                       "runs_per_config": ROUNDS, "min_efficiency": 0.0},
+        "workloads": {"trainer": _job(0.01), "loader": _job(0.02)},
+        "pairs": [{"group": "p1", "foreground": {"model": "trainer", "hyperparameters": {"fault": fg_fault}},
+                   "background": {"model": "loader"}}]}))
+    return path
+
+
+def test_an_interleaved_case_measures_its_rounds_and_ends_both_jobs(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _settings(pytester.path / "s.json"),
+                                           "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
+    assert record["method"] == "interleaved" and record["n_rounds"] == ROUNDS and len(record["rounds"]) == ROUNDS
+    assert record["stop_reason"] == f"fixed {ROUNDS} round(s)" and record["precision_target"] is None
+    for r in record["rounds"]:
+        names = [p["name"] for p in r["phases"]]
+        assert sorted(names) == ["bg", "fg", "pair"] and names[-1] == "pair"
+        assert r["fg_solo_steps_per_s"] > 0 and r["bg_solo_steps_per_s"] > 0
+        assert r["concurrency_efficiency"] == 1 / r["fg_slowdown"] + r["bg_progress_ratio"]
+    assert [r["phases"][0]["name"] for r in record["rounds"]] == ["fg", "bg", "fg"]  # solo order alternates
+    assert len(record["concurrency_efficiency_ci"]) == 2 and record["warmup_s"] > 0
+    assert "gpu_energy_j" in record["notes"] and record["gpu_energy_j"] is None  # no GPU here, and it says so
+    assert jobs_started_under(out) == []
+
+
+def test_a_job_that_dies_mid_case_fails_the_case_and_nothing_is_left(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _settings(pytester.path / "s.json", "crash"),
+                                           "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
+    assert "fg trainer" in record["failure"] and record["concurrency_efficiency"] is None
+    assert jobs_started_under(out) == []

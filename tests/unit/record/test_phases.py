@@ -1,0 +1,92 @@
+"""The figures of interleaved rounds from step reports and the energy counter: exact on made-up data."""
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_gpu_pairs.monitor.samples import GpuSample
+from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
+from pytest_gpu_pairs.record.phases import case_figures, round_figures, shapley_split, suspect_notes
+
+IDLE_W = 50.0
+
+
+def progress(segments):
+    """Step reports every 0.25 s at ``rate`` steps/s inside each (start, end, rate) segment, paused between."""
+    steps, total = [], 0.0
+    for start, end, rate in segments:
+        t = start
+        while t <= end + 1e-9:
+            steps.append((t, int(round(total + rate * (t - start)))))
+            t += 0.25
+        total += rate * (end - start)
+    p = Progress()
+    p.steps = steps
+    return p
+
+
+def counter(power):
+    """NVML-like samples every 0.1 s of a card drawing power(t) watts."""
+    samples, energy_mj, t = [], 0.0, 0.0
+    while t <= 40.0:
+        samples.append(GpuSample(t=t, energy_mj=energy_mj))
+        energy_mj += power(t) * 0.1 * 1000
+        t = round(t + 0.1, 10)
+    return tuple(samples)
+
+
+FG_ALONE, BG_ALONE, PAIR = Phase("fg", 0.0, 1.0, 5.0), Phase("bg", 5.0, 6.0, 10.0), Phase("pair", 10.0, 11.0, 15.0)
+
+
+def watts(t):
+    if t < 5:
+        return IDLE_W + 100  # fg alone: 10 steps/s, 10 J per step above idle
+    if t < 10:
+        return IDLE_W + 200  # bg alone: 20 steps/s, 10 J per step above idle
+    return IDLE_W + 240  # the pair
+
+
+def measurement():
+    fg = progress([(1.0, 5.0, 10.0), (11.0, 15.0, 5.0)])
+    bg = progress([(6.0, 10.0, 20.0), (11.0, 15.0, 15.0)])
+    return InterleavedMeasurement(fg, bg, (PhaseRound(1, (FG_ALONE, BG_ALONE, PAIR)),), counter(watts), (0.0, 0.0))
+
+
+def test_a_round_gives_rates_ratios_and_energies():
+    r = round_figures(measurement().rounds[0], measurement(), IDLE_W)
+    assert r["fg_solo_steps_per_s"] == pytest.approx(10) and r["fg_steps_per_s"] == pytest.approx(5)
+    assert r["fg_slowdown"] == pytest.approx(2.0) and r["bg_progress_ratio"] == pytest.approx(0.75)
+    assert r["concurrency_efficiency"] == pytest.approx(1.25)
+    assert r["gpu_energy_j"] == pytest.approx(290 * 4, rel=0.02)
+    assert r["gpu_energy_above_idle_j"] == pytest.approx(240 * 4, rel=0.02)
+    # serial: fg 20 steps x 15 J + bg 60 steps x 12.5 J (idle included) = 1050 J against 1160 J together
+    assert r["serial_energy_j"] == pytest.approx(1050, rel=0.02)
+    assert r["fg_gpu_energy_j"] + r["bg_gpu_energy_j"] == pytest.approx(r["gpu_energy_above_idle_j"])
+
+
+@given(pair=st.floats(0, 1e6), fg=st.floats(0, 1e6), bg=st.floats(0, 1e6))
+def test_the_shapley_split_adds_up_exactly_and_is_symmetric(pair, fg, bg):
+    a, b = shapley_split(pair, fg, bg)
+    assert a + b == pytest.approx(pair, abs=1e-6)
+    b2, a2 = shapley_split(pair, bg, fg)
+    assert (a2, b2) == (pytest.approx(a, abs=1e-6), pytest.approx(b, abs=1e-6))
+    assert shapley_split(None, fg, bg) == (None, None)
+
+
+def test_the_case_is_the_mean_of_its_rounds_with_an_interval():
+    m = measurement()
+    shifted = [Phase(p.name, p.switched_t + 15, p.start + 15, p.end + 15) for p in (FG_ALONE, BG_ALONE, PAIR)]
+    fg = progress([(1.0, 5.0, 10.0), (11.0, 15.0, 5.0), (16.0, 20.0, 10.0), (26.0, 30.0, 4.0)])
+    bg = progress([(6.0, 10.0, 20.0), (11.0, 15.0, 15.0), (21.0, 25.0, 20.0), (26.0, 30.0, 15.0)])
+    two = InterleavedMeasurement(fg, bg, (m.rounds[0], PhaseRound(2, tuple(shifted))), m.samples, (0.0, 1.0))
+    figures = case_figures(two, IDLE_W)
+    assert figures["n_rounds"] == 2 and [r["fg_slowdown"] for r in figures["rounds"]] == [pytest.approx(2.0), pytest.approx(2.5)]
+    assert figures["fg_slowdown"] == pytest.approx(2.25)
+    low, high = figures["fg_slowdown_ci"]
+    assert low < 2.0 and high > 2.5
+
+
+def test_figures_no_sharing_can_give_are_flagged_when_their_interval_excludes_the_bound():
+    notes = suspect_notes({"concurrency_efficiency_ci": [2.05, 2.2], "fg_slowdown_ci": [0.8, 0.95]})
+    assert "lies above 2" in notes["concurrency_efficiency"] and "lies below 1" in notes["fg_slowdown"]
+    assert suspect_notes({"concurrency_efficiency_ci": [1.9, 2.1], "fg_slowdown_ci": [0.9, 1.1]}) == {}

@@ -1,0 +1,1 @@
+"""The reproducibility study's scripts (see reports/reference/reproducibility/README.md)."""

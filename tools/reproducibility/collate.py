@@ -1,0 +1,105 @@
+"""Collate the reproducibility study: per case and session the mean, 95 % interval, rounds and device
+time of every headline figure, then across sessions the spread of the means (max/min - 1), whether
+the intervals agree, and the coefficient of variation of the per-job energy split.
+
+    python -m tools.reproducibility.collate SESSION.json... --out reports/reference/reproducibility
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, load_run
+
+HEADLINE = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
+            "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_saved_vs_serial", "gpu_energy_j")
+SPLIT = ("fg_gpu_energy_j", "bg_gpu_energy_j")
+
+
+def session_entry(record: dict[str, Any]) -> dict[str, Any]:
+    figures = {key: {"mean": record.get(key), "ci": record.get(f"{key}_ci")} for key in HEADLINE}
+    return {"n_rounds": record.get("n_rounds"), "gpu_seconds": record.get("gpu_seconds"),
+            "precision_achieved": record.get("precision_achieved"), "precision_reached": record.get("precision_reached"),
+            "stop_reason": record.get("stop_reason"), "warmup_s": record.get("warmup_s"), "failure": record.get("failure"),
+            "clocks": [{k: r.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "gpu_temp_max_c",
+                                               "clock_event_reasons")} for r in record.get("rounds") or []],
+            "figures": figures}
+
+
+def across(sessions: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    means = [s["figures"][key]["mean"] for s in sessions if s["figures"][key]["mean"] is not None]
+    cis = [s["figures"][key]["ci"] for s in sessions if s["figures"][key]["ci"]]
+    out: dict[str, Any] = {"means": means, "spread": None, "cv": None, "intervals_agree": None}
+    if len(means) >= 2 and min(means) > 0:
+        out["spread"] = max(means) / min(means) - 1
+        out["cv"] = statistics.stdev(means) / statistics.fmean(means)
+    if len(cis) == len(sessions) and len(cis) >= 2:
+        out["intervals_agree"] = max(low for low, _ in cis) <= min(high for _, high in cis)
+    return out
+
+
+def collate(paths: list[Path]) -> dict[str, Any]:
+    cases: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        run = load_run(path)
+        for case_id, record in sorted(run.records.items()):
+            cases.setdefault(case_id, {"sessions": {}})["sessions"][path.stem] = session_entry(record.to_dict())
+    for entry in cases.values():
+        sessions = list(entry["sessions"].values())
+        entry["across_sessions"] = {key: across(sessions, key) for key in HEADLINE}
+    return {"study": "reproducibility", "sessions": [p.stem for p in paths], "cases": cases}
+
+
+def _cell(figure: dict[str, Any], digits: int = 3) -> str:
+    mean, ci = figure["mean"], figure["ci"]
+    if mean is None:
+        return "-"
+    return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else f"{mean:.{digits}f}"
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["# Reproducibility: the same cases in separate pytest sessions", "",
+             "Each cell: mean over the session's interleaved rounds [95 % interval]; n = rounds, s = device seconds "
+             "the case held (warm-up included). Spread = max/min - 1 of the session means.", ""]
+    for case_id, entry in summary["cases"].items():
+        lines += [f"## {case_id}", "", "| session | n | s | efficiency | fg_slowdown | bg_progress | fg J | bg J | energy saved |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for name, s in entry["sessions"].items():
+            f = s["figures"]
+            gpu_s = f"{s['gpu_seconds']:.0f}" if s["gpu_seconds"] is not None else "-"
+            lines.append(f"| {name} | {s['n_rounds']} | {gpu_s} | {_cell(f['concurrency_efficiency'])} | "
+                         f"{_cell(f['fg_slowdown'])} | {_cell(f['bg_progress_ratio'])} | {_cell(f['fg_gpu_energy_j'], 0)} | "
+                         f"{_cell(f['bg_gpu_energy_j'], 0)} | {_cell(f['energy_saved_vs_serial'])} |")
+        a = entry["across_sessions"]
+        lines += ["", "| figure | spread | CV | intervals agree |", "|---|---|---|---|"]
+        for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "fg_gpu_energy_j", "bg_gpu_energy_j",
+                    "energy_saved_vs_serial"):
+            x = a[key]
+            spread = f"{x['spread']:.1%}" if x["spread"] is not None else "-"
+            cv = f"{x['cv']:.1%}" if x["cv"] is not None else "-"
+            lines.append(f"| {key} | {spread} | {cv} | {x['intervals_agree']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sessions", nargs="+", type=Path, help="each session's pytest-benchmark JSON")
+    parser.add_argument("--out", type=Path, required=True, help="folder for summary.json and summary.md")
+    args = parser.parse_args(argv)
+    try:
+        summary = collate(args.sessions)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    atomic_write_json(args.out / "summary.json", summary)
+    atomic_write_text(args.out / "summary.md", markdown(summary))
+    print(markdown(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
