@@ -16,9 +16,16 @@ def _cell(fmt: str, value: Any) -> str:
     return fmt.format(value)
 
 
+def _half_width(ci: Any) -> str:
+    """``±h`` of a 95 % interval, where the record has one (interleaved cases)."""
+    if not isinstance(ci, list) or len(ci) != 2:
+        return ""
+    return f"±{(ci[1] - ci[0]) / 2:.2g}"
+
+
 def format_table(records: list[dict[str, Any]]) -> list[str]:
     rows = [[title for title, _, _ in COLUMNS]]
-    rows += [[_cell(fmt, r.get(key)) for _, key, fmt in COLUMNS] for r in records]
+    rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) for _, key, fmt in COLUMNS] for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 

@@ -381,7 +381,7 @@ INTERLEAVED_WARMUP_RULE = ("both jobs started together; excluded: everything unt
 def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) -> dict[str, Any]:
     """The record of an interleaved case: the mean of its rounds with intervals, and how it was measured."""
     notes = Notes()
-    record: dict[str, Any] = {**describe(case), "mode": case.mode, "repeats": 1, "scale": env.scale,
+    record: dict[str, Any] = {**describe(case), "mode": case.mode, "repeats": len(m.rounds), "scale": env.scale,
                               "device": env.device_name, "sample_hz": env.sample_hz if m.samples else None,
                               "idle_power_w": env.idle_power_w, "vram_budget_mb": case.vram_budget_mb,
                               "vram_budget_source": VRAM_SOURCE, "min_efficiency": case.min_efficiency,

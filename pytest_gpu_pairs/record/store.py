@@ -18,13 +18,15 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.inputs import json_path
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
-from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
+from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
 from pytest_gpu_pairs.record.model import Record, ValidationError
 
 RESULT = "result.json"
 ROUND_FOLDER = re.compile(r"round-\d+")
 SESSION = "session.json"
 SOLO_FOLDER = "_solo"
+_EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str": "a string or null",
+             "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
 
 
 class StoreError(ValueError):
@@ -69,10 +71,10 @@ def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = 
         return Record.model_validate(data)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        loc = tuple(part for part in error["loc"] if part not in ("int", "float", "str", "bool"))[:1] or error["loc"]
-        expected = error["msg"][0].lower() + error["msg"][1:]
-        raise StoreError(f"{source}: {at}{json_path(loc)[1:]}: expected a gpu-pairs result record ({expected}, "
-                         f"got {error.get('input')!r})") from None
+        key = str(error["loc"][0]) if error["loc"] else ""
+        expected = _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
+        raise StoreError(f"{source}: {at}{json_path((key,))[1:] if key else ''}: expected a gpu-pairs result record "
+                         f"({key or 'the record'} must be {expected}, got {error.get('input')!r})") from None
 
 
 def save_result(out_dir: str | Path, record: Mapping[str, Any]) -> Path:

@@ -96,7 +96,7 @@ class PairRun:
         """Both jobs kept alive and switched between phases, round after round, until the stopping
         rule is met; pytest-benchmark times the whole measurement (one round of its own)."""
         self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
-        self.timeline["rounds"].append(self.sharing.ready_for_round())
+        self.timeline["sharing_ready"] = self.sharing.ready_for_round()
         rule = self.session.options.stopping_rule(self.env.device, max(MIN_INTERLEAVED_ROUNDS, self.case.runs_per_config))
         self._pair = InterleavedPair(self.case, self.env, self.session.case_dir(self.case), rule, self.sharing.job_env)
         try:

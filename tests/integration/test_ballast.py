@@ -114,7 +114,7 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
                               results=[], enforce_efficiency=True, extended=lambda case, record: record)
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a", hyperparameters={}), bg=None,
                            timeout_s=60, cool_down_s=0.0, sharing="timeslice", design="pairs", variant="default",
-                           mode="concurrent")
+                           mode="concurrent", method="epoch")
     run = PairRun(case, session, benchmark=SimpleNamespace(extra_info={}))
     with pytest.raises(pytest.fail.Exception, match="solo baseline of a failed: out of memory"):
         run()

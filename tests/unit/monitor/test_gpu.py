@@ -87,7 +87,8 @@ def test_samples_are_saved_per_case_with_roles(tmp_path):
     _, samples = sample_timeline(steady_pair(clock), clock, 1.0)
     device, process = save_samples(samples, tmp_path)
     header = device.read_text().splitlines()[0]
-    assert header == "t,energy_mj,power_w,power_instant_w,power_avg_w,util_pct,mem_used_mb,temp_c,sm_clock_mhz"
+    assert header == ("t,energy_mj,power_w,power_instant_w,power_avg_w,util_pct,mem_used_mb,temp_c,sm_clock_mhz,"
+                      "mem_clock_mhz,power_limit_w,clock_event_reasons")
     rows = process.read_text().splitlines()
     assert rows[0] == "t,pid,role,mem_mb,sm_pct" and any(f",{BALLAST},ballast," in r for r in rows)
 
@@ -235,3 +236,11 @@ def test_the_sampler_thread_samples_at_its_rate_and_stops():
     samples = sampler.stop()
     assert 15 <= len(samples) <= 40
     assert sampler.stop() is samples and not sampler._thread.is_alive()
+
+
+def test_clock_event_reasons_are_named_and_unknown_bits_kept():
+    from pytest_gpu_pairs.devices.nvml import clock_event_names
+
+    assert clock_event_names(None) is None and clock_event_names(0) == []
+    assert clock_event_names(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert clock_event_names(0x1000) == ["other_0x1000"]
