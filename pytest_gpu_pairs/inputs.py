@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class SettingsError(ValueError):
@@ -18,9 +21,16 @@ class SettingsError(ValueError):
 
 
 def json_path(loc: tuple) -> str:
+    """``$.pairs[0].foreground``; a key that is not a plain name (a newline, a dot, a quote in it) is
+    written ``["..."]`` with JSON escapes, so the message stays one readable line."""
     path = "$"
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(str(part)):
+            path += f".{part}"
+        else:
+            path += f"[{json.dumps(str(part))}]"
     return path
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpu_pairs.experiment.schema import METHODS, SHARING_MODES
-from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.run.options import MAX_CASE_S, MAX_ROUNDS, GpuPairsOptions
 
 DEFAULT_OUT = "gpu-pairs-results"
 
@@ -96,10 +96,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="interleaved cases add rounds until the 95 %% interval of the efficiency is within "
                          "+-X of its mean (default: 0.03 on a GPU; on the CPU a fixed number of rounds); off: "
                          "always the minimum rounds")
-    group.addoption("--gpu-pairs-max-rounds", type=_positive_int, default=30, metavar="N",
-                    help="most interleaved rounds per case (default: 30)")
-    group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=180.0, metavar="S",
-                    help="device time cap per interleaved case, warm-up included (default: 180)")
+    group.addoption("--gpu-pairs-max-rounds", type=_positive_int, default=MAX_ROUNDS, metavar="N",
+                    help=f"most interleaved rounds per case (default: {MAX_ROUNDS})")
+    group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=MAX_CASE_S, metavar="S",
+                    help=f"device time cap per interleaved case, warm-up included (default: {MAX_CASE_S:g})")
     parser.addini("gpu_pairs_settings", type="paths", default=[],
                   help="experiment files used when --gpu-pairs-settings is not given")
     parser.addini("gpu_pairs_mps_control", default="",

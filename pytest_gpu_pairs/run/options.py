@@ -8,6 +8,8 @@ from typing import Optional
 from pytest_gpu_pairs.record.stats import StoppingRule
 
 DEFAULT_PRECISION = 0.03
+MAX_ROUNDS = 30
+MAX_CASE_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,8 @@ class GpuPairsOptions:
     method: Optional[str] = None
     precision: Optional[float] = None  # None: the device's default (3 % on a GPU, fixed rounds on the CPU)
     precision_off: bool = False
-    max_rounds: int = 30
-    max_case_s: float = 180.0
+    max_rounds: int = MAX_ROUNDS
+    max_case_s: float = MAX_CASE_S
 
     def stopping_rule(self, device: str, min_rounds: int) -> StoppingRule:
         """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed
