@@ -54,10 +54,6 @@ def energy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[flo
     return counter_energy_j(((s.t, s.energy_mj) for s in samples), phase.start, phase.end)
 
 
-def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return a / b if a is not None and b not in (None, 0) else None
-
-
 def shapley_split(pair_j: Optional[float], fg_alone_j: Optional[float],
                   bg_alone_j: Optional[float]) -> tuple[Optional[float], Optional[float]]:
     """Each job's share of the pair's energy: its stand-alone cost plus half the joint surplus."""
@@ -71,22 +67,21 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
     fg_alone, bg_alone, pair = r.phase("fg"), r.phase("bg"), r.phase("pair")
     fg_solo_rate, bg_solo_rate = rate(m.fg, fg_alone), rate(m.bg, bg_alone)
     fg_pair_rate, bg_pair_rate = rate(m.fg, pair), rate(m.bg, pair)
-    slowdown = _ratio(fg_solo_rate, fg_pair_rate)
-    progress = _ratio(bg_pair_rate, bg_solo_rate)
+    slowdown = metrics.per_unit(fg_solo_rate, fg_pair_rate)
+    progress = metrics.per_unit(bg_pair_rate, bg_solo_rate)
     window = pair.seconds if pair else None
     pair_j = energy(m.samples, pair)
     pair_above = metrics.energy_above_idle(pair_j, idle_w, window or 0.0)
     per_step = {name: _per_step(m.samples, phase, job_rate, idle_w)
                 for name, phase, job_rate in (("fg", fg_alone, fg_solo_rate), ("bg", bg_alone, bg_solo_rate))}
-    fg_steps = fg_pair_rate * window if fg_pair_rate is not None and window else None
-    bg_steps = bg_pair_rate * window if bg_pair_rate is not None and window else None
+    fg_steps, bg_steps = _times(fg_pair_rate, window), _times(bg_pair_rate, window)
     serial = metrics.serial_energy_j(fg_steps, per_step["fg"][0], bg_steps, per_step["bg"][0])
     fg_j, bg_j = shapley_split(pair_above, _times(fg_steps, per_step["fg"][1]), _times(bg_steps, per_step["bg"][1]))
     return {"round": r.index, "concurrency_efficiency": metrics.concurrency_efficiency(slowdown, progress),
             "fg_slowdown": slowdown, "bg_progress_ratio": progress, "gpu_energy_j": pair_j,
             "gpu_energy_above_idle_j": pair_above, "fg_gpu_energy_j": fg_j, "bg_gpu_energy_j": bg_j,
             "serial_energy_j": serial, "energy_saved_vs_serial": metrics.energy_saved_fraction(pair_j, serial),
-            "gpu_power_avg_w": _ratio(pair_j, window), "fg_steps_per_s": fg_pair_rate,
+            "gpu_power_avg_w": metrics.per_unit(pair_j, window), "fg_steps_per_s": fg_pair_rate,
             "fg_solo_steps_per_s": fg_solo_rate, "bg_steps_per_s": bg_pair_rate, "bg_solo_steps_per_s": bg_solo_rate,
             "window_s": window, **device_state(m.samples, r.start, r.end),
             "phases": [{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end} for p in r.phases]}

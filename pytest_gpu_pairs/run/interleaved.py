@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -147,10 +148,8 @@ class InterleavedPair:
                                       self.failure, out_dir=self.out_dir)
 
     def measurement(self) -> InterleavedMeasurement:
-        outcomes = {role: process.outcome() for role, process in self.jobs.items()}
-        m = self.snapshot()
-        return InterleavedMeasurement(m.fg, m.bg, m.rounds, m.samples, m.warmup, m.rule, m.stop_reason, self.failure,
-                                      any(o.oom for o in outcomes.values()), tuple(self.rapl.readings), self.out_dir)
+        oom = any(process.outcome().oom for process in self.jobs.values())
+        return replace(self.snapshot(), oom=oom, cpu_readings=tuple(self.rapl.readings))
 
     def close(self) -> None:
         """Both jobs resumed and their trees killed, monitors stopped, samples saved; safe to
