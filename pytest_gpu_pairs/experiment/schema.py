@@ -1,7 +1,6 @@
 """The settings file's schema: every key, its type and its default, declared here and nowhere else."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -17,6 +16,8 @@ from pydantic import (
     model_validator,
 )
 
+from pytest_gpu_pairs.patterns import compile_pattern, group_count
+
 HyperValue = Union[StrictBool, StrictInt, float, str]
 
 
@@ -31,11 +32,8 @@ class _Strict(BaseModel):
 
 
 def _compile_regex(pattern: str, groups: int | None = None) -> str:
-    try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"expected a valid regular expression ({exc})") from None
-    if groups is not None and compiled.groups < groups:
+    compiled = compile_pattern(pattern)
+    if groups is not None and group_count(compiled) < groups:
         raise ValueError("expected a regular expression with one capturing group for the value")
     return pattern
 

@@ -7,7 +7,6 @@ a reason when the job crashes over and over instead of spinning.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 import weakref
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
@@ -45,7 +45,7 @@ class ReadinessWatch:
         self.ready_t: Optional[float] = None
         self.basis: Optional[str] = None
         self.first_output_t: Optional[float] = None
-        self._pattern = re.compile(job.spec.ready_pattern) if job.spec.ready_pattern else None
+        self._pattern = compile_pattern(job.spec.ready_pattern) if job.spec.ready_pattern else None
         self._offset = 0
         self._partial = ""
 

@@ -10,6 +10,7 @@ import re
 import signal
 from typing import Any, Optional
 
+from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.protocol import Progress
 
 OOM_PATTERN = re.compile(
@@ -68,7 +69,7 @@ def parse_log_metrics(log_path: str, patterns: dict[str, str]) -> dict[str, Any]
     matched line by line (memory stays flat on a log of any size); a number where it parses."""
     if not patterns:
         return {}
-    compiled = {name: re.compile(p) for name, p in patterns.items()}
+    compiled = {name: compile_pattern(p) for name, p in patterns.items()}
     found: dict[str, Any] = {}
     try:
         with open(log_path, encoding="utf-8", errors="replace") as handle:

@@ -53,7 +53,7 @@ def _error(data, tmp_path) -> str:
     ({"name": "x", "pairs": [pair(group="g 1")]}, "$.pairs[0].group", "should match pattern"),
     ({"name": "x", "pairs": [pair(fg="mine")], "workloads": {"mine": {"command": ["python", "t.py"],
                                                                        "log_patterns": {"acc": "([0-9"}}}},
-     "$.workloads.mine.log_patterns", "expected a valid regular expression"),
+     "$.workloads.mine.log_patterns", "expected a regular expression in RE2 syntax"),
 ])
 def test_bad_settings_give_one_line_with_file_path_and_expectation(tmp_path, data, where, expected):
     message = _error(data, tmp_path)
