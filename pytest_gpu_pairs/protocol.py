@@ -17,7 +17,15 @@ from typing import Any, Optional
 
 ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
+STEADY_STATE_VAR = "GPU_PAIRS_STEADY_STATE"
 STEP_INTERVAL_S = 0.25
+
+
+def steady_state_only() -> bool:
+    """True when the harness measures only this job's steady training rate (interleaved rounds):
+    a job then leaves out its per-epoch evaluation, a pass of up to seconds with no steps that
+    would land in some phases and not others and move their rates by more than the sharing does."""
+    return os.environ.get(STEADY_STATE_VAR) == "1"
 
 
 def wait_for_start_gate(poll_s: float = 0.01) -> None:

@@ -19,7 +19,7 @@ from typing import Optional
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
 from pytest_gpu_pairs.record.phases import round_figures
 from pytest_gpu_pairs.record.stats import StoppingRule
@@ -79,7 +79,7 @@ class InterleavedPair:
         self.rapl.start()
         for role, job in (("fg", self.case.fg), ("bg", self.case.bg)):
             spec = build_spec(long_running(job), role, self.env.device, self.env.scale, self.case.timeout_s,
-                              {**self.env.extra_env, **self.job_env.get(role, {})})
+                              {**self.env.extra_env, **self.job_env.get(role, {}), STEADY_STATE_VAR: "1"})
             process = JobProcess(spec, self.out_dir / f"{role}.log", self.out_dir / f"{role}.progress.jsonl").start()
             self.jobs[role] = process
             if process.start_error:

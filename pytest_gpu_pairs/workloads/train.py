@@ -18,7 +18,7 @@ from typing import Any, Optional
 import torch
 
 from pytest_gpu_pairs.catalog import BuiltinWorkload
-from pytest_gpu_pairs.protocol import ProgressWriter, wait_for_start_gate
+from pytest_gpu_pairs.protocol import ProgressWriter, steady_state_only, wait_for_start_gate
 
 MB = 1024 * 1024
 
@@ -102,7 +102,7 @@ class Workload:
     def end_epoch(self) -> None:
         if self.scheduler is not None:
             self.scheduler.step()
-        if self.eval_every_epoch:
+        if self.eval_every_epoch and not steady_state_only():
             self.history.append(self.evaluate())
 
     def final_metrics(self) -> dict[str, float]:

@@ -40,6 +40,8 @@ def test_an_interleaved_case_measures_its_rounds_and_ends_both_jobs(pytester):
     assert [r["phases"][0]["name"] for r in record["rounds"]] == ["fg", "bg", "fg"]  # solo order alternates
     assert len(record["concurrency_efficiency_ci"]) == 2 and record["warmup_s"] > 0
     assert "gpu_energy_j" in record["notes"] and record["gpu_energy_j"] is None  # no GPU here, and it says so
+    for role in ("fg", "bg"):  # both jobs were told that only their steady training rate is measured
+        assert "steady state only" in (out / "p1-trainer+loader-default-concurrent" / f"{role}.log").read_text()
     assert jobs_started_under(out) == []
 
 

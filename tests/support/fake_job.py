@@ -119,6 +119,8 @@ def main(argv=None) -> int:
     print(f"fake job: invocation {n}, fault {fault}, argv {sys.argv[1:]}", flush=True)
     if args.note:
         print(f"note: {args.note}", flush=True)
+    if os.environ.get("GPU_PAIRS_STEADY_STATE"):
+        print("steady state only: per-epoch evaluation left out", flush=True)
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if fault == "crash":

@@ -18,4 +18,4 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temp
 python3 -m pytest benchmarks -k "$SELECT" "${SETTINGS[@]}" --gpu-pairs-method interleaved \
   --gpu-pairs-max-case-s "${MAX_CASE_S:-120}" --gpu-pairs-out "/tmp/session-$SESSION" \
   --benchmark-json "$OUT/session-$SESSION.json" -p no:cacheprovider -q 2>&1 | tail -40
-tar -czf "$OUT/session-$SESSION.tgz" --exclude='*.log' --exclude='*samples.csv' -C /tmp "session-$SESSION"
+tar -czf "$OUT/session-$SESSION.tgz" --exclude='*.log' -C /tmp "session-$SESSION"

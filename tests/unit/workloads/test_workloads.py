@@ -40,3 +40,16 @@ def test_cudnn_benchmark_follows_the_original_unless_the_environment_says_otherw
     assert resolve_cudnn_benchmark(True) is False
     monkeypatch.setenv(CUDNN_BENCHMARK_VAR, "1")
     assert resolve_cudnn_benchmark(False) is True
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_per_epoch_evaluation_is_left_out_only_when_the_harness_measures_steady_state(monkeypatch, steady):
+    from pytest_gpu_pairs.protocol import STEADY_STATE_VAR
+
+    monkeypatch.setenv(STEADY_STATE_VAR, "1") if steady else monkeypatch.delenv(STEADY_STATE_VAR, raising=False)
+    workload = build("resnet20", "cpu", 1e-9, epochs=1)
+    assert workload.eval_every_epoch
+    evaluated = []
+    monkeypatch.setattr(workload, "evaluate", lambda: evaluated.append(1) or {})
+    workload.end_epoch()
+    assert evaluated == ([] if steady else [1])
