@@ -132,8 +132,10 @@ METHOD = _figures("method", [
     ("gpu_seconds", "float", "s", "lower", False, "device time the case held: start of its jobs to their end, warm-up included"),
     ("warmup_s", "float", "s", None, False, "excluded as warm-up: from the jobs' start until the first round"),
     ("warmup_rule", "str", "", None, False, "the rule that decided the warm-up"),
-    ("phase_s", "float", "s", None, False, "measured seconds of each phase"),
-    ("settle_s", "float", "s", None, False, "seconds left out after every switch of phase"),
+    ("phase_s", "float", "s", None, False, "measured seconds of each phase: the settings' phase_s, or "
+     "longer so that the slower job's step reports number at least 8 in it"),
+    ("settle_s", "float", "s", None, False, "seconds left out after every switch of phase: the settings' "
+     "settle_s, or two steps of the slower job if longer"),
     ("fg_steps_per_s", "float", "steps/s", "higher", True, "the foreground's step rate beside the background"),
     ("fg_solo_steps_per_s", "float", "steps/s", None, True, "the foreground's step rate alone"),
     ("bg_steps_per_s", "float", "steps/s", "higher", True, "the background's step rate beside the foreground"),

@@ -205,3 +205,5 @@ class InterleavedMeasurement:
     oom: bool = False
     cpu_readings: tuple[tuple[float, float], ...] = ()
     out_dir: Optional[Path] = None
+    phase_s: Optional[float] = None  # as measured: the settings' value, or longer for a slow reporter
+    settle_s: Optional[float] = None

@@ -11,7 +11,7 @@ rule is satisfied -> both jobs resumed and killed. Every way out ends both proce
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
@@ -30,6 +30,8 @@ from pytest_gpu_pairs.run.proctree import deferred_signals
 
 LONG_EPOCHS = 100000  # a built-in job runs until the harness ends it, never to its own end mid-case
 POLL_S = 0.1
+REPORTS_PER_PHASE = 8  # step reports of the slower reporter inside a measured phase, at least
+STEPS_PER_SETTLE = 2  # steps of the slower job that settling lasts, at least (its GPU queue drains)
 
 
 class InterleavedFailure(RuntimeError):
@@ -39,6 +41,32 @@ class InterleavedFailure(RuntimeError):
 def long_running(job: JobConfig) -> JobConfig:
     """A built-in job told to train far longer than any case lasts; a command workload as given."""
     return job.with_hyperparameters(epochs=LONG_EPOCHS) if job.is_builtin else job
+
+
+def phase_lengths(progresses: Sequence[Progress], since: float, until: float, phase_s: float,
+                  settle_s: float) -> tuple[float, float]:
+    """Measured and settling seconds per phase, from the jobs' cadence in the warm-up: short
+    phases keep a round's solo and pair phases within seconds of each other, so the slow drift of
+    a host-bound job falls on both sides of its ratio; but a phase must hold enough step reports
+    of a job that reports rarely, and settling must outlast a step of a slow job."""
+    gaps, step_times = [], []
+    for progress in progresses:
+        inside = [(t, s) for t, s in progress.steps if since <= t <= until]
+        gaps += [_median([b[0] - a[0] for a, b in zip(inside, inside[1:])])]
+        if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
+            step_times.append((inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1]))
+    known_gaps = [g for g in gaps if g is not None]
+    phase = max([phase_s] + [REPORTS_PER_PHASE * g for g in known_gaps])
+    settle = max([settle_s] + [STEPS_PER_SETTLE * t for t in step_times])
+    return phase, settle
+
+
+def _median(values: list[float]) -> Optional[float]:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 class InterleavedPair:
@@ -55,6 +83,7 @@ class InterleavedPair:
         self.rapl = RaplSampler()
         self.rounds: list[PhaseRound] = []
         self.started_t = self.warm_t = 0.0
+        self.phase_s, self.settle_s = case.phase_s, case.settle_s
         self.stop_reason: Optional[str] = None
         self.failure: Optional[str] = None
         self._closed = False
@@ -107,8 +136,11 @@ class InterleavedPair:
                 raise InterleavedFailure(f"{', '.join(waiting)} reported no training step within "
                                          f"{self.case.ready_timeout_s:g} s (ready_timeout_s)")
             self.sleep(POLL_S)
+        trained_t = time.time()
         self._hold(self.case.warmup_s)
         self.warm_t = time.time()
+        self.phase_s, self.settle_s = phase_lengths([self._progress(role) for role in self.jobs], trained_t,
+                                                    self.warm_t, self.case.phase_s, self.case.settle_s)
 
     def _hold(self, seconds: float) -> None:
         end = time.time() + seconds
@@ -121,9 +153,9 @@ class InterleavedPair:
         for role, process in self.jobs.items():
             (process.resume if role in running else process.pause)()
         switched = time.time()
-        self._hold(self.case.settle_s)
+        self._hold(self.settle_s)
         start = time.time()
-        self._hold(self.case.phase_s)
+        self._hold(self.phase_s)
         return Phase(name, switched, start, time.time())
 
     def _measure_rounds(self) -> None:
@@ -145,7 +177,8 @@ class InterleavedPair:
         samples = tuple(self.sampler.samples) if self.sampler else ()
         return InterleavedMeasurement(self._progress("fg"), self._progress("bg"), tuple(self.rounds), samples,
                                       (self.started_t, self.warm_t or time.time()), self.rule, self.stop_reason,
-                                      self.failure, out_dir=self.out_dir)
+                                      self.failure, out_dir=self.out_dir, phase_s=self.phase_s,
+                                      settle_s=self.settle_s)
 
     def measurement(self) -> InterleavedMeasurement:
         oom = any(process.outcome().oom for process in self.jobs.values())

@@ -8,7 +8,8 @@ from typing import Optional
 from pytest_gpu_pairs.record.stats import StoppingRule
 
 DEFAULT_PRECISION = 0.03
-MAX_ROUNDS = 30
+MIN_ROUNDS_FOR_PRECISION = 10  # hyperfine's floor: an interval from fewer rounds can look tight by luck
+MAX_ROUNDS = 60
 MAX_CASE_S = 180.0
 
 
@@ -37,4 +38,6 @@ class GpuPairsOptions:
         """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed
         number on the CPU (where the figures only show that the pipeline works)."""
         precision = None if self.precision_off else (self.precision or (DEFAULT_PRECISION if device == "cuda" else None))
+        if precision is not None:
+            min_rounds = max(min_rounds, MIN_ROUNDS_FOR_PRECISION)
         return StoppingRule(precision, min_rounds, max(self.max_rounds, min_rounds), self.max_case_s)
