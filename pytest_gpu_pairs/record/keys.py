@@ -75,6 +75,10 @@ ENERGY = _figures("energy", [
     ("gpu_energy_above_idle_j", "float", "J", "lower", True, "gpu_energy_j minus idle power x window"),
     ("fg_gpu_energy_j", "float", "J", "lower", True, "the foreground's share of the energy above idle"),
     ("bg_gpu_energy_j", "float", "J", "lower", True, "the background's share of the energy above idle"),
+    ("fg_gpu_energy_per_step_j", "float", "J/step", "lower", True,
+     "interleaved: the foreground's share per step it took in the pair phase"),
+    ("bg_gpu_energy_per_step_j", "float", "J/step", "lower", True,
+     "interleaved: the background's share per step it took in the pair phase"),
     ("energy_split_method", "str", "", None, False, "how the energy above idle was split: shapley_solo_energy (interleaved), solo, sm_util, progress_x_solo_energy, time_share"),
     ("serial_energy_j", "float", "J", "lower", True, "the window's work done serially: each job's steps at its solo energy per step"),
     ("energy_saved_vs_serial", "float", "fraction", "higher", True, "1 - gpu_energy_j / serial_energy_j"),
@@ -123,7 +127,7 @@ DEVICE = _figures("device", [
 ])
 
 METHOD = _figures("method", [
-    ("method", "str", "", None, False, "interleaved (rounds of fg alone, bg alone, both; the default for pairs) or epoch (one foreground epoch under a background restart loop)"),
+    ("method", "str", "", None, False, "interleaved (rounds of fg alone, bg alone, both: figures that reproduce) or epoch (the default: one foreground epoch under a background restart loop)"),
     ("n_rounds", "int", "rounds", None, False, "interleaved rounds the figures are the mean of"),
     ("precision_target", "float", "fraction", None, False, "the stopping rule's target: relative half width of the efficiency's 95 % interval (None: fixed rounds)"),
     ("precision_achieved", "float", "fraction", "lower", False, "the relative half width the efficiency's interval reached"),
@@ -133,7 +137,7 @@ METHOD = _figures("method", [
     ("warmup_s", "float", "s", None, False, "excluded as warm-up: from the jobs' start until the first round"),
     ("warmup_rule", "str", "", None, False, "the rule that decided the warm-up"),
     ("phase_s", "float", "s", None, False, "measured seconds of each phase: the settings' phase_s, or "
-     "longer so that the slower job's step reports number at least 8 in it"),
+     "a whole multiple of it so that the slower job reports its steps at least 6 times in it"),
     ("settle_s", "float", "s", None, False, "seconds left out after every switch of phase: the settings' "
      "settle_s, or two steps of the slower job if longer"),
     ("fg_steps_per_s", "float", "steps/s", "higher", True, "the foreground's step rate beside the background"),

@@ -13,7 +13,9 @@ switch left out):
 - the per-job split of the pair phase's energy above idle is the Shapley value of the two-job
   game: a job alone would have spent v(A) = its steps x its solo energy per step above idle, the
   pair spent v(AB); each job gets its own v plus half of what sharing added or saved. The two
-  shares add up to the total exactly, and every term is a ratio measured within the round.
+  shares add up to the total exactly, and every term is a ratio measured within the round. Per
+  step of each job's work in the pair (``<role>_gpu_energy_per_step_j``), the share does not
+  depend on the phase's length and reproduces best across sessions.
 """
 from __future__ import annotations
 
@@ -30,10 +32,11 @@ from pytest_gpu_pairs.record.stats import interval
 
 SPLIT_METHOD = "shapley_solo_energy"
 ROUND_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j", "gpu_energy_above_idle_j",
-                 "fg_gpu_energy_j", "bg_gpu_energy_j", "serial_energy_j", "energy_saved_vs_serial", "gpu_power_avg_w",
+                 "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
+                 "serial_energy_j", "energy_saved_vs_serial", "gpu_power_avg_w",
                  "fg_steps_per_s", "fg_solo_steps_per_s", "bg_steps_per_s", "bg_solo_steps_per_s", "window_s")
 HEADLINE_INTERVALS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
-                      "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_saved_vs_serial", "gpu_energy_j",
+                      "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j", "energy_saved_vs_serial", "gpu_energy_j",
                       "serial_energy_j", "gpu_power_avg_w")
 
 
@@ -80,6 +83,8 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
     return {"round": r.index, "concurrency_efficiency": metrics.concurrency_efficiency(slowdown, progress),
             "fg_slowdown": slowdown, "bg_progress_ratio": progress, "gpu_energy_j": pair_j,
             "gpu_energy_above_idle_j": pair_above, "fg_gpu_energy_j": fg_j, "bg_gpu_energy_j": bg_j,
+            "fg_gpu_energy_per_step_j": metrics.energy_per_step(fg_j, fg_steps),
+            "bg_gpu_energy_per_step_j": metrics.energy_per_step(bg_j, bg_steps),
             "serial_energy_j": serial, "energy_saved_vs_serial": metrics.energy_saved_fraction(pair_j, serial),
             "gpu_power_avg_w": metrics.per_unit(pair_j, window), "fg_steps_per_s": fg_pair_rate,
             "fg_solo_steps_per_s": fg_solo_rate, "bg_steps_per_s": bg_pair_rate, "bg_solo_steps_per_s": bg_solo_rate,

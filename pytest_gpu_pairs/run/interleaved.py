@@ -10,6 +10,7 @@ rule is satisfied -> both jobs resumed and killed. Every way out ends both proce
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -30,7 +31,7 @@ from pytest_gpu_pairs.run.proctree import deferred_signals
 
 LONG_EPOCHS = 100000  # a built-in job runs until the harness ends it, never to its own end mid-case
 POLL_S = 0.1
-REPORTS_PER_PHASE = 8  # step reports of the slower reporter inside a measured phase, at least
+REPORTS_PER_PHASE = 6  # step reports of the slower reporter inside a measured phase, at least
 STEPS_PER_SETTLE = 2  # steps of the slower job that settling lasts, at least (its GPU queue drains)
 
 
@@ -48,15 +49,17 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     """Measured and settling seconds per phase, from the jobs' cadence in the warm-up: short
     phases keep a round's solo and pair phases within seconds of each other, so the slow drift of
     a host-bound job falls on both sides of its ratio; but a phase must hold enough step reports
-    of a job that reports rarely, and settling must outlast a step of a slow job."""
+    of a job that reports rarely (then it lasts a whole multiple of ``phase_s``, so the same jobs
+    get the same phases in every session and per-phase energies compare), and settling must
+    outlast a step of a slow job."""
     gaps, step_times = [], []
     for progress in progresses:
         inside = [(t, s) for t, s in progress.steps if since <= t <= until]
         gaps += [_median([b[0] - a[0] for a, b in zip(inside, inside[1:])])]
         if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
             step_times.append((inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1]))
-    known_gaps = [g for g in gaps if g is not None]
-    phase = max([phase_s] + [REPORTS_PER_PHASE * g for g in known_gaps])
+    needed = max([REPORTS_PER_PHASE * g for g in gaps if g is not None], default=0.0)
+    phase = phase_s * max(1, math.ceil(needed / phase_s - 1e-9))
     settle = max([settle_s] + [STEPS_PER_SETTLE * t for t in step_times])
     return phase, settle
 

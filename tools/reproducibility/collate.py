@@ -12,18 +12,44 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_gpu_pairs.record.metrics import energy_per_step
+from pytest_gpu_pairs.record.stats import interval
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, load_run
 
 HEADLINE = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
-            "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_saved_vs_serial", "gpu_energy_j")
-SPLIT = ("fg_gpu_energy_j", "bg_gpu_energy_j")
+            "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
+            "energy_saved_vs_serial", "gpu_energy_j")
+SPLIT = ("fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j")
+
+
+def per_step_split(record: dict[str, Any]) -> dict[str, Any]:
+    """The per-step energy split of a record written before the record carried it, from its rounds
+    exactly as the record now computes it (each round's share over its steps in the pair phase,
+    then the mean and 95 % interval over rounds)."""
+    record = dict(record)
+    for role in ("fg", "bg"):
+        key = f"{role}_gpu_energy_per_step_j"
+        if record.get(key) is not None or not record.get("rounds"):
+            continue
+        values = [energy_per_step(r.get(f"{role}_gpu_energy_j"), _steps(r.get(f"{role}_steps_per_s"), r.get("window_s")))
+                  for r in record["rounds"]]
+        ci = interval(values)
+        record[key], record[f"{key}_ci"] = ci.mean, ci.as_list()
+        record.setdefault("derived_in_collate", []).append(key)
+    return record
+
+
+def _steps(rate: Any, seconds: Any) -> Any:
+    return rate * seconds if rate is not None and seconds is not None else None
 
 
 def session_entry(record: dict[str, Any]) -> dict[str, Any]:
+    record = per_step_split(record)
     figures = {key: {"mean": record.get(key), "ci": record.get(f"{key}_ci")} for key in HEADLINE}
     return {"n_rounds": record.get("n_rounds"), "gpu_seconds": record.get("gpu_seconds"),
             "precision_achieved": record.get("precision_achieved"), "precision_reached": record.get("precision_reached"),
             "stop_reason": record.get("stop_reason"), "warmup_s": record.get("warmup_s"), "failure": record.get("failure"),
+            "phase_s": record.get("phase_s"), "derived_in_collate": record.get("derived_in_collate", []),
             "clocks": [{k: r.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "gpu_temp_max_c",
                                                "clock_event_reasons")} for r in record.get("rounds") or []],
             "figures": figures}
@@ -65,18 +91,18 @@ def markdown(summary: dict[str, Any]) -> str:
              "Each cell: mean over the session's interleaved rounds [95 % interval]; n = rounds, s = device seconds "
              "the case held (warm-up included). Spread = max/min - 1 of the session means.", ""]
     for case_id, entry in summary["cases"].items():
-        lines += [f"## {case_id}", "", "| session | n | s | efficiency | fg_slowdown | bg_progress | fg J | bg J | energy saved |",
+        lines += [f"## {case_id}", "", "| session | n | s | efficiency | fg_slowdown | bg_progress | fg J/step | bg J/step | energy saved |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for name, s in entry["sessions"].items():
             f = s["figures"]
             gpu_s = f"{s['gpu_seconds']:.0f}" if s["gpu_seconds"] is not None else "-"
             lines.append(f"| {name} | {s['n_rounds']} | {gpu_s} | {_cell(f['concurrency_efficiency'])} | "
-                         f"{_cell(f['fg_slowdown'])} | {_cell(f['bg_progress_ratio'])} | {_cell(f['fg_gpu_energy_j'], 0)} | "
-                         f"{_cell(f['bg_gpu_energy_j'], 0)} | {_cell(f['energy_saved_vs_serial'])} |")
+                         f"{_cell(f['fg_slowdown'])} | {_cell(f['bg_progress_ratio'])} | {_cell(f['fg_gpu_energy_per_step_j'], 4)} | "
+                         f"{_cell(f['bg_gpu_energy_per_step_j'], 3)} | {_cell(f['energy_saved_vs_serial'])} |")
         a = entry["across_sessions"]
         lines += ["", "| figure | spread | CV | intervals agree |", "|---|---|---|---|"]
-        for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "fg_gpu_energy_j", "bg_gpu_energy_j",
-                    "energy_saved_vs_serial"):
+        for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "fg_gpu_energy_per_step_j",
+                    "bg_gpu_energy_per_step_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_saved_vs_serial"):
             x = a[key]
             spread = f"{x['spread']:.1%}" if x["spread"] is not None else "-"
             cv = f"{x['cv']:.1%}" if x["cv"] is not None else "-"

@@ -13,7 +13,7 @@ if [ -n "$HEAVY" ]; then
   SETTINGS=(--gpu-pairs-settings tools/reproducibility/heavy_background.json)
   SELECT="g01"
 fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv,noheader \
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv,noheader \
   > "$OUT/session-$SESSION.gpu.txt" 2>&1
 python3 -m pytest benchmarks -k "$SELECT" "${SETTINGS[@]}" --gpu-pairs-method interleaved \
   --gpu-pairs-max-case-s "${MAX_CASE_S:-120}" --gpu-pairs-out "/tmp/session-$SESSION" \
