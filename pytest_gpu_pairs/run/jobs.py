@@ -26,7 +26,7 @@ import psutil
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.protocol import ENV_VAR, Progress
 from pytest_gpu_pairs.record.measurement import JobOutcome
-from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, parse_log_metrics
+from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
 from pytest_gpu_pairs.run.proctree import (
     JOB_TAG_VAR,
     KILL_GRACE_S,
@@ -256,7 +256,7 @@ class JobProcess:
                           self.start_t, self.end_t or time.time(), returncode, self.timed_out,
                           self.stopped_by_harness, oom is not None, oom, progress, self.start_error,
                           self.leftovers_killed, parse_log_metrics(self.log_path, self.spec.log_patterns),
-                          self.limit_s)
+                          self.limit_s, has_output(self.log_path))
 
     def run(self) -> JobOutcome:
         """Start, wait (bounded by the spec's timeout), and report."""
