@@ -92,9 +92,10 @@ def test_a_step_report_going_back_in_time_is_refused(tmp_path):
 @given(st.lists(st.binary(max_size=80), max_size=20))
 def test_any_bytes_read_as_progress_without_raising(tmp_path_factory, lines):
     path = tmp_path_factory.mktemp("fuzz") / "p.jsonl"
-    path.write_bytes(b"\n".join(lines))
+    data = b"\n".join(lines)
+    path.write_bytes(data)
     progress = Progress.read(path)
-    assert progress.bad_lines <= len(lines)
+    assert progress.bad_lines <= data.count(b"\n")
     assert all(isinstance(t, float) and isinstance(s, int) for t, s in progress.steps)
     progress.training_rate()
     progress.steps_between(0.0, 1e9)
