@@ -17,6 +17,7 @@ from pytest_gpu_pairs.plugin.fixtures import background_load, gpu_monitor, gpu_p
 from pytest_gpu_pairs.plugin.options import add_options, options_from_config
 from pytest_gpu_pairs.plugin.stash import SESSION_KEY
 from pytest_gpu_pairs.plugin.summary import terminal_summary
+from pytest_gpu_pairs.run.options import OptionsError
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
@@ -35,7 +36,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
-    session = GpuPairsSession(options_from_config(config))
+    try:
+        session = GpuPairsSession(options_from_config(config))
+    except OptionsError as exc:
+        raise pytest.UsageError(str(exc)) from None
     session.record_extensions = lambda case, record: config.hook.pytest_gpu_pairs_record(case=case, record=record)
     config.stash[SESSION_KEY] = session
     gate.configure(config)

@@ -74,6 +74,20 @@ def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
                                  f"{total:.0f} MB: there is no smaller card to emulate")
 
 
+class OutsideOutputFolder(RuntimeError):
+    """A folder the harness would write to or empty lies outside the output folder."""
+
+
+def folder_inside(parent: Path, name: str) -> Path:
+    """``parent/name``, which must resolve to a folder directly inside ``parent``: a name with a
+    separator or ``..`` in it, or a planted symlink, must never make the harness write, or empty
+    a folder, anywhere else. Settings validation refuses such names; this is the last guard."""
+    folder = parent / name
+    if folder.resolve().parent != parent.resolve():
+        raise OutsideOutputFolder(f"refusing {folder}: it resolves to {folder.resolve()}, outside {parent}")
+    return folder
+
+
 class GpuPairsSession:
     def __init__(self, options: GpuPairsOptions):
         self.options = options
@@ -207,7 +221,7 @@ class GpuPairsSession:
     def solo_dir(self, job: JobConfig) -> Path:
         digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],
                                          default=str).encode()).hexdigest()[:10]
-        return self.options.out_dir / "_solo" / f"{job.model}-{digest}"
+        return folder_inside(self.options.out_dir / "_solo", f"{job.model}-{digest}")
 
     def emulated_card(self, case: Case) -> Optional[Ballast]:
         """The ballast of ``--gpu-memory-mb`` for one case (not started), or None without the option.
@@ -224,7 +238,7 @@ class GpuPairsSession:
         return Ballast(size, env.gpu, self.case_dir(case), env.extra_env)
 
     def case_dir(self, case: Case) -> Path:
-        return self.options.out_dir / case.id
+        return folder_inside(self.options.out_dir, case.id)
 
     def _write_session_file(self) -> None:
         env = self._env
