@@ -18,7 +18,7 @@ from pytest_gpu_pairs.plugin.options import add_options, options_from_config
 from pytest_gpu_pairs.plugin.stash import SESSION_KEY
 from pytest_gpu_pairs.plugin.summary import terminal_summary
 from pytest_gpu_pairs.run.options import OptionsError
-from pytest_gpu_pairs.run.session import GpuPairsSession
+from pytest_gpu_pairs.run.session import GpuPairsSession, OutputFolderBusy
 
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
 CASE_FIXTURE = "gpu_pair_case"
@@ -75,10 +75,16 @@ def _load_cases(session: GpuPairsSession):
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4."""
+    """Validate the experiment files before collecting and claim the output folder: a bad file, or
+    a folder another session holds, is one ERROR line, exit code 4."""
     state = session.config.stash[SESSION_KEY]
     if state.options.settings:
         _load_cases(state)
+        if not session.config.option.collectonly:
+            try:
+                state.claim_output_folder()
+            except OutputFolderBusy as exc:
+                raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

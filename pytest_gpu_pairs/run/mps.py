@@ -253,6 +253,10 @@ class MpsDaemon:
                 continue
         return {"control_pid": self.pid, "server_pids": servers, "client_pids": sorted(set(clients))}
 
+    def tree_pids(self) -> set[int]:
+        """The daemon and its servers: processes of the harness that no job kill may take."""
+        return {self.pid, *(p.pid for p in self._descendants())} if self.pid else set()
+
     def _descendants(self) -> list[psutil.Process]:
         try:
             return psutil.Process(self.pid).children(recursive=True) if self.pid else []

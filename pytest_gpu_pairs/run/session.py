@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
+
+from filelock import FileLock, Timeout
 
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
@@ -27,7 +30,7 @@ from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid
 from pytest_gpu_pairs.run.options import GpuPairsOptions
-from pytest_gpu_pairs.run.proctree import deferred_signals, reap_orphans
+from pytest_gpu_pairs.run.proctree import become_subreaper, deferred_signals, reap_orphans
 from pytest_gpu_pairs.run.round import cool_down, measure_solo
 from pytest_gpu_pairs.run.sharing import SharingManager
 
@@ -74,6 +77,14 @@ def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
                                  f"{total:.0f} MB: there is no smaller card to emulate")
 
 
+LOCK_FILE = ".gpu-pairs.lock"
+OWNER_FILE = ".gpu-pairs.lock.owner"
+
+
+class OutputFolderBusy(RuntimeError):
+    """Another pytest session holds the output folder; the message is one line."""
+
+
 class OutsideOutputFolder(RuntimeError):
     """A folder the harness would write to or empty lies outside the output folder."""
 
@@ -88,6 +99,13 @@ def folder_inside(parent: Path, name: str) -> Path:
     return folder
 
 
+def _owner(out: Path) -> str:
+    try:
+        return (out / OWNER_FILE).read_text(encoding="utf-8", errors="replace").strip()[:100] or "owner unknown"
+    except OSError:
+        return "owner unknown"
+
+
 class GpuPairsSession:
     def __init__(self, options: GpuPairsOptions):
         self.options = options
@@ -100,7 +118,34 @@ class GpuPairsSession:
                                       options.mps_mem_limit_mb)
         self.device_released_t: Optional[float] = None
         self.orphans_killed: list[int] = []
+        self._lock: Optional[FileLock] = None
+        self.subreaper = False
         self.record_extensions: Callable[[Case, dict[str, Any]], list[Optional[dict[str, Any]]]] = lambda case, r: []
+
+    def claim_output_folder(self) -> None:
+        """Before any case: the output folder is this session's alone (a second session on it would
+        empty the first one's live case folders and interleave their logs), and on Linux pytest
+        becomes the subreaper of every job process, so none escapes the kill as a daemon."""
+        out = self.options.out_dir
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputFolderBusy(f"--gpu-pairs-out {out}: cannot create it ({exc.strerror or exc})") from None
+        lock = FileLock(str(out / LOCK_FILE), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise OutputFolderBusy(f"--gpu-pairs-out {out} is in use by another pytest session "
+                                   f"({_owner(out)}); wait for it to end or choose another --gpu-pairs-out") from None
+        self._lock = lock
+        (out / OWNER_FILE).write_text(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
+        self.subreaper = become_subreaper()
+
+    def release_output_folder(self) -> None:
+        if self._lock is not None:
+            (self.options.out_dir / OWNER_FILE).unlink(missing_ok=True)
+            self._lock.release()
+            self._lock = None
 
     def extended(self, case: Case, record: dict[str, Any]) -> dict[str, Any]:
         """The record with the keys other plugins add (``pytest_gpu_pairs_record``); ours win."""
@@ -255,6 +300,9 @@ class GpuPairsSession:
         """Every loop stopped, every job tree killed, then the MPS daemon (its clients must be gone
         before it is asked to quit): the last step of any way out of pytest."""
         with deferred_signals():
-            killed = stop_all_loops() + kill_all_jobs()
-            self.sharing.close()
-            return killed + stop_all_daemons()
+            try:
+                killed = stop_all_loops() + kill_all_jobs()
+                self.sharing.close()
+                return killed + stop_all_daemons()
+            finally:
+                self.release_output_folder()
