@@ -127,7 +127,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     shows in the summary and sets the exit status."""
     state = session.config.stash.get(SESSION_KEY, None)
     if state is not None:
-        gate.session_finish(session, [r.record for r in state.results], state.opened_environment)
+        gate.session_finish(session, [r.record for r in state.results], state.opened_environment, state.planned)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

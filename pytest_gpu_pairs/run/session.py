@@ -166,6 +166,11 @@ class GpuPairsSession:
         """The ids of the cases this session will run, in order (after selection)."""
         self._planned = list(case_ids)
 
+    @property
+    def planned(self) -> list[str]:
+        """The ids of the cases this session set out to run (after selection)."""
+        return list(self._planned)
+
     def after_case(self, case: Case) -> None:
         """Stop the MPS daemon as soon as the last of a run of MPS cases is done."""
         ids = self._planned
