@@ -29,6 +29,10 @@ _EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str"
              "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
 
 
+_NESTED_EXPECTED = {"notes": "an object of key -> reason texts or null", "rounds": "a list of objects or null",
+                    "ci": "[low, high] or null"}
+
+
 class StoreError(ValueError):
     """A results file or folder is unusable; the message is one line: file, JSON path, what was expected."""
 
@@ -101,7 +105,8 @@ def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = 
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         key = str(error["loc"][0]) if error["loc"] else ""
-        expected = _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
+        expected = _NESTED_EXPECTED.get(key.rsplit("_", 1)[-1] if key.endswith("_ci") else key) \
+            or _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
         raise StoreError(f"{source}: {at}{json_path((key,))[1:] if key else ''}: expected a gpu-pairs result record "
                          f"({key or 'the record'} must be {expected}, got {error.get('input')!r})") from None
 
