@@ -151,3 +151,27 @@ def test_results_follow_the_umask_like_the_logs(pytester):
     assert log_mode == 0o666 & ~umask
     for path in (out / CASE / "result.json", out / "session.json"):
         assert stat.S_IMODE(path.stat().st_mode) == log_mode, path
+
+
+FULL_DISK_FOR_RESULTS = """
+import errno, os
+_fsync = os.fsync
+
+def _full_for_results(fd):
+    if ".result.json." in os.readlink(f"/proc/self/fd/{fd}"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return _fsync(fd)
+
+os.fsync = _full_for_results
+"""
+
+
+def test_a_full_disk_fails_the_case_in_one_line_and_ends_every_job(pytester):
+    pytester.makeconftest(FULL_DISK_FOR_RESULTS)
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"{CASE}: could not write *result.json: No space left on device; the earlier file, "
+                                 "if any, is unchanged"])
+    assert "Traceback" not in result.stdout.str() and "OSError" not in result.stdout.str()
+    assert jobs_started_under(pytester.path / "out") == []

@@ -118,6 +118,16 @@ def test_a_predecessor_model_name_with_a_slash_is_refused(tmp_path):
     assert str(info.value).startswith(f"{path}: $.models.VulBERTa.models: expected a name that is one folder name")
 
 
+def test_predecessor_log_patterns_are_compiled_for_re2_too(tmp_path):
+    data = json.loads((PREDECESSOR_DATA / "models_config.json").read_text())
+    data["models"]["examples"]["performance_metrics"]["log_patterns"]["test_accuracy"] = r"(a)\1 ([0-9.]+)"
+    path = tmp_path / "models_config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SettingsError) as info:
+        load_workloads_file(path)
+    assert str(info.value).startswith(f"{path}: $.models.examples: expected a regular expression in RE2 syntax")
+
+
 def test_a_case_folder_that_would_resolve_outside_the_output_folder_is_refused(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
