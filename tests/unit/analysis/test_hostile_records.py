@@ -84,7 +84,7 @@ def corruption(draw):
 
 
 COMMANDS = {"compare": lambda out, tmp: ["compare", str(RUN), str(out), "--fail", "gpu_energy_j:5%"],
-            "sharing-report": lambda out, tmp: ["sharing-report", str(out)],
+            "sharing-report": lambda out, tmp: ["sharing-report", str(out), "--out", str(tmp / "sharing")],
             "dead-time": lambda out, tmp: ["dead-time", str(out)]}
 
 
