@@ -73,3 +73,5 @@ def read_json(path: Path) -> Any:
         raise SettingsError(path, "$", f"expected valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except RecursionError:
         raise SettingsError(path, "$", "expected JSON nested at most a few hundred levels deep") from None
+    except ValueError as exc:  # a number of thousands of digits: Python refuses to convert it
+        raise SettingsError(path, "$", f"expected valid JSON ({exc})") from None

@@ -75,16 +75,10 @@ def _load_cases(session: GpuPairsSession):
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Validate the experiment files before collecting and claim the output folder: a bad file, or
-    a folder another session holds, is one ERROR line, exit code 4."""
+    """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4."""
     state = session.config.stash[SESSION_KEY]
     if state.options.settings:
         _load_cases(state)
-        if not session.config.option.collectonly:
-            try:
-                state.claim_output_folder()
-            except OutputFolderBusy as exc:
-                raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -98,10 +92,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Tell the session which cases will run, in order: the MPS daemon stops after the last MPS case."""
+    """Tell the session which cases will run, in order: the MPS daemon stops after the last MPS case.
+
+    A session that will run cases claims the output folder here, before the first one: another
+    session holding it is one ERROR line, exit code 4. A session without cases (collect-only, or
+    a test run that selects none) leaves the folder and the process alone."""
     ids = [item.callspec.params[CASE_FIXTURE].id for item in session.items
            if hasattr(item, "callspec") and CASE_FIXTURE in item.callspec.params]
-    session.config.stash[SESSION_KEY].plan(ids)
+    state = session.config.stash[SESSION_KEY]
+    state.plan(ids)
+    if ids and not session.config.option.collectonly:
+        try:
+            state.claim_output_folder()
+        except OutputFolderBusy as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def _marks(case) -> list:

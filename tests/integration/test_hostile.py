@@ -175,3 +175,23 @@ def test_a_full_disk_fails_the_case_in_one_line_and_ends_every_job(pytester):
                                  "if any, is unchanged"])
     assert "Traceback" not in result.stdout.str() and "OSError" not in result.stdout.str()
     assert jobs_started_under(pytester.path / "out") == []
+
+
+PLAIN_TEST = """
+import ctypes
+
+def test_pytest_is_no_subreaper_here():
+    value = ctypes.c_int(-1)
+    assert ctypes.CDLL(None).prctl(37, ctypes.byref(value), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    assert value.value == 0
+"""
+
+
+def test_a_session_that_runs_no_case_takes_no_lock_and_no_subreaper_role(pytester):
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    pytester.makepyfile(test_plain=PLAIN_TEST)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", str(settings), "--gpu-pairs-out", str(out),
+                                           "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=1)
+    assert not out.exists()

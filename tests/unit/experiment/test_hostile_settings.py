@@ -108,6 +108,11 @@ def test_json_nested_100000_deep_is_one_line(tmp_path):
     assert "nested" in message
 
 
+def test_a_number_of_5000_digits_is_one_line(tmp_path):
+    message = one_line_error(tmp_path, None, b'{"name": "x", "defaults": {"timeout_s": ' + b"9" * 5000 + b"}}")
+    assert "expected valid JSON" in message
+
+
 def test_a_predecessor_model_name_with_a_slash_is_refused(tmp_path):
     data = json.loads((PREDECESSOR_DATA / "models_config.json").read_text())
     data["models"]["VulBERTa"]["models"] = ["mlp/../../x"]
