@@ -18,7 +18,7 @@ from pytest_gpu_pairs.plugin.options import add_options, options_from_config
 from pytest_gpu_pairs.plugin.stash import SESSION_KEY
 from pytest_gpu_pairs.plugin.summary import terminal_summary
 from pytest_gpu_pairs.run.options import OptionsError
-from pytest_gpu_pairs.run.session import GpuPairsSession, OutputFolderBusy
+from pytest_gpu_pairs.run.session import GpuPairsSession, OutputFolderUnavailable
 
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
 CASE_FIXTURE = "gpu_pair_case"
@@ -104,7 +104,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if ids and not session.config.option.collectonly:
         try:
             state.claim_output_folder()
-        except OutputFolderBusy as exc:
+        except OutputFolderUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
 
 

@@ -16,7 +16,7 @@ from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.interleaved import InterleavedPair
 from pytest_gpu_pairs.run.round import BackgroundNotReady, Round, Supervision
-from pytest_gpu_pairs.run.session import CardEmulationUnavailable, GpuPairsSession
+from pytest_gpu_pairs.run.session import CardEmulationUnavailable, GpuPairsSession, OutsideOutputFolder
 from pytest_gpu_pairs.run.sharing import CaseSharing, SharingUnavailable
 
 MIN_INTERLEAVED_ROUNDS = 3  # the fewest rounds an interval is reported from
@@ -51,8 +51,10 @@ class PairRun:
         self._sharing_or_skip(self.session.sharing.check)
         try:
             self.session.fresh_case_dir(self.case)
+        except OutsideOutputFolder as exc:
+            pytest.fail(f"{self.case.id}: {exc}", pytrace=False)
         except OSError as exc:
-            pytest.fail(f"{self.case.id}: could not prepare {self.session.case_dir(self.case)}: "
+            pytest.fail(f"{self.case.id}: could not prepare its folder in {self.session.options.out_dir}: "
                         f"{exc.strerror or exc}", pytrace=False)
         self.timeline["case_start_t"] = time.time()
         try:

@@ -5,6 +5,7 @@ Everything expensive is lazy: collection only reads settings files, and the devi
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -81,8 +82,8 @@ LOCK_FILE = ".gpu-pairs.lock"
 OWNER_FILE = ".gpu-pairs.lock.owner"
 
 
-class OutputFolderBusy(RuntimeError):
-    """Another pytest session holds the output folder; the message is one line."""
+class OutputFolderUnavailable(RuntimeError):
+    """The output folder cannot be had (another session holds it, it cannot be created); one line."""
 
 
 class OutsideOutputFolder(RuntimeError):
@@ -130,15 +131,16 @@ class GpuPairsSession:
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise OutputFolderBusy(f"--gpu-pairs-out {out}: cannot create it ({exc.strerror or exc})") from None
+            raise OutputFolderUnavailable(f"--gpu-pairs-out {out}: cannot create it ({exc.strerror or exc})") from None
         lock = FileLock(str(out / LOCK_FILE), timeout=0)
         try:
             lock.acquire()
         except Timeout:
-            raise OutputFolderBusy(f"--gpu-pairs-out {out} is in use by another pytest session "
+            raise OutputFolderUnavailable(f"--gpu-pairs-out {out} is in use by another pytest session "
                                    f"({_owner(out)}); wait for it to end or choose another --gpu-pairs-out") from None
         self._lock = lock
-        (out / OWNER_FILE).write_text(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
+        with contextlib.suppress(OSError):  # only what the refusal of a second session quotes
+            (out / OWNER_FILE).write_text(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
         self.subreaper = become_subreaper()
 
     def release_output_folder(self) -> None:
@@ -260,7 +262,10 @@ class GpuPairsSession:
         the case runs again."""
         if not self.options.resume:
             return None
-        record = load_result(self.case_dir(case))
+        try:
+            record = load_result(self.case_dir(case))
+        except OutsideOutputFolder:
+            return None  # the case runs, and fails on its folder with the reason
         if record is None:
             return None
         same = {**json.loads(json.dumps(dict(describe(case)), default=str)), "scale": self.options.scale,

@@ -195,3 +195,17 @@ def test_a_session_that_runs_no_case_takes_no_lock_and_no_subreaper_role(pyteste
                                            "-p", "no:cacheprovider", timeout=300)
     result.assert_outcomes(passed=1)
     assert not out.exists()
+
+
+def test_a_case_folder_planted_as_a_symlink_is_refused_and_nothing_outside_is_touched(pytester):
+    outside = pytester.path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me\n")
+    out = pytester.path / "out"
+    out.mkdir()
+    (out / CASE).symlink_to(outside)
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"{CASE}: refusing {out / CASE}: it resolves to {outside}, outside {out}"])
+    assert [p.name for p in outside.iterdir()] == ["precious.txt"]
