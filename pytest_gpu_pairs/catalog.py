@@ -210,6 +210,15 @@ _ENTRIES = [
                     notes="CPU only; an epoch is one pass over all folds' oversampled training sets (10 folds)"),
 ]
 
+VALID: Mapping[str, tuple[float, float, bool]] = {
+    # name -> (low, high, low included): what a built-in can train with at all. ``range`` is only
+    # where mutation samples from, so epochs 1 is fine; epochs 0 or batch_size 0 trains nothing.
+    "epochs": (0, 10_000, False), "batch_size": (1, 1_000_000, True), "learning_rate": (0, 100, False),
+    "seed": (0, 2**32 - 1, True), "weight_decay": (0, 1, True), "dropout": (0, 0.99, True),
+    "max_iter": (1, 10_000_000, True), "kfold": (2, 1000, True), "alpha": (0, 1e6, True),
+}
+"""Built-in hyperparameters' valid values; a name not listed here takes any finite value of its type."""
+
 FRACTIONAL = frozenset({"epochs"})
 """Built-ins train a fraction of an epoch too (steps = ceil(epochs * steps_per_epoch * scale)), so
 the hyperparameter study's 0.5x of a one-epoch default is half an epoch, not a rounded one."""

@@ -50,12 +50,28 @@ def first_error(exc: ValidationError, source: str) -> SettingsError:
     return SettingsError(source, json_path(loc), text + more)
 
 
+MAX_JSON_BYTES = 64 << 20  # a settings or workloads file is kilobytes; more is not one
+
+
 def read_json(path: Path) -> Any:
+    """The parsed file, or one ``SettingsError`` line: unreadable, too big, not UTF-8, not JSON, or
+    nested deeper than the parser can follow."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_JSON_BYTES + 1)
     except OSError as exc:
-        raise SettingsError(path, "$", f"expected a readable JSON file ({exc.strerror})") from None
+        raise SettingsError(path, "$", f"expected a readable JSON file ({exc.strerror or exc})") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise SettingsError(path, "$", f"expected a JSON file of at most {MAX_JSON_BYTES >> 20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(path, "$", f"expected UTF-8 text, got byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise SettingsError(path, "$", f"expected valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise SettingsError(path, "$", "expected JSON nested at most a few hundred levels deep") from None
+    except ValueError as exc:  # a number of thousands of digits: Python refuses to convert it
+        raise SettingsError(path, "$", f"expected valid JSON ({exc})") from None

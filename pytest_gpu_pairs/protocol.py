@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
 
 ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
@@ -91,44 +92,161 @@ class ProgressWriter:
             self._file = None
 
 
+MAX_LINE_BYTES = 1 << 20  # a protocol line is well under 1 KiB; longer is not the protocol
+MAX_STEPS = 100_000  # step reports kept; past this every other one is dropped (the pace stays readable)
+EVENTS = ("setup", "ready", "step", "result", "error")
+
+
+def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+    """The lines of a binary file, streamed: each at most ``max_bytes`` long, with True where a
+    longer line was cut there (the rest of it is skipped unread into memory). A job's output is
+    untrusted: a 300 MB line without a newline must not become a 300 MB string in the harness."""
+    while True:
+        line = handle.readline(max_bytes + 1)
+        if not line:
+            return
+        if len(line) <= max_bytes or line.endswith(b"\n"):
+            yield line, False
+            continue
+        rest = line
+        while rest and not rest.endswith(b"\n"):
+            rest = handle.readline(max_bytes)
+        yield line[:max_bytes], True
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_count(value: Any) -> bool:
+    return _is_number(value) and value >= 0 and float(value).is_integer()
+
+
+def event_problem(event: Any) -> Optional[str]:
+    """What is wrong with one decoded protocol line, or None when it is a usable event. Unknown
+    event names are not a problem: a newer writer may add some, and they are skipped."""
+    if not isinstance(event, dict):
+        return f"expected a JSON object, got {type(event).__name__}"
+    kind = event.get("event")
+    if not isinstance(kind, str):
+        return "expected 'event' to be a string"
+    if kind not in EVENTS:
+        return None
+    if not _is_number(event.get("t")):
+        return f"expected 't' to be a finite number of seconds, got {event.get('t')!r}"
+    if kind == "step" and not _is_count(event.get("step")):
+        return f"expected 'step' to be a whole number >= 0, got {event.get('step')!r}"
+    if kind == "step" and event.get("epoch") is not None and not _is_number(event.get("epoch")):
+        return f"expected 'epoch' to be a number, got {event.get('epoch')!r}"
+    if kind == "result":
+        return _result_problem(event)
+    if kind == "error" and not (isinstance(event.get("message", ""), str) and isinstance(event.get("oom", False), bool)):
+        return "expected an error event with a string 'message' and a boolean 'oom'"
+    return None
+
+
+def _result_problem(event: dict[str, Any]) -> Optional[str]:
+    if not isinstance(event.get("metrics", {}), dict):
+        return f"expected 'metrics' to be an object, got {type(event.get('metrics')).__name__}"
+    if event.get("steps") is not None and not _is_count(event.get("steps")):
+        return f"expected 'steps' to be a whole number >= 0, got {event.get('steps')!r}"
+    peak = event.get("peak_mem_reserved_mb")
+    if peak is not None and not _is_number(peak):
+        return f"expected 'peak_mem_reserved_mb' to be a number, got {peak!r}"
+    return None
+
+
+def parse_event(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    """One line of a progress file: (event, None), or (None, why it cannot be used)."""
+    try:
+        event = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "expected UTF-8 text"
+    except (json.JSONDecodeError, RecursionError):
+        return None, "expected one JSON object"
+    problem = event_problem(event)
+    return (None, problem) if problem else (event, None)
+
+
 @dataclass
 class Progress:
-    """What a job reported, parsed tolerantly (a killed job leaves a half-written last line)."""
+    """What a job reported, parsed tolerantly: a job's output is untrusted. A half-written last
+    line (a killed job) is skipped quietly; every other line that is not a valid event is counted
+    in ``bad_lines`` and the first one explained in ``first_problem``, never raised."""
 
     ready_t: Optional[float] = None
     setup_t: Optional[float] = None
     steps: list[tuple[float, int]] = field(default_factory=list)
     result: Optional[dict[str, Any]] = None
     error: Optional[dict[str, Any]] = None
+    bad_lines: int = 0
+    first_problem: Optional[str] = None
+    _line: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
-    def read(cls, path: str | Path) -> Progress:
+    def read(cls, path: str | Path, until_ready: bool = False) -> Progress:
+        """The progress file, streamed line by line (memory stays flat on a file of any size);
+        ``until_ready`` stops at the ready event, for a watcher that needs nothing more."""
         progress = cls()
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
+            handle = open(path, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             return progress
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            progress._add(event)
+        except OSError as exc:
+            progress._reject(f"unreadable ({exc.strerror or exc})")
+            return progress
+        with handle:
+            for progress._line, (raw, cut) in enumerate(bounded_lines(handle), start=1):
+                if cut:
+                    progress._reject(f"a line longer than {MAX_LINE_BYTES} bytes")
+                    continue
+                if not raw.endswith(b"\n") and not raw.strip():
+                    continue
+                event, problem = parse_event(raw)
+                if problem is not None and raw.endswith(b"\n"):
+                    progress._reject(problem)
+                elif event is not None:
+                    progress._add(event)
+                if until_ready and progress.ready_t is not None:
+                    break
         return progress
 
+    def _reject(self, problem: str) -> None:
+        self.bad_lines += 1
+        if self.first_problem is None:
+            self.first_problem = f"line {self._line}: {problem}" if self._line else problem
+
+    @property
+    def problem_note(self) -> Optional[str]:
+        """One line about the lines that were ignored, or None when every line was an event."""
+        if not self.bad_lines:
+            return None
+        return f"{self.bad_lines} malformed progress line(s) ignored (first: {self.first_problem})"
+
     def _add(self, event: dict[str, Any]) -> None:
-        kind, t = event.get("event"), event.get("t")
+        kind, t = event.get("event"), float(event["t"])
         if kind == "setup":
             self.setup_t = t
         elif kind == "ready" and self.ready_t is None:
             self.ready_t = t
-            self.steps.append((t, 1))
+            self._add_step(t, 1)
         elif kind == "step":
-            self.steps.append((t, int(event["step"])))
+            self._add_step(t, int(event["step"]))
         elif kind == "result":
             self.result = event
         elif kind == "error":
             self.error = event
+
+    def _add_step(self, t: float, step: int) -> None:
+        if self.steps and t < self.steps[-1][0]:
+            self._reject(f"a step report at t={t} before the one at t={self.steps[-1][0]}")
+            return
+        self.steps.append((t, step))
+        if len(self.steps) > MAX_STEPS:
+            last = self.steps[-1]
+            self.steps = self.steps[::2]
+            if self.steps[-1] is not last:
+                self.steps.append(last)
 
     @property
     def last_t(self) -> Optional[float]:

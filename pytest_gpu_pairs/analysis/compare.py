@@ -179,9 +179,11 @@ def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, 
 def _judge(row: Row, base_record: dict[str, Any], new_record: dict[str, Any]) -> None:
     t = row.limit
     if row.base is None and row.new is None:
-        row.status = "not measured in either"
+        row.status, row.regression = ("NOT MEASURED in either", True) if t else ("not measured in either", False)
+        row.reason = (new_record.get("notes") or {}).get(row.metric, "") if t else ""
     elif row.base is None:
-        row.status = "no baseline value"
+        row.status, row.regression = ("NO BASELINE VALUE", True) if t else ("no baseline value", False)
+        row.reason = (base_record.get("notes") or {}).get(row.metric, "") if t else ""
     elif row.new is None:
         row.reason = (new_record.get("notes") or {}).get(row.metric, "")
         row.status, row.regression = ("NOT MEASURED", True) if t else ("not measured", False)
@@ -213,13 +215,26 @@ class Comparison:
         return [row for row in self.rows if row.status == "cannot tell"]
 
     @property
+    def unjudged(self) -> list[str]:
+        """Why a gate cannot pass although no figure regressed: it must judge, and could not."""
+        if not self.thresholds:
+            return []
+        found = [f"{len(self.failed_cases)} failed case(s)"] if self.failed_cases else []
+        found += [f"{len(self.missing_in_new)} baseline case(s) missing from {self.new.source}"] \
+            if self.missing_in_new else []
+        found += ["no case appears in both runs"] if not self.rows else []
+        return found
+
+    @property
     def failed(self) -> bool:
-        return bool(self.regressions) or (bool(self.thresholds) and bool(self.failed_cases))
+        return bool(self.regressions) or bool(self.unjudged)
 
 
 def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
-                 metrics: Iterable[str] = ()) -> Comparison:
-    """Every shared case, every threshold metric (or the default set), judged."""
+                 metrics: Iterable[str] = (), expected: Optional[Iterable[str]] = None) -> Comparison:
+    """Every shared case, every threshold metric (or the default set), judged. A baseline case
+    that NEW lacks is missing; ``expected`` narrows that to the cases NEW set out to measure (a
+    pytest session that selected some cases with ``-k`` is not missing the others)."""
     thresholds = list(thresholds)
     by_metric = {t.metric: t for t in thresholds}
     names = list(dict.fromkeys([*by_metric, *metrics] or DEFAULT_METRICS))
@@ -233,7 +248,8 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
                       _std(cur, metric), by_metric.get(metric))
             _judge(row, old, cur)
             rows.append(row)
-    return Comparison(base, new, rows, sorted(set(base.records) - set(new.records)),
+    wanted = set(base.records) if expected is None else set(base.records) & set(expected)
+    return Comparison(base, new, rows, sorted(wanted - set(new.records)),
                       sorted(set(new.records) - set(base.records)), failed, thresholds)
 
 
@@ -286,8 +302,8 @@ def verdict(comparison: Comparison) -> str:
         if comparison.undecided else ""
     regressions = comparison.regressions
     if comparison.failed:
-        parts = [f"{len(regressions)} regression(s)"] if regressions else []
-        parts += [f"{len(comparison.failed_cases)} failed case(s)"] if comparison.failed_cases else []
+        parts = [f"{len(regressions)} regression(s) or gated figure(s) not measured"] if regressions else []
+        parts += comparison.unjudged
         return f"FAILED: {' and '.join(parts)} against {comparison.base.source}{undecided}"
     return f"passed: no regression beyond the limits against {comparison.base.source}{undecided}"
 

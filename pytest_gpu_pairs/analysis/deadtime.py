@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -57,15 +58,29 @@ class CaseTime:
                               + self.solo_overhead_s + self.cool_down_s)
 
 
+def _stamp(entry: dict[str, Any], key: str) -> Optional[float]:
+    """A wall-clock stamp of a timeline, or None where it is missing or not a finite number (a
+    record from disk is untrusted below its top-level keys too)."""
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _entries(timeline: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    found = timeline.get(key)
+    return [entry for entry in found if isinstance(entry, dict)] if isinstance(found, list) else []
+
+
 def _span(entry: dict[str, Any], start: str, end: str) -> float:
-    a, b = entry.get(start), entry.get(end)
+    a, b = _stamp(entry, start), _stamp(entry, end)
     return max(0.0, b - a) if a is not None and b is not None else 0.0
 
 
 def _go(round_: dict[str, Any]) -> str:
     """When the foreground could start training: a built-in foreground starts beside the
     background and waits at a gate (``fg_go_t``: the gate opened); otherwise its process start."""
-    return "fg_go_t" if round_.get("fg_go_t") is not None else "fg_start_t"
+    return "fg_go_t" if _stamp(round_, "fg_go_t") is not None else "fg_start_t"
 
 
 def _status(record: dict[str, Any]) -> str:
@@ -77,21 +92,21 @@ def _status(record: dict[str, Any]) -> str:
 def case_time(record: dict[str, Any]) -> Optional[CaseTime]:
     """The timing of one result.json; None when it carries no timeline (an older result)."""
     timeline = record.get("timeline") or {}
-    start, end = timeline.get("case_start_t"), timeline.get("case_end_t")
+    start, end = _stamp(timeline, "case_start_t"), _stamp(timeline, "case_end_t")
     if start is None or end is None:
         return None
-    rounds, solos = timeline.get("rounds") or [], timeline.get("solo") or []
+    rounds, solos = _entries(timeline, "rounds"), _entries(timeline, "solo")
     return CaseTime(
         case_id=record.get("case_id", "?"), status=_status(record), start_t=start, end_t=end, wall_s=end - start,
         fg_training_s=sum(_span(r, "fg_train_start_t", "fg_train_end_t") for r in rounds),
         solo_training_s=sum(_span(s, "train_start_t", "train_end_t") for s in solos),
         bg_wait_s=sum(_span(r, "bg_start_t", _go(r)) for r in rounds),
-        cool_down_s=float(timeline.get("cool_down_s") or 0.0),
+        cool_down_s=_stamp(timeline, "cool_down_s") or 0.0,
         fg_startup_s=sum(_span(r, _go(r), "fg_train_start_t") for r in rounds),
         fg_tail_s=sum(_span(r, "fg_train_end_t", "fg_end_t") for r in rounds),
         teardown_s=sum(_span(r, "fg_end_t", "round_end_t") for r in rounds),
         solo_overhead_s=sum(max(0.0, _span(s, "start_t", "end_t") - _span(s, "train_start_t", "train_end_t"))
-                            for s in solos if s.get("start_t") is not None))
+                            for s in solos if _stamp(s, "start_t") is not None))
 
 
 def load_case_times(out_dir: str | Path) -> tuple[list[CaseTime], list[str]]:
@@ -153,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     times, skipped = load_case_times(args.out_dir)
     if not times:
         print(f"{args.out_dir}: no result.json with a timeline in its case folders")
+        for line in skipped:
+            print(f"left out: {line}")
         return 1
     totals = summarise(times)
     if args.json:

@@ -58,7 +58,7 @@ def native_path(repo: str, loc: tuple) -> str:
     """Where a problem of a translated workload stands in the predecessor's file."""
     if loc[:1] == ("hyperparameters",):
         return json_path(("models", repo, "supported_hyperparams") + tuple(loc[1:]))
-    return f"$.models.{repo}"
+    return json_path(("models", repo))
 
 
 def to_native(data: dict[str, Any], source: str) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -78,6 +78,6 @@ def to_native(data: dict[str, Any], source: str) -> dict[str, tuple[str, dict[st
             try:
                 workloads[seed_workload_name(repo_name, model)] = (repo_name, _seed_command(repo, model, folder))
             except ValueError as exc:
-                raise SettingsError(source, f"$.models.{repo_name}.required_args",
+                raise SettingsError(source, json_path(("models", repo_name, "required_args")),
                                     f"expected shell-like arguments ({exc})") from None
     return workloads

@@ -17,7 +17,8 @@ from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment import mutation
 from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history
 from pytest_gpu_pairs.experiment.load import hyperparameter_specs, value_kind
-from pytest_gpu_pairs.experiment.schema import DEFAULTS, CommandWorkload, Experiment, JobRef, PairSpec
+from pytest_gpu_pairs.experiment.schema import DEFAULTS, ID_MAX, CommandWorkload, Experiment, JobRef, PairSpec
+from pytest_gpu_pairs.inputs import SettingsError
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,7 @@ def expand_all(experiments: Iterable[Experiment], overrides: Overrides = Overrid
     cases = []
     for experiment in experiments:
         for case in with_sharing(expand(experiment, overrides), sharing_modes(experiment, overrides)):
+            _check_id_length(experiment, case)
             if case.id in seen and seen[case.id] != case.source:
                 raise DuplicateCaseError(
                     f"{case.source}: case id {case.id!r} also comes from {seen[case.id]}; rename one group")
@@ -301,6 +303,16 @@ def expand_all(experiments: Iterable[Experiment], overrides: Overrides = Overrid
             seen[case.id] = case.source
             cases.append(case)
     return cases
+
+
+def _check_id_length(experiment: Experiment, case: Case) -> None:
+    """A case id names the case's folder, and a folder name has at most 255 bytes."""
+    size = len(case.id.encode("utf-8"))
+    if size > ID_MAX:
+        index = next((i for i, p in enumerate(experiment.pairs) if p.group == case.group), 0)
+        raise SettingsError(experiment.source, experiment.pair_path(index),
+                            f"expected group, workload and hyperparameter names short enough for a case id of at "
+                            f"most {ID_MAX} bytes (it names the case's folder), got {size} bytes: {case.id[:80]!r}...")
 
 
 def baseline_case(job: JobConfig, case_id_: str, timeout_s: float, vram_budget_mb: float) -> Case:

@@ -13,14 +13,30 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL
+from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL, VALID
 from pytest_gpu_pairs.compat import models_config, seed_experiment
-from pytest_gpu_pairs.experiment.schema import CommandWorkload, Experiment, JobRef, PairSpec, _Strict
-from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+from pytest_gpu_pairs.experiment.schema import (
+    CommandWorkload,
+    Experiment,
+    JobRef,
+    Name,
+    PairSpec,
+    _Strict,
+    name_problem,
+    range_problem,
+    value_type_problem,
+)
+from pytest_gpu_pairs.inputs import SettingsError, first_error, json_path, read_json
+
+
+def at(where: str, *keys: Any) -> str:
+    """``where`` followed by ``keys`` as a JSON path: a key that is not a plain name is quoted, so
+    a name with a dot, a quote or a newline in it cannot make the message ambiguous."""
+    return where + json_path(keys)[1:]
 
 
 class _NativeWorkloads(_Strict):
-    workloads: dict[str, CommandWorkload] = Field(min_length=1)
+    workloads: dict[Name, CommandWorkload] = Field(min_length=1)
 
 
 def parse_workloads_file(data: Any, source: str) -> dict[str, CommandWorkload]:
@@ -43,6 +59,10 @@ def parse_workloads_file(data: Any, source: str) -> dict[str, CommandWorkload]:
 def _translated_workloads(translated: dict[str, tuple[str, dict[str, Any]]], source: str) -> dict[str, CommandWorkload]:
     workloads = {}
     for name, (repo, native) in translated.items():
+        problem = name_problem(name)
+        if problem:
+            raise SettingsError(source, json_path(("models", repo, "models")),
+                                f"{problem}: the workload name {name!r} is made of the repository and model names")
         try:
             workloads[name] = CommandWorkload.model_validate(native)
         except ValidationError as exc:
@@ -101,22 +121,27 @@ def _check_job(experiment: Experiment, job: JobRef, where: str) -> None:
         raise SettingsError(experiment.source, f"{where}.model",
                             f"expected a built-in workload or a key of $.workloads ({choices}), got {job.model!r}")
     for name, value in job.hyperparameters.items():
+        path = at(where, "hyperparameters", name)
         if name not in known:
-            raise SettingsError(experiment.source, f"{where}.hyperparameters.{name}",
+            raise SettingsError(experiment.source, path,
                                 f"expected one of {job.model}'s hyperparameters ({', '.join(sorted(known))})")
         kind = value_kind(experiment, job.model, name, known[name])
-        _check_value_type(experiment.source, f"{where}.hyperparameters.{name}", kind, value)
+        problem = value_type_problem(kind, value) or _value_problem(experiment, job.model, name, value, known[name])
+        if problem:
+            raise SettingsError(experiment.source, path, problem)
 
 
-def _check_value_type(source: str, where: str, kind: str, value: Any) -> None:
-    ok = {"int": isinstance(value, int) and not isinstance(value, bool),
-          "float": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "str": isinstance(value, str),
-          "bool": isinstance(value, bool)}[kind]
-    if kind == "int" and isinstance(value, float) and value.is_integer():
-        ok = False
-    if not ok:
-        raise SettingsError(source, where, f"expected a value of type {kind}, got {value!r}")
+def _value_problem(experiment: Experiment, model: str, name: str, value: Any, spec: Any) -> str | None:
+    """A command workload's value must lie in its declared ``range``; a built-in's in what it can
+    train with (``catalog.VALID``: its ``range`` is only where mutation samples)."""
+    if model in experiment.workloads:
+        return range_problem(value, spec.range)
+    if name not in VALID or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    low, high, low_included = VALID[name]
+    if (value >= low if low_included else value > low) and value <= high:
+        return None
+    return f"expected a value in {'[' if low_included else '('}{low:g}, {high:g}] for {model}'s {name}, got {value!r}"
 
 
 def _check_references(experiment: Experiment) -> None:
@@ -153,12 +178,12 @@ def _check_vary(experiment: Experiment, index: int, pair: PairSpec) -> None:
     known = _known_hyperparameters(experiment, pair.foreground.model)
     for name in experiment.pair_vary(pair):
         if name not in known:
-            raise SettingsError(experiment.source, f"{where}.{name}",
+            raise SettingsError(experiment.source, at(where, name),
                                 f"expected one of {pair.foreground.model}'s hyperparameters to vary "
                                 f"({', '.join(sorted(known))}); give the pair its own 'vary'")
         default = _effective_default(experiment, pair.foreground, name)
         if isinstance(default, bool) or not isinstance(default, (int, float)) or default <= 0:
-            raise SettingsError(experiment.source, f"{where}.{name}",
+            raise SettingsError(experiment.source, at(where, name),
                                 f"expected a hyperparameter with a positive numeric default to scale, "
                                 f"{pair.foreground.model}'s {name} is {default!r}")
 

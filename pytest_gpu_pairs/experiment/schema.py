@@ -1,10 +1,13 @@
 """The settings file's schema: every key, its type and its default, declared here and nowhere else."""
 from __future__ import annotations
 
+import math
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -18,7 +21,61 @@ from pydantic import (
 
 from pytest_gpu_pairs.patterns import compile_pattern, group_count
 
-HyperValue = Union[StrictBool, StrictInt, float, str]
+NAME_MAX = 64  # a workload, hyperparameter or group name; a case id joins several into one folder name
+ID_MAX = 200  # a case id is a folder name: file systems allow 255 bytes
+ENV_NAME_MAX = 255
+
+
+def name_problem(name: str) -> Optional[str]:
+    """Why ``name`` cannot stand as one folder name of its own (a case folder joins names), or
+    None. ``x/../../escaped`` would put a case folder outside the output folder."""
+    if not name:
+        return "expected a non-empty name"
+    if len(name) > NAME_MAX:
+        return f"expected a name of at most {NAME_MAX} characters (this one has {len(name)})"
+    if name in (".", "..") or any(c in "/\\" or unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name):
+        return "expected a name that is one folder name (no '/', '\\', control characters, '.' or '..')"
+    return None
+
+
+def _safe_name(name: str) -> str:
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+def _no_nul(text: str) -> str:
+    """Values end up in argv, environments and paths, where a NUL byte cannot go."""
+    if "\x00" in text:
+        raise ValueError("expected text without NUL characters")
+    return text
+
+
+def _env_name(name: str) -> str:
+    if not name or "=" in name or "\x00" in name or len(name) > ENV_NAME_MAX:
+        raise ValueError(f"expected an environment variable name (non-empty, no '=' or NUL, at most "
+                         f"{ENV_NAME_MAX} characters)")
+    return name
+
+
+Name = Annotated[str, AfterValidator(_safe_name)]
+Text = Annotated[str, AfterValidator(_no_nul)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+def _hyper_value(value: Any) -> Any:
+    """A hyperparameter value: a boolean, a whole number, a finite number or text without NUL."""
+    if isinstance(value, str):
+        return _no_nul(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("expected a finite number (no NaN or Infinity)")
+    if not isinstance(value, (bool, int, float)):
+        raise ValueError("expected a number, a string or a boolean")
+    return value
+
+
+HyperValue = Annotated[Union[StrictBool, StrictInt, float, str], BeforeValidator(_hyper_value)]
 
 
 Factors = tuple[float, float]
@@ -28,7 +85,9 @@ DEFAULT_VARY: dict[str, Factors] = {"learning_rate": (0.2, 5.0), "epochs": (0.5,
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys are refused, and so are NaN and Infinity (Python's JSON reader accepts them)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _compile_regex(pattern: str, groups: int | None = None) -> str:
@@ -38,8 +97,32 @@ def _compile_regex(pattern: str, groups: int | None = None) -> str:
     return pattern
 
 
+def value_type_problem(kind: str, value: Any) -> Optional[str]:
+    """Why ``value`` is not of the hyperparameter type ``kind`` (an int is not a float-looking 3.0)."""
+    ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+          "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+          "str": isinstance(value, str),
+          "bool": isinstance(value, bool)}[kind]
+    return None if ok else f"expected a value of type {kind}, got {value!r}"
+
+
+def range_problem(value: Any, bounds: Optional[tuple[float, float]]) -> Optional[str]:
+    """A value on the wrong side of zero for its ``range``. The range is where mutation samples,
+    so a value beyond it is fine (``epochs`` 1 for a quick run of a workload sampled from [5, 15]);
+    but a range of positive values says the hyperparameter is positive, and ``epochs`` 0 or -1
+    would train nothing and pass."""
+    if bounds is None or isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+        return None
+    low, high = bounds
+    if low > 0 and value <= 0:
+        return f"expected a value above 0, as its range [{low:g}, {high:g}] says, got {value!r}"
+    if low >= 0 and value < 0:
+        return f"expected a value of 0 or more, as its range [{low:g}, {high:g}] says, got {value!r}"
+    return None
+
+
 class HyperparameterSpec(_Strict):
-    flag: Optional[str] = None
+    flag: Optional[Text] = None
     type: Literal["int", "float", "str", "bool"] = "float"
     default: Optional[HyperValue] = None
     range: Optional[tuple[float, float]] = None
@@ -54,18 +137,35 @@ class HyperparameterSpec(_Strict):
                 raise ValueError(f"expected range [low, high] with low <= high, got {list(self.range)}")
             if self.distribution == "log_uniform" and low <= 0:
                 raise ValueError("expected a positive range for a log_uniform distribution")
+        if self.range is not None and self.type not in ("int", "float"):
+            raise ValueError(f"expected a range only for an int or float hyperparameter, this one is {self.type}")
+        return self
+
+    @model_validator(mode="after")
+    def _default_fits(self):
+        if self.default is not None:
+            problem = value_type_problem(self.type, self.default)  # it may lie outside the sampling range
+            if problem:
+                raise ValueError(f"default: {problem}")
         return self
 
 
 class CommandWorkload(_Strict):
     """A user's own training command (a repository's train script), run as an argv list."""
 
-    command: list[str] = Field(min_length=1)
-    cwd: Optional[str] = None
-    env: dict[str, str] = Field(default_factory=dict)
-    hyperparameters: dict[str, HyperparameterSpec] = Field(default_factory=dict)
-    log_patterns: dict[str, str] = Field(default_factory=dict)
+    command: list[Text] = Field(min_length=1)
+    cwd: Optional[Text] = None
+    env: dict[EnvName, Text] = Field(default_factory=dict)
+    hyperparameters: dict[Name, HyperparameterSpec] = Field(default_factory=dict)
+    log_patterns: dict[Name, str] = Field(default_factory=dict)
     ready_pattern: Optional[str] = None
+
+    @field_validator("command")
+    @classmethod
+    def _program_named(cls, command: list[str]) -> list[str]:
+        if not command[0]:
+            raise ValueError("expected the program to run as the command's first entry")
+        return command
 
     @field_validator("log_patterns")
     @classmethod
@@ -103,8 +203,8 @@ class MpsJobSettings(_Strict):
 
 
 class JobRef(_Strict):
-    model: str = Field(min_length=1)
-    hyperparameters: dict[str, HyperValue] = Field(default_factory=dict)
+    model: Name
+    hyperparameters: dict[Name, HyperValue] = Field(default_factory=dict)
     mps: Optional[MpsJobSettings] = None
 
 
@@ -113,23 +213,31 @@ _GROUP = r"^[A-Za-z0-9_.]+$"
 
 def _positive_factors(vary: Optional[dict[str, Factors]]) -> Optional[dict[str, Factors]]:
     for name, factors in (vary or {}).items():
-        if min(factors) <= 0:
-            raise ValueError(f"expected positive [min, max] factors of the default for {name}, got {list(factors)}")
+        if min(factors) <= 0 or max(factors) > 1000 or not all(math.isfinite(f) for f in factors):
+            raise ValueError(f"expected positive [min, max] factors of the default (at most 1000) for {name}, "
+                             f"got {list(factors)}")
     return vary
 
 
+MAX_RUNS = 1000  # rounds of one case; more is a typo, not a plan
+MAX_MUTATIONS = 10_000
+MAX_EFFICIENCY = 100.0
+MAX_VRAM_MB = 1e7  # 10 TB: no card has that
+DAY_S = 86400.0
+
+
 class PairSpec(_Strict):
-    group: str = Field(pattern=_GROUP)
+    group: str = Field(pattern=_GROUP, max_length=NAME_MAX)
     foreground: JobRef
     background: JobRef
-    min_efficiency: Optional[float] = Field(None, ge=0)
-    vram_budget_mb: Optional[float] = Field(None, gt=0)
-    runs_per_config: Optional[int] = Field(None, ge=1)
+    min_efficiency: Optional[float] = Field(None, ge=0, le=MAX_EFFICIENCY)
+    vram_budget_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)
+    runs_per_config: Optional[StrictInt] = Field(None, ge=1, le=MAX_RUNS)
     sharing: Optional[Sharing] = None
     note: Optional[str] = None
-    vary: Optional[dict[str, Factors]] = Field(None, min_length=1)
-    mutate: Optional[list[str]] = Field(None, min_length=1)
-    mutations: Optional[int] = Field(None, ge=1)
+    vary: Optional[dict[Name, Factors]] = Field(None, min_length=1)
+    mutate: Optional[list[Name]] = Field(None, min_length=1)
+    mutations: Optional[StrictInt] = Field(None, ge=1, le=MAX_MUTATIONS)
 
     @field_validator("vary")
     @classmethod
@@ -138,16 +246,16 @@ class PairSpec(_Strict):
 
 
 class Defaults(_Strict):
-    vram_budget_mb: float = Field(7500, gt=0)
-    min_efficiency: float = Field(1.0, ge=0)
-    runs_per_config: int = Field(1, ge=1)
-    restart_delay_s: float = Field(2.0, ge=0)
-    timeout_s: float = Field(3600.0, gt=0)
-    cool_down_s: float = Field(0.0, ge=0)
+    vram_budget_mb: float = Field(7500, gt=0, le=MAX_VRAM_MB)
+    min_efficiency: float = Field(1.0, ge=0, le=MAX_EFFICIENCY)
+    runs_per_config: StrictInt = Field(1, ge=1, le=MAX_RUNS)
+    restart_delay_s: float = Field(2.0, ge=0, le=3600)
+    timeout_s: float = Field(3600.0, gt=0, le=30 * DAY_S)
+    cool_down_s: float = Field(0.0, ge=0, le=3600)
     sharing: Sharing = ("timeslice",)
-    ready_timeout_s: float = Field(600.0, gt=0)
-    crash_loop_failures: int = Field(3, ge=1)
-    crash_loop_window_s: float = Field(300.0, gt=0)
+    ready_timeout_s: float = Field(600.0, gt=0, le=DAY_S)
+    crash_loop_failures: StrictInt = Field(3, ge=1, le=MAX_RUNS)
+    crash_loop_window_s: float = Field(300.0, gt=0, le=DAY_S)
     method: Literal["interleaved", "epoch"] = "epoch"
     phase_s: float = Field(2.0, gt=0, le=3600)
     settle_s: float = Field(0.3, ge=0, le=600)
@@ -161,21 +269,21 @@ DEFAULTS = Defaults()  # what every case gets where its settings are silent
 class MutationSettings(_Strict):
     """How the mutation design samples: seeded (stable case ids), deduplicated against history."""
 
-    seed: int = 0
+    seed: StrictInt = Field(0, ge=0, lt=2**64)
     dedup: bool = True
-    historical_csvs: list[str] = Field(default_factory=list)
-    max_attempts: int = Field(1000, ge=1)
+    historical_csvs: list[Text] = Field(default_factory=list)
+    max_attempts: StrictInt = Field(1000, ge=1, le=1_000_000)
 
 
 class Experiment(_Strict):
-    name: str = Field(min_length=1)
+    name: Text = Field(min_length=1, max_length=ID_MAX)
     description: str = ""
     design: Literal["pairs", "hp_study", "mutation"] = "pairs"
     defaults: Defaults = Field(default_factory=Defaults)
-    workloads: dict[str, CommandWorkload] = Field(default_factory=dict)
-    vary: dict[str, Factors] = Field(default_factory=lambda: dict(DEFAULT_VARY), min_length=1)
+    workloads: dict[Name, CommandWorkload] = Field(default_factory=dict)
+    vary: dict[Name, Factors] = Field(default_factory=lambda: dict(DEFAULT_VARY), min_length=1)
     mutation: MutationSettings = Field(default_factory=MutationSettings)
-    workloads_file: list[str] = Field(default_factory=list)
+    workloads_file: list[Text] = Field(default_factory=list)
     pairs: list[PairSpec] = Field(min_length=1)
     source: str = Field("", exclude=True)
     _pair_paths: list[str] = PrivateAttr(default_factory=list)

@@ -12,6 +12,7 @@ from pytest_gpu_pairs.plugin import live
 from pytest_gpu_pairs.plugin.gate import refuse_foreign_baseline
 from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
 from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.store import StoreWriteError
 from pytest_gpu_pairs.run.background import BackgroundLoop
 from pytest_gpu_pairs.run.case import PairRun
 from pytest_gpu_pairs.run.jobs import build_spec
@@ -27,6 +28,8 @@ def gpu_pairs(request) -> GpuPairsSession:
         env = session.environment()
     except DeviceRequestError as exc:
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    except StoreWriteError as exc:
+        pytest.exit(f"gpu-pairs: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
     refuse_foreign_baseline(request.config, env)
     live.attach(request.config, env)
     return session

@@ -17,7 +17,8 @@ from pytest_gpu_pairs.plugin.fixtures import background_load, gpu_monitor, gpu_p
 from pytest_gpu_pairs.plugin.options import add_options, options_from_config
 from pytest_gpu_pairs.plugin.stash import SESSION_KEY
 from pytest_gpu_pairs.plugin.summary import terminal_summary
-from pytest_gpu_pairs.run.session import GpuPairsSession
+from pytest_gpu_pairs.run.options import OptionsError
+from pytest_gpu_pairs.run.session import GpuPairsSession, OutputFolderUnavailable
 
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
 CASE_FIXTURE = "gpu_pair_case"
@@ -35,7 +36,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
-    session = GpuPairsSession(options_from_config(config))
+    try:
+        session = GpuPairsSession(options_from_config(config))
+    except OptionsError as exc:
+        raise pytest.UsageError(str(exc)) from None
     session.record_extensions = lambda case, record: config.hook.pytest_gpu_pairs_record(case=case, record=record)
     config.stash[SESSION_KEY] = session
     gate.configure(config)
@@ -88,10 +92,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Tell the session which cases will run, in order: the MPS daemon stops after the last MPS case."""
+    """Tell the session which cases will run, in order: the MPS daemon stops after the last MPS case.
+
+    A session that will run cases claims the output folder here, before the first one: another
+    session holding it is one ERROR line, exit code 4. A session without cases (collect-only, or
+    a test run that selects none) leaves the folder and the process alone."""
     ids = [item.callspec.params[CASE_FIXTURE].id for item in session.items
            if hasattr(item, "callspec") and CASE_FIXTURE in item.callspec.params]
-    session.config.stash[SESSION_KEY].plan(ids)
+    state = session.config.stash[SESSION_KEY]
+    state.plan(ids)
+    if ids and not session.config.option.collectonly:
+        try:
+            state.claim_output_folder()
+        except OutputFolderUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def _marks(case) -> list:
@@ -117,7 +131,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     shows in the summary and sets the exit status."""
     state = session.config.stash.get(SESSION_KEY, None)
     if state is not None:
-        gate.session_finish(session, [r.record for r in state.results], state.opened_environment)
+        gate.session_finish(session, [r.record for r in state.results], state.opened_environment, state.planned)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from pytest_gpu_pairs.protocol import event_problem
+
 SAVE_CURSOR, RESTORE_CURSOR, ERASE_TO_END = "\0337", "\0338", "\033[K"
 TAIL_BYTES = 4096
 
@@ -46,10 +48,10 @@ def last_progress(path: Path) -> Optional[dict[str, Any]]:
     for line in reversed(lines):
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
-        if isinstance(event, dict) and event.get("event") in ("step", "ready"):
-            return event
+        if event_problem(event) is None and event.get("event") in ("step", "ready"):
+            return event  # a malformed line (a job's output is untrusted) is passed over
     return None
 
 

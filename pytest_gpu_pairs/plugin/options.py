@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,8 @@ DEFAULT_OUT = "gpu-pairs-results"
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise ValueError(f"expected a positive number, got {text}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
     return value
 
 

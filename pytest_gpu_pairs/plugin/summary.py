@@ -18,7 +18,7 @@ def _cell(fmt: str, value: Any) -> str:
 
 def _half_width(ci: Any) -> str:
     """``±h`` of a 95 % interval, where the record has one (interleaved cases)."""
-    if not isinstance(ci, list) or len(ci) != 2:
+    if not isinstance(ci, list) or len(ci) != 2 or not all(isinstance(v, (int, float)) for v in ci):
         return ""
     return f"±{(ci[1] - ci[0]) / 2:.2g}"
 

@@ -267,6 +267,8 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["duration_basis"] = fg.duration_basis
     if fg.duration_basis == "process":
         notes.unmeasured("duration_basis", "the foreground reports no progress: durations are process wall times")
+    if fg.progress.problem_note:
+        notes.unmeasured("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
     record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None
     record["fg_slowdown"] = metrics.fg_slowdown(fg.duration_s, record["fg_solo_duration_s"]) if m.mode != "solo" else None
     record.update(_background_figures(m, solo_bg, notes))

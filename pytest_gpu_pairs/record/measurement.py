@@ -51,6 +51,7 @@ class JobOutcome:
     leftovers_killed: int = 0
     log_metrics: dict[str, Any] = field(default_factory=dict)
     timeout_s: Optional[float] = None
+    has_output: bool = True  # the job printed a line of its own
 
     @property
     def wall_s(self) -> float:
@@ -82,15 +83,28 @@ class JobOutcome:
         return {**reported, **self.log_metrics}
 
     @property
+    def trained_nothing(self) -> bool:
+        """Exited 0 on its own without a sign of training: no progress report, no metric, not a
+        line of output. Exit code 0 alone proves nothing (``true`` exits 0)."""
+        return (self.returncode == 0 and not (self.timed_out or self.oom or self.stopped_by_harness)
+                and not self.progress.steps and self.progress.result is None and not self.log_metrics
+                and not self.has_output)
+
+    @property
     def completed(self) -> bool:
         """Ran to its own end with exit code 0: its durations and metrics mean something."""
-        return self.returncode == 0 and not (self.timed_out or self.oom or self.stopped_by_harness)
+        return (self.returncode == 0 and not (self.timed_out or self.oom or self.stopped_by_harness)
+                and not self.trained_nothing)
 
     @property
     def failed(self) -> bool:
-        return not self.stopped_by_harness and (self.timed_out or self.oom or self.returncode != 0)
+        return not self.stopped_by_harness and (self.timed_out or self.oom or self.returncode != 0
+                                                or self.trained_nothing)
 
     def reason(self) -> str:
+        if self.trained_nothing:
+            return ("exited with code 0 without training anything: no progress report, no metric and no "
+                    f"output; log: {self.log_path}")
         if self.start_error:
             return f"could not start: {self.start_error}"
         if self.oom:
@@ -108,6 +122,7 @@ class BackgroundRun:
     outcome: JobOutcome
     ready_t: Optional[float]
     ready_basis: Optional[str] = None  # protocol, ready_pattern or fallback (ReadinessWatch)
+    ended_unready: bool = False  # ended on its own before it was seen training: counts towards a crash loop
 
     def training_interval(self) -> Optional[tuple[float, float]]:
         """From readiness to the last sign of training (its last step, or its end)."""

@@ -9,7 +9,7 @@ or, for code that handles keys by name (the gate, the tables), by ``record.get(n
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 from pydantic import (
     BaseModel,
@@ -56,10 +56,22 @@ def _field(kind: str) -> tuple[Any, None]:
     return (Optional[_TYPES[kind]], None)
 
 
-_FIELDS = {name: _field(key.type) for name, key in KEYS.items() if name != "schema"}
+_Number = Union[StrictInt, StrictFloat]
+_NESTED: dict[str, Any] = {  # keys whose insides the readers format or compute with
+    "notes": dict[str, StrictStr],
+    "rounds": list[dict[str, Any]],
+}
+_INTERVAL = Annotated[list[Optional[_Number]], Field(min_length=2, max_length=2)]  # [low, high]: the 95 % interval
+
+
+def _nested(name: str, kind: str) -> tuple[Any, None]:
+    return (Optional[_NESTED[name]], None) if name in _NESTED else _field(kind)
+
+
+_FIELDS = {name: _nested(name, key.type) for name, key in KEYS.items() if name != "schema"}
 _FIELDS["schema_version"] = (Optional[StrictInt], Field(None, alias="schema"))  # "schema" is BaseModel's
 _FIELDS.update({f"{name}_std": _field("float") for name in PER_ROUND})
-_FIELDS.update({f"{name}_ci": _field("list") for name in PER_ROUND})
+_FIELDS.update({f"{name}_ci": (Optional[_INTERVAL], None) for name in PER_ROUND})
 
 Record = create_model("Record", __base__=_RecordBase, **_FIELDS)
 Record.__doc__ = "One case's (or one round's) result, every key typed as ``record.keys`` declares it."

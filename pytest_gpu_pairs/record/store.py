@@ -29,6 +29,10 @@ _EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str"
              "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
 
 
+_NESTED_EXPECTED = {"notes": "an object of key -> reason texts or null", "rounds": "a list of objects or null",
+                    "ci": "[low, high] or null"}
+
+
 class StoreError(ValueError):
     """A results file or folder is unusable; the message is one line: file, JSON path, what was expected."""
 
@@ -50,15 +54,44 @@ def atomic_write_csv(path: str | Path, header: tuple[str, ...], rows: Iterable) 
     _atomic_write(Path(path), write)
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+class StoreWriteError(OSError):
+    """A results file could not be written (disk full, no permission); the file it would have
+    replaced is left as it was. The message is one line: which file, and why."""
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` sets it, which races with
+    threads creating files); where ``/proc`` does not say, the common 022."""
     try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _atomic_write(path: Path, write) -> None:
+    """A temporary file in the same folder, renamed over ``path``: a reader never sees half a file,
+    and a failed write leaves the earlier file. The file gets the umask's mode like the logs
+    beside it (``mkstemp`` alone would make it 0600: colleagues could not read the results)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise StoreWriteError(f"could not write {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise StoreWriteError(f"could not write {path}: {exc.strerror or exc}; "
+                              "the earlier file, if any, is unchanged") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -72,7 +105,8 @@ def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = 
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         key = str(error["loc"][0]) if error["loc"] else ""
-        expected = _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
+        expected = _NESTED_EXPECTED.get(key.rsplit("_", 1)[-1] if key.endswith("_ci") else key) \
+            or _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
         raise StoreError(f"{source}: {at}{json_path((key,))[1:] if key else ''}: expected a gpu-pairs result record "
                          f"({key or 'the record'} must be {expected}, got {error.get('input')!r})") from None
 

@@ -18,7 +18,7 @@ from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
-from pytest_gpu_pairs.run.joblog import HARNESS_LINE
+from pytest_gpu_pairs.run.joblog import HARNESS_LINE, LOG_LINE_BYTES
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
 
 CRASH_LOOP_FAILURES = DEFAULTS.crash_loop_failures
@@ -45,6 +45,7 @@ class ReadinessWatch:
         self.ready_t: Optional[float] = None
         self.basis: Optional[str] = None
         self.first_output_t: Optional[float] = None
+        self.ready_on_exit = False  # ready only because it exited 0: never seen training while it ran
         self._pattern = compile_pattern(job.spec.ready_pattern) if job.spec.ready_pattern else None
         self._offset = 0
         self._partial = ""
@@ -57,7 +58,7 @@ class ReadinessWatch:
         return self.ready_t
 
     def _detect(self) -> Optional[tuple[float, str]]:
-        progress = Progress.read(self.job.progress_path)
+        progress = Progress.read(self.job.progress_path, until_ready=True)
         if progress.ready_t is not None:
             return progress.ready_t, "protocol"
         if self.job.spec.protocol or Path(self.job.progress_path).exists():
@@ -72,6 +73,7 @@ class ReadinessWatch:
             return None
         exit_code = self.job.poll()
         if exit_code == 0:
+            self.ready_on_exit = True
             return self.first_output_t, "fallback"
         if exit_code is None and time.time() - self.first_output_t >= self.fallback_s:
             return time.time(), "fallback"
@@ -87,11 +89,19 @@ class ReadinessWatch:
             return False
         self._offset += len(chunk)
         lines = (self._partial + chunk.decode("utf-8", "replace")).split("\n")
-        self._partial = lines.pop()
+        self._partial = lines.pop()[-LOG_LINE_BYTES:]  # a line without end must not grow without bound
+        lines = [line[:LOG_LINE_BYTES] for line in lines]
         own = [line for line in lines + [self._partial] if line.strip() and not line.startswith(HARNESS_LINE)]
         if own and self.first_output_t is None:
             self.first_output_t = time.time()
         return self._pattern is not None and any(self._pattern.search(line) for line in own)
+
+
+def _run_reason(run: BackgroundRun, ready_rule: str) -> str:
+    """Why a run counts towards the crash loop: how it failed, or that it ended before it was ready."""
+    if run.outcome.failed or not run.ended_unready:
+        return run.outcome.reason()
+    return f"exited with code {run.outcome.returncode} before it was ready ({ready_rule}); log: {run.outcome.log_path}"
 
 
 _LOOPS: weakref.WeakSet[BackgroundLoop] = weakref.WeakSet()
@@ -187,7 +197,8 @@ class BackgroundLoop:
             self._log_run(record)
             if self._crash_looping():
                 self.failure = (f"background {self.spec.model} crash-looped: {self.crash_loop_failures} consecutive "
-                                f"failed runs within {self.crash_loop_window_s:g} s, last: {record.outcome.reason()}")
+                                f"runs that failed or ended before they were ready within "
+                                f"{self.crash_loop_window_s:g} s, last: {_run_reason(record, self._ready_rule())}")
                 return
             self._stop.wait(self.restart_delay_s)
 
@@ -206,7 +217,9 @@ class BackgroundLoop:
         self._note_ready(watch)
         with self._lock:
             self._current = None
-        return BackgroundRun(index, job.outcome(), watch.ready_t, watch.basis)
+        outcome = job.outcome()
+        unready = not outcome.stopped_by_harness and (watch.ready_t is None or watch.ready_on_exit)
+        return BackgroundRun(index, outcome, watch.ready_t, watch.basis, unready)
 
     def _note_ready(self, watch: ReadinessWatch) -> None:
         if watch.check() is not None and not self._ready.is_set():
@@ -215,7 +228,7 @@ class BackgroundLoop:
 
     def _crash_looping(self) -> bool:
         recent = self.runs[-self.crash_loop_failures:]
-        if len(recent) < self.crash_loop_failures or not all(r.outcome.failed for r in recent):
+        if len(recent) < self.crash_loop_failures or not all(r.outcome.failed or r.ended_unready for r in recent):
             return False
         return recent[-1].outcome.end_t - recent[0].outcome.start_t <= self.crash_loop_window_s
 
@@ -223,10 +236,17 @@ class BackgroundLoop:
         o = record.outcome
         line = {"run": record.index, "start_t": o.start_t, "end_t": o.end_t, "ready_t": record.ready_t,
                 "ready_basis": record.ready_basis, "exit_code": o.returncode, "timed_out": o.timed_out,
-                "stopped_by_harness": o.stopped_by_harness, "oom": o.oom, "failed": o.failed,
+                "stopped_by_harness": o.stopped_by_harness, "oom": o.oom, "failed": o.failed, "ended_unready": record.ended_unready,
                 "reason": o.reason(), "steps": o.progress.total_steps, "log": o.log_path}
         with open(self.out_dir / "bg-runs.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
+
+    def _ready_rule(self) -> str:
+        if self.spec.protocol:
+            return "no ready event"
+        if self.spec.ready_pattern:
+            return "no ready event and no line matching its ready_pattern"
+        return f"no ready event and not {READY_FALLBACK_S:g} s alive after its first line"
 
     def snapshot(self) -> BackgroundRuns:
         """What the loop has done so far, as plain values: records are built from this, never from

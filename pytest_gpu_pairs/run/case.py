@@ -11,12 +11,12 @@ from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
-from pytest_gpu_pairs.record.store import save_incomplete, save_result, typed
+from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete, save_result, typed
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.interleaved import InterleavedPair
 from pytest_gpu_pairs.run.round import BackgroundNotReady, Round, Supervision
-from pytest_gpu_pairs.run.session import CardEmulationUnavailable, GpuPairsSession
+from pytest_gpu_pairs.run.session import CardEmulationUnavailable, GpuPairsSession, OutsideOutputFolder
 from pytest_gpu_pairs.run.sharing import CaseSharing, SharingUnavailable
 
 MIN_INTERLEAVED_ROUNDS = 3  # the fewest rounds an interval is reported from
@@ -49,16 +49,34 @@ class PairRun:
         except CardEmulationUnavailable as exc:
             pytest.skip(str(exc))
         self._sharing_or_skip(self.session.sharing.check)
-        self.session.fresh_case_dir(self.case)
+        try:
+            self.session.fresh_case_dir(self.case)
+        except OutsideOutputFolder as exc:
+            pytest.fail(f"{self.case.id}: {exc}", pytrace=False)
+        except OSError as exc:
+            pytest.fail(f"{self.case.id}: could not prepare its folder in {self.session.options.out_dir}: "
+                        f"{exc.strerror or exc}", pytrace=False)
         self.timeline["case_start_t"] = time.time()
         try:
             return self._on_card()
+        except StoreWriteError as exc:
+            self.close()
+            pytest.fail(f"{self.case.id}: {exc}", pytrace=False)
         except BaseException as exc:
             if not self._recorded and not isinstance(exc, pytest.skip.Exception):
                 self.close()
-                save_incomplete(self.session.case_dir(self.case), {**describe(self.case), **self._times()},
-                                _interruption(exc))
+                self._save_incomplete(exc)
             raise
+
+    def _save_incomplete(self, exc: BaseException) -> None:
+        """Mark the case interrupted; if even that cannot be written, say so in one line (Ctrl-C
+        and SIGTERM still end the session as they would)."""
+        try:
+            save_incomplete(self.session.case_dir(self.case), {**describe(self.case), **self._times()},
+                            _interruption(exc))
+        except StoreWriteError as write_error:
+            if isinstance(exc, Exception):
+                pytest.fail(f"{self.case.id}: {_interruption(exc)}; and {write_error}", pytrace=False)
 
     def _on_card(self) -> CaseResult:
         """With ``--gpu-memory-mb`` the whole case, solo baselines included, runs on the emulated card."""

@@ -5,13 +5,15 @@ they quote the argv, which may contain anything, so they are never scanned.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
+from collections.abc import Iterator
 from typing import Any, Optional
 
 from pytest_gpu_pairs.patterns import compile_pattern
-from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.protocol import Progress, bounded_lines
 
 OOM_PATTERN = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
@@ -19,6 +21,7 @@ OOM_PATTERN = re.compile(
     r"|DefaultCPUAllocator: can't allocate memory|HIP out of memory")
 HARNESS_LINE = "# gpu-pairs:"
 LOG_TAIL_BYTES = 256 * 1024
+LOG_LINE_BYTES = 64 * 1024  # a longer log line is matched on its first 64 KiB
 SIGKILL_EXIT_CODES = (-signal.SIGKILL, 128 + signal.SIGKILL)
 
 
@@ -44,7 +47,8 @@ def detect_oom(log_path: str, progress: Progress, returncode: Optional[int] = No
     CUDA print (in the log's last 256 KiB), or a SIGKILL that the harness did not send, which is
     what the kernel's OOM killer (host memory, a cgroup limit) does."""
     if progress.error and progress.error.get("oom"):
-        return progress.error.get("message", "out of memory").strip().splitlines()[-1][:300]
+        lines = str(progress.error.get("message") or "").strip().splitlines()
+        return (lines[-1] if lines else "out of memory (the job's error event gave no message)")[:300]
     tail = _job_lines(_log_tail(log_path))
     found = OOM_PATTERN.search(tail)
     if found:
@@ -59,27 +63,40 @@ def detect_oom(log_path: str, progress: Progress, returncode: Optional[int] = No
 
 def _number_or_text(text: str) -> Any:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return text
+    return value if math.isfinite(value) else text
+
+
+def own_lines(log_path: str) -> Iterator[str]:
+    """The job's own lines of its log, streamed and each cut at ``LOG_LINE_BYTES``: memory stays
+    flat on a log of any size, a 300 MB line without a newline included. Nothing if unreadable."""
+    try:
+        with open(log_path, "rb") as handle:
+            for raw, _ in bounded_lines(handle, LOG_LINE_BYTES):
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if not line.startswith(HARNESS_LINE):
+                    yield line
+    except OSError:
+        return
+
+
+def has_output(log_path: str) -> bool:
+    """Whether the job printed anything at all (a line that is not blank)."""
+    return any(line.strip() for line in own_lines(log_path))
 
 
 def parse_log_metrics(log_path: str, patterns: dict[str, str]) -> dict[str, Any]:
     """Metrics of a command workload from its log: each pattern's first group at its last match,
-    matched line by line (memory stays flat on a log of any size); a number where it parses."""
+    matched line by line; a number where it parses (a finite one: ``nan`` stays text)."""
     if not patterns:
         return {}
     compiled = {name: compile_pattern(p) for name, p in patterns.items()}
     found: dict[str, Any] = {}
-    try:
-        with open(log_path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith(HARNESS_LINE):
-                    continue
-                for name, pattern in compiled.items():
-                    match = pattern.search(line)
-                    if match:
-                        found[name] = _number_or_text(match.group(1).strip())
-    except OSError:
-        return {}
+    for line in own_lines(log_path):
+        for name, pattern in compiled.items():
+            match = pattern.search(line)
+            if match:
+                found[name] = _number_or_text((match.group(1) or "").strip())
     return found

@@ -26,12 +26,15 @@ import psutil
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.protocol import ENV_VAR, Progress
 from pytest_gpu_pairs.record.measurement import JobOutcome
-from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, parse_log_metrics
+from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
+from pytest_gpu_pairs.run.mps import live_daemons
 from pytest_gpu_pairs.run.proctree import (
     JOB_TAG_VAR,
     KILL_GRACE_S,
+    adopted_orphans,
     deferred_signals,
     is_gone,
+    reap_zombies,
     tagged_processes,
     terminate_with_leader,
 )
@@ -101,6 +104,15 @@ def kill_all_jobs(grace_s: float = 2.0) -> int:
         for job in jobs:
             job.kill_tree(grace_s=grace_s)
     return len(jobs)
+
+
+def _started_by_harness() -> set[int]:
+    """The children of pytest that the harness started and keeps: job leaders (their exit codes
+    are read through ``Popen``) and the MPS daemons' trees. Any other child is an adopted orphan."""
+    pids = {job.pid for job in live_jobs() if job.pid is not None}
+    for daemon in live_daemons():
+        pids |= daemon.tree_pids()
+    return pids
 
 
 class JobProcess:
@@ -225,6 +237,10 @@ class JobProcess:
                 found = {child.pid: child for child in psutil.Process(self.popen.pid).children(recursive=True)}
         for process in tagged_processes(lambda environ: environ.get(JOB_TAG_VAR) == self.tag):
             found.setdefault(process.pid, process)
+        adopted = adopted_orphans(_started_by_harness(), self.start_t)
+        reap_zombies([p for p in adopted if is_gone(p)])
+        for process in adopted:
+            found.setdefault(process.pid, process)
         found.pop(self.popen.pid, None)
         return [p for p in found.values() if not is_gone(p)]
 
@@ -256,7 +272,7 @@ class JobProcess:
                           self.start_t, self.end_t or time.time(), returncode, self.timed_out,
                           self.stopped_by_harness, oom is not None, oom, progress, self.start_error,
                           self.leftovers_killed, parse_log_metrics(self.log_path, self.spec.log_patterns),
-                          self.limit_s)
+                          self.limit_s, has_output(self.log_path))
 
     def run(self) -> JobOutcome:
         """Start, wait (bounded by the spec's timeout), and report."""

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -76,11 +77,32 @@ def system_daemon_pid() -> Optional[int]:
 
 
 def _read_live_pid(path: Path) -> Optional[int]:
+    """The pid a pid file names, if that process lives and is an MPS control daemon: a stale file
+    whose pid now belongs to another process (pid 1, a shell) must not pass for a daemon."""
     try:
-        pid = int(path.read_text().strip())
+        pid = int(_read_no_follow(path, 64).strip())
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid) else None
+    return pid if pid > 1 and pid != os.getpid() and _alive(pid) and _is_control_daemon(pid) else None
+
+
+def _is_control_daemon(pid: int) -> bool:
+    try:
+        process = psutil.Process(pid)
+        words = [process.name(), *process.cmdline()[:2]]
+    except psutil.Error:
+        return False
+    return any("mps" in os.path.basename(word).lower() for word in words)
+
+
+def _read_no_follow(path: Path, limit: int) -> str:
+    """At most ``limit`` bytes from the end of ``path``, refusing a symlink (O_NOFOLLOW): the MPS
+    folders lie in the output folder, where a planted link could point anywhere."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - limit))
+        return handle.read().decode("utf-8", "replace")
 
 
 def _alive(pid: int) -> bool:
@@ -92,9 +114,36 @@ def _alive(pid: int) -> bool:
 
 
 def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    """The daemon's log folder: created with mode 0700 in one step, or, if it exists, used only
+    when this user made it that way (a real folder, not a symlink, owned by this user, no access
+    for others, no symlink in it). The daemon runs as root and appends to ``control.log`` there;
+    a folder or link planted by someone else would let it write wherever they chose."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+        return path
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise MpsUnavailable(f"cannot create the MPS log folder {path}: {exc.strerror or exc}") from None
+    problem = _foreign_dir_problem(path)
+    if problem:
+        raise MpsUnavailable(f"refusing the MPS log folder {path}: {problem}; remove it if it is yours")
     return path
+
+
+def _foreign_dir_problem(path: Path) -> Optional[str]:
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symlink"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder"
+    if info.st_uid != os.geteuid():
+        return f"it belongs to uid {info.st_uid}, not to this user"
+    if info.st_mode & 0o077:
+        return f"its mode is {stat.S_IMODE(info.st_mode):04o}, not 0700: others could plant files in it"
+    links = [entry.name for entry in os.scandir(path) if entry.is_symlink()]
+    return f"it holds symlinks ({', '.join(sorted(links)[:3])})" if links else None
 
 
 def _tail(text: str) -> str:
@@ -132,9 +181,8 @@ class MpsDaemon:
         if self.running:
             return self
         # A short path: the pipe directory holds unix sockets, whose paths are limited to 108 bytes.
-        self.pipe_dir = Path(tempfile.mkdtemp(prefix="gpu-pairs-mps-"))
-        _private_dir(self.pipe_dir)
         _private_dir(self.log_dir)
+        self.pipe_dir = Path(tempfile.mkdtemp(prefix="gpu-pairs-mps-"))  # mode 0700 from the start
         try:
             done = subprocess.run([*self.control, "-d"], env=self._env(), stdin=subprocess.DEVNULL,
                                   capture_output=True, text=True, timeout=self.start_timeout_s)
@@ -169,7 +217,7 @@ class MpsDaemon:
 
     def _control_log(self) -> str:
         try:
-            return _tail((self.log_dir / "control.log").read_text(encoding="utf-8", errors="replace"))
+            return _tail(_read_no_follow(self.log_dir / "control.log", 64 * 1024))
         except OSError:
             return ""
 
@@ -252,6 +300,10 @@ class MpsDaemon:
             except (OSError, subprocess.TimeoutExpired):
                 continue
         return {"control_pid": self.pid, "server_pids": servers, "client_pids": sorted(set(clients))}
+
+    def tree_pids(self) -> set[int]:
+        """The daemon and its servers: processes of the harness that no job kill may take."""
+        return {self.pid, *(p.pid for p in self._descendants())} if self.pid else set()
 
     def _descendants(self) -> list[psutil.Process]:
         try:

@@ -1,6 +1,7 @@
 """What a session was asked to do: the options the plugin read, as one immutable value."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -11,6 +12,19 @@ DEFAULT_PRECISION = 0.03
 MIN_ROUNDS_FOR_PRECISION = 10  # hyperfine's floor: an interval from fewer rounds can look tight by luck
 MAX_ROUNDS = 60
 MAX_CASE_S = 180.0
+
+
+class OptionsError(ValueError):
+    """An option value that makes no sense; the message is one line naming the option."""
+
+
+_POSITIVE = {"scale": "--gpu-pairs-scale", "sample_hz": "the sampling rate (--sample-hz)",
+             "vram_budget_mb": "the VRAM budget (--vram-budget-mb)",
+             "gpu_memory_mb": "the emulated card size (--gpu-memory-mb)", "max_case_s": "--gpu-pairs-max-case-s"}
+
+
+def _finite(value: Optional[float], positive: bool) -> bool:
+    return value is None or (math.isfinite(value) and (value > 0 if positive else value >= 0))
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,16 @@ class GpuPairsOptions:
     precision_off: bool = False
     max_rounds: int = MAX_ROUNDS
     max_case_s: float = MAX_CASE_S
+
+    def __post_init__(self) -> None:
+        for name, option in _POSITIVE.items():
+            if not _finite(getattr(self, name), positive=True):
+                raise OptionsError(f"{option}: expected a finite number above 0, got {getattr(self, name)!r}")
+        if not _finite(self.min_efficiency, positive=False):
+            raise OptionsError(f"the efficiency minimum (--min-efficiency): expected a finite number of 0 or more, "
+                               f"got {self.min_efficiency!r}")
+        if self.settings and self.out_dir.exists() and not self.out_dir.is_dir():
+            raise OptionsError(f"--gpu-pairs-out {self.out_dir}: expected a folder, and this is a file")
 
     def stopping_rule(self, device: str, min_rounds: int) -> StoppingRule:
         """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed

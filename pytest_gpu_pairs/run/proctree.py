@@ -3,15 +3,18 @@ phases, and holding Ctrl-C/SIGTERM while a kill is in progress.
 
 A process can leave its job's session (``setsid``) and be orphaned when its parent exits; it still
 carries the job's tag in its environment (``GPU_PAIRS_JOB``, inherited by every descendant), so
-the kill finds it. What cannot be found is a descendant that leaves the session, scrubs its
-environment and is orphaned: a deliberate daemon, which a training job has no reason to be.
+the kill finds it. A descendant that also scrubs its environment (a deliberate daemon) carries
+no tag; on Linux the harness is a child subreaper (``PR_SET_CHILD_SUBREAPER``), so such an orphan
+becomes a child of pytest instead of init, and the kill finds it there (``adopted_orphans``).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +27,49 @@ from pytest_gpu_pairs.protocol import ENV_VAR
 
 JOB_TAG_VAR = "GPU_PAIRS_JOB"
 KILL_GRACE_S = 5.0
+PR_SET_CHILD_SUBREAPER = 36
+_SUBREAPER = threading.Event()
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants (Linux; no privilege needed): an
+    orphan anywhere below it is re-parented to it, not to init, so no job process escapes the
+    kill by ``setsid`` and a scrubbed environment. Elsewhere a no-op; False when not in effect."""
+    if _SUBREAPER.is_set():
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    _SUBREAPER.set()
+    return True
+
+
+def adopted_orphans(spared: set[int], since_t: float) -> list[psutil.Process]:
+    """Children of this process that it did not start and that were born after ``since_t``:
+    orphans re-parented to it as subreaper. ``spared`` are the children it started (job leaders,
+    the MPS daemon's tree), which are never counted; nothing is adopted without the subreaper."""
+    if not _SUBREAPER.is_set():
+        return []
+    found = []
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children():
+            with contextlib.suppress(psutil.Error):
+                if child.pid not in spared and child.create_time() >= since_t - 1.0:
+                    found.append(child)
+    return found
+
+
+def reap_zombies(processes: list[psutil.Process]) -> None:
+    """Collect the exit status of adopted orphans that have ended: an adopted child that is never
+    waited for stays a zombie for the rest of the session."""
+    for process in processes:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(process.pid, os.WNOHANG)
 
 
 _DEFER = threading.local()
@@ -87,15 +133,26 @@ def _owner_pid(tag: str) -> Optional[int]:
     return int(head) if head.isdigit() else None
 
 
+def writes_into(progress_path: str, folder: Path) -> bool:
+    """Whether a job's progress file lies in ``folder`` (resolved), compared component by component:
+    ``out/kill2`` is not inside ``out/kill``, and ``main/../w/out`` is ``w/out``."""
+    if not progress_path or "\x00" in progress_path:
+        return False
+    try:
+        return Path(progress_path).resolve().is_relative_to(folder)
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def reap_orphans(out_dir: str | Path, grace_s: float = KILL_GRACE_S) -> list[int]:
     """Kill jobs of an earlier pytest that died without cleaning up (SIGKILL, power loss of the
     login node) and that still write into ``out_dir``: they would share the device with this run.
     Jobs of a pytest that is still alive are left alone."""
-    prefix = str(Path(out_dir).absolute())
+    folder = Path(out_dir).resolve()
 
     def orphaned(environ: dict[str, str]) -> bool:
         owner = _owner_pid(environ.get(JOB_TAG_VAR, ""))
-        return (owner is not None and environ.get(ENV_VAR, "").startswith(prefix)
+        return (owner is not None and writes_into(environ.get(ENV_VAR, ""), folder)
                 and (owner == os.getpid() or not psutil.pid_exists(owner)))
 
     victims = tagged_processes(orphaned)

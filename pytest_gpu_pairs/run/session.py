@@ -5,13 +5,17 @@ Everything expensive is lazy: collection only reads settings files, and the devi
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
+
+from filelock import FileLock, Timeout
 
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
@@ -27,7 +31,7 @@ from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid
 from pytest_gpu_pairs.run.options import GpuPairsOptions
-from pytest_gpu_pairs.run.proctree import deferred_signals, reap_orphans
+from pytest_gpu_pairs.run.proctree import become_subreaper, deferred_signals, reap_orphans
 from pytest_gpu_pairs.run.round import cool_down, measure_solo
 from pytest_gpu_pairs.run.sharing import SharingManager
 
@@ -74,6 +78,35 @@ def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
                                  f"{total:.0f} MB: there is no smaller card to emulate")
 
 
+LOCK_FILE = ".gpu-pairs.lock"
+OWNER_FILE = ".gpu-pairs.lock.owner"
+
+
+class OutputFolderUnavailable(RuntimeError):
+    """The output folder cannot be had (another session holds it, it cannot be created); one line."""
+
+
+class OutsideOutputFolder(RuntimeError):
+    """A folder the harness would write to or empty lies outside the output folder."""
+
+
+def folder_inside(parent: Path, name: str) -> Path:
+    """``parent/name``, which must resolve to a folder directly inside ``parent``: a name with a
+    separator or ``..`` in it, or a planted symlink, must never make the harness write, or empty
+    a folder, anywhere else. Settings validation refuses such names; this is the last guard."""
+    folder = parent / name
+    if folder.resolve().parent != parent.resolve():
+        raise OutsideOutputFolder(f"refusing {folder}: it resolves to {folder.resolve()}, outside {parent}")
+    return folder
+
+
+def _owner(out: Path) -> str:
+    try:
+        return (out / OWNER_FILE).read_text(encoding="utf-8", errors="replace").strip()[:100] or "owner unknown"
+    except OSError:
+        return "owner unknown"
+
+
 class GpuPairsSession:
     def __init__(self, options: GpuPairsOptions):
         self.options = options
@@ -86,7 +119,35 @@ class GpuPairsSession:
                                       options.mps_mem_limit_mb)
         self.device_released_t: Optional[float] = None
         self.orphans_killed: list[int] = []
+        self._lock: Optional[FileLock] = None
+        self.subreaper = False
         self.record_extensions: Callable[[Case, dict[str, Any]], list[Optional[dict[str, Any]]]] = lambda case, r: []
+
+    def claim_output_folder(self) -> None:
+        """Before any case: the output folder is this session's alone (a second session on it would
+        empty the first one's live case folders and interleave their logs), and on Linux pytest
+        becomes the subreaper of every job process, so none escapes the kill as a daemon."""
+        out = self.options.out_dir
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputFolderUnavailable(f"--gpu-pairs-out {out}: cannot create it ({exc.strerror or exc})") from None
+        lock = FileLock(str(out / LOCK_FILE), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise OutputFolderUnavailable(f"--gpu-pairs-out {out} is in use by another pytest session "
+                                   f"({_owner(out)}); wait for it to end or choose another --gpu-pairs-out") from None
+        self._lock = lock
+        with contextlib.suppress(OSError):  # only what the refusal of a second session quotes
+            (out / OWNER_FILE).write_text(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
+        self.subreaper = become_subreaper()
+
+    def release_output_folder(self) -> None:
+        if self._lock is not None:
+            (self.options.out_dir / OWNER_FILE).unlink(missing_ok=True)
+            self._lock.release()
+            self._lock = None
 
     def extended(self, case: Case, record: dict[str, Any]) -> dict[str, Any]:
         """The record with the keys other plugins add (``pytest_gpu_pairs_record``); ours win."""
@@ -106,6 +167,11 @@ class GpuPairsSession:
     def plan(self, case_ids: list[str]) -> None:
         """The ids of the cases this session will run, in order (after selection)."""
         self._planned = list(case_ids)
+
+    @property
+    def planned(self) -> list[str]:
+        """The ids of the cases this session set out to run (after selection)."""
+        return list(self._planned)
 
     def after_case(self, case: Case) -> None:
         """Stop the MPS daemon as soon as the last of a run of MPS cases is done."""
@@ -196,7 +262,10 @@ class GpuPairsSession:
         the case runs again."""
         if not self.options.resume:
             return None
-        record = load_result(self.case_dir(case))
+        try:
+            record = load_result(self.case_dir(case))
+        except OutsideOutputFolder:
+            return None  # the case runs, and fails on its folder with the reason
         if record is None:
             return None
         same = {**json.loads(json.dumps(dict(describe(case)), default=str)), "scale": self.options.scale,
@@ -207,7 +276,7 @@ class GpuPairsSession:
     def solo_dir(self, job: JobConfig) -> Path:
         digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],
                                          default=str).encode()).hexdigest()[:10]
-        return self.options.out_dir / "_solo" / f"{job.model}-{digest}"
+        return folder_inside(self.options.out_dir / "_solo", f"{job.model}-{digest}")
 
     def emulated_card(self, case: Case) -> Optional[Ballast]:
         """The ballast of ``--gpu-memory-mb`` for one case (not started), or None without the option.
@@ -224,7 +293,7 @@ class GpuPairsSession:
         return Ballast(size, env.gpu, self.case_dir(case), env.extra_env)
 
     def case_dir(self, case: Case) -> Path:
-        return self.options.out_dir / case.id
+        return folder_inside(self.options.out_dir, case.id)
 
     def _write_session_file(self) -> None:
         env = self._env
@@ -241,6 +310,9 @@ class GpuPairsSession:
         """Every loop stopped, every job tree killed, then the MPS daemon (its clients must be gone
         before it is asked to quit): the last step of any way out of pytest."""
         with deferred_signals():
-            killed = stop_all_loops() + kill_all_jobs()
-            self.sharing.close()
-            return killed + stop_all_daemons()
+            try:
+                killed = stop_all_loops() + kill_all_jobs()
+                self.sharing.close()
+                return killed + stop_all_daemons()
+            finally:
+                self.release_output_folder()

@@ -103,3 +103,16 @@ def test_machine_info_names_the_gpu_driver_and_cuda(pytester):
     assert machine["device"] == "cpu"
     assert {"gpu_name", "driver", "cuda_driver_version", "memory_total_mb", "idle_power_w",
             "gpu_memory_mb"} <= set(machine)
+
+
+def test_a_baseline_that_shares_no_case_fails_the_gate(pytester):
+    data = json.loads(_cpu_baseline(pytester.path, 1.0).read_text())
+    for bench in data["benchmarks"]:
+        bench["extra_info"]["case_id"] = "other-" + bench["extra_info"]["case_id"]
+    baseline = pytester.path / "unrelated.json"
+    baseline.write_text(json.dumps(data))
+    result = _run(pytester, baseline, "--gpu-pairs-compare-fail", "gpu_energy_j:5%")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["no case appears in both runs: nothing was compared",
+                                 "FAILED: no case appears in both runs against *unrelated.json"])

@@ -150,9 +150,22 @@ def test_crash_loop_stops_the_loop_with_the_reason(tmp_path):
     assert not bg.wait_ready(60)
     bg.stop()
     assert len(bg.runs) == 3 and all(r.outcome.failed for r in bg.runs)
-    assert bg.failure.startswith("background fake crash-looped: 3 consecutive failed runs")
+    assert bg.failure.startswith("background fake crash-looped: 3 consecutive runs that failed or ended before")
     assert "exited with code 1" in bg.failure
     assert "crash-looped" in bg.not_ready_reason(60)
+
+
+@pytest.mark.parametrize("code, why", [("print('hi')", "exited with code 0 before it was ready"),
+                                       ("pass", "exited with code 0 without training anything")],
+                         ids=["one line then exit 0", "exit 0 without a word"])
+def test_a_background_that_exits_0_at_once_is_a_crash_loop(tmp_path, code, why):
+    looping = BackgroundLoop(spec(tmp_path, argv=[sys.executable, "-c", code]), tmp_path / "bg", 0.0,
+                             crash_loop_failures=3)
+    looping.start()
+    wait_for(lambda: not looping.running, what="the loop to give up")
+    looping.stop()
+    assert len(looping.runs) == 3 and all(r.ended_unready or r.outcome.failed for r in looping.runs)
+    assert "crash-looped" in looping.failure and why in looping.failure
 
 
 def test_failures_spread_over_time_are_not_a_crash_loop(tmp_path):
@@ -201,10 +214,38 @@ def test_orphans_of_a_dead_pytest_are_reaped_by_the_next_run(tmp_path):
 
 
 def test_signals_during_a_kill_are_held_and_delivered_after():
+    """``raise_signal`` runs the Python-level handler before it returns, so the signal has surely
+    arrived inside the block, whatever the machine's load: no sleep, no timing assumed."""
     done = []
     with pytest.raises(KeyboardInterrupt), deferred_signals():
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)
+        signal.raise_signal(signal.SIGINT)
         done.append("the kill finished")
     assert done == ["the kill finished"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _orphan(tmp_path, out_dir):
+    """A hanging job tagged as started by a pytest that no longer exists, writing into ``out_dir``."""
+    import subprocess
+
+    env = {**os.environ, "GPU_PAIRS_JOB": f"{2**22 + 1}:dead",
+           "GPU_PAIRS_PROGRESS": str(out_dir / "case" / "fg.progress.jsonl")}
+    orphan = subprocess.Popen([sys.executable, str(FAKE_JOB), "--fault", "hang", "--pids", str(tmp_path / "pids")],
+                              env=env, start_new_session=True)
+    wait_for(lambda: alive_pids(tmp_path / "pids"), what="the orphan")
+    return orphan
+
+
+def test_orphan_reaping_compares_resolved_paths_component_by_component(tmp_path):
+    (tmp_path / "main").mkdir()
+    orphan = _orphan(tmp_path, tmp_path / "out" / "kill2")
+    try:
+        assert reap_orphans(tmp_path / "out" / "kill", grace_s=1.0) == []  # a prefix, not a parent folder
+        assert alive_pids(tmp_path / "pids") == [orphan.pid]
+        spelled_otherwise = tmp_path / "main" / ".." / "out" / "kill2"
+        assert reap_orphans(spelled_otherwise, grace_s=1.0) == [orphan.pid]
+        orphan.wait(timeout=30)
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert alive_pids(tmp_path / "pids") == []

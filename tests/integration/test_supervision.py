@@ -118,8 +118,8 @@ def test_a_crash_looping_background_fails_the_case_before_or_during_the_foregrou
     ])
     outcome = run(pytester, settings)
     outcome.assert_outcomes(passed=1, failed=2)
-    outcome.stdout.fnmatch_lines(["*g01-*: background loader crash-looped: 3 consecutive failed runs within 300 s, "
-                                  "last: exited with code 1*"])
+    outcome.stdout.fnmatch_lines(["*g01-*: background loader crash-looped: 3 consecutive runs that failed or ended "
+                                  "before they were ready within 300 s, last: exited with code 1*"])
     before = result(tmp, "g01-trainer+loader-default-concurrent")
     assert before["complete"] and before["bg_runs"] == 3 and before["bg_failures"] == 3
     assert not (tmp / "out" / before["case_id"] / "fg.log").exists()

@@ -36,6 +36,11 @@ def parse(argv):
     p.add_argument("--children", type=int, default=0, help="helper processes, like data-loader workers")
     p.add_argument("--setsid-grandchild", action="store_true",
                    help="a grandchild that leaves the session while its parent exits (an orphan daemon)")
+    p.add_argument("--scrubbed-daemon", action="store_true",
+                   help="like --setsid-grandchild, and the daemon's environment is empty (no job tag)")
+    p.add_argument("--say", default="", help="a line printed before anything else (e.g. to feed a pattern)")
+    p.add_argument("--bad-progress", action="store_true",
+                   help="malformed lines in the progress file between the good ones")
     p.add_argument("--pids", default="", help="folder where every process of the job writes its pid")
     p.add_argument("--accuracy", type=float, default=0.5)
     p.add_argument("--note", default="", help="any text; printed back verbatim")
@@ -105,10 +110,21 @@ def start_helpers(args, ignore_term: bool) -> None:
     code = sleeper_code(args.pids, ignore_term)
     for _ in range(args.children):
         subprocess.Popen([sys.executable, "-c", code])
-    if args.setsid_grandchild:
+    if args.setsid_grandchild or args.scrubbed_daemon:
+        env = "{}" if args.scrubbed_daemon else "None"
         orphan_maker = ("import subprocess, sys\n"
-                        f"subprocess.Popen([sys.executable, '-c', {code!r}], start_new_session=True)\n")
+                        f"subprocess.Popen([sys.executable, '-c', {code!r}], start_new_session=True, env={env})\n")
         subprocess.run([sys.executable, "-c", orphan_maker], check=True)
+
+
+BAD_PROGRESS = [b'[1, 2]\n', b'{"event": "step", "step": "x", "t": 1.0}\n', b'{"event": "step", "t": 1.0}\n',
+                b'{"event": "error", "oom": false, "message": "", "t": 1.0}\n', b'{"event": "step", "step": 2, "t": "later"}\n',
+                b'{"event": "step", "step": 2, "t": 1.0, "note": "\xff\xfe"}\n']
+
+
+def write_bad_progress() -> None:
+    with open(os.environ["GPU_PAIRS_PROGRESS"], "ab") as handle:
+        handle.writelines(BAD_PROGRESS)
 
 
 def main(argv=None) -> int:
@@ -116,6 +132,8 @@ def main(argv=None) -> int:
     n = invocation(args.state)
     fault = args.fault if in_runs(args.fault_runs, n) else "none"
     write_pid(args.pids, "main")
+    if args.say:
+        print(args.say, flush=True)
     print(f"fake job: invocation {n}, fault {fault}, argv {sys.argv[1:]}", flush=True)
     if args.note:
         print(f"note: {args.note}", flush=True)
@@ -142,6 +160,8 @@ def main(argv=None) -> int:
             print("Epoch 1 started", flush=True)
             if writer:
                 writer.ready()
+            if writer and args.bad_progress:
+                write_bad_progress()
         if writer:
             writer.step(step, step / args.steps)
         if fault == "hang" and step == 1:

@@ -49,3 +49,87 @@ def test_steps_between_is_monotone_and_bounded(increments, a, b):
     lo, hi = min(a, b), max(a, b)
     between = progress.steps_between(lo, hi)
     assert 0 <= between <= points[-1][1] + 1e-6
+
+
+MALFORMED = {
+    "a JSON list": b'[1, 2]\n',
+    "a step that is text": b'{"event": "step", "step": "x", "t": 2.0}\n',
+    "a step without its number": b'{"event": "step", "t": 2.0}\n',
+    "a time that is text": b'{"event": "step", "step": 3, "t": "later"}\n',
+    "a time that is NaN": b'{"event": "step", "step": 3, "t": NaN}\n',
+    "bytes that are not UTF-8": b'{"event": "step", "step": 3, "t": 2.0, "x": "\xff\xfe"}\n',
+    "metrics that are a list": b'{"event": "result", "metrics": [1], "steps": 3, "t": 3.0}\n',
+    "an error without a string message": b'{"event": "error", "oom": true, "message": 5, "t": 3.0}\n',
+    "JSON nested too deep": b'[' * 100_000 + b'\n',
+}
+
+
+@pytest.mark.parametrize("line", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_line_is_counted_and_named_never_raised(tmp_path, line):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'{"event": "ready", "t": 1.0}\n' + line + b'{"event": "step", "step": 9, "t": 4.0}\n')
+    progress = Progress.read(path)
+    assert progress.steps == [(1.0, 1), (4.0, 9)]
+    assert progress.bad_lines == 1
+    assert progress.problem_note.startswith("1 malformed progress line(s) ignored (first: line 2: expected")
+
+
+def test_an_empty_oom_message_still_names_an_oom(tmp_path):
+    from pytest_gpu_pairs.run.joblog import detect_oom
+
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"event": "error", "oom": true, "message": "", "t": 3.0}\n')
+    assert detect_oom(str(tmp_path / "missing.log"), Progress.read(path)).startswith("out of memory")
+
+
+def test_a_step_report_going_back_in_time_is_refused(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"event":"ready","t":5.0}\n{"event":"step","step":9,"t":1.0}\n{"event":"step","step":10,"t":6.0}\n')
+    progress = Progress.read(path)
+    assert progress.steps == [(5.0, 1), (6.0, 10)] and progress.bad_lines == 1
+
+
+@given(st.lists(st.binary(max_size=80), max_size=20))
+def test_any_bytes_read_as_progress_without_raising(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("fuzz") / "p.jsonl"
+    data = b"\n".join(lines)
+    path.write_bytes(data)
+    progress = Progress.read(path)
+    assert progress.bad_lines <= data.count(b"\n")
+    assert all(isinstance(t, float) and isinstance(s, int) for t, s in progress.steps)
+    progress.training_rate()
+    progress.steps_between(0.0, 1e9)
+
+
+def test_step_reports_past_the_cap_are_thinned_keeping_first_and_last(tmp_path, monkeypatch):
+    monkeypatch.setattr("pytest_gpu_pairs.protocol.MAX_STEPS", 100)
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(f'{{"event":"step","step":{i},"t":{float(i)}}}\n' for i in range(1, 1001)))
+    progress = Progress.read(path)
+    assert len(progress.steps) <= 101
+    assert progress.steps[0] == (1.0, 1) and progress.steps[-1] == (1000.0, 1000)
+    assert progress.steps_between(1.0, 1000.0) == pytest.approx(999.0)
+
+
+def _with_peak_allocation(read):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        value = read()
+        return value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_huge_progress_line_without_a_newline_is_not_read_into_memory(tmp_path):
+    path = tmp_path / "p.jsonl"
+    with open(path, "wb") as handle:
+        handle.write(b'{"event":"ready","t":1.0}\n')
+        for _ in range(32):
+            handle.write(b"x" * (1 << 20))  # 32 MiB in one line
+        handle.write(b'\n{"event":"step","step":7,"t":2.0}\n')
+    progress, peak = _with_peak_allocation(lambda: Progress.read(path))
+    assert peak < 8 * (1 << 20)
+    assert progress.steps == [(1.0, 1), (2.0, 7)] and progress.bad_lines == 1
+    assert "longer than" in progress.first_problem

@@ -19,6 +19,7 @@ from pytest_gpu_pairs.analysis.compare import (
     is_regression,
     machine_differences,
     parse_thresholds,
+    verdict,
 )
 from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.store import Run, load_run
@@ -149,7 +150,29 @@ def test_cases_are_matched_by_id_and_the_unmatched_are_listed():
     comparison = compare_runs(base, new, parse_thresholds("gpu_energy_j:5%"))
     assert {row.case_id for row in comparison.rows} == {CASE}
     assert comparison.missing_in_new == ["s01-mnist+resnet20-default-concurrent"]
-    assert comparison.new_cases == ["x-new"] and not comparison.failed
+    assert comparison.new_cases == ["x-new"]
+    assert comparison.failed and comparison.unjudged == ["1 baseline case(s) missing from new"]
+    selected = compare_runs(base, new, parse_thresholds("gpu_energy_j:5%"), expected=[CASE, "x-new"])
+    assert selected.missing_in_new == [] and not selected.failed  # a case not selected is not missing
+
+
+def test_a_gate_between_runs_that_share_no_case_fails(capsys, tmp_path):
+    base = load_run(BENCH)
+    new = Run("new", {"x-new": {"case_id": "x-new", "gpu_energy_j": 1.0}}, dict(base.machine))
+    comparison = compare_runs(base, new, parse_thresholds("gpu_energy_j:5%"))
+    assert comparison.failed and "no case appears in both runs" in comparison.unjudged
+    assert verdict(comparison).startswith("FAILED")
+    assert not compare_runs(base, new).failed  # without limits nothing can fail
+
+
+@pytest.mark.parametrize("base_value, new_value, status", [
+    (None, 1.0, "NO BASELINE VALUE"), (1.0, None, "NOT MEASURED"), (None, None, "NOT MEASURED in either")])
+def test_an_unmeasured_gated_figure_fails_with_the_reason(base_value, new_value, status):
+    base = Run("base", {"c": {"case_id": "c", "gpu_energy_j": base_value, "notes": {"gpu_energy_j": "no counter"}}})
+    new = Run("new", {"c": {"case_id": "c", "gpu_energy_j": new_value, "notes": {"gpu_energy_j": "no counter"}}})
+    comparison = compare_runs(base, new, parse_thresholds("gpu_energy_j:5%"))
+    row = next(r for r in comparison.rows if r.metric == "gpu_energy_j")
+    assert comparison.failed and row.regression and row.status == status and row.reason == "no counter"
 
 
 @pytest.mark.parametrize("text, message", [

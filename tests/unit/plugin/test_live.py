@@ -68,6 +68,13 @@ def test_last_progress_reads_the_tail_and_skips_a_half_written_line(tmp_path):
     assert last_progress(tmp_path / "missing.jsonl") is None
 
 
+def test_last_progress_passes_over_malformed_lines(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"event": "step", "step": 4, "epoch": 0.1, "t": 1}\n'
+                    '{"event": "step", "step": "x", "epoch": "many", "t": "later"}\n[1, 2]\n')
+    assert last_progress(path)["step"] == 4
+
+
 def test_the_thread_redraws_until_the_round_ends_and_stops_on_close(tmp_path):
     round_ = fake_round(tmp_path, [{"event": "step", "step": 5, "epoch": 0.1, "t": 1}])
     stream = io.StringIO()

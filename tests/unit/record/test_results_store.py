@@ -1,6 +1,8 @@
 """result.json: atomic writes, complete vs interrupted, what --gpu-pairs-resume accepts; cool-down."""
+import errno
 import json
 import os
+import stat
 
 import pytest
 from support.helpers import pair
@@ -8,7 +10,7 @@ from support.helpers import pair
 from pytest_gpu_pairs.experiment.cases import describe, expand
 from pytest_gpu_pairs.experiment.load import parse_experiment
 from pytest_gpu_pairs.record import build as results
-from pytest_gpu_pairs.record.store import load_result, save_incomplete, save_result
+from pytest_gpu_pairs.record.store import StoreWriteError, load_result, save_incomplete, save_result, write_session
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 from pytest_gpu_pairs.run.round import cool_down
 from pytest_gpu_pairs.run.session import GpuPairsSession
@@ -25,6 +27,34 @@ def test_a_failed_write_leaves_the_previous_result_whole_and_no_temporary_file(t
         save_result(tmp_path, {"case_id": "c", "value": 2})
     assert json.loads((tmp_path / "result.json").read_text())["value"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_keeps_the_earlier_result(tmp_path, monkeypatch):
+    save_result(tmp_path, {"case_id": "c", "value": 1})
+
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(StoreWriteError) as info:
+        save_result(tmp_path, {"case_id": "c", "value": 2})
+    assert str(info.value) == (f"could not write {tmp_path / 'result.json'}: No space left on device; "
+                               "the earlier file, if any, is unchanged")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert json.loads((tmp_path / "result.json").read_text())["value"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_results_and_session_files_follow_the_umask(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        save_result(tmp_path / "case", {"case_id": "c"})
+        write_session(tmp_path, {"device": "cpu"})
+    finally:
+        os.umask(previous)
+    for path in (tmp_path / "case" / "result.json", tmp_path / "session.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
 
 
 def test_only_a_complete_result_is_loaded(tmp_path):

@@ -1,6 +1,8 @@
 """The MPS helpers that start nothing: finding the control program, seeing the system daemon, and
 the client limits (integration/test_mps.py runs the daemon's lifecycle)."""
 import os
+import stat
+import subprocess
 
 import pytest
 from hypothesis import given
@@ -20,13 +22,74 @@ def test_a_missing_control_program_is_a_reason_not_a_crash(tmp_path, monkeypatch
         find_control(None)
 
 
-def test_system_daemon_is_seen_only_while_alive(tmp_path, monkeypatch):
+@pytest.fixture
+def control_daemon(tmp_path):
+    """A live process that is an MPS control daemon as far as its name goes."""
+    program = tmp_path / "bin" / mps.CONTROL_NAME
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\nsleep 600\nexit 0\n")
+    program.chmod(0o755)
+    process = subprocess.Popen([str(program)])
+    yield process.pid
+    process.kill()
+    process.wait()
+
+
+def test_system_daemon_is_seen_only_while_alive(tmp_path, monkeypatch, control_daemon):
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
     assert mps.system_daemon_pid() is None
-    (tmp_path / mps.PID_FILE).write_text(f"{os.getpid()}\n")
-    assert mps.system_daemon_pid() == os.getpid()
+    (tmp_path / mps.PID_FILE).write_text(f"{control_daemon}\n")
+    assert mps.system_daemon_pid() == control_daemon
     (tmp_path / mps.PID_FILE).write_text("999999999\n")
     assert mps.system_daemon_pid() is None
+
+
+@pytest.mark.parametrize("pid", [1, os.getpid()], ids=["init", "a process that is no daemon"])
+def test_a_stale_pid_file_naming_another_process_is_no_daemon(tmp_path, monkeypatch, pid):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    (tmp_path / mps.PID_FILE).write_text(f"{pid}\n")
+    assert mps.system_daemon_pid() is None
+
+
+def test_a_pid_file_that_is_a_symlink_is_not_followed(tmp_path, monkeypatch, control_daemon):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    (tmp_path / "elsewhere").write_text(f"{control_daemon}\n")
+    (tmp_path / mps.PID_FILE).symlink_to(tmp_path / "elsewhere")
+    assert mps.system_daemon_pid() is None
+
+
+def test_the_log_folder_is_created_0700_in_one_step(tmp_path):
+    folder = mps._private_dir(tmp_path / "out" / "_mps")
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 & ~_umask()
+    assert mps._private_dir(folder) == folder  # the folder this user made is used again
+
+
+def _umask() -> int:
+    from pytest_gpu_pairs.record.store import _umask
+
+    return _umask() & 0o077
+
+
+@pytest.mark.parametrize("plant", ["symlink", "open mode", "planted control.log link", "a file"])
+def test_a_log_folder_this_user_did_not_make_private_is_refused(tmp_path, plant):
+    folder = tmp_path / "out" / "_mps"
+    folder.parent.mkdir()
+    target = tmp_path / "target"
+    target.mkdir()
+    mode_before = stat.S_IMODE(target.stat().st_mode)
+    if plant == "symlink":
+        folder.symlink_to(target)
+    elif plant == "a file":
+        folder.write_text("")
+    else:
+        folder.mkdir(mode=0o700)
+        if plant == "open mode":
+            folder.chmod(0o777)
+        else:
+            (folder / "control.log").symlink_to(target / "victim")
+    with pytest.raises(MpsUnavailable, match="refusing the MPS log folder"):
+        mps._private_dir(folder)
+    assert stat.S_IMODE(target.stat().st_mode) == mode_before and list(target.iterdir()) == []
 
 
 def test_client_limits_use_the_documented_variables():

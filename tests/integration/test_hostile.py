@@ -1,0 +1,211 @@
+"""Hostile input and faults in real pytest sessions (pytester subprocesses) with command workloads
+(tests/support/fake_job.py): patterns that backtrack, malformed progress files, a second session
+on one output folder, senseless options, jobs that train nothing, a daemon that escapes its
+session with a scrubbed environment, unreadable records on resume, and the files' modes."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+from filelock import FileLock
+from support.helpers import FAKE_JOB, SUITE, alive_pids, jobs_started_under
+
+HOSTILE_LINE = "a" * 40 + "!"  # (a+)+$ against this takes 2**40 steps in a backtracking engine
+BG = ["--protocol", "--steps", "40", "--step-s", "0.05"]
+
+
+def command(*args: str, **extra) -> dict:
+    return {"command": [sys.executable, str(FAKE_JOB), *args], **extra}
+
+
+def write_settings(tmp: Path, workloads: dict, **defaults) -> Path:
+    path = tmp / "hostile.json"
+    pairs = [{"group": "g01", "foreground": {"model": "fg"}, "background": {"model": "bg"}}]
+    path.write_text(json.dumps({"name": "hostile", "defaults": {"restart_delay_s": 0.1, "timeout_s": 300, **defaults},
+                                "workloads": workloads, "pairs": pairs}))
+    return path
+
+
+def run(pytester, settings: Path, *extra):
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester.runpytest_subprocess("--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(pytester.path / "out"),
+                                         "--gpu-pairs-settings", str(settings), "-p", "no:cacheprovider", "-rA",
+                                         *extra, timeout=600)
+
+
+CASE = "g01-fg+bg-default-concurrent"
+
+
+def record(tmp: Path) -> dict:
+    return json.loads((tmp / "out" / CASE / "result.json").read_text())
+
+
+def test_a_backtracking_ready_pattern_and_log_pattern_cannot_freeze_pytest(pytester):
+    """Before RE2 this session never ended: the reader thread held the GIL and no signal got in."""
+    settings = write_settings(pytester.path, {
+        "fg": command("--say", HOSTILE_LINE, "--steps", "3", log_patterns={"stuck": "(a+)+$"}),
+        "bg": command("--say", HOSTILE_LINE, "--steps", "200", "--step-s", "0.05", ready_pattern="(a+)+$"),
+    }, ready_timeout_s=2)
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*did not become ready within 2 s*its ready_pattern '(a+)+$'*"])
+    assert jobs_started_under(pytester.path / "out") == []
+
+
+def test_malformed_progress_lines_are_counted_and_the_case_is_complete(pytester):
+    settings = write_settings(pytester.path, {"fg": command("--protocol", "--bad-progress", "--steps", "5"),
+                                              "bg": command(*BG)})
+    result = run(pytester, settings)
+    result.assert_outcomes(passed=1)
+    saved = record(pytester.path)
+    assert saved["complete"] is True and saved["fg_duration_s"] > 0
+    assert "5 malformed progress line(s) ignored (first: line 2: expected a JSON object" in saved["notes"]["duration_basis"]
+    again = run(pytester, settings, "--gpu-pairs-resume")
+    again.assert_outcomes(skipped=1)  # complete: not rerun forever
+
+
+def test_a_second_session_on_one_output_folder_is_refused_in_one_line(pytester):
+    out = pytester.path / "out"
+    live_case = out / CASE
+    live_case.mkdir(parents=True)
+    (live_case / "fg.log").write_text("the first session's live log\n")
+    (out / ".gpu-pairs.lock.owner").write_text("pid 12345 since today\n")
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    with FileLock(str(out / ".gpu-pairs.lock"), timeout=0):
+        result = run(pytester, settings)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([f"ERROR: --gpu-pairs-out {out} is in use by another pytest session (pid 12345 "
+                                 "since today); wait for it to end or choose another --gpu-pairs-out"])
+    assert (live_case / "fg.log").read_text() == "the first session's live log\n"
+
+
+def test_options_that_make_no_sense_are_one_line_before_anything_starts(pytester):
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    pytester.makepyfile(test_suite=SUITE)
+    a_file = pytester.path / "not-a-folder"
+    a_file.write_text("")
+    for options, expected in [(["--gpu-pairs-scale", "inf"], "*--gpu-pairs-scale*expected a finite number above 0*"),
+                              (["--min-efficiency", "nan"], "*--min-efficiency*expected a finite number*"),
+                              (["--gpu-pairs-out", str(a_file)], f"*--gpu-pairs-out {a_file}: expected a folder*")]:
+        args = ["--gpu-pairs-device", "cpu", "--gpu-pairs-settings", str(settings), "--gpu-pairs-out",
+                str(pytester.path / "out"), *options]
+        result = pytester.runpytest_subprocess(*args, timeout=300)
+        assert result.ret == 4, options
+        assert "Traceback" not in result.stderr.str() + result.stdout.str(), options
+        (result.stderr if result.stderr.str().strip() else result.stdout).fnmatch_lines([expected])
+    assert not (pytester.path / "out").exists()
+
+
+def test_a_foreground_that_trained_nothing_fails(pytester):
+    settings = write_settings(pytester.path, {"fg": {"command": [sys.executable, "-c", "pass"]}, "bg": command(*BG)})
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*exited with code 0 without training anything: no progress report, no metric "
+                                 "and no output*"])
+
+
+def test_a_background_that_exits_at_once_fails_the_case_as_a_crash_loop(pytester):
+    hang_when_concurrent = ["--fault", "hang", "--fault-runs", "2", "--state", str(pytester.path / "fg-state")]
+    settings = write_settings(pytester.path, {"fg": command("--protocol", *hang_when_concurrent),
+                                              "bg": {"command": [sys.executable, "-c", "print('done')"]}},
+                              restart_delay_s=0)
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*background bg crash-looped: 3 consecutive runs that failed or ended before they "
+                                 "were ready*exited with code 0 before it was ready*"])
+    assert record(pytester.path)["complete"] is True
+
+
+def test_a_setsid_daemon_with_a_scrubbed_environment_is_killed(pytester):
+    pids = pytester.path / "pids"
+    settings = write_settings(pytester.path, {
+        "fg": command("--protocol", "--steps", "5", "--scrubbed-daemon", "--pids", str(pids)), "bg": command(*BG)})
+    result = run(pytester, settings)
+    result.assert_outcomes(passed=1)
+    assert list(pids.glob("*.helper")), "the daemon never started"
+    assert alive_pids(pids) == []
+    assert record(pytester.path)["complete"] is True
+
+
+def test_a_record_of_wrong_types_is_measured_again_on_resume(pytester):
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    run(pytester, settings).assert_outcomes(passed=1)
+    path = pytester.path / "out" / CASE / "result.json"
+    path.write_text(json.dumps({**record(pytester.path), "concurrency_efficiency": "1.2"}))
+    result = run(pytester, settings, "--gpu-pairs-resume")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*gpu-pairs results*", f"{CASE}  *"])
+    assert isinstance(record(pytester.path)["concurrency_efficiency"], (float, type(None)))
+
+
+def test_results_follow_the_umask_like_the_logs(pytester):
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    run(pytester, settings).assert_outcomes(passed=1)
+    out = pytester.path / "out"
+    log_mode = stat.S_IMODE((out / CASE / "fg.log").stat().st_mode)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert log_mode == 0o666 & ~umask
+    for path in (out / CASE / "result.json", out / "session.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == log_mode, path
+
+
+FULL_DISK_FOR_RESULTS = """
+import errno, os
+_fsync = os.fsync
+
+def _full_for_results(fd):
+    if ".result.json." in os.readlink(f"/proc/self/fd/{fd}"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return _fsync(fd)
+
+os.fsync = _full_for_results
+"""
+
+
+def test_a_full_disk_fails_the_case_in_one_line_and_ends_every_job(pytester):
+    pytester.makeconftest(FULL_DISK_FOR_RESULTS)
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"{CASE}: could not write *result.json: No space left on device; the earlier file, "
+                                 "if any, is unchanged"])
+    assert "Traceback" not in result.stdout.str() and "OSError" not in result.stdout.str()
+    assert jobs_started_under(pytester.path / "out") == []
+
+
+PLAIN_TEST = """
+import ctypes
+
+def test_pytest_is_no_subreaper_here():
+    value = ctypes.c_int(-1)
+    assert ctypes.CDLL(None).prctl(37, ctypes.byref(value), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    assert value.value == 0
+"""
+
+
+def test_a_session_that_runs_no_case_takes_no_lock_and_no_subreaper_role(pytester):
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    pytester.makepyfile(test_plain=PLAIN_TEST)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", str(settings), "--gpu-pairs-out", str(out),
+                                           "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=1)
+    assert not out.exists()
+
+
+def test_a_case_folder_planted_as_a_symlink_is_refused_and_nothing_outside_is_touched(pytester):
+    outside = pytester.path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me\n")
+    out = pytester.path / "out"
+    out.mkdir()
+    (out / CASE).symlink_to(outside)
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"{CASE}: refusing {out / CASE}: it resolves to {outside}, outside {out}"])
+    assert [p.name for p in outside.iterdir()] == ["precious.txt"]
