@@ -92,6 +92,7 @@ class Progress:
     steps: list[tuple[float, int]] = field(default_factory=list)
     result: Optional[dict[str, Any]] = None
     error: Optional[dict[str, Any]] = None
+    source: str = "protocol"  # or "log": read from the job's log with its progress_pattern
 
     @classmethod
     def read(cls, path: str | Path) -> Progress:
