@@ -39,9 +39,8 @@ def _plain(value: float) -> float | int:
 class LogProgress:
     """Lines in arrival order -> ``Progress``; no I/O. The groups' meaning is in
     ``experiment.logformats.GROUPS``. Steps only grow: a line that would count backwards (another
-    progress bar, a restarted counter) is not counted. Points closer than the protocol's
-    ``STEP_INTERVAL_S`` replace the newest one, so a job printing every millisecond costs what the
-    protocol costs."""
+    progress bar, a restarted counter) is not counted. Points are kept ``STEP_INTERVAL_S`` apart (the
+    newest one always), so a job printing every millisecond costs what the protocol costs."""
 
     def __init__(self, pattern: str, ready_pattern: Optional[str] = None):
         self._pattern = compile_pattern(pattern)
@@ -98,7 +97,10 @@ class LogProgress:
         return self._rollovers * batches + batch
 
     def _add(self, t: float, step: float | int) -> None:
-        if len(self.steps) >= 2 and t - self.steps[-2][0] < STEP_INTERVAL_S:
+        """The newest point always stands last; it stays once it is ``STEP_INTERVAL_S`` after the one
+        before it, else the next line replaces it (as a line read at the same moment does)."""
+        pending_too_close = len(self.steps) >= 2 and self.steps[-1][0] - self.steps[-2][0] < STEP_INTERVAL_S
+        if self.steps and (t == self.steps[-1][0] or pending_too_close):
             self.steps[-1] = (t, step)
         else:
             self.steps.append((t, step))
