@@ -108,6 +108,8 @@ def test_each_format_as_foreground_and_as_background_gives_an_efficiency(pyteste
         assert record["fg_progress_source"] == record["bg_progress_source"] == "log"
         assert record["duration_basis"] == "training" and record["fg_duration_s"] < record["fg_wall_s"]
         assert record["perf"] == {"accuracy": 0.75}
+    runs = [json.loads(line) for path in out.glob("*/bg-runs.jsonl") for line in path.read_text().splitlines()]
+    assert runs and all(run["ready_basis"] == "progress_pattern" for run in runs if run["ready_t"] is not None)
     assert_every_job_read_as_reported(out)
     assert jobs_started_under(out) == []
 
