@@ -278,6 +278,9 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["fg_duration_s"] = fg.duration_s
     record["fg_wall_s"] = fg.wall_s
     record["fg_startup_s"] = fg.progress.setup_t - fg.start_t if fg.progress.setup_t else None
+    if record["fg_startup_s"] is None:
+        notes.unmeasured("fg_startup_s", "the foreground reported no setup event (built-ins do; a log read with a "
+                                         "progress_pattern and pytest_gpu_pairs.progress have none)")
     record["duration_basis"] = fg.duration_basis
     record["fg_progress_source"] = progress_source(fg.progress)
     if fg.duration_basis == "process":

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case
 
 PROGRESS_FIX = ("give {} a progress_pattern (the log lines that say its step) or report steps with "
@@ -62,13 +63,19 @@ class CaseResult:
 
     def _unevaluated_vram(self) -> Optional[str]:
         r = self.record
-        if not self.enforce_vram or r.get("peak_vram_mb") is not None:
+        if not self.enforce_vram or r.get("peak_vram_mb") is not None or self._needs_no_gpu():
             return None
         fix = ("memory is measured on a GPU only: run there, or leave out --vram-budget-mb" if r.get("device") == "cpu"
                else "NVML must list the jobs' processes with their memory (in a container: share the host's pid "
                     "namespace, e.g. docker run --pid=host)")
         return (f"the VRAM budget of {self.case.vram_budget_mb:.0f} MB could not be checked: peak_vram_mb is null "
                 f"({self._note('peak_vram_mb')}); {fix}")
+
+    def _needs_no_gpu(self) -> bool:
+        """Every job is a built-in that trains on the CPU (bug_localization): it holds no GPU memory,
+        so there is nothing to measure and the budget holds."""
+        jobs = [job for job in (self.case.fg, getattr(self.case, "bg", None)) if job is not None]
+        return all(job.is_builtin and job.model in BUILTINS and BUILTINS[job.model].cpu_only for job in jobs)
 
     def check(self) -> None:
         """Fail the test with every violated condition at once."""

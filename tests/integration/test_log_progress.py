@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,7 @@ def test_a_job_that_only_prints_has_the_steps_it_reported(tmp_path, name):
     assert first == outcome.progress.steps[0][0]
     assert outcome.duration_basis == ("training" if last > first else "process")  # one read: no window to time
     assert logprogress.load(job.log_progress_path) == outcome.progress  # saved beside the log
-    assert live_jobs() == []
+    assert live_jobs() == [] and not [t for t in threading.enumerate() if t.name.startswith("gpu-pairs-log-")]
 
 
 def test_a_job_that_speaks_the_protocol_is_read_through_it_even_with_a_progress_pattern(tmp_path):

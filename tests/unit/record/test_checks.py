@@ -5,8 +5,10 @@ import pytest
 
 from pytest_gpu_pairs.record.checks import CaseResult
 
+SCRIPT = SimpleNamespace(model="script", is_builtin=False)
+RESNET20 = SimpleNamespace(model="resnet20", is_builtin=True)
 CASE = SimpleNamespace(id="c01-script+resnet20-default-concurrent", mode="concurrent", min_efficiency=1.0,
-                       vram_budget_mb=7500.0)
+                       vram_budget_mb=7500.0, fg=SCRIPT, bg=RESNET20)
 
 
 def record(**figures):
@@ -62,3 +64,9 @@ def test_records_written_before_the_progress_sources_existed_get_no_guessed_fix(
     del r["fg_progress_source"], r["bg_progress_source"]
     [problem] = CaseResult(CASE, r).problems()
     assert "progress_pattern" not in problem
+
+
+def test_a_case_of_jobs_that_train_on_the_cpu_holds_its_budget_without_a_measurement():
+    bug_localization = SimpleNamespace(model="bug_localization", is_builtin=True)
+    solo = SimpleNamespace(**{**vars(CASE), "mode": "solo", "fg": bug_localization, "bg": None})
+    assert CaseResult(solo, record(peak_vram_mb=None), enforce_vram=True).problems() == []
