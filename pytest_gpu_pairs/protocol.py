@@ -181,6 +181,7 @@ class Progress:
     error: Optional[dict[str, Any]] = None
     bad_lines: int = 0
     first_problem: Optional[str] = None
+    source: str = "protocol"  # or "log": read from the job's log with its progress_pattern
     _line: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from pytest_gpu_pairs.experiment.logformats import check_progress_pattern, preset_pattern
 from pytest_gpu_pairs.patterns import compile_pattern, group_count
 
 NAME_MAX = 64  # a workload, hyperparameter or group name; a case id joins several into one folder name
@@ -159,6 +160,8 @@ class CommandWorkload(_Strict):
     hyperparameters: dict[Name, HyperparameterSpec] = Field(default_factory=dict)
     log_patterns: dict[Name, str] = Field(default_factory=dict)
     ready_pattern: Optional[str] = None
+    progress_pattern: Optional[str] = None
+    progress_preset: Optional[str] = None
 
     @field_validator("command")
     @classmethod
@@ -176,6 +179,29 @@ class CommandWorkload(_Strict):
     @classmethod
     def _ready_compiles(cls, pattern: Optional[str]) -> Optional[str]:
         return None if pattern is None else _compile_regex(pattern)
+
+    @field_validator("progress_pattern")
+    @classmethod
+    def _progress_groups(cls, pattern: Optional[str]) -> Optional[str]:
+        return None if pattern is None else check_progress_pattern(pattern)
+
+    @field_validator("progress_preset")
+    @classmethod
+    def _known_preset(cls, name: Optional[str]) -> Optional[str]:
+        if name is not None:
+            preset_pattern(name)
+        return name
+
+    @model_validator(mode="after")
+    def _one_progress_source(self):
+        if self.progress_pattern is not None and self.progress_preset is not None:
+            raise ValueError("expected progress_pattern or progress_preset, not both")
+        return self
+
+    @property
+    def progress_regex(self) -> Optional[str]:
+        """The pattern its log's progress lines are read with (its own, or its preset's), if any."""
+        return preset_pattern(self.progress_preset) if self.progress_preset else self.progress_pattern
 
     def defaults(self) -> dict[str, Any]:
         return {n: s.default for n, s in self.hyperparameters.items() if s.default is not None}

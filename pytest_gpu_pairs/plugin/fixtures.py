@@ -41,7 +41,8 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
     ``--gpu-pairs-resume`` a case with a complete earlier result is skipped (and still reported)."""
     recorded = gpu_pairs.resumable(gpu_pair_case)
     if recorded is not None:
-        gpu_pairs.results.append(CaseResult(gpu_pair_case, recorded, gpu_pairs.enforce_efficiency, resumed=True))
+        gpu_pairs.results.append(CaseResult(gpu_pair_case, recorded, gpu_pairs.enforce_efficiency, resumed=True,
+                                            enforce_vram=gpu_pairs.enforce_vram))
         pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
                     + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
     run = PairRun(gpu_pair_case, gpu_pairs, benchmark)

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.counters import counter_energy_j, unwrap_counter
 from pytest_gpu_pairs.monitor.samples import JOB_ROLES
+from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.keys import PER_ROUND
@@ -206,17 +207,28 @@ def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str)
     return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}
 
 
+_PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report steps with "
+                 "pytest_gpu_pairs.progress")
+
+
+def progress_source(progress: Progress) -> Optional[str]:
+    """protocol or log, for a job that reported steps; None for one that reported none."""
+    return progress.source if progress.steps else None
+
+
 def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes) -> dict[str, Any]:
     loop = m.background
     if loop is None:
         for key in ("bg_progress_ratio", "bg_coverage"):
             notes.unmeasured(key, "solo case: no background job")
         return {"bg_runs": 0, "bg_failures": 0, "bg_coverage": None, "bg_progress_ratio": None, "bg_speed_ratio": None,
+                "bg_progress_source": None,
                 "bg_steps_in_window": None, "bg_solo_steps_per_s": None, "bg_peak_mem_reserved_mb": None}
     steps = loop.steps_between(*m.window) if any(r.outcome.progress.steps for r in loop.runs) else None
     solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
     if steps is None:
-        notes.unmeasured("bg_progress_ratio", "the background job reports no steps (no progress protocol)")
+        model = loop.runs[0].outcome.model if loop.runs else "the background"
+        notes.unmeasured("bg_progress_ratio", f"the background job reports no steps: {_PROGRESS_FIX.format(model)}")
     elif solo_rate is None:
         notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate "
                                              "(fewer than two steps at this --gpu-pairs-scale, or none reported)")
@@ -226,6 +238,8 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
     if bg_perf is None:
         notes.unmeasured("bg_perf", "no background run finished on its own during the case")
     return {"bg_runs": len(loop.runs), "bg_failures": len(loop.failures), "bg_coverage": cover,
+            "bg_progress_source": next((progress_source(r.outcome.progress) for r in loop.runs
+                                        if r.outcome.progress.steps), None),
             "bg_progress_ratio": metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
             "bg_speed_ratio": metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
             "bg_steps_in_window": steps, "bg_solo_steps_per_s": solo_rate,
@@ -264,9 +278,14 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["fg_duration_s"] = fg.duration_s
     record["fg_wall_s"] = fg.wall_s
     record["fg_startup_s"] = fg.progress.setup_t - fg.start_t if fg.progress.setup_t else None
+    if record["fg_startup_s"] is None:
+        notes.unmeasured("fg_startup_s", "the foreground reported no setup event (built-ins do; a log read with a "
+                                         "progress_pattern and pytest_gpu_pairs.progress have none)")
     record["duration_basis"] = fg.duration_basis
+    record["fg_progress_source"] = progress_source(fg.progress)
     if fg.duration_basis == "process":
-        notes.unmeasured("duration_basis", "the foreground reports no progress: durations are process wall times")
+        notes.unmeasured("duration_basis", "the foreground reports no progress, so durations are process wall times "
+                                           f"(startup included): {_PROGRESS_FIX.format(fg.model)}")
     if fg.progress.problem_note:
         notes.unmeasured("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
     record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None
@@ -395,6 +414,7 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
                               "energy_split_method": SPLIT_METHOD if m.samples else None,
                               "oom": m.oom, "failure": m.failure, "perf": {}, "fg_exit_code": None}
     record.update(case_figures(m, env.idle_power_w))
+    record["fg_progress_source"], record["bg_progress_source"] = progress_source(m.fg), progress_source(m.bg)
     rule = m.rule
     record["precision_target"] = getattr(rule, "precision", None)
     achieved = record["precision_achieved"]
@@ -426,8 +446,8 @@ def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement
     for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
         if record.get(key) is None:
             notes.unmeasured(key, "no round had two step reports of each job inside each of its phases: a job "
-                                  "without the progress protocol reports no steps, and a job slower than one step "
-                                  "per phase_s / 2 needs longer phases")
+                                  "without the progress protocol or a progress_pattern reports no steps, and a job "
+                                  "slower than one step per phase_s / 2 needs longer phases")
     if record["precision_target"] is None:
         notes.unmeasured("precision_reached", "no precision target: a fixed number of rounds (the CPU default, "
                                               "or --gpu-pairs-precision off)")

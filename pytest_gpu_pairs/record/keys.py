@@ -50,11 +50,12 @@ IDENTITY = _figures("identity", [
 ])
 
 TIME = _figures("time", [
-    ("fg_duration_s", "float", "s", "lower", True, "the foreground's training time (first to last step; process time without the progress protocol)"),
+    ("fg_duration_s", "float", "s", "lower", True, "the foreground's training time (first to last step; process time for a job that reports no progress)"),
     ("fg_wall_s", "float", "s", "lower", True, "the foreground process's whole lifetime, startup included"),
     ("fg_startup_s", "float", "s", "lower", True, "from process start to the job's setup event"),
     ("fg_solo_duration_s", "float", "s", "lower", False, "the foreground's training time alone on the device"),
-    ("duration_basis", "str", "", None, False, "training (from the progress protocol) or process (wall time)"),
+    ("duration_basis", "str", "", None, False, "training (first to last step, from fg_progress_source) or process (wall time)"),
+    ("fg_progress_source", "str", "", None, False, "where the foreground's steps came from: protocol, log (its progress_pattern), or None (it reported none)"),
     ("window_s", "float", "s", "lower", True, "the measured window: the foreground's training time"),
 ])
 
@@ -68,6 +69,7 @@ SHARING = _figures("sharing", [
     ("bg_failures", "float", "count", "lower", True, "background runs that failed"),
     ("bg_steps_in_window", "float", "steps", None, False, "background steps inside the window"),
     ("bg_solo_steps_per_s", "float", "steps/s", None, True, "the background's step rate alone"),
+    ("bg_progress_source", "str", "", None, False, "where the background's steps came from: protocol, log (its progress_pattern), or None (it reported none)"),
 ])
 
 ENERGY = _figures("energy", [

@@ -16,7 +16,6 @@ from typing import Optional
 
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.patterns import compile_pattern
-from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, LOG_LINE_BYTES
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
@@ -32,8 +31,10 @@ class ReadinessWatch:
 
     1. ``protocol``: the progress protocol's ready event (after the first optimiser step); the
        only way for a built-in workload, and for a command workload once its progress file exists;
-    2. ``ready_pattern``: the workload's ``ready_pattern`` matches a line of its log;
-    3. ``fallback`` (a command workload with neither): the job has printed its first line and is
+    2. ``progress_pattern``: a command workload with a progress_pattern is ready at its log's first
+       progress line (at its ready_pattern's first match, when it has one too);
+    3. ``ready_pattern``: the workload's ``ready_pattern`` matches a line of its log;
+    4. ``fallback`` (a command workload with none of these): the job has printed its first line and is
        still alive ``READY_FALLBACK_S`` later, or it exited with code 0 (it trained, from its first
        line on).
 
@@ -58,11 +59,11 @@ class ReadinessWatch:
         return self.ready_t
 
     def _detect(self) -> Optional[tuple[float, str]]:
-        progress = Progress.read(self.job.progress_path, until_ready=True)
+        progress = self.job.progress(until_ready=True)
         if progress.ready_t is not None:
-            return progress.ready_t, "protocol"
-        if self.job.spec.protocol or Path(self.job.progress_path).exists():
-            return None  # speaks the protocol: wait for its ready event
+            return progress.ready_t, "protocol" if progress.source == "protocol" else "progress_pattern"
+        if self.job.spec.protocol or self.job.spec.progress_pattern or Path(self.job.progress_path).exists():
+            return None  # speaks the protocol or prints its progress: wait for its first step
         matched = self._scan_new_output()
         if self._pattern is not None:
             return (time.time(), "ready_pattern") if matched else None
@@ -162,10 +163,15 @@ class BackgroundLoop:
             return self.failure
         runs = list(self.runs)
         what = f"{len(runs)} finished run(s)" + (f", last: {runs[-1].outcome.reason()}" if runs else "")
-        how = ("its progress protocol's ready event" if not self.spec.ready_pattern
-               else f"its ready_pattern {self.spec.ready_pattern!r}")
         return (f"background {self.spec.model} did not become ready within {timeout_s:g} s ({what}); "
-                f"readiness comes from {how} or the documented fallback; see {self.out_dir}/bg-run-*.log")
+                f"readiness comes from {self._readiness_source()}; see {self.out_dir}/bg-run-*.log")
+
+    def _readiness_source(self) -> str:
+        if self.spec.ready_pattern:
+            return f"its ready_pattern {self.spec.ready_pattern!r}"
+        if self.spec.progress_pattern:
+            return f"the first log line its progress_pattern {self.spec.progress_pattern!r} matches"
+        return "its progress protocol's ready event or the documented fallback"
 
     def stop(self) -> None:
         self._stop.set()

@@ -229,7 +229,8 @@ class PairRun:
         self.benchmark.extra_info.update(record.to_dict())
         path = save_result(self.session.case_dir(self.case), record)
         self._recorded = True
-        result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)])
+        result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)],
+                            enforce_vram=self.session.enforce_vram)
         self.session.results.append(result)
         return result
 

@@ -119,7 +119,7 @@ class InterleavedPair:
             self.roles.register(process.pid, role, process.tag)
 
     def _progress(self, role: str) -> Progress:
-        return Progress.read(self.jobs[role].progress_path)
+        return self.jobs[role].progress()  # the protocol's, or read from the log (progress_pattern)
 
     def _check_alive(self) -> None:
         for role, process in self.jobs.items():

@@ -26,7 +26,9 @@ import psutil
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.protocol import ENV_VAR, Progress
 from pytest_gpu_pairs.record.measurement import JobOutcome
+from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
+from pytest_gpu_pairs.run.logprogress import LogFollower, LogProgress
 from pytest_gpu_pairs.run.mps import live_daemons
 from pytest_gpu_pairs.run.proctree import (
     JOB_TAG_VAR,
@@ -53,6 +55,7 @@ class JobSpec:
     ready_pattern: Optional[str] = None
     log_patterns: dict[str, str] = field(default_factory=dict)
     protocol: bool = False  # always speaks the progress protocol: ready only on its ready event
+    progress_pattern: Optional[str] = None  # progress read from the log (a command workload's)
 
 
 def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> list[str]:
@@ -85,7 +88,8 @@ def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: 
     env.update(command.env)
     cwd = str(Path(job.base_dir, command.cwd)) if command.cwd else job.base_dir or None
     argv = list(command.command) + flag_arguments(command.hyperparameters, job.hyperparameters)
-    return JobSpec(role, job.model, argv, env, cwd, timeout_s, command.ready_pattern, dict(command.log_patterns))
+    return JobSpec(role, job.model, argv, env, cwd, timeout_s, command.ready_pattern, dict(command.log_patterns),
+                   progress_pattern=command.progress_regex)
 
 
 _LIVE: set[JobProcess] = set()
@@ -129,6 +133,8 @@ class JobProcess:
         self.timed_out = self.stopped_by_harness = False
         self.start_error: Optional[str] = None
         self.leftovers_killed = 0
+        self._follower = (LogFollower(self.log_path, LogProgress(spec.progress_pattern, spec.ready_pattern))
+                          if spec.progress_pattern and not spec.protocol else None)
         self._finished = False
         self._kill_lock = threading.Lock()
 
@@ -154,6 +160,8 @@ class JobProcess:
                     self.start_error = f"{exc.strerror or exc} ({exc.filename or self.spec.argv[0]})"
                 else:
                     _LIVE.add(self)
+                    if self._follower is not None:
+                        self._follower.start()
         if self.start_error:
             self.end_t = self.start_t
             self._finished = True
@@ -255,6 +263,9 @@ class JobProcess:
             self._finished = True
             _LIVE.discard(self)
             self.end_t = self.exit_t or time.time()
+        if self._follower is not None:
+            self._follower.stop(until=self.exit_t)
+            logprogress.save(self._follower.progress(), self.log_progress_path)
         leftovers = f" leftovers_killed={self.leftovers_killed}" if self.leftovers_killed else ""
         self._write_log(f"\n{HARNESS_LINE} end {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
                         f"exit={self.popen.returncode} timed_out={self.timed_out} "
@@ -264,8 +275,21 @@ class JobProcess:
         with contextlib.suppress(OSError), open(self.log_path, "ab") as log:
             log.write(text.encode())
 
+    @property
+    def log_progress_path(self) -> str:
+        """Where the progress read from the log is saved when the job ends (beside its protocol file)."""
+        return self.progress_path.removesuffix(".progress.jsonl") + ".log-progress.jsonl"
+
+    def progress(self, until_ready: bool = False) -> Progress:
+        """What the job reported so far: through the protocol when it speaks it (a built-in, or a
+        script that wrote its progress file), else what its log said through its progress_pattern;
+        ``until_ready`` lets a readiness watcher stop reading the protocol file at the ready event."""
+        if self._follower is None or Path(self.progress_path).exists():
+            return Progress.read(self.progress_path, until_ready=until_ready)
+        return self._follower.progress()
+
     def outcome(self) -> JobOutcome:
-        progress = Progress.read(self.progress_path)
+        progress = self.progress()
         returncode = self.popen.returncode if self.popen else None
         oom = detect_oom(self.log_path, progress, returncode, self.timed_out or self.stopped_by_harness)
         return JobOutcome(self.spec.role, self.spec.model, self.spec.argv, self.log_path, self.progress_path,

@@ -205,6 +205,11 @@ class GpuPairsSession:
         """Thresholds in settings describe GPU sharing; on the CPU only an explicit option applies."""
         return self.environment().device == "cuda" or self.options.min_efficiency is not None
 
+    @property
+    def enforce_vram(self) -> bool:
+        """The same for the VRAM budget: memory is measured on a GPU, or the option asked for it anyway."""
+        return self.environment().device == "cuda" or self.options.vram_budget_mb is not None
+
     def has_solo(self, job: JobConfig) -> bool:
         return (job, self.options.scale) in self._solo
 

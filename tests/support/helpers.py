@@ -23,6 +23,8 @@ DESIGN_KEYS = ["case_id", "design", "variant", "mode", "fg_model", "bg_model", "
 SUITE = "def test_pair(gpu_pair_case, pair_run):\n    pair_run().check()\n"
 
 FAKE_JOB = TESTS / "support" / "fake_job.py"
+LOG_JOB = TESTS / "support" / "log_job.py"  # prints a real tool's log format (tests/data/logformats)
+LOG_FORMATS = DATA / "logformats"
 FAKE_MPS_CONTROL = TESTS / "support" / "fake_mps_control.py"
 
 

@@ -20,7 +20,7 @@ LAYERS = (  # top to bottom; a layer may import from the layers below it, never 
     ("experiment",),
     ("compat",),
     ("workloads",),
-    ("inputs", "catalog", "protocol", "patterns"),
+    ("inputs", "catalog", "protocol", "patterns", "progress"),
 )
 
 

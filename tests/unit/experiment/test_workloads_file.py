@@ -82,3 +82,25 @@ def test_any_workloads_file_is_either_valid_or_one_settings_error(data):
         parse_workloads_file(data, "w.json")
     except SettingsError as exc:
         assert "\n" not in str(exc) and str(exc).startswith("w.json: $")
+
+
+def test_the_seed_repositories_get_the_progress_their_logs_allow(seed_dir):
+    workloads = load_workloads_file(seed_dir / "models_config.json")
+    presets = {name: w.progress_preset for name, w in workloads.items()}
+    assert presets["pytorch_resnet_cifar10_resnet20"] == "pytorch_imagenet"
+    assert presets["examples_mnist"] == presets["examples_siamese"] == "pytorch_mnist"
+    assert presets["examples_word_lm"] == "pytorch_word_language_model"
+    assert presets["Person_reID_baseline_pytorch_pcb"] == "reid_baseline"
+    assert presets["VulBERTa_cnn"] == "huggingface_trainer"
+    assert presets["MRT-OAST_default"] is None and presets["examples_mnist_ff"] is None
+    assert sum(preset is not None for preset in presets.values()) == 13
+
+
+def test_a_models_config_entry_may_carry_its_own_progress_pattern(tmp_path):
+    data = {"models": {"r": {"path": "p", "train_script": "./t.sh", "models": ["m"],
+                             "progress_pattern": r"it (?P<step>\d+)"}}}
+    assert parse_workloads_file(data, str(tmp_path / "w.json"))["r_m"].progress_regex == r"it (?P<step>\d+)"
+    data["models"]["r"]["progress_pattern"] = r"it (\d+)"
+    with pytest.raises(SettingsError) as info:
+        parse_workloads_file(data, str(tmp_path / "w.json"))
+    assert f"{tmp_path / 'w.json'}: $.models.r.progress_pattern: expected a named group" in str(info.value)
