@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from pytest_gpu_pairs.patterns import compile_pattern, group_count
+from pytest_gpu_pairs.experiment.vocabulary import METHODS, SHARING_MODES
 
 HyperValue = Union[StrictBool, StrictInt, float, str]
 
@@ -81,7 +82,6 @@ class CommandWorkload(_Strict):
         return {n: s.default for n, s in self.hyperparameters.items() if s.default is not None}
 
 
-SHARING_MODES = ("timeslice", "mps")
 
 
 def _sharing_modes(value: Any) -> tuple[str, ...]:
@@ -154,7 +154,6 @@ class Defaults(_Strict):
     warmup_s: float = Field(5.0, ge=0, le=3600)
 
 
-METHODS = ("interleaved", "epoch")
 DEFAULTS = Defaults()  # what every case gets where its settings are silent
 
 

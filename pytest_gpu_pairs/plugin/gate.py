@@ -58,7 +58,7 @@ class CompareGate:
             return None
         try:
             return cls(load_run(path), parse_thresholds(fail or "", "--gpu-pairs-compare-fail"),
-                       config.getoption("gpu_pairs_compare_force"), config.getoption("gpu_memory_mb"))
+                       config.getoption("gpu_pairs_compare_force"), config.getoption("gpu_pairs_gpu_memory_mb"))
         except StoreError as exc:
             raise pytest.UsageError(str(exc)) from None
 

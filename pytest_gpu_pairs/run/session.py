@@ -20,7 +20,14 @@ from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
-from pytest_gpu_pairs.record.store import complete_records, load_result, save_result, write_session
+from pytest_gpu_pairs.record.store import (
+    StoreError,
+    complete_records,
+    load_result,
+    read_record,
+    save_result,
+    write_session,
+)
 from pytest_gpu_pairs.run.background import stop_all_loops
 from pytest_gpu_pairs.run.ballast import Ballast
 from pytest_gpu_pairs.run.environment import Environment
@@ -86,6 +93,8 @@ class GpuPairsSession:
                                       options.mps_mem_limit_mb)
         self.device_released_t: Optional[float] = None
         self.orphans_killed: list[int] = []
+        self.interrupted: list[str] = []
+        self.estimates: dict[str, float] = {}  # case id -> estimated seconds, for the live line's ETA
         self.record_extensions: Callable[[Case, dict[str, Any]], list[Optional[dict[str, Any]]]] = lambda case, r: []
 
     def extended(self, case: Case, record: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +115,23 @@ class GpuPairsSession:
     def plan(self, case_ids: list[str]) -> None:
         """The ids of the cases this session will run, in order (after selection)."""
         self._planned = list(case_ids)
+
+    @property
+    def planned(self) -> list[str]:
+        return list(self._planned)
+
+    def note_unfinished(self, case: Case) -> None:
+        """A case that left an incomplete result (Ctrl-C, SIGTERM, a harness error) is remembered,
+        so the summary can name it and the command that resumes."""
+        path = self.case_dir(case) / "result.json"
+        if any(r.case.id == case.id for r in self.results) or not path.is_file():
+            return
+        try:
+            record = read_record(path)
+        except StoreError:
+            return
+        if record.complete is False:
+            self.interrupted.append(case.id)
 
     def after_case(self, case: Case) -> None:
         """Stop the MPS daemon as soon as the last of a run of MPS cases is done."""
