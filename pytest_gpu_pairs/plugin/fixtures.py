@@ -51,12 +51,24 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
         pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
                     + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
     run = PairRun(gpu_pair_case, gpu_pairs, benchmark)
+    live_line = gpu_pairs.environment().live
+    if live_line is not None:
+        live_line.case_started(*_place(gpu_pairs, gpu_pair_case.id))
     yield run
     run.close()
+    if live_line is not None:
+        live_line.case_ended(gpu_pairs.estimates.get(gpu_pair_case.id))
     if never_timed(benchmark):
         quiet_when_skipped(benchmark)
     gpu_pairs.note_unfinished(gpu_pair_case)
     gpu_pairs.after_case(gpu_pair_case)
+
+
+def _place(session: GpuPairsSession, case_id: str) -> tuple[int, int, float]:
+    """(i, N, estimated seconds of the cases after this one) for the live line."""
+    planned = session.planned or [case_id]
+    index = planned.index(case_id) + 1 if case_id in planned else 1
+    return index, len(planned), sum(session.estimates.get(i, 0.0) for i in planned[index:])
 
 
 @pytest.fixture(scope="session")

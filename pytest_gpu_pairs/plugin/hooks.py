@@ -79,10 +79,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     cases = _selected_cases(session)
     state.plan([case.id for case in cases])
-    if gpu_options.planning(session.config):
-        from pytest_gpu_pairs.plugin.plan import write_plan
+    from pytest_gpu_pairs.plugin.plan import estimate_session, write_plan
 
+    if gpu_options.planning(session.config):
         write_plan(session.config, state, cases)
+    elif cases:
+        estimate_session(state, cases)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -133,5 +135,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     from pytest_gpu_pairs.plugin.summary import terminal_summary
 
     if session.results or session.interrupted:
-        terminal_summary(terminalreporter, session)
+        terminal_summary(terminalreporter, session, list(config.invocation_params.args))
     gate.terminal_summary(terminalreporter, config)

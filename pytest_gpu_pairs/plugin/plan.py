@@ -43,11 +43,17 @@ def plan_lines(estimates: Sequence[Estimate], device: str, scale: float) -> list
     return lines
 
 
+def estimate_session(session, cases: Sequence) -> list[Estimate]:
+    """The selected cases' estimates, kept on the session for the live line's ETA."""
+    estimates = estimate_cases(cases, session.options, planned_device(session.options.device))
+    session.estimates = {e.case_id: e.seconds for e in estimates}
+    return estimates
+
+
 def write_plan(config: pytest.Config, session, cases: Sequence) -> None:
     options = session.options
     device = planned_device(options.device)
-    estimates = estimate_cases(cases, options, device)
-    session.estimates = {e.case_id: e.seconds for e in estimates}
+    estimates = estimate_session(session, cases)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
