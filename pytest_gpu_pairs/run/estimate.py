@@ -211,13 +211,14 @@ class Planner:
         solo_s, solo_bases, charged = self._solos([case.fg] if case.mode == "solo" else
                                                   [j for j in (case.fg, case.bg) if j is not None])
         earlier = self.earlier.rounds_s.get(case.id)
+        solos = f", {len(charged)} solo baseline(s)" if charged else ""
         if earlier is not None:
-            rounds_s, round_basis, detail = earlier, EARLIER, "rounds as timed before"
+            rounds_s, round_basis, detail = earlier, EARLIER, f"rounds as timed before{solos}"
         else:
             one, round_basis = self._epoch_round(case)
             runs = case.runs_per_config - (1 if case.mode == "solo" and charged else 0)
             rounds_s = runs * (one + case.cool_down_s)
-            detail = f"{case.runs_per_config} round(s)" + (f", {len(charged)} solo baseline(s)" if charged else "")
+            detail = f"{case.runs_per_config} round(s){solos}"
         basis = _weakest(round_basis, *solo_bases)
         if basis == DEFAULT:
             detail += f"; {DEFAULT_JOB_S:g} s per job run assumed where nothing is known"
