@@ -8,7 +8,6 @@ three-day matrix is caught at collection, not at hour two.
 from __future__ import annotations
 
 import difflib
-
 import math
 from pathlib import Path
 from typing import Any

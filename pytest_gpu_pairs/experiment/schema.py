@@ -16,8 +16,8 @@ from pydantic import (
     model_validator,
 )
 
+from pytest_gpu_pairs.experiment.vocabulary import SHARING_MODES
 from pytest_gpu_pairs.patterns import compile_pattern, group_count
-from pytest_gpu_pairs.experiment.vocabulary import METHODS, SHARING_MODES
 
 HyperValue = Union[StrictBool, StrictInt, float, str]
 

@@ -8,8 +8,9 @@ the run layer load only when a gpu-pairs session is actually built.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 

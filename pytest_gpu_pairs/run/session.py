@@ -48,7 +48,7 @@ class DeviceRequestError(RuntimeError):
 
 
 class CardEmulationUnavailable(RuntimeError):
-    """``--gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
+    """``--gpu-pairs-gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
 
 
 def _open_gpu(device: str) -> tuple[Optional[Gpu], Optional[str]]:
@@ -77,7 +77,7 @@ def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:
 def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
     total = gpu.info.memory_total_mb
     if gpu_memory_mb is not None and gpu_memory_mb >= total:
-        raise DeviceRequestError(f"--gpu-memory-mb {gpu_memory_mb:.0f} is not smaller than the GPU's "
+        raise DeviceRequestError(f"--gpu-pairs-gpu-memory-mb {gpu_memory_mb:.0f} is not smaller than the GPU's "
                                  f"{total:.0f} MB: there is no smaller card to emulate")
 
 
@@ -236,7 +236,7 @@ class GpuPairsSession:
         return self.options.out_dir / "_solo" / f"{job.model}-{digest}"
 
     def emulated_card(self, case: Case) -> Optional[Ballast]:
-        """The ballast of ``--gpu-memory-mb`` for one case (not started), or None without the option.
+        """The ballast of ``--gpu-pairs-gpu-memory-mb`` for one case (not started), or None without the option.
 
         Without a GPU there is no card to shrink: ``CardEmulationUnavailable`` says so.
         """
@@ -245,7 +245,7 @@ class GpuPairsSession:
             return None
         env = self.environment()
         if env.gpu is None or env.device != "cuda":
-            raise CardEmulationUnavailable(f"--gpu-memory-mb {size:.0f} emulates a smaller GPU and needs one: "
+            raise CardEmulationUnavailable(f"--gpu-pairs-gpu-memory-mb {size:.0f} emulates a smaller GPU and needs one: "
                                            f"{env.gpu_unavailable}")
         return Ballast(size, env.gpu, self.case_dir(case), env.extra_env)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from integration.test_supervision import OK_CASE, OK_PAIR, write_settings
 from support.helpers import SUITE, pair
 
+from integration.test_supervision import OK_CASE, OK_PAIR, write_settings
 from pytest_gpu_pairs.plugin.xdist import REFUSAL
 
 
