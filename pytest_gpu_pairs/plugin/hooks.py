@@ -31,7 +31,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
     if not gpu_options.in_use(config):
         return
-    refuse_xdist(config)
+    if gpu_options.asked_by_option(config):  # an ini value alone may belong to a project's other tests
+        refuse_xdist(config)
     gpu_options.warn_renamed(config)
     from pytest_gpu_pairs.plugin import benchmark, gate
 
@@ -58,7 +59,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if CASE_FIXTURE not in metafunc.fixturenames:
         return
-    refuse_xdist(metafunc.config)
+    refuse_xdist(metafunc.config, collecting=True)
     cases = _load_cases(metafunc.config)
     if not cases:
         raise pytest.UsageError("no gpu-pairs settings: pass --gpu-pairs-settings PATH or set gpu_pairs_settings in the ini")

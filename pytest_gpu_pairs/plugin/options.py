@@ -189,8 +189,12 @@ def in_use(config: pytest.Config) -> bool:
     """Whether this session asked for gpu-pairs through an option (command line, addopts) or an ini
     value (the suite's fixture is the third way in, seen at collection): until then the plugin
     imports nothing more."""
-    given = any(config.getoption(dest) not in (None, False, [], default) for dest, default in _DEFAULTS.items())
-    return given or any(config.getini(name) for name in INI_NAMES)
+    return asked_by_option(config) or any(config.getini(name) for name in INI_NAMES)
+
+
+def asked_by_option(config: pytest.Config) -> bool:
+    """A gpu-pairs option was given (command line or addopts), not only an ini value."""
+    return any(config.getoption(dest) not in (None, False, [], default) for dest, default in _DEFAULTS.items())
 
 
 def planning(config: pytest.Config) -> bool:

@@ -15,6 +15,11 @@ def _xdist_requested(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput") or bool(workers) or getattr(config.option, "dist", "no") != "no"
 
 
-def refuse_xdist(config: pytest.Config) -> None:
-    if _xdist_requested(config):
-        raise pytest.UsageError(REFUSAL)
+def refuse_xdist(config: pytest.Config, collecting: bool = False) -> None:
+    """At configure time a usage error; in a worker's collection (settings came from the ini, which
+    may serve a project's other tests too) a one-line collection error."""
+    if not _xdist_requested(config):
+        return
+    if collecting:
+        pytest.fail(REFUSAL, pytrace=False)
+    raise pytest.UsageError(REFUSAL)

@@ -142,3 +142,15 @@ def test_benchmark_json_names_the_case_and_its_group_and_the_summary_reads_at_a_
     assert resumed.ret == 0
     resumed.stdout.fnmatch_lines([f"{OK_CASE} * resumed *"])
     assert "Benchmark fixture was not used" not in resumed.stdout.str() + resumed.stderr.str()
+
+
+def test_with_settings_only_in_the_ini_xdist_is_refused_where_the_suite_is_collected(pytester):
+    pytester.makepyfile(test_suite=SUITE, test_other="def test_other():\n    pass\n")
+    _settings(pytester, [pair()], name="from_ini")
+    pytester.makeini("[pytest]\ngpu_pairs_settings = from_ini.json\n")
+    assert pytester.runpytest_subprocess("-n", "2", "test_other.py").ret == 0
+    result = pytester.runpytest_subprocess("-n", "2", "test_suite.py")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines([f"*{REFUSAL}*"])
+    assert "passed" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+    assert "raise pytest" not in result.stdout.str()
