@@ -20,7 +20,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pytest_gpu_pairs import __version__
+
     parser = argparse.ArgumentParser(prog="gpu-pairs", description="pytest-gpu-pairs command line")
+    parser.add_argument("--version", action="version", version=f"gpu-pairs {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)

@@ -27,7 +27,7 @@ from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
 DEFAULT_METRICS = HEADLINE
 MACHINE_KEYS = (("gpu_name", "GPU"), ("driver", "driver"), ("cuda_driver_version", "CUDA"),
-                ("gpu_memory_mb", "emulated card size (--gpu-memory-mb)"))
+                ("gpu_memory_mb", "emulated card size (--gpu-pairs-gpu-memory-mb)"))
 
 
 class CompareError(StoreError):

@@ -7,6 +7,7 @@ three-day matrix is caught at collection, not at hour two.
 """
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 from typing import Any
@@ -114,17 +115,25 @@ def value_kind(experiment: Experiment, model: str, name: str, spec: Any) -> str:
     return "float" if model in BUILTINS and model not in experiment.workloads and name in FRACTIONAL else spec.type
 
 
+def did_you_mean(given: str, names: list[str]) -> str:
+    """``; did you mean 'mnist'?`` for a near miss (a typo, a swapped letter), else ''."""
+    close = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _check_job(experiment: Experiment, job: JobRef, where: str) -> None:
     known = _known_hyperparameters(experiment, job.model)
     if known is None:
-        choices = ", ".join(sorted(set(BUILTINS) | set(experiment.workloads)))
+        names = sorted(set(BUILTINS) | set(experiment.workloads))
         raise SettingsError(experiment.source, f"{where}.model",
-                            f"expected a built-in workload or a key of $.workloads ({choices}), got {job.model!r}")
+                            f"expected a built-in workload or a key of $.workloads ({', '.join(names)}), "
+                            f"got {job.model!r}{did_you_mean(job.model, names)}")
     for name, value in job.hyperparameters.items():
         path = at(where, "hyperparameters", name)
         if name not in known:
             raise SettingsError(experiment.source, path,
-                                f"expected one of {job.model}'s hyperparameters ({', '.join(sorted(known))})")
+                                f"expected one of {job.model}'s hyperparameters ({', '.join(sorted(known))})"
+                                f"{did_you_mean(name, sorted(known))}")
         kind = value_kind(experiment, job.model, name, known[name])
         problem = value_type_problem(kind, value) or _value_problem(experiment, job.model, name, value, known[name])
         if problem:

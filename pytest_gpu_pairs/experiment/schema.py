@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from pytest_gpu_pairs.experiment.logformats import check_progress_pattern, preset_pattern
+from pytest_gpu_pairs.experiment.vocabulary import SHARING_MODES
 from pytest_gpu_pairs.patterns import compile_pattern, group_count
 
 NAME_MAX = 64  # a workload, hyperparameter or group name; a case id joins several into one folder name
@@ -207,7 +208,6 @@ class CommandWorkload(_Strict):
         return {n: s.default for n, s in self.hyperparameters.items() if s.default is not None}
 
 
-SHARING_MODES = ("timeslice", "mps")
 
 
 def _sharing_modes(value: Any) -> tuple[str, ...]:
@@ -288,7 +288,6 @@ class Defaults(_Strict):
     warmup_s: float = Field(5.0, ge=0, le=3600)
 
 
-METHODS = ("interleaved", "epoch")
 DEFAULTS = Defaults()  # what every case gets where its settings are silent
 
 

@@ -1,28 +1,31 @@
 """The fixtures a benchmark test uses: ``pair_run`` for a whole case, and the building blocks
-(``solo_baseline``, ``gpu_monitor``, ``background_load``) for tests of one's own."""
+(``solo_baseline``, ``gpu_monitor``, ``background_load``) for tests of one's own.
+
+pytest registers these in every session where the package is installed, so the run layer is
+imported inside the fixtures, when a test asks for one, and not when this module loads.
+"""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_gpu_pairs.catalog import builtin
-from pytest_gpu_pairs.experiment.cases import Case, JobConfig
-from pytest_gpu_pairs.experiment.schema import DEFAULTS
-from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.plugin import live
-from pytest_gpu_pairs.plugin.gate import refuse_foreign_baseline
 from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
-from pytest_gpu_pairs.record.checks import CaseResult
-from pytest_gpu_pairs.record.store import StoreWriteError
-from pytest_gpu_pairs.run.background import BackgroundLoop
-from pytest_gpu_pairs.run.case import PairRun
-from pytest_gpu_pairs.run.jobs import build_spec
-from pytest_gpu_pairs.run.round import BackgroundNotReady
-from pytest_gpu_pairs.run.session import DeviceRequestError, GpuPairsSession
+
+if TYPE_CHECKING:
+    from pytest_gpu_pairs.experiment.cases import Case
+    from pytest_gpu_pairs.run.background import BackgroundLoop
+    from pytest_gpu_pairs.run.session import GpuPairsSession
 
 
 @pytest.fixture(scope="session")
 def gpu_pairs(request) -> GpuPairsSession:
     """The session: options, device, solo baselines and results so far."""
+    from pytest_gpu_pairs.plugin import live
+    from pytest_gpu_pairs.plugin.gate import refuse_foreign_baseline
+    from pytest_gpu_pairs.record.store import StoreWriteError
+    from pytest_gpu_pairs.run.session import DeviceRequestError
+
     session = gpu_pairs_session(request.config)
     try:
         env = session.environment()
@@ -31,7 +34,7 @@ def gpu_pairs(request) -> GpuPairsSession:
     except StoreWriteError as exc:
         pytest.exit(f"gpu-pairs: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
     refuse_foreign_baseline(request.config, env)
-    live.attach(request.config, env)
+    live.attach(request.config, env, session)
     return session
 
 
@@ -39,27 +42,52 @@ def gpu_pairs(request) -> GpuPairsSession:
 def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark):
     """``pair_run()`` measures the parametrised case and returns its ``CaseResult``; with
     ``--gpu-pairs-resume`` a case with a complete earlier result is skipped (and still reported)."""
+    from pytest_gpu_pairs.plugin.benchmark import describe_benchmark, never_timed, quiet_when_skipped
+    from pytest_gpu_pairs.record.checks import CaseResult
+    from pytest_gpu_pairs.run.case import PairRun
+
+    describe_benchmark(benchmark, gpu_pair_case)
     recorded = gpu_pairs.resumable(gpu_pair_case)
     if recorded is not None:
         gpu_pairs.results.append(CaseResult(gpu_pair_case, recorded, gpu_pairs.enforce_efficiency, resumed=True,
                                             enforce_vram=gpu_pairs.enforce_vram))
+        quiet_when_skipped(benchmark)
         pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
                     + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
     run = PairRun(gpu_pair_case, gpu_pairs, benchmark)
+    live_line = gpu_pairs.environment().live
+    if live_line is not None:
+        live_line.case_started(*_place(gpu_pairs, gpu_pair_case.id))
     yield run
     run.close()
+    if live_line is not None:
+        live_line.case_ended(gpu_pairs.estimates.get(gpu_pair_case.id))
+    if never_timed(benchmark):
+        quiet_when_skipped(benchmark)
+    gpu_pairs.note_unfinished(gpu_pair_case)
     gpu_pairs.after_case(gpu_pair_case)
+
+
+def _place(session: GpuPairsSession, case_id: str) -> tuple[int, int, float]:
+    """(i, N, estimated seconds of the cases after this one) for the live line."""
+    planned = session.planned or [case_id]
+    index = planned.index(case_id) + 1 if case_id in planned else 1
+    return index, len(planned), sum(session.estimates.get(i, 0.0) for i in planned[index:])
 
 
 @pytest.fixture(scope="session")
 def solo_baseline(gpu_pairs: GpuPairsSession):
     """``solo_baseline(job_config)``: the job alone on the device, measured once per session."""
+    from pytest_gpu_pairs.experiment.schema import DEFAULTS
+
     return lambda job, timeout_s=DEFAULTS.timeout_s: gpu_pairs.solo(job, timeout_s)
 
 
 @pytest.fixture
 def gpu_monitor(gpu_pairs: GpuPairsSession):
     """A GPU sampler running for the test; None where there is no GPU to sample."""
+    from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
+
     env = gpu_pairs.environment()
     if env.gpu is None or env.device != "cuda":
         yield None
@@ -72,6 +100,13 @@ def gpu_monitor(gpu_pairs: GpuPairsSession):
 @pytest.fixture
 def background_load(gpu_pairs: GpuPairsSession, tmp_path):
     """``background_load("resnet20", epochs=1)`` starts a ready background loop, stopped at teardown."""
+    from pytest_gpu_pairs.catalog import builtin
+    from pytest_gpu_pairs.experiment.cases import JobConfig
+    from pytest_gpu_pairs.experiment.schema import DEFAULTS
+    from pytest_gpu_pairs.run.background import BackgroundLoop
+    from pytest_gpu_pairs.run.jobs import build_spec
+    from pytest_gpu_pairs.run.round import BackgroundNotReady
+
     loops: list[BackgroundLoop] = []
     env = gpu_pairs.environment()
 

@@ -29,7 +29,7 @@ GATE_KEY = pytest.StashKey["CompareGate"]()
 
 def machine_info(env: Environment, gpu_memory_mb: Optional[float] = None) -> dict[str, Any]:
     """What identifies the measuring machine: benchmark ``machine_info["gpu_pairs"]`` and the gate.
-    ``gpu_memory_mb`` is the card size emulated with ``--gpu-memory-mb`` (None: the whole card)."""
+    ``gpu_memory_mb`` is the card size emulated with ``--gpu-pairs-gpu-memory-mb`` (None: the whole card)."""
     gpu = env.gpu.info if env.gpu is not None and env.device == "cuda" else None
     return {"device": env.device_name, "gpu_name": gpu.name if gpu else None, "driver": gpu.driver if gpu else None,
             "cuda_driver_version": gpu.cuda_driver_version if gpu else None,
@@ -58,7 +58,7 @@ class CompareGate:
             return None
         try:
             return cls(load_run(path), parse_thresholds(fail or "", "--gpu-pairs-compare-fail"),
-                       config.getoption("gpu_pairs_compare_force"), config.getoption("gpu_memory_mb"))
+                       config.getoption("gpu_pairs_compare_force"), config.getoption("gpu_pairs_gpu_memory_mb"))
         except StoreError as exc:
             raise pytest.UsageError(str(exc)) from None
 

@@ -1,4 +1,6 @@
-"""A live status line while a case runs: elapsed time, the foreground's epoch and step, power, VRAM.
+"""A live status line while a case runs: case i of N, what runs (a solo baseline or the pair) and
+its elapsed time, the foreground's epoch and step, power, VRAM, and the estimated time left for the
+running job and the session.
 
 Full-scale cases run for minutes to hours with nothing on screen; this says they are alive. It
 is drawn only when pytest's own output is a terminal, so CI logs and redirected output never see
@@ -33,6 +35,34 @@ class Snapshot:
     power_w: Optional[float] = None
     vram_mb: Optional[float] = None
     waiting: bool = False
+    case: str = ""  # "case 2/12"
+    eta: str = ""  # "job ~0:40, session ~12:30"
+
+
+@dataclass
+class CaseContext:
+    """Where the session stands: the running case's place, and the estimates of the cases to come
+    scaled by how the finished cases compared with theirs."""
+
+    index: int
+    total: int
+    remaining_estimate_s: float = 0.0
+    started: float = 0.0
+
+
+def job_eta_s(epoch: Optional[float], epochs: Optional[float], elapsed_s: float) -> Optional[float]:
+    """The running job's time left from its own progress: elapsed x (epochs left / epochs done)."""
+    if not epoch or not epochs or epoch <= 0 or epochs <= epoch:
+        return None
+    return elapsed_s * (epochs - epoch) / epoch
+
+
+def session_eta_s(case_eta: Optional[float], remaining_estimate_s: float, finished_actual_s: float,
+                  finished_estimate_s: float) -> float:
+    """Cases still to come at their estimate, corrected by the ratio actual/estimate of the cases
+    finished so far (a default-based estimate gets better as the session goes on)."""
+    ratio = finished_actual_s / finished_estimate_s if finished_estimate_s > 0 and finished_actual_s > 0 else 1.0
+    return (case_eta or 0.0) + remaining_estimate_s * ratio
 
 
 def last_progress(path: Path) -> Optional[dict[str, Any]]:
@@ -58,12 +88,14 @@ def last_progress(path: Path) -> Optional[dict[str, Any]]:
 def snapshot(round_, started: float, now: float) -> Snapshot:
     """What the line shows for a running ``measure.Round``."""
     bg = round_.bg_job.model if round_.bg_job is not None else None
-    label = f"{round_.fg_job.model}+{bg}" if bg else f"{round_.fg_job.model} solo"
+    label = f"{round_.fg_job.model}+{bg} pair" if bg else f"{round_.fg_job.model} solo"
     event = last_progress(Path(round_.out_dir) / "fg.progress.jsonl")
     shot = Snapshot(label, now - started, waiting=event is None)
     if event is not None:
         shot.epoch = event.get("epoch")
         shot.step = event.get("step", 1 if event.get("event") == "ready" else None)
+    if shot.waiting and bg:
+        shot.label = f"{label}: {bg} starting"
     sampler = round_.sampler
     sample = sampler.samples[-1] if sampler is not None and sampler.samples else None
     if sample is not None:
@@ -80,14 +112,24 @@ def _clock(seconds: float) -> str:
 
 def render(shot: Snapshot, room: int) -> str:
     """The longest form of the line that fits in ``room`` columns ('' when none does)."""
-    fg = "waiting for the foreground" if shot.waiting else " ".join(
+    fg = "foreground starting" if shot.waiting else " ".join(
         part for part in (f"epoch {shot.epoch:.2f}" if shot.epoch is not None else "",
                           f"step {shot.step}" if shot.step is not None else "") if part)
     power = f"{shot.power_w:.0f} W" if shot.power_w is not None else ""
     vram = f"{shot.vram_mb:.0f} MB" if shot.vram_mb is not None else ""
-    candidates = [" | ".join(p for p in (f"[{shot.label} {_clock(shot.elapsed_s)}]", f"fg {fg}", power, vram) if p),
-                  " | ".join(p for p in (f"[{_clock(shot.elapsed_s)}]", fg, power, vram) if p),
-                  f"[{_clock(shot.elapsed_s)}]"]
+    eta = f"ETA {shot.eta}" if shot.eta else ""
+    elapsed = _clock(shot.elapsed_s)
+
+    def line(*parts: str) -> str:
+        return " | ".join(p for p in parts if p)
+
+    def bracket(*parts: str) -> str:
+        return "[" + " ".join(p for p in (*parts, elapsed) if p) + "]"
+    candidates = [line(bracket(shot.case, shot.label), f"fg {fg}", eta, power, vram),
+                  line(bracket(shot.case, shot.label), f"fg {fg}", eta),
+                  line(bracket(shot.case), fg, eta, power, vram),
+                  line(bracket(shot.case), fg, eta),
+                  bracket()]
     return next((c for c in candidates if len(c) <= room), "")
 
 
@@ -100,6 +142,8 @@ class LiveLine:
         self._round = None
         self._started = 0.0
         self._drawn = False
+        self._case: Optional[CaseContext] = None
+        self._finished_actual_s = self._finished_estimate_s = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -108,6 +152,31 @@ class LiveLine:
         self._thread = threading.Thread(target=self._run, name="gpu-pairs-live", daemon=True)
         self._thread.start()
         return self
+
+    def case_started(self, index: int, total: int, remaining_estimate_s: float) -> None:
+        """Case ``index`` of ``total`` begins; ``remaining_estimate_s``: the estimates of the cases after it."""
+        with self._lock:
+            self._case = CaseContext(index, total, remaining_estimate_s, self.clock())
+
+    def case_ended(self, estimate_s: Optional[float]) -> None:
+        with self._lock:
+            if self._case is not None and estimate_s:
+                self._finished_actual_s += self.clock() - self._case.started
+                self._finished_estimate_s += estimate_s
+            self._case = None
+
+    def _decorate(self, shot: Snapshot) -> Snapshot:
+        case = self._case
+        if case is None:
+            return shot
+        shot.case = f"case {case.index}/{case.total}"
+        epochs = (self._round.fg_job.hyperparameters.get("epochs") if self._round is not None else None)
+        job_eta = job_eta_s(shot.epoch, epochs if isinstance(epochs, (int, float)) else None, shot.elapsed_s)
+        session = session_eta_s(job_eta, case.remaining_estimate_s, self._finished_actual_s, self._finished_estimate_s)
+        parts = ([f"job ~{_clock(job_eta)}"] if job_eta is not None else []) + (
+            [f"session ~{_clock(session)}"] if session > 0 else [])
+        shot.eta = ", ".join(parts)
+        return shot
 
     def round_started(self, round_) -> None:
         with self._lock:
@@ -129,7 +198,8 @@ class LiveLine:
             if self._round is None:
                 return
             try:
-                text = render(snapshot(self._round, self._started, self.clock()), self.room() - 1)
+                shot = self._decorate(snapshot(self._round, self._started, self.clock()))
+                text = render(shot, self.room() - 1)
                 if text:
                     self._write(f"{SAVE_CURSOR} {text}{ERASE_TO_END}{RESTORE_CURSOR}")
                     self._drawn = True
@@ -168,7 +238,7 @@ def _room(reporter) -> Callable[[], int]:
     return room
 
 
-def attach(config, env) -> Optional[LiveLine]:
+def attach(config, env, session=None) -> Optional[LiveLine]:
     """Start the live line for this session when pytest writes to a terminal; None otherwise."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or not reporter.isatty() or getattr(env, "live", None) is not None:

@@ -1,16 +1,31 @@
-"""The command-line and ini options, registered in one place and read into the run layer's options."""
+"""The command-line and ini options, registered in one place and read into the run layer's options.
+
+Every option is spelled ``--gpu-pairs-...``; the four older spellings (``RENAMED``) still work for
+one release and say so. This module is imported in every pytest session of every project where the
+package is installed, so it imports nothing of the package at module level: the settings schema and
+the run layer load only when a gpu-pairs session is actually built.
+"""
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.experiment.schema import METHODS, SHARING_MODES
-from pytest_gpu_pairs.run.options import MAX_CASE_S, MAX_ROUNDS, GpuPairsOptions
+from pytest_gpu_pairs.experiment.vocabulary import METHODS, SHARING_MODES
+
+if TYPE_CHECKING:
+    from pytest_gpu_pairs.run.options import GpuPairsOptions
 
 DEFAULT_OUT = "gpu-pairs-results"
+DEFAULT_DEVICE = "auto"
+DEFAULT_SCALE = 1.0
+MAX_ROUNDS_HELP, MAX_CASE_S_HELP = 30, 180.0  # run.options' MAX_ROUNDS and MAX_CASE_S, checked by a unit test
+RENAMED = {"--vram-budget-mb": "--gpu-pairs-vram-budget-mb", "--min-efficiency": "--gpu-pairs-min-efficiency",
+           "--sample-hz": "--gpu-pairs-sample-hz", "--gpu-memory-mb": "--gpu-pairs-gpu-memory-mb"}
 
 
 def _positive_float(text: str) -> float:
@@ -48,25 +63,44 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+INI_NAMES = ("gpu_pairs_settings", "gpu_pairs_out", "gpu_pairs_device", "gpu_pairs_scale", "gpu_pairs_vram_budget_mb")
+_DEFAULTS: dict[str, Any] = {}  # dest -> default of every option below, for in_use
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpu-pairs", "pytest-gpu-pairs: two training jobs on one GPU")
+    _add(group)
+    for option in group.options:
+        _DEFAULTS[option.dest] = option.default
+    _add_ini(parser)
+
+
+def _add(group) -> None:
     group.addoption("--gpu-pairs-settings", action="append", default=[], metavar="PATH",
                     help="experiment file (native or predecessor format); repeatable; replaces the ini's gpu_pairs_settings")
-    group.addoption("--gpu-pairs-device", choices=("auto", "cuda", "cpu"), default="auto",
-                    help="where jobs train: auto picks cuda when NVML sees a GPU (default: auto)")
-    group.addoption("--gpu-pairs-scale", type=_positive_float, default=1.0, metavar="F",
-                    help="fraction of each epoch's steps every job runs (default: 1.0)")
-    group.addoption("--vram-budget-mb", type=_positive_float, default=None, metavar="N",
-                    help="peak VRAM budget of a pair in MB; overrides the settings (default there: 7500)")
-    group.addoption("--min-efficiency", type=float, default=None, metavar="X",
+    group.addoption("--gpu-pairs-device", choices=("auto", "cuda", "cpu"), default=None,
+                    help="where jobs train: auto picks cuda when NVML sees a GPU (default: the ini's "
+                         f"gpu_pairs_device, else {DEFAULT_DEVICE})")
+    group.addoption("--gpu-pairs-scale", type=_positive_float, default=None, metavar="F",
+                    help=f"fraction of each epoch's steps every job runs (default: the ini's gpu_pairs_scale, else {DEFAULT_SCALE})")
+    group.addoption("--gpu-pairs-vram-budget-mb", "--vram-budget-mb", dest="gpu_pairs_vram_budget_mb",
+                    type=_positive_float, default=None, metavar="N",
+                    help="peak VRAM budget of a pair in MB; overrides the ini's gpu_pairs_vram_budget_mb and the "
+                         "settings (default there: 7500)")
+    group.addoption("--gpu-pairs-min-efficiency", "--min-efficiency", dest="gpu_pairs_min_efficiency", type=float,
+                    default=None, metavar="X",
                     help="minimum concurrency efficiency; overrides the settings and is then enforced on cpu too")
-    group.addoption("--sample-hz", type=_positive_float, default=10.0, metavar="N",
-                    help="GPU sampling rate of the monitors (default: 10)")
-    group.addoption("--gpu-memory-mb", type=_positive_float, default=None, metavar="N",
+    group.addoption("--gpu-pairs-sample-hz", "--sample-hz", dest="gpu_pairs_sample_hz", type=_positive_float,
+                    default=10.0, metavar="N", help="GPU sampling rate of the monitors (default: 10)")
+    group.addoption("--gpu-pairs-gpu-memory-mb", "--gpu-memory-mb", dest="gpu_pairs_gpu_memory_mb",
+                    type=_positive_float, default=None, metavar="N",
                     help="emulate a card of N MB: a ballast process holds the rest of the GPU's memory for each "
                          "case, solo baselines included, so a smaller card's OOMs happen for real (needs a GPU)")
-    group.addoption("--gpu-pairs-out", default=DEFAULT_OUT, metavar="DIR",
-                    help=f"where per-case results, logs and samples go (default: ./{DEFAULT_OUT})")
+    group.addoption("--gpu-pairs-out", default=None, metavar="DIR",
+                    help=f"where per-case results, logs and samples go (default: the ini's gpu_pairs_out, else ./{DEFAULT_OUT})")
+    group.addoption("--gpu-pairs-plan", action="store_true", default=False,
+                    help="print every selected case with its estimated time, the total and the cases that "
+                         "will run far longer than the rest, then stop without running anything")
     group.addoption("--gpu-pairs-sharing", type=_sharing_modes, default=None, metavar="MODES",
                     help="how the two jobs share the GPU: timeslice (the driver's default), mps (a private "
                          "MPS daemon of the harness), or timeslice,mps to measure every pair both ways; "
@@ -97,27 +131,97 @@ def add_options(parser: pytest.Parser) -> None:
                     help="interleaved cases add rounds until the 95 %% interval of the efficiency is within "
                          "+-X of its mean (default: 0.03 on a GPU; on the CPU a fixed number of rounds); off: "
                          "always the minimum rounds")
-    group.addoption("--gpu-pairs-max-rounds", type=_positive_int, default=MAX_ROUNDS, metavar="N",
-                    help=f"most interleaved rounds per case (default: {MAX_ROUNDS})")
-    group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=MAX_CASE_S, metavar="S",
-                    help=f"device time cap per interleaved case, warm-up included (default: {MAX_CASE_S:g})")
+    group.addoption("--gpu-pairs-max-rounds", type=_positive_int, default=None, metavar="N",
+                    help=f"most interleaved rounds per case (default: {MAX_ROUNDS_HELP})")
+    group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=None, metavar="S",
+                    help=f"device time cap per interleaved case, warm-up included (default: {MAX_CASE_S_HELP:g})")
+
+
+def _add_ini(parser: pytest.Parser) -> None:
     parser.addini("gpu_pairs_settings", type="paths", default=[],
                   help="experiment files used when --gpu-pairs-settings is not given")
     parser.addini("gpu_pairs_mps_control", default="",
                   help="path of nvidia-cuda-mps-control (default: found on PATH or in the driver's folders)")
+    parser.addini("gpu_pairs_out", default="", help=f"results folder when --gpu-pairs-out is not given (default: {DEFAULT_OUT})")
+    parser.addini("gpu_pairs_device", default="", help="auto, cuda or cpu when --gpu-pairs-device is not given")
+    parser.addini("gpu_pairs_scale", default="", help="fraction of each epoch's steps when --gpu-pairs-scale is not given")
+    parser.addini("gpu_pairs_vram_budget_mb", default="",
+                  help="peak VRAM budget of a pair in MB when --gpu-pairs-vram-budget-mb is not given (over the settings)")
+
+
+def _ini(config: pytest.Config, name: str, convert: Callable[[str], Any]) -> Any:
+    """An ini value through the option's own check; a bad one is one line naming the ini key."""
+    text = str(config.getini(name) or "").strip()
+    if not text:
+        return None
+    try:
+        return convert(text)
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise pytest.UsageError(f"ini option {name} = {text!r}: {exc}") from None
+
+
+def _device(text: str) -> str:
+    if text not in ("auto", "cuda", "cpu"):
+        raise ValueError("expected auto, cuda or cpu")
+    return text
+
+
+def _given_or_ini(config: pytest.Config, dest: str, ini: str, convert: Callable[[str], Any], default: Any) -> Any:
+    given = config.getoption(dest)
+    if given is not None:
+        return given
+    from_ini = _ini(config, ini, convert)
+    return default if from_ini is None else from_ini
+
+
+def renamed_spellings(args: list[str]) -> list[str]:
+    """One line for each old option spelling on the command line, naming the new one."""
+    used = {arg.split("=", 1)[0] for arg in args if isinstance(arg, str)}
+    return [f"{old} is now {new}; the old spelling goes away in the next release"
+            for old, new in RENAMED.items() if old in used]
+
+
+def warn_renamed(config: pytest.Config) -> None:
+    for line in renamed_spellings(list(config.invocation_params.args)):
+        config.issue_config_time_warning(pytest.PytestDeprecationWarning(line), stacklevel=2)
+
+
+def in_use(config: pytest.Config) -> bool:
+    """Whether this session asked for gpu-pairs through an option (command line, addopts) or an ini
+    value (the suite's fixture is the third way in, seen at collection): until then the plugin
+    imports nothing more."""
+    return asked_by_option(config) or any(config.getini(name) for name in INI_NAMES)
+
+
+def asked_by_option(config: pytest.Config) -> bool:
+    """A gpu-pairs option was given (command line or addopts), not only an ini value."""
+    return any(config.getoption(dest) not in (None, False, [], default) for dest, default in _DEFAULTS.items())
+
+
+def planning(config: pytest.Config) -> bool:
+    return bool(config.getoption("gpu_pairs_plan"))
 
 
 def options_from_config(config: pytest.Config) -> GpuPairsOptions:
+    from pytest_gpu_pairs.run.options import MAX_CASE_S, MAX_ROUNDS, GpuPairsOptions
+
     given = config.getoption("gpu_pairs_settings")
     settings = tuple(Path(p) for p in given) if given else tuple(config.getini("gpu_pairs_settings"))
     precision = config.getoption("gpu_pairs_precision")
+    out = config.getoption("gpu_pairs_out") or str(config.getini("gpu_pairs_out") or "").strip() or DEFAULT_OUT
+    max_rounds: Optional[int] = config.getoption("gpu_pairs_max_rounds")
+    max_case_s: Optional[float] = config.getoption("gpu_pairs_max_case_s")
     return GpuPairsOptions(
-        settings=settings, device=config.getoption("gpu_pairs_device"), scale=config.getoption("gpu_pairs_scale"),
-        vram_budget_mb=config.getoption("vram_budget_mb"), min_efficiency=config.getoption("min_efficiency"),
-        sample_hz=config.getoption("sample_hz"), out_dir=Path(config.getoption("gpu_pairs_out")).absolute(),
+        settings=settings, device=_given_or_ini(config, "gpu_pairs_device", "gpu_pairs_device", _device, DEFAULT_DEVICE),
+        scale=_given_or_ini(config, "gpu_pairs_scale", "gpu_pairs_scale", _positive_float, DEFAULT_SCALE),
+        vram_budget_mb=_given_or_ini(config, "gpu_pairs_vram_budget_mb", "gpu_pairs_vram_budget_mb", _positive_float, None),
+        min_efficiency=config.getoption("gpu_pairs_min_efficiency"),
+        sample_hz=config.getoption("gpu_pairs_sample_hz"), out_dir=Path(out).absolute(),
         sharing=config.getoption("gpu_pairs_sharing"), mps_threads=config.getoption("gpu_pairs_mps_threads"),
         mps_mem_limit_mb=config.getoption("gpu_pairs_mps_mem_limit_mb"),
-        mps_control=config.getini("gpu_pairs_mps_control") or None, gpu_memory_mb=config.getoption("gpu_memory_mb"),
+        mps_control=config.getini("gpu_pairs_mps_control") or None,
+        gpu_memory_mb=config.getoption("gpu_pairs_gpu_memory_mb"),
         resume=config.getoption("gpu_pairs_resume"), method=config.getoption("gpu_pairs_method"),
         precision=precision or None, precision_off=precision == 0.0,
-        max_rounds=config.getoption("gpu_pairs_max_rounds"), max_case_s=config.getoption("gpu_pairs_max_case_s"))
+        max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
+        max_case_s=MAX_CASE_S if max_case_s is None else max_case_s)

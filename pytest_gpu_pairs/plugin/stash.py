@@ -1,12 +1,53 @@
-"""Where the session object lives in pytest's config, shared by the hooks and the fixtures."""
+"""Where the session object lives in pytest's config, shared by the hooks and the fixtures.
+
+The session is built on first use (an option or ini value that asks for gpu-pairs, or the suite's
+fixture), so a pytest run that never asks pays nothing for the plugin being installed.
+"""
 from __future__ import annotations
+
+import signal
+import threading
+from typing import TYPE_CHECKING, Optional
 
 import pytest
 
-from pytest_gpu_pairs.run.session import GpuPairsSession
+if TYPE_CHECKING:
+    from pytest_gpu_pairs.run.session import GpuPairsSession
 
-SESSION_KEY = pytest.StashKey[GpuPairsSession]()
+SESSION_KEY = pytest.StashKey["GpuPairsSession"]()
+
+
+def existing_session(config: pytest.Config) -> Optional[GpuPairsSession]:
+    """The session if something has asked for it, else None (and nothing is imported)."""
+    return config.stash.get(SESSION_KEY, None)
 
 
 def gpu_pairs_session(config: pytest.Config) -> GpuPairsSession:
-    return config.stash[SESSION_KEY]
+    session = existing_session(config)
+    if session is None:
+        from pytest_gpu_pairs.plugin.options import options_from_config
+        from pytest_gpu_pairs.run.options import OptionsError
+        from pytest_gpu_pairs.run.session import GpuPairsSession
+
+        try:
+            session = GpuPairsSession(options_from_config(config))
+        except OptionsError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        session.record_extensions = lambda case, record: config.hook.pytest_gpu_pairs_record(case=case, record=record)
+        config.stash[SESSION_KEY] = session
+        _install_sigterm_handler(config)
+        config.add_cleanup(session.close)  # cleanups run last-in first-out: closed before SIGTERM is restored
+    return session
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _install_sigterm_handler(config: pytest.Config) -> None:
+    """SIGTERM ends the session like Ctrl-C does, so every fixture and job is torn down."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))

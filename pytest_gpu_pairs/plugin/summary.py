@@ -1,19 +1,63 @@
-"""The terminal summary: one line per case, then what could not be measured here and why."""
+"""The terminal summary: one line per case with its status and duration, a legend, what could not
+be measured here and why, and the cases an interruption cut short with the command that resumes
+them. The same table is written as ``summary.csv`` in the results folder."""
 from __future__ import annotations
 
+import shlex
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Optional
 
-COLUMNS = (("case", "case_id", "{}"), ("eff", "concurrency_efficiency", "{:.2f}"), ("slow", "fg_slowdown", "{:.2f}"),
+COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
+           ("eff", "concurrency_efficiency", "{:.2f}"), ("slow", "fg_slowdown", "{:.2f}"),
            ("bg", "bg_progress_ratio", "{:.2f}"), ("cov", "bg_coverage", "{:.2f}"),
            ("E J", "gpu_energy_j", "{:.0f}"), ("fg J", "fg_gpu_energy_j", "{:.0f}"), ("bg J", "bg_gpu_energy_j", "{:.0f}"),
            ("VRAM MB", "peak_vram_mb", "{:.0f}"), ("oom", "oom", "{}"))
+LEGEND = ("status: passed, failed (the reason is in the test's failure), resumed (recorded earlier); "
+          "time: the case's wall time; eff: concurrency efficiency = 1/slow + bg (2.0: sharing is free, "
+          "under 1.0: one after the other is faster), ±: half width of its 95 % interval; slow: the "
+          "foreground's time beside the background over its time alone; bg: the background's progress "
+          "beside the foreground over alone; cov: share of the window the background trained; E J, "
+          "fg J, bg J: the card's energy and the shares above idle of each job; VRAM MB: the pair's "
+          "peak (NVML); oom: a job ran out of memory; -: not measured (see below)")
+MAX_KEYS_SHOWN = 4
+CSV_NAME = "summary.csv"
 
 
 def _cell(fmt: str, value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return fmt.format(value)
+
+
+def duration_s(record: dict[str, Any]) -> Optional[float]:
+    timeline = record.get("timeline") or {}
+    start, end = timeline.get("case_start_t"), timeline.get("case_end_t")
+    return end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
+
+
+def _clock(seconds: Optional[float]) -> Optional[str]:
+    if seconds is None:
+        return None
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def status(result) -> str:
+    if result.resumed:
+        return "resumed"
+    if getattr(result, "case", None) is None:  # a result another plugin handed in without its case
+        return "failed" if result.record.get("failure") or result.record.get("oom") else "passed"
+    return "failed" if result.problems() else "passed"
+
+
+def rows(results) -> list[dict[str, Any]]:
+    """One flat row per case: the record's headline figures with its status and duration."""
+    return [{**r.record, "status": status(r), "duration": _clock(duration_s(r.record)),
+             "duration_s": duration_s(r.record)} for r in results]
 
 
 def _half_width(ci: Any) -> str:
@@ -28,6 +72,42 @@ def format_table(records: list[dict[str, Any]]) -> list[str]:
     rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) for _, key, fmt in COLUMNS] for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def write_csv(out_dir: Path, table: list[dict[str, Any]]) -> Path:
+    """``summary.csv``: the terminal table with full precision, intervals as their own columns."""
+    from pytest_gpu_pairs.record.store import atomic_write_csv
+
+    keys = [key for _, key, _ in COLUMNS if key != "duration"] + ["duration_s"]
+    header = tuple(keys + [f"{key}_ci_low" for key in keys if key.endswith("efficiency")]
+                   + [f"{key}_ci_high" for key in keys if key.endswith("efficiency")])
+
+    def line(row: dict[str, Any]) -> list[Any]:
+        ci = row.get("concurrency_efficiency_ci")
+        low, high = (ci if isinstance(ci, list) and len(ci) == 2 else (None, None))
+        return [row.get(key) for key in keys] + [low, high]
+    path = Path(out_dir) / CSV_NAME
+    atomic_write_csv(path, header, (line(row) for row in table))
+    return path
+
+
+def _keys_text(keys: set[str]) -> str:
+    shown = sorted(keys)[:MAX_KEYS_SHOWN]
+    more = len(keys) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def resume_command(args: list[str]) -> str:
+    """The command that ran this session, with ``--gpu-pairs-resume`` added once."""
+    args = [str(a) for a in args]
+    return shlex.join(["pytest", *args, *([] if "--gpu-pairs-resume" in args else ["--gpu-pairs-resume"])])
+
+
+def interrupted_lines(session, args: list[str]) -> list[str]:
+    if not session.interrupted:
+        return []
+    return [f"interrupted (incomplete result.json): {', '.join(session.interrupted)}",
+            f"  to finish the rest without repeating finished cases: {resume_command(args)}"]
 
 
 def unmeasured(records: list[dict[str, Any]]) -> dict[str, set[str]]:
@@ -54,22 +134,30 @@ def sharing_lines(records: list[dict[str, Any]]) -> list[str]:
     return ["sharing (timeslice vs mps):"] + lines if lines else []
 
 
-def terminal_summary(reporter, session) -> None:
+def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> None:
     records = [r.record for r in session.results]
+    table = rows(session.results)
     reporter.write_sep("=", "gpu-pairs results")
     device: Optional[str] = records[0].get("device") if records else None
     card = session.options.gpu_memory_mb
-    emulated = f"   emulated card: {card:.0f} MB (--gpu-memory-mb)" if card is not None else ""
-    reporter.write_line(f"device: {device}   results: {session.options.out_dir}{emulated}")
-    for line in format_table(records):
-        reporter.write_line(line)
+    emulated = f"   emulated card: {card:.0f} MB (--gpu-pairs-gpu-memory-mb)" if card is not None else ""
+    csv_note = ""
+    if table and session.options.out_dir.is_dir():
+        csv_note = f"   table: {write_csv(session.options.out_dir, table)}"
+    reporter.write_line(f"device: {device}   results: {session.options.out_dir}{emulated}{csv_note}")
+    if table:
+        for line in format_table(table):
+            reporter.write_line(line)
+        reporter.write_line(LEGEND)
     for line in sharing_lines(records):
         reporter.write_line(line)
     missing = unmeasured(records)
     if missing:
         reporter.write_line("not measured here:")
         for reason, keys in sorted(missing.items()):
-            reporter.write_line(f"  {', '.join(sorted(keys))}: {reason}")
+            reporter.write_line(f"  {_keys_text(keys)}: {reason}")
+    for line in interrupted_lines(session, args or []):
+        reporter.write_line(line)
     for line in resumed_lines(session.results):
         reporter.write_line(line)
     if session.orphans_killed:

@@ -131,7 +131,7 @@ def _memory_figures(samples, sharing_probe: dict[str, Any], mode: str, notes: No
     """Peaks of NVML per-process memory (CUDA contexts included) over the whole round.
 
     Only the case's own processes count (under MPS, with the MPS server that holds their
-    memory); another user's process, or the ``--gpu-memory-mb`` ballast, is never in
+    memory); another user's process, or the ``--gpu-pairs-gpu-memory-mb`` ballast, is never in
     ``peak_vram_mb`` (``other_peak_vram_mb`` shows what others held).
     """
     servers = frozenset(sharing_probe.get("server_pids") or ())

@@ -65,7 +65,7 @@ class CaseResult:
         r = self.record
         if not self.enforce_vram or r.get("peak_vram_mb") is not None or self._needs_no_gpu():
             return None
-        fix = ("memory is measured on a GPU only: run there, or leave out --vram-budget-mb" if r.get("device") == "cpu"
+        fix = ("memory is measured on a GPU only: run there, or leave out --gpu-pairs-vram-budget-mb" if r.get("device") == "cpu"
                else "NVML must list the jobs' processes with their memory (in a container: share the host's pid "
                     "namespace, e.g. docker run --pid=host)")
         return (f"the VRAM budget of {self.case.vram_budget_mb:.0f} MB could not be checked: peak_vram_mb is null "

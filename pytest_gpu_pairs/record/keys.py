@@ -104,7 +104,7 @@ MEMORY = _figures("memory", [
     ("mps_server_vram_mb", "float", "MB", "lower", True, "memory of the MPS server process (mps cases)"),
     ("vram_budget_mb", "float", "MB", None, False, "the pair's peak VRAM budget (a check)"),
     ("vram_budget_source", "str", "", None, False, "which memory figure the budget is checked against"),
-    ("gpu_memory_mb", "float", "MB", None, False, "the emulated card's size (--gpu-memory-mb), None without emulation"),
+    ("gpu_memory_mb", "float", "MB", None, False, "the emulated card's size (--gpu-pairs-gpu-memory-mb), None without emulation"),
     ("ballast_held_mb", "float", "MB", None, False, "memory the ballast held to emulate the smaller card"),
     ("gpu_free_mb_emulated", "float", "MB", None, False, "free memory the jobs saw on the emulated card"),
     ("gpu_used_before_ballast_mb", "float", "MB", None, False, "memory in use before the ballast started"),

@@ -1,4 +1,4 @@
-"""``--gpu-memory-mb N``: a smaller card emulated on a big one, so that its OOMs happen for real.
+"""``--gpu-pairs-gpu-memory-mb N``: a smaller card emulated on a big one, so that its OOMs happen for real.
 
 A ballast process allocates everything but N MB of the GPU and holds it for the whole case
 (solo baselines included), so the jobs of the case find what a card of N MB would leave them:
@@ -73,7 +73,7 @@ class Ballast:
         self.used_before_mb = self.gpu.memory_used_mb() or 0.0
         target_free = self.gpu_memory_mb - self.used_before_mb
         if target_free <= 0:
-            raise BallastError(f"--gpu-memory-mb {self.gpu_memory_mb:.0f} leaves nothing: the GPU already uses "
+            raise BallastError(f"--gpu-pairs-gpu-memory-mb {self.gpu_memory_mb:.0f} leaves nothing: the GPU already uses "
                                f"{self.used_before_mb:.0f} MB")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}

@@ -42,7 +42,7 @@ class PairRun:
         self._recorded = False
 
     def __call__(self) -> CaseResult:
-        """A case that cannot run here (no GPU for ``--gpu-memory-mb``, no MPS) is skipped before
+        """A case that cannot run here (no GPU for ``--gpu-pairs-gpu-memory-mb``, no MPS) is skipped before
         its folder is touched; from then on every way out leaves a result.json."""
         try:
             self._card = self.session.emulated_card(self.case)
@@ -79,14 +79,14 @@ class PairRun:
                 pytest.fail(f"{self.case.id}: {_interruption(exc)}; and {write_error}", pytrace=False)
 
     def _on_card(self) -> CaseResult:
-        """With ``--gpu-memory-mb`` the whole case, solo baselines included, runs on the emulated card."""
+        """With ``--gpu-pairs-gpu-memory-mb`` the whole case, solo baselines included, runs on the emulated card."""
         if self._card is None:
             return self._run()
         try:
             self._card.start()
         except BallastError as exc:
             self.close()
-            pytest.fail(f"{self.case.id}: --gpu-memory-mb: {exc}", pytrace=False)
+            pytest.fail(f"{self.case.id}: --gpu-pairs-gpu-memory-mb: {exc}", pytrace=False)
         self.env.fixed_roles[self._card.pid] = ballast.ROLE
         try:
             return self._run()

@@ -19,7 +19,7 @@ class Environment:
     idle_power_w: Optional[float] = None
     idle_power_note: Optional[str] = None
     extra_env: dict[str, str] = field(default_factory=dict)
-    # process groups of helpers that are not jobs (the --gpu-memory-mb ballast), by role
+    # process groups of helpers that are not jobs (the --gpu-pairs-gpu-memory-mb ballast), by role
     fixed_roles: dict[int, str] = field(default_factory=dict)
     live: Optional[Any] = None  # live.LiveLine when the terminal shows one: told when a round starts and ends
 

@@ -18,9 +18,9 @@ class OptionsError(ValueError):
     """An option value that makes no sense; the message is one line naming the option."""
 
 
-_POSITIVE = {"scale": "--gpu-pairs-scale", "sample_hz": "the sampling rate (--sample-hz)",
-             "vram_budget_mb": "the VRAM budget (--vram-budget-mb)",
-             "gpu_memory_mb": "the emulated card size (--gpu-memory-mb)", "max_case_s": "--gpu-pairs-max-case-s"}
+_POSITIVE = {"scale": "--gpu-pairs-scale", "sample_hz": "the sampling rate (--gpu-pairs-sample-hz)",
+             "vram_budget_mb": "the VRAM budget (--gpu-pairs-vram-budget-mb)",
+             "gpu_memory_mb": "the emulated card size (--gpu-pairs-gpu-memory-mb)", "max_case_s": "--gpu-pairs-max-case-s"}
 
 
 def _finite(value: Optional[float], positive: bool) -> bool:
@@ -53,7 +53,7 @@ class GpuPairsOptions:
             if not _finite(getattr(self, name), positive=True):
                 raise OptionsError(f"{option}: expected a finite number above 0, got {getattr(self, name)!r}")
         if not _finite(self.min_efficiency, positive=False):
-            raise OptionsError(f"the efficiency minimum (--min-efficiency): expected a finite number of 0 or more, "
+            raise OptionsError(f"the efficiency minimum (--gpu-pairs-min-efficiency): expected a finite number of 0 or more, "
                                f"got {self.min_efficiency!r}")
         if self.settings and self.out_dir.exists() and not self.out_dir.is_dir():
             raise OptionsError(f"--gpu-pairs-out {self.out_dir}: expected a folder, and this is a file")

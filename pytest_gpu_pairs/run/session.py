@@ -24,7 +24,14 @@ from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
-from pytest_gpu_pairs.record.store import complete_records, load_result, save_result, write_session
+from pytest_gpu_pairs.record.store import (
+    StoreError,
+    complete_records,
+    load_result,
+    read_record,
+    save_result,
+    write_session,
+)
 from pytest_gpu_pairs.run.background import stop_all_loops
 from pytest_gpu_pairs.run.ballast import Ballast
 from pytest_gpu_pairs.run.environment import Environment
@@ -45,7 +52,7 @@ class DeviceRequestError(RuntimeError):
 
 
 class CardEmulationUnavailable(RuntimeError):
-    """``--gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
+    """``--gpu-pairs-gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
 
 
 def _open_gpu(device: str) -> tuple[Optional[Gpu], Optional[str]]:
@@ -74,7 +81,7 @@ def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:
 def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
     total = gpu.info.memory_total_mb
     if gpu_memory_mb is not None and gpu_memory_mb >= total:
-        raise DeviceRequestError(f"--gpu-memory-mb {gpu_memory_mb:.0f} is not smaller than the GPU's "
+        raise DeviceRequestError(f"--gpu-pairs-gpu-memory-mb {gpu_memory_mb:.0f} is not smaller than the GPU's "
                                  f"{total:.0f} MB: there is no smaller card to emulate")
 
 
@@ -121,6 +128,8 @@ class GpuPairsSession:
         self.orphans_killed: list[int] = []
         self._lock: Optional[FileLock] = None
         self.subreaper = False
+        self.interrupted: list[str] = []
+        self.estimates: dict[str, float] = {}  # case id -> estimated seconds, for the live line's ETA
         self.record_extensions: Callable[[Case, dict[str, Any]], list[Optional[dict[str, Any]]]] = lambda case, r: []
 
     def claim_output_folder(self) -> None:
@@ -172,6 +181,19 @@ class GpuPairsSession:
     def planned(self) -> list[str]:
         """The ids of the cases this session set out to run (after selection)."""
         return list(self._planned)
+
+    def note_unfinished(self, case: Case) -> None:
+        """A case that left an incomplete result (Ctrl-C, SIGTERM, a harness error) is remembered,
+        so the summary can name it and the command that resumes."""
+        path = self.case_dir(case) / "result.json"
+        if any(r.case.id == case.id for r in self.results) or not path.is_file():
+            return
+        try:
+            record = read_record(path)
+        except StoreError:
+            return
+        if record.complete is False:
+            self.interrupted.append(case.id)
 
     def after_case(self, case: Case) -> None:
         """Stop the MPS daemon as soon as the last of a run of MPS cases is done."""
@@ -284,7 +306,7 @@ class GpuPairsSession:
         return folder_inside(self.options.out_dir / "_solo", f"{job.model}-{digest}")
 
     def emulated_card(self, case: Case) -> Optional[Ballast]:
-        """The ballast of ``--gpu-memory-mb`` for one case (not started), or None without the option.
+        """The ballast of ``--gpu-pairs-gpu-memory-mb`` for one case (not started), or None without the option.
 
         Without a GPU there is no card to shrink: ``CardEmulationUnavailable`` says so.
         """
@@ -293,7 +315,7 @@ class GpuPairsSession:
             return None
         env = self.environment()
         if env.gpu is None or env.device != "cuda":
-            raise CardEmulationUnavailable(f"--gpu-memory-mb {size:.0f} emulates a smaller GPU and needs one: "
+            raise CardEmulationUnavailable(f"--gpu-pairs-gpu-memory-mb {size:.0f} emulates a smaller GPU and needs one: "
                                            f"{env.gpu_unavailable}")
         return Ballast(size, env.gpu, self.case_dir(case), env.extra_env)
 

@@ -1,4 +1,4 @@
-"""The ballast process of ``--gpu-memory-mb``: allocates GPU memory until the card is as small as asked, then holds it."""
+"""The ballast process of ``--gpu-pairs-gpu-memory-mb``: allocates GPU memory until the card is as small as asked, then holds it."""
 from __future__ import annotations
 
 import argparse

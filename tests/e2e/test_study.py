@@ -28,7 +28,7 @@ def test_a_study_pair_and_a_repeated_case_run_on_cpu(pytester):
     out = pytester.path / "results"
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", study, "--gpu-pairs-settings", repeated,
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-scale", SCALE,
-                                           "--gpu-pairs-out", out, "--min-efficiency", "0",
+                                           "--gpu-pairs-out", out, "--gpu-pairs-min-efficiency", "0",
                                            "--benchmark-json", pytester.path / "bench.json")
     result.assert_outcomes(passed=8)
     infos = {b["extra_info"]["case_id"]: b["extra_info"] for b in json.loads((pytester.path / "bench.json").read_text())["benchmarks"]}

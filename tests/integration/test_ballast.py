@@ -1,4 +1,4 @@
-"""``--gpu-memory-mb``: the ballast process's life (ready, held, stopped on every path) and the option."""
+"""``--gpu-pairs-gpu-memory-mb``: the ballast process's life (ready, held, stopped on every path) and the option."""
 import json
 import sys
 from types import SimpleNamespace
@@ -88,15 +88,15 @@ def test_option_without_a_gpu_skips_each_case_with_the_reason(pytester):
     settings = pytester.path / "exp.json"
     settings.write_text(json.dumps({"name": "exp", "pairs": [pair()]}))
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",
-                                           "--gpu-memory-mb", "10240", "-rs", "--gpu-pairs-out", pytester.path / "out")
+                                           "--gpu-pairs-gpu-memory-mb", "10240", "-rs", "--gpu-pairs-out", pytester.path / "out")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*--gpu-memory-mb 10240 emulates a smaller GPU and needs one*"])
+    result.stdout.fnmatch_lines(["*--gpu-pairs-gpu-memory-mb 10240 emulates a smaller GPU and needs one*"])
 
 
 def test_option_value_must_be_positive(pytester):
     pytester.makepyfile(test_suite=SUITE)
-    assert pytester.runpytest_subprocess("--gpu-memory-mb", "0", "--collect-only").ret == 4
-    pytester.runpytest_subprocess("--help").stdout.fnmatch_lines(["*--gpu-memory-mb*"])
+    assert pytester.runpytest_subprocess("--gpu-pairs-gpu-memory-mb", "0", "--collect-only").ret == 4
+    pytester.runpytest_subprocess("--help").stdout.fnmatch_lines(["*--gpu-pairs-gpu-memory-mb*"])
 
 
 def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stand_in):

@@ -88,7 +88,7 @@ def test_options_that_make_no_sense_are_one_line_before_anything_starts(pytester
     a_file = pytester.path / "not-a-folder"
     a_file.write_text("")
     for options, expected in [(["--gpu-pairs-scale", "inf"], "*--gpu-pairs-scale*expected a finite number above 0*"),
-                              (["--min-efficiency", "nan"], "*--min-efficiency*expected a finite number*"),
+                              (["--gpu-pairs-min-efficiency", "nan"], "*--gpu-pairs-min-efficiency*expected a finite number*"),
                               (["--gpu-pairs-out", str(a_file)], f"*--gpu-pairs-out {a_file}: expected a folder*")]:
         args = ["--gpu-pairs-device", "cpu", "--gpu-pairs-settings", str(settings), "--gpu-pairs-out",
                 str(pytester.path / "out"), *options]

@@ -100,7 +100,7 @@ def test_each_format_as_foreground_and_as_background_gives_an_efficiency(pyteste
     pairs = [{"group": f"r{i}", "foreground": {"model": fg}, "background": {"model": bg}}
              for i, (fg, bg) in enumerate(zip(FORMATS, FORMATS[1:] + FORMATS[:1]))]
     result, out = run_session(pytester, {"name": "formats", "workloads": workloads, "pairs": pairs},
-                              "--min-efficiency", "0")
+                              "--gpu-pairs-min-efficiency", "0")
     result.assert_outcomes(passed=len(pairs))
     found = records(out)
     assert len(found) == len(pairs)
@@ -132,7 +132,7 @@ def test_an_interleaved_case_reads_both_jobs_progress_from_their_logs(pytester):
                 "defaults": {"method": "interleaved", "phase_s": 1.5, "settle_s": 0.3, "warmup_s": 0.5,
                              "runs_per_config": 3},
                 "pairs": [{"group": "i1", "foreground": {"model": "wlm"}, "background": {"model": "hf"}}]}
-    result, out = run_session(pytester, settings, "--min-efficiency", "0")
+    result, out = run_session(pytester, settings, "--gpu-pairs-min-efficiency", "0")
     result.assert_outcomes(passed=1)
     [record] = records(out).values()
     assert record["method"] == "interleaved" and record["concurrency_efficiency"] is not None
@@ -148,7 +148,7 @@ def test_a_background_without_progress_fails_a_minimum_efficiency_with_the_fix(p
     settings = {"name": "silent", "workloads": {"printer": workload("mnist", False, "--step-s", "0.04"),
                                                 "silent": silent},
                 "pairs": [{"group": "s1", "foreground": {"model": "printer"}, "background": {"model": "silent"}}]}
-    result, out = run_session(pytester, settings, "--min-efficiency", "0.5")
+    result, out = run_session(pytester, settings, "--gpu-pairs-min-efficiency", "0.5")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*minimum efficiency 0.500 could not be checked*give silent a progress_pattern*"])
     [record] = records(out).values()

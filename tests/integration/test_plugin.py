@@ -93,8 +93,8 @@ def test_unimplemented_workloads_are_skipped_with_the_reason(pytester):
 
 def test_options_are_documented_in_help(pytester):
     result = pytester.runpytest_subprocess("--help")
-    for option in ("--gpu-pairs-settings", "--gpu-pairs-device", "--gpu-pairs-scale", "--vram-budget-mb",
-                   "--min-efficiency", "--sample-hz", "--gpu-pairs-out", "--gpu-pairs-resume"):
+    for option in ("--gpu-pairs-settings", "--gpu-pairs-device", "--gpu-pairs-scale", "--gpu-pairs-vram-budget-mb",
+                   "--gpu-pairs-min-efficiency", "--gpu-pairs-sample-hz", "--gpu-pairs-out", "--gpu-pairs-resume"):
         result.stdout.fnmatch_lines([f"*{option}*"])
 
 

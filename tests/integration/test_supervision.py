@@ -203,6 +203,9 @@ def test_sigint_mid_case_then_resume_skips_the_finished_case(pytester):
     recorded, log = interrupt_mid_case(tmp, signal.SIGINT)
     assert "KeyboardInterrupt" in log
     assert_interrupted_cleanly(tmp, recorded)
+    assert f"interrupted (incomplete result.json): {INTERRUPTED_CASE}" in log
+    assert "to finish the rest without repeating finished cases: pytest " in log and "--gpu-pairs-resume" in log
+    assert "Benchmark fixture was not used" not in log
 
     resumed = start_pytest(tmp, "--gpu-pairs-resume")
     assert resumed.wait(timeout=300) == 0
@@ -210,6 +213,7 @@ def test_sigint_mid_case_then_resume_skips_the_finished_case(pytester):
     assert "SKIPPED [1] " in log and f"complete result in {tmp / 'out' / OK_CASE}" in log
     assert "1 passed, 1 skipped" in log
     assert "resumed (recorded earlier, not run again): " + OK_CASE in log
+    assert "Benchmark fixture was not used" not in log
     assert (tmp / "out" / OK_CASE / "result.json").read_bytes() == recorded
     assert result(tmp, INTERRUPTED_CASE)["complete"] is True
     assert_no_leftovers(tmp)

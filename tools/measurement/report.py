@@ -179,7 +179,7 @@ def render(m: dict[str, Any]) -> str:
         lines.append("Not measured: the pair produced no result.json (see pair.log in the results archive).")
     small = m["small_card"]
     probe = small.get("probe") or {}
-    lines += ["", "## A pair that fits 80 GB but not 10 GB (`--gpu-memory-mb 10240`)", "",
+    lines += ["", "## A pair that fits 80 GB but not 10 GB (`--gpu-pairs-gpu-memory-mb 10240`)", "",
               f"resnet20 + resnet20 at batch {probe.get('batch_size', '?')} ({probe.get('how', 'no probe')}).", "",
               "| card | pytest exit | test outcome | oom | peak VRAM MB | ballast held MB | free for jobs MB | failure |",
               "| --- | ---: | --- | --- | ---: | ---: | ---: | --- |"]

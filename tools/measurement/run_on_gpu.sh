@@ -24,7 +24,7 @@ timeout 45 $M oom-pair --out $R/oom > $R/oom/probe.log 2>&1; echo "oom probe: ex
 timeout 80 $PAIRS --gpu-pairs-settings $R/oom/oom_pair.json --gpu-pairs-out $R/oom/full \
   --junitxml $R/oom/full.junit.xml > $R/oom/full.log 2>&1; echo $? > $R/oom/full.exit
 echo "80 GB card: exit $(cat $R/oom/full.exit) (0 expected)"
-timeout 100 $PAIRS --gpu-pairs-settings $R/oom/oom_pair.json --gpu-pairs-out $R/oom/small --gpu-memory-mb 10240 \
+timeout 100 $PAIRS --gpu-pairs-settings $R/oom/oom_pair.json --gpu-pairs-out $R/oom/small --gpu-pairs-gpu-memory-mb 10240 \
   --junitxml $R/oom/small.junit.xml > $R/oom/small.log 2>&1; echo $? > $R/oom/small.exit
 echo "10240 MB card: exit $(cat $R/oom/small.exit) (1 expected: OOM)"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv | tee $R/leftover-processes.csv

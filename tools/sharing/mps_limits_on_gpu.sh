@@ -1,5 +1,5 @@
 # The sharing study's MPS client limits at work on the GPU machine, beside the ballast of
-# --gpu-memory-mb (~7 min).
+# --gpu-pairs-gpu-memory-mb (~7 min).
 # 1. Memory. resnet20 at batch 1792 reserves ~6.2 GB per job (the measurement study's small-card
 #    pair). The same pair runs (a) time-sliced on an emulated 10 GB card (ballast), (b) under MPS
 #    without limits, (c) under MPS with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT 5120 MB per job (the 10 GB
@@ -32,7 +32,7 @@ half = {**m01, "group": "m01t50", "note": "both jobs at CUDA_MPS_ACTIVE_THREAD_P
     "defaults": {**defaults, "runs_per_config": 3, "timeout_s": 900, "sharing": ["mps"]}, "pairs": [m01, half]}))
 PY
 run() { local name=$1; shift; timeout 150 $PAIRS --gpu-pairs-out $R/$name "$@" > $R/$name.log 2>&1; echo "$name: exit $?" | tee -a $R/exits.txt; }
-run a_ballast_10240 --gpu-pairs-settings $R/oom_pair.json --gpu-memory-mb 10240
+run a_ballast_10240 --gpu-pairs-settings $R/oom_pair.json --gpu-pairs-gpu-memory-mb 10240
 run b_mps_unlimited --gpu-pairs-settings $R/oom_pair.json --gpu-pairs-sharing mps
 run c_mps_limit_5120 --gpu-pairs-settings $R/oom_pair.json --gpu-pairs-sharing mps --gpu-pairs-mps-mem-limit-mb 5120
 run d_mps_limit_8192 --gpu-pairs-settings $R/oom_pair.json --gpu-pairs-sharing mps --gpu-pairs-mps-mem-limit-mb 8192

@@ -206,7 +206,7 @@ def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
     key = [timed["fg_model"].astype(str), timed["mode"].astype(str), timed["fg_duration_s"].round(6).astype(str),
            timed["gpu_energy_j"].round(3).astype(str)]
     completeness = timed.notna().sum(axis=1)
-    for _, group in timed.groupby(key, sort=False):
+    for _, group in timed.groupby(key, sort=False, dropna=False):  # a CPU run has no energy: NaN is a value here
         if len(group) > 1:
             keep = completeness.loc[group.index].idxmax()
             runs.loc[group.index.drop(keep), "duplicate_of"] = runs.at[keep, "run_id"]

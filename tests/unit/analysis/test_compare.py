@@ -111,7 +111,7 @@ def test_a_driver_cuda_or_emulated_card_size_mismatch_is_refused(tmp_path, capsy
     assert cli.main(["compare", str(BENCH), str(driver)]) == 2
     assert cli.main(["compare", str(BENCH), str(cuda)]) == 2
     assert cli.main(["compare", str(BENCH), str(smaller)]) == 2
-    assert "emulated card size (--gpu-memory-mb) None vs 10240" in capsys.readouterr().err
+    assert "emulated card size (--gpu-pairs-gpu-memory-mb) None vs 10240" in capsys.readouterr().err
 
 
 def test_run_directory_and_result_json_read_the_machine_from_session_json(tmp_path):

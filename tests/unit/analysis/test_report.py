@@ -74,6 +74,22 @@ def test_benchmark_json_and_run_dir_of_one_run_count_once():
     assert first["pair"] == "mnist_ff+resnet20" and first["perf_name"] == "test_accuracy"
 
 
+def test_a_cpu_run_given_as_benchmark_json_and_as_its_folder_counts_once(tmp_path):
+    """No GPU: energies are null. pandas 3 turns them into missing string keys, which a groupby
+    without dropna=False leaves out, so both copies of the run were counted."""
+    from pytest_gpu_pairs.analysis.report.load import load_runs
+
+    record = json.loads((RUN_DIR / "g01-mnist_ff+resnet20-default-concurrent" / "result.json").read_text())
+    record.update({key: None for key in record if "energy" in key and not key.endswith("method")}, device="cpu")
+    run_dir = tmp_path / "gpu-pairs-results"
+    (run_dir / record["case_id"]).mkdir(parents=True)
+    (run_dir / record["case_id"] / "result.json").write_text(json.dumps(record))
+    bench = tmp_path / "out.json"
+    bench.write_text(json.dumps({"machine_info": {}, "benchmarks": [{"name": record["case_id"], "extra_info": record}]}))
+    loaded = load_runs([bench, run_dir])
+    assert len(loaded.runs) == 2 and loaded.duplicates == 1
+
+
 @pytest.mark.parametrize("content, message", [(None, "expected a benchmark JSON file, a run directory"),
                                                ("a,b\n1,2\n", "expected the predecessor's raw_data.csv columns")])
 def test_bad_inputs_are_one_clear_line(tmp_path, capsys, content, message):

@@ -12,8 +12,10 @@ from pytest_gpu_pairs.plugin.live import (
     SAVE_CURSOR,
     LiveLine,
     Snapshot,
+    job_eta_s,
     last_progress,
     render,
+    session_eta_s,
 )
 
 
@@ -34,7 +36,7 @@ def test_the_line_shows_elapsed_epoch_step_power_and_vram(tmp_path):
     line.draw()
     out = stream.getvalue()
     assert out.startswith(SAVE_CURSOR) and out.endswith(ERASE_TO_END + RESTORE_CURSOR)
-    assert "[mnist+resnet20 01:15] | fg epoch 0.37 step 420 | 212 W | 2100 MB" in out
+    assert "[mnist+resnet20 pair 01:15] | fg epoch 0.37 step 420 | 212 W | 2100 MB" in out
     line.round_ended(round_)
     assert stream.getvalue().endswith(RESTORE_CURSOR + ERASE_TO_END)
 
@@ -46,7 +48,7 @@ def test_before_the_foreground_starts_it_says_so_and_without_a_gpu_it_omits_powe
     line = LiveLine(stream, room=lambda: 100, clock=iter([0.0, 3.0]).__next__)
     line.round_started(round_)
     line.draw()
-    assert "[mnist solo 00:03] | fg waiting for the foreground" in stream.getvalue()
+    assert "[mnist solo 00:03] | fg foreground starting" in stream.getvalue()
     assert " W" not in stream.getvalue()
 
 
@@ -57,7 +59,8 @@ def test_render_degrades_to_fit_and_never_overflows():
     for room in range(0, 120):
         assert len(render(shot, room)) <= room
     assert render(shot, 53) == "[1:02:05] | epoch 12.50 step 123456 | 301 W | 7400 MB"
-    assert render(shot, 52) == render(shot, 9) == "[1:02:05]" and render(shot, 8) == ""
+    assert render(shot, 52) == "[1:02:05] | epoch 12.50 step 123456"
+    assert render(shot, 34) == render(shot, 9) == "[1:02:05]" and render(shot, 8) == ""
 
 
 def test_last_progress_reads_the_tail_and_skips_a_half_written_line(tmp_path):
@@ -90,3 +93,26 @@ def test_the_thread_redraws_until_the_round_ends_and_stops_on_close(tmp_path):
     assert stream.getvalue().count(SAVE_CURSOR) == drawn
     line.close()
     assert not line._thread.is_alive()
+
+
+def test_the_line_names_case_i_of_n_the_background_starting_and_the_etas(tmp_path):
+    (tmp_path / "fg.progress.jsonl").write_text("")
+    round_ = SimpleNamespace(fg_job=SimpleNamespace(model="mnist", hyperparameters={"epochs": 2}),
+                             bg_job=SimpleNamespace(model="resnet20"), out_dir=tmp_path, sampler=None)
+    stream = io.StringIO()
+    line = LiveLine(stream, room=lambda: 200, clock=iter([0.0, 0.0, 10.0, 20.0]).__next__)
+    line.case_started(2, 12, remaining_estimate_s=600.0)
+    line.round_started(round_)
+    line.draw()
+    assert "[case 2/12 mnist+resnet20 pair: resnet20 starting 00:10] | fg foreground starting | ETA session ~10:00" \
+        in stream.getvalue()
+    (tmp_path / "fg.progress.jsonl").write_text(json.dumps({"event": "step", "step": 50, "epoch": 0.5}) + "\n")
+    line.draw()
+    assert "fg epoch 0.50 step 50 | ETA job ~01:00, session ~11:00" in stream.getvalue()
+
+
+def test_job_eta_extrapolates_its_own_progress_and_the_session_eta_learns_from_finished_cases():
+    assert job_eta_s(0.25, 1, 30.0) == 90.0
+    assert job_eta_s(None, 1, 30.0) is None and job_eta_s(1.0, 1, 30.0) is None and job_eta_s(0.5, None, 3) is None
+    assert session_eta_s(None, 100.0, 0.0, 0.0) == 100.0
+    assert session_eta_s(10.0, 100.0, finished_actual_s=60.0, finished_estimate_s=30.0) == 210.0

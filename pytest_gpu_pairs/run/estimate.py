@@ -1,0 +1,246 @@
+"""What a selection of cases will cost before it runs: each case's estimated seconds and the basis
+the figure rests on, so a user sees a two-hour case before starting it, and a scheduler can hand out
+the longest cases first or balance shards by cost.
+
+Three bases, best first:
+
+- ``earlier result``: a complete record of the same case, scale and device in the results folder
+  (its rounds as timed then), and solo baselines from any earlier record that measured the job;
+- ``profile``: the committed H100 workload profiles (step time at the profiled batch size, scaled
+  linearly with the batch size) and the start-up and finish times of the feasibility study's solo
+  baselines (``estimate_profiles.json``, made by ``tools/estimates/profiles.py``);
+- ``default``: a job nothing is known about (a command workload, a device without profiles) is
+  counted as ``DEFAULT_JOB_S``, and the table says so.
+
+A case's cost follows how the case runner spends time: an ``epoch`` case measures the solo
+baselines the session has not measured yet (each once per session, so they are charged to the
+first case that needs them), then ``runs_per_config`` rounds of the background starting, the
+foreground's epochs beside it and the foreground finishing; an ``interleaved`` case starts both
+jobs, warms up and measures rounds of three phases until its stopping rule stops it. Time-sliced
+jobs are assumed to slow each other only where their profiled GPU utilisations add up to more
+than the whole card. Nothing here imports torch or opens a device.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.record.store import case_records
+from pytest_gpu_pairs.run.options import GpuPairsOptions
+
+PROFILES = Path(__file__).with_name("estimate_profiles.json")
+DEFAULT_JOB_S = 60.0
+LONG_FACTOR = 3.0  # a case this many times the median case (and over LONG_MIN_S) is called out
+LONG_MIN_S = 120.0
+EARLIER, PROFILE, DEFAULT = "earlier result", "profile", "default"
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """One run of one job: start-up (process to first step), training, finish (last step to exit)."""
+
+    startup_s: float
+    train_s: float
+    finish_s: float
+    basis: str
+    util_pct: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.startup_s + self.train_s + self.finish_s
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A case's estimated seconds; ``solo_s`` of them are baselines measured first in this case.
+    ``basis`` is the weakest basis any part rests on; ``detail`` says what was assumed."""
+
+    case_id: str
+    seconds: float
+    basis: str
+    detail: str
+    solo_s: float = 0.0
+    solo_jobs: tuple[JobConfig, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What earlier complete records of this scale and device say: case rounds and solo runs, timed."""
+
+    rounds_s: Mapping[str, float] = field(default_factory=dict)
+    solo_s: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+
+@cache
+def profiles() -> dict[str, Any]:
+    return json.loads(PROFILES.read_text())
+
+
+def _job_key(model: str, hparams: Mapping[str, Any]) -> tuple[str, str]:
+    return model, json.dumps(dict(hparams), sort_keys=True, default=str)
+
+
+def _span(entry: Mapping[str, Any], start: str, end: str) -> Optional[float]:
+    a, b = entry.get(start), entry.get(end)
+    return b - a if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a else None
+
+
+def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earlier:
+    """Timings of complete records in ``out_dir`` made at ``scale`` on ``device`` (cpu, or any GPU
+    for cuda); unreadable records are left out here (the store reports them where it matters)."""
+    if out_dir is None or not Path(out_dir).is_dir():
+        return Earlier()
+    found, _ = case_records(out_dir)
+    rounds, solos = {}, {}
+    for _, record in found:
+        data = record.to_dict()
+        if not data.get("complete") or data.get("scale") != scale or (data.get("device") == "cpu") != (device == "cpu"):
+            continue
+        timeline = data.get("timeline") or {}
+        solo_spent = 0.0
+        for solo in timeline.get("solo") or []:
+            spent = _span(solo, "start_t", "end_t")
+            hparams = data.get("fg_hparams") if solo.get("model") == data.get("fg_model") else data.get("bg_hparams")
+            if spent is not None and isinstance(hparams, dict):
+                solos.setdefault(_job_key(solo["model"], hparams), spent)
+                solo_spent += spent
+        case_s = _span(timeline, "case_start_t", "case_end_t")
+        if case_s is not None and data.get("case_id"):
+            rounds[data["case_id"]] = max(0.0, case_s - solo_spent)
+    return Earlier(rounds, solos)
+
+
+def _steps(job: JobConfig, scale: float) -> Optional[int]:
+    """Optimiser steps the job runs: as the training loop counts them (epochs x steps per epoch x
+    scale, rounded up, at least one)."""
+    info = BUILTINS.get(job.model)
+    if info is None or "batch_size" not in info.hyperparameters:
+        return None
+    hp = job.hyperparameters
+    epochs = float(hp.get("epochs", 1))
+    return max(1, math.ceil(epochs * info.steps_per_epoch(hp.get("batch_size")) * scale))
+
+
+def job_cost(job: JobConfig, device: str, scale: float) -> JobCost:
+    """One run of ``job`` from the profiles, or the stated default where they know nothing of it."""
+    table = profiles()
+    row = table["workloads"].get(job.model) if job.is_builtin else None
+    steps = _steps(job, scale) if row is not None else None
+    profiled_device = row is not None and (row["device"] == device or row["device"] == "cpu")
+    if row is None or steps is None or not profiled_device:
+        return JobCost(0.0, DEFAULT_JOB_S, 0.0, DEFAULT)
+    batch = float(job.hyperparameters.get("batch_size") or row["batch_size"])
+    train_s = steps * row["step_time_s"] * batch / row["batch_size"]
+    typical = table["typical"]
+    return JobCost(row["startup_s"] if row["startup_s"] is not None else typical["startup_s"], train_s,
+                   row["finish_s"] if row["finish_s"] is not None else typical["finish_s"], PROFILE,
+                   row["util_pct"])
+
+
+def _weakest(*bases: str) -> str:
+    order = (EARLIER, PROFILE, DEFAULT)
+    return max(bases, key=order.index)
+
+
+def _slowdown(fg: JobCost, bg: JobCost) -> float:
+    return max(1.0, (fg.util_pct + bg.util_pct) / 100.0)
+
+
+class Planner:
+    """Estimates cases in the order they will run; solo baselines are charged once, to the first
+    case that measures them, as the session caches them."""
+
+    def __init__(self, options: GpuPairsOptions, device: str, earlier: Optional[Earlier] = None):
+        self.options, self.device = options, device
+        self.earlier = earlier if earlier is not None else earlier_results(options.out_dir, options.scale, device)
+        self.measured: set[JobConfig] = set()
+
+    def job(self, job: JobConfig) -> JobCost:
+        return job_cost(job, self.device, self.options.scale)
+
+    def _solo(self, job: JobConfig) -> tuple[float, str]:
+        known = self.earlier.solo_s.get(_job_key(job.model, job.hyperparameters))
+        return (known, EARLIER) if known is not None else (self.job(job).total_s, self.job(job).basis)
+
+    def _solos(self, jobs: Iterable[JobConfig]) -> tuple[float, list[str], tuple[JobConfig, ...]]:
+        seconds, bases, charged = 0.0, [], []
+        for job in jobs:
+            if job in self.measured:
+                continue
+            self.measured.add(job)
+            spent, basis = self._solo(job)
+            seconds, charged = seconds + spent, [*charged, job]
+            bases.append(basis)
+        return seconds, bases, tuple(charged)
+
+    def _epoch_round(self, case: Case) -> tuple[float, str]:
+        fg = self.job(case.fg)
+        if case.bg is None:
+            return fg.total_s, fg.basis
+        bg = self.job(case.bg)
+        spent = max(fg.startup_s, bg.startup_s) + fg.train_s * _slowdown(fg, bg) + fg.finish_s
+        return spent, _weakest(fg.basis, bg.basis)
+
+    def _interleaved(self, case: Case) -> tuple[float, str, str]:
+        fg, bg = self.job(case.fg), self.job(case.bg)
+        rule = self.options.stopping_rule(self.device, max(3, case.runs_per_config))
+        round_s = 3 * (case.settle_s + case.phase_s)
+        ready = max(fg.startup_s, bg.startup_s) + case.warmup_s
+        spent = min(ready + rule.min_rounds * round_s, rule.max_seconds + round_s)
+        if rule.precision is not None:
+            detail = f"{rule.min_rounds} rounds of {round_s:g} s, more until ±{rule.precision:.0%} (at most {rule.max_seconds:g} s)"
+        else:
+            detail = f"{rule.min_rounds} rounds of {round_s:g} s"
+        return spent, _weakest(fg.basis, bg.basis), detail
+
+    def case(self, case: Case) -> Estimate:
+        if case.mode == "concurrent" and case.method == "interleaved" and case.bg is not None:
+            spent, basis, detail = self._interleaved(case)
+            earlier = self.earlier.rounds_s.get(case.id)
+            if earlier is not None:
+                spent, basis, detail = earlier, EARLIER, "as timed before"
+            return Estimate(case.id, spent + case.cool_down_s, basis, detail)
+        solo_s, solo_bases, charged = self._solos([case.fg] if case.mode == "solo" else
+                                                  [j for j in (case.fg, case.bg) if j is not None])
+        earlier = self.earlier.rounds_s.get(case.id)
+        solos = f", {len(charged)} solo baseline(s)" if charged else ""
+        if earlier is not None:
+            rounds_s, round_basis, detail = earlier, EARLIER, f"rounds as timed before{solos}"
+        else:
+            one, round_basis = self._epoch_round(case)
+            runs = case.runs_per_config - (1 if case.mode == "solo" and charged else 0)
+            rounds_s = runs * (one + case.cool_down_s)
+            detail = f"{case.runs_per_config} round(s){solos}"
+        basis = _weakest(round_basis, *solo_bases)
+        if basis == DEFAULT:
+            detail += f"; {DEFAULT_JOB_S:g} s per job run assumed where nothing is known"
+        return Estimate(case.id, solo_s + rounds_s, basis, detail, solo_s, charged)
+
+
+def estimate_cases(cases: Sequence[Case], options: GpuPairsOptions, device: str,
+                   earlier: Optional[Earlier] = None) -> list[Estimate]:
+    """Every case's estimate, in run order (solo baselines charged to the first case needing them)."""
+    planner = Planner(options, device, earlier)
+    return [planner.case(case) for case in cases]
+
+
+def standalone(case: Case, options: GpuPairsOptions, device: str, earlier: Optional[Earlier] = None) -> Estimate:
+    """One case as if it ran first in its own session (a worker or shard measures its own baselines)."""
+    return Planner(options, device, earlier).case(case)
+
+
+def long_cases(estimates: Sequence[Estimate]) -> list[Estimate]:
+    """Cases that will run far longer than the rest: over ``LONG_FACTOR`` times the median case and
+    over ``LONG_MIN_S``."""
+    if len(estimates) < 2:
+        return []
+    median = statistics.median(e.seconds for e in estimates)
+    return [e for e in estimates if e.seconds > max(LONG_FACTOR * median, LONG_MIN_S)]

@@ -1,0 +1,156 @@
+"""A newcomer's and a pytest user's habits, in real pytest runs (pytester): the estimate before
+spending, xdist refused, renamed options and ini options, an unrelated project that never loads
+the package, and pytest-benchmark's view of a case."""
+from __future__ import annotations
+
+import json
+
+from support.helpers import SUITE, pair
+
+from integration.test_supervision import OK_CASE, OK_PAIR, write_settings
+from pytest_gpu_pairs.plugin.xdist import REFUSAL
+
+
+def _settings(pytester, pairs, name="exp"):
+    path = pytester.path / f"{name}.json"
+    path.write_text(json.dumps({"name": name, "pairs": pairs}))
+    return path
+
+
+def _plan(pytester, *args):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeconftest("import sys\n"
+                          "def pytest_unconfigure(config):\n"
+                          "    print('TORCH-LOADED', 'torch' in sys.modules)\n")
+    return pytester.runpytest_subprocess("--gpu-pairs-plan", "-s", "-p", "no:cacheprovider", *args)
+
+
+def test_plan_lists_every_selected_case_with_its_estimate_and_the_total_and_runs_nothing(pytester):
+    settings = _settings(pytester, [pair("g01", "mnist_ff", "resnet20"), pair("g02", "mnist", "densenet121")])
+    result = _plan(pytester, "--gpu-pairs-settings", settings, "--gpu-pairs-device", "cuda", "-k", "densenet")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*gpu-pairs plan (estimates; nothing runs)*",
+                                 "case * estimate * basis * what it counts",
+                                 "g02-mnist+densenet121-default-concurrent * profile *2 solo baseline(s)",
+                                 "total: * for 1 case(s) on cuda at scale 1", "TORCH-LOADED False"])
+    assert "g01-" not in result.stdout.str()
+    assert not (pytester.path / "gpu-pairs-results").exists()
+
+
+def test_plan_warns_of_a_case_far_longer_than_the_rest(pytester):
+    settings = _settings(pytester, [pair("g01"), pair("g02", "mnist", "mnist_rnn"), pair("g03", "mnist_ff", "mnist"),
+                                    pair("g04", "resnet56", "mnist", fg_hp={"epochs": 200})])
+    result = _plan(pytester, "--gpu-pairs-settings", settings, "--gpu-pairs-device", "cuda")
+    result.stdout.fnmatch_lines(["warning: g04-resnet56+mnist-default-concurrent is estimated at *, far longer "
+                                 "than the other cases*"])
+    assert "warning: g01" not in result.stdout.str()
+
+
+def test_ini_options_set_device_scale_and_output_folder(pytester):
+    settings = _settings(pytester, [pair()])
+    pytester.makeini(f"[pytest]\ngpu_pairs_settings = {settings.name}\ngpu_pairs_device = cpu\n"
+                     "gpu_pairs_scale = 0.25\ngpu_pairs_out = elsewhere\ngpu_pairs_vram_budget_mb = 5000\n")
+    result = _plan(pytester)
+    result.stdout.fnmatch_lines(["total: * for 1 case(s) on cpu at scale 0.25"])
+    result = _plan(pytester, "--gpu-pairs-scale", "0.5")
+    result.stdout.fnmatch_lines(["total: * on cpu at scale 0.5"])
+
+
+def test_a_bad_ini_value_is_one_line_naming_the_ini_key(pytester):
+    settings = _settings(pytester, [pair()])
+    pytester.makeini(f"[pytest]\ngpu_pairs_settings = {settings.name}\ngpu_pairs_scale = lots\n")
+    result = _plan(pytester)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: ini option gpu_pairs_scale = 'lots': *"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_old_option_spellings_still_work_and_say_what_they_are_now(pytester):
+    settings = _settings(pytester, [pair()])
+    result = _plan(pytester, "--gpu-pairs-settings", settings, "--vram-budget-mb", "5000", "--sample-hz", "5")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*--vram-budget-mb is now --gpu-pairs-vram-budget-mb*"])
+    result.stdout.fnmatch_lines(["*--sample-hz is now --gpu-pairs-sample-hz*"])
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    for option in ("--gpu-pairs-vram-budget-mb", "--gpu-pairs-min-efficiency", "--gpu-pairs-sample-hz",
+                   "--gpu-pairs-gpu-memory-mb", "--gpu-pairs-plan", "gpu_pairs_out", "gpu_pairs_device",
+                   "gpu_pairs_scale", "gpu_pairs_vram_budget_mb"):
+        assert option in help_text
+
+
+def test_a_misspelt_model_gets_a_suggestion(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    settings = _settings(pytester, [pair(fg="mnsit")])
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--collect-only")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: *got 'mnsit'; did you mean 'mnist'?"])
+
+
+def test_xdist_workers_are_refused_in_one_line(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    settings = _settings(pytester, [pair()])
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "-n", "2", "--gpu-pairs-device", "cpu")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([f"ERROR: {REFUSAL}"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_an_unrelated_project_runs_under_xdist_and_never_loads_the_package(pytester):
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    pytester.makeconftest("import sys\n"
+                          "def pytest_unconfigure(config):\n"
+                          "    loaded = sorted(m for m in sys.modules if m.startswith('pytest_gpu_pairs.')\n"
+                          "                    and not m.startswith('pytest_gpu_pairs.plugin')\n"
+                          "                    and m != 'pytest_gpu_pairs.experiment.vocabulary'\n"
+                          "                    and m != 'pytest_gpu_pairs.experiment')\n"
+                          "    print('LOADED', loaded, 'pydantic' in sys.modules)\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["LOADED [[][]] False"])
+    assert pytester.runpytest_subprocess("-n", "2").ret == 0
+
+
+def test_histogram_without_pygal_is_refused_in_one_line(pytester):
+    import importlib.util
+
+    if importlib.util.find_spec("pygal") is not None:
+        return
+    pytester.makepyfile(test_suite=SUITE)
+    settings = _settings(pytester, [pair()])
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--benchmark-histogram")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: --benchmark-histogram needs pygal*"])
+
+
+def test_benchmark_json_names_the_case_and_its_group_and_the_summary_reads_at_a_glance(pytester):
+    tmp = pytester.path
+    pytester.makepyfile(test_suite=SUITE)
+    settings = write_settings(tmp, "quick", [OK_PAIR])
+    args = ["--gpu-pairs-settings", str(settings), "--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(tmp / "out"),
+            "-p", "no:cacheprovider", "--benchmark-json", str(tmp / "bench.json")]
+    result = pytester.runpytest_subprocess(*args, timeout=600)
+    assert result.ret == 0, result.stdout.str()
+    bench = json.loads((tmp / "bench.json").read_text())["benchmarks"][0]
+    assert bench["group"] == "g00"
+    assert bench["params"] == {"case_id": OK_CASE, "group": "g00", "fg": "trainer", "bg": "loader",
+                               "variant": "default", "mode": "concurrent", "sharing": "timeslice", "method": "epoch"}
+    result.stdout.fnmatch_lines([f"{OK_CASE} * passed * 0:*", "status: passed, failed*"])
+    csv_lines = (tmp / "out" / "summary.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("case_id,status,") and csv_lines[1].startswith(f"{OK_CASE},passed,")
+
+    resumed = pytester.runpytest_subprocess(*args[:-2], "--gpu-pairs-resume", timeout=600)
+    assert resumed.ret == 0
+    resumed.stdout.fnmatch_lines([f"{OK_CASE} * resumed *"])
+    assert "Benchmark fixture was not used" not in resumed.stdout.str() + resumed.stderr.str()
+
+
+def test_with_settings_only_in_the_ini_xdist_is_refused_where_the_suite_is_collected(pytester):
+    pytester.makepyfile(test_suite=SUITE, test_other="def test_other():\n    pass\n")
+    _settings(pytester, [pair()], name="from_ini")
+    pytester.makeini("[pytest]\ngpu_pairs_settings = from_ini.json\n")
+    assert pytester.runpytest_subprocess("-n", "2", "test_other.py").ret == 0
+    result = pytester.runpytest_subprocess("-n", "2", "test_suite.py")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines([f"*{REFUSAL}*"])
+    assert "passed" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+    assert "raise pytest" not in result.stdout.str()

@@ -1,0 +1,15 @@
+"""The options module: the defaults its help names are the run layer's, and old spellings are named."""
+from pytest_gpu_pairs.plugin import options
+from pytest_gpu_pairs.run import options as run_options
+
+
+def test_the_help_names_the_run_layers_interleaved_limits():
+    assert options.MAX_ROUNDS_HELP == run_options.MAX_ROUNDS
+    assert options.MAX_CASE_S_HELP == run_options.MAX_CASE_S
+
+
+def test_each_old_spelling_on_the_command_line_gets_one_line_naming_the_new_one():
+    lines = options.renamed_spellings(["--vram-budget-mb=5000", "--gpu-pairs-scale", "0.1", "--sample-hz", "5"])
+    assert lines == ["--vram-budget-mb is now --gpu-pairs-vram-budget-mb; the old spelling goes away in the next release",
+                     "--sample-hz is now --gpu-pairs-sample-hz; the old spelling goes away in the next release"]
+    assert options.renamed_spellings(["--gpu-pairs-vram-budget-mb", "5000"]) == []

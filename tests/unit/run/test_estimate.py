@@ -1,0 +1,123 @@
+"""The per-case cost estimate: its arithmetic from the profiles, baselines charged once, earlier
+results preferred, the stated default, the interleaved cap, and the packaged profile table kept in
+step with the committed references."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+from support.helpers import H100_DATA, pair
+
+from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.cases import expand_all
+from pytest_gpu_pairs.experiment.load import parse_experiment
+from pytest_gpu_pairs.run.estimate import (
+    DEFAULT,
+    DEFAULT_JOB_S,
+    EARLIER,
+    PROFILE,
+    Estimate,
+    estimate_cases,
+    job_cost,
+    long_cases,
+    profiles,
+    standalone,
+)
+from pytest_gpu_pairs.run.options import GpuPairsOptions
+from tools.estimates import profiles as profile_tool
+
+CASE_ID = "g01-mnist_ff+resnet20-default-concurrent"
+
+
+def options(tmp_path: Path, **changes) -> GpuPairsOptions:
+    return GpuPairsOptions(settings=(), device="cuda", scale=changes.pop("scale", 1.0), vram_budget_mb=None,
+                           min_efficiency=None, sample_hz=10.0, out_dir=tmp_path / "out", **changes)
+
+
+def cases(*pairs, **defaults):
+    return expand_all([parse_experiment({"name": "t", "defaults": defaults, "pairs": list(pairs)}, "t.json")])
+
+
+def test_the_packaged_profiles_are_the_committed_references_collated():
+    assert json.loads(profile_tool.render()) == profiles()
+
+
+def test_a_profiled_job_costs_startup_steps_times_step_time_and_finish():
+    job = cases(pair())[0].fg
+    row = profiles()["workloads"]["mnist_ff"]
+    cost = job_cost(job, "cuda", 0.5)
+    steps = math.ceil(1 * BUILTINS["mnist_ff"].steps_per_epoch(32) * 0.5)
+    assert cost.basis == PROFILE
+    assert cost.train_s == steps * row["step_time_s"]
+    assert cost.total_s == row["startup_s"] + steps * row["step_time_s"] + row["finish_s"]
+
+
+def test_a_larger_batch_takes_proportionally_longer_per_step():
+    small = cases(pair(fg_hp={"epochs": 1, "batch_size": 32}))[0].fg
+    large = cases(pair(fg_hp={"epochs": 1, "batch_size": 64}))[0].fg
+    steps_small = BUILTINS["mnist_ff"].steps_per_epoch(32)
+    steps_large = BUILTINS["mnist_ff"].steps_per_epoch(64)
+    per_step = profiles()["workloads"]["mnist_ff"]["step_time_s"]
+    assert job_cost(large, "cuda", 1.0).train_s == steps_large * per_step * 2
+    assert job_cost(small, "cuda", 1.0).train_s == steps_small * per_step
+
+
+def test_without_a_profile_for_the_device_the_stated_default_is_used(tmp_path):
+    job = cases(pair())[0].fg
+    assert job_cost(job, "cpu", 1.0).basis == DEFAULT and job_cost(job, "cpu", 1.0).total_s == DEFAULT_JOB_S
+    estimate = estimate_cases(cases(pair()), options(tmp_path), "cpu")[0]
+    assert estimate.basis == DEFAULT and f"{DEFAULT_JOB_S:g} s per job run assumed" in estimate.detail
+    assert estimate.seconds == 3 * DEFAULT_JOB_S  # two solo baselines and the round
+
+
+def test_a_solo_baseline_is_charged_once_to_the_first_case_that_needs_it(tmp_path):
+    selected = cases(pair("g01", "mnist_ff", "resnet20"), pair("g02", "mnist", "resnet20"))
+    first, second = estimate_cases(selected, options(tmp_path), "cuda")
+    assert len(first.solo_jobs) == 2 and [j.model for j in second.solo_jobs] == ["mnist"]
+    alone = standalone(selected[1], options(tmp_path), "cuda")
+    assert len(alone.solo_jobs) == 2 and alone.seconds > second.seconds
+
+
+def test_an_interleaved_case_is_capped_by_the_time_cap(tmp_path):
+    case = cases(pair(), method="interleaved", phase_s=600)[0]
+    estimate = estimate_cases([case], options(tmp_path, max_case_s=100.0), "cuda")[0]
+    assert estimate.seconds <= 100.0 + 3 * (case.settle_s + case.phase_s)
+    short = cases(pair(), method="interleaved")[0]
+    quick = estimate_cases([short], options(tmp_path), "cpu")[0]
+    assert "3 rounds" in quick.detail and quick.solo_jobs == ()
+
+
+def _earlier_record(out: Path, scale: float) -> None:
+    record = json.loads((H100_DATA / "run" / CASE_ID / "result.json").read_text())
+    t0 = 1000.0
+    record.update(complete=True, scale=scale, timeline={
+        "solo": [{"model": "mnist_ff", "start_t": t0, "end_t": t0 + 20.0},
+                 {"model": "resnet20", "start_t": t0 + 20.0, "end_t": t0 + 35.0}],
+        "rounds": [], "case_start_t": t0, "case_end_t": t0 + 57.0})
+    (out / CASE_ID).mkdir(parents=True)
+    (out / CASE_ID / "result.json").write_text(json.dumps(record))
+
+
+def test_earlier_results_of_the_same_scale_and_device_are_preferred(tmp_path):
+    _earlier_record(tmp_path / "out", 1.0)
+    estimate = estimate_cases(cases(pair(fg_hp={"epochs": 1, "learning_rate": 0.01, "batch_size": 32, "seed": 1334},
+                                         bg_hp={"epochs": 1, "learning_rate": 0.1, "seed": 1334})),
+                              options(tmp_path), "cuda")[0]
+    assert estimate.basis == EARLIER and estimate.seconds == 57.0 and estimate.solo_s == 35.0
+
+
+def test_earlier_results_of_another_scale_are_not_used(tmp_path):
+    _earlier_record(tmp_path / "out", 0.01)
+    assert estimate_cases(cases(pair()), options(tmp_path), "cuda")[0].basis == PROFILE
+
+
+@given(st.lists(st.floats(min_value=1.0, max_value=1e5), min_size=2, max_size=30))
+def test_long_cases_are_exactly_those_far_over_the_median(seconds):
+    estimates = [Estimate(f"c{i}", s, PROFILE, "") for i, s in enumerate(seconds)]
+    median = sorted(seconds)[len(seconds) // 2] if len(seconds) % 2 else \
+        (sorted(seconds)[len(seconds) // 2 - 1] + sorted(seconds)[len(seconds) // 2]) / 2
+    flagged = {e.case_id for e in long_cases(estimates)}
+    assert flagged == {e.case_id for e in estimates if e.seconds > max(3 * median, 120.0)}
