@@ -106,7 +106,7 @@ def test_the_line_names_case_i_of_n_the_background_starting_and_the_etas(tmp_pat
     line.draw()
     assert "[case 2/12 mnist+resnet20 pair: resnet20 starting 00:10] | fg foreground starting | ETA session ~10:00" \
         in stream.getvalue()
-    (tmp_path / "fg.progress.jsonl").write_text(json.dumps({"event": "step", "step": 50, "epoch": 0.5}) + "\n")
+    (tmp_path / "fg.progress.jsonl").write_text(json.dumps({"event": "step", "step": 50, "epoch": 0.5, "t": 15.0}) + "\n")
     line.draw()
     assert "fg epoch 0.50 step 50 | ETA job ~01:00, session ~11:00" in stream.getvalue()
 
