@@ -432,6 +432,8 @@ def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement
     notes.unmeasured("perf", "interleaved rounds measure step rates, not a finished training run's metrics "
                              "(method epoch records those)")
     notes.unmeasured("fg_exit_code", "the harness ends both jobs at the end of an interleaved case")
+    notes.unmeasured("fg_duration_s", "interleaved rounds measure step rates over phases, not a run's duration "
+                                      "(method epoch records it)")
     if m.failure:
         for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
             notes.unmeasured(key, f"the case could not be measured: {m.failure}")

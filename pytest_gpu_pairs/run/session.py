@@ -185,7 +185,10 @@ class GpuPairsSession:
     def note_unfinished(self, case: Case) -> None:
         """A case that left an incomplete result (Ctrl-C, SIGTERM, a harness error) is remembered,
         so the summary can name it and the command that resumes."""
-        path = self.case_dir(case) / "result.json"
+        try:
+            path = self.case_dir(case) / "result.json"
+        except OutsideOutputFolder:
+            return  # the case was refused before it ran: its failure already says why
         if any(r.case.id == case.id for r in self.results) or not path.is_file():
             return
         try:

@@ -23,13 +23,21 @@ COLUMNS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "fg_gpu
            "peak_vram_mb")
 
 
+EPOCH_ONLY = ("fg_duration_s",)  # interleaved rounds measure rates over phases, not a run's duration
+
+
+def headline(record: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k for k in HEADLINE if record.get("method") != "interleaved" or k not in EPOCH_ONLY)
+
+
 def case_entry(record: dict[str, Any]) -> dict[str, Any]:
     notes = record.get("notes") or {}
-    return {"figures": {key: record.get(key) for key in HEADLINE},
-            "intervals": {key: record.get(f"{key}_ci") for key in HEADLINE if record.get(f"{key}_ci")},
+    keys = headline(record)
+    return {"figures": {key: record.get(key) for key in keys},
+            "intervals": {key: record.get(f"{key}_ci") for key in keys if record.get(f"{key}_ci")},
             "basis": {key: record.get(key) for key in BASIS},
             "rounds": record.get("n_rounds") or record.get("repeats"), "failure": record.get("failure"),
-            "unmeasured": {key: notes.get(key, "no reason recorded") for key in HEADLINE if record.get(key) is None}}
+            "unmeasured": {key: notes.get(key, "no reason recorded") for key in keys if record.get(key) is None}}
 
 
 def collate(paths: list[Path]) -> dict[str, Any]:
