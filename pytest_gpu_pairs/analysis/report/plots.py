@@ -133,7 +133,7 @@ def energy_figure(a: Analysis) -> tuple[Figure, str]:
     concurrent = a.runs[a.runs["mode"] == "concurrent"]
     matched = concurrent[concurrent["energy_ratio"].notna()]
     share = concurrent[concurrent["fg_gpu_energy_j"].notna()]
-    models = sorted(set(matched["fg_model"]) | set(share["fg_model"]))
+    models = sorted(set(matched["fg_model"]) | set(share["fg_model"]), key=str)  # a name from disk may be any JSON value
     if not models:
         raise NoData("no concurrent run has a solo baseline with card energy, nor an attributed foreground energy")
     figure = Figure(figsize=(max(6.0, 0.9 * len(models) + 2), 4.4), dpi=DPI)
