@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: every accuracy-like metric a fraction (compat/record_v1.py reads layout 1)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.compat import record_v1
 from pytest_gpu_pairs.inputs import json_path
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
 from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
@@ -138,7 +139,7 @@ def read_record(path: str | Path) -> Record:
     data = _read_json(path, "gpu-pairs result.json")
     if not isinstance(data, dict):
         raise StoreError(f"{path}: $: expected a gpu-pairs result record (a JSON object)")
-    return typed(data, path)
+    return typed(record_v1.upgrade(data), path)
 
 
 def load_result(out_dir: str | Path) -> Optional[Record]:
@@ -233,7 +234,7 @@ def _session_machine(run_dir: Path) -> dict[str, Any]:
 def _add_record(records: dict[str, Record], record: Any, path: Path, where: str) -> None:
     if not isinstance(record, dict) or not isinstance(record.get("case_id"), str):
         raise StoreError(f"{path}: {where}: expected a gpu-pairs result record with a case_id")
-    records[record["case_id"]] = typed(record, path, where)
+    records[record["case_id"]] = typed(record_v1.upgrade(record), path, where)
 
 
 def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
