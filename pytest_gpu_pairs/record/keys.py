@@ -30,7 +30,7 @@ def _figures(group: str, rows: list[tuple]) -> list[Key]:
 
 
 IDENTITY = _figures("identity", [
-    ("schema", "int", "", None, False, "version of this record's layout"),
+    ("schema", "int", "", None, False, "version of this record's layout (2: every accuracy-like metric a fraction)"),
     ("case_id", "str", "", None, False, "stable id of the case: <group>-<fg>+<bg>-<variant>-<mode>[-mps]"),
     ("design", "str", "", None, False, "the experiment's design: pairs, hp_study or mutation"),
     ("variant", "str", "", None, False, "which hyperparameter variant of the pair this case is"),
@@ -115,7 +115,7 @@ OUTCOME = _figures("outcome", [
     ("failure", "str", "", None, False, "why the case failed (None when it did not)"),
     ("fg_exit_code", "int", "", None, False, "the foreground process's exit code"),
     ("min_efficiency", "float", "ratio", None, False, "the pair's minimum concurrency efficiency (a check)"),
-    ("perf", "dict", "", None, False, "the foreground's model metrics (accuracy, loss, ...)"),
+    ("perf", "dict", "", None, False, "the foreground's model metrics; accuracy-like ones fractions 0-1, losses in nats (docs: settings, built-in workloads)"),
     ("bg_perf", "dict", "", None, False, "model metrics of the last background run that finished"),
     ("perf_metric", "str", "", None, False, "the metric the study compares (the workload's first)"),
     ("fg_epochs", "float", "epochs", None, False, "the foreground's configured epochs"),

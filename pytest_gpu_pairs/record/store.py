@@ -25,6 +25,7 @@ from pytest_gpu_pairs.record.model import Record, ValidationError
 RESULT = "result.json"
 ROUND_FOLDER = re.compile(r"round-\d+")
 SESSION = "session.json"
+RESUMED_KEY = "gpu_pairs_resumed"  # benchmark JSON: the records of cases resumed, not timed, in its session
 SOLO_FOLDER = "_solo"
 _EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str": "a string or null",
              "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
@@ -241,11 +242,15 @@ def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
     benchmarks = data.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise StoreError(f"{path}: $.benchmarks: expected a list (pytest-benchmark JSON)")
+    resumed = data.get(RESUMED_KEY, [])
+    if not isinstance(resumed, list):
+        raise StoreError(f"{path}: $.{RESUMED_KEY}: expected a list of resumed cases' entries")
     records: dict[str, dict] = {}
-    for index, bench in enumerate(benchmarks):
-        info = bench.get("extra_info") if isinstance(bench, dict) else None
-        if isinstance(info, dict) and "case_id" in info:
-            _add_record(records, info, path, f"$.benchmarks[{index}].extra_info")
+    for where, entries in (("benchmarks", benchmarks), (RESUMED_KEY, resumed)):
+        for index, bench in enumerate(entries):
+            info = bench.get("extra_info") if isinstance(bench, dict) else None
+            if isinstance(info, dict) and "case_id" in info:
+                _add_record(records, info, path, f"$.{where}[{index}].extra_info")
     machine = (data.get("machine_info") or {}).get("gpu_pairs") or {}
     return Run(str(path), records, dict(machine))
 

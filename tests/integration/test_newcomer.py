@@ -144,6 +144,33 @@ def test_benchmark_json_names_the_case_and_its_group_and_the_summary_reads_at_a_
     assert "Benchmark fixture was not used" not in resumed.stdout.str() + resumed.stderr.str()
 
 
+def test_every_case_resumed_still_writes_the_benchmark_json_with_their_records(pytester):
+    from pytest_gpu_pairs.record.store import load_run
+
+    tmp = pytester.path
+    pytester.makepyfile(test_suite=SUITE)
+    settings = write_settings(tmp, "quick", [OK_PAIR])
+    args = ["--gpu-pairs-settings", str(settings), "--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(tmp / "out"),
+            "-p", "no:cacheprovider"]
+    assert pytester.runpytest_subprocess(*args, timeout=600).ret == 0
+    earlier = json.loads((tmp / "out" / OK_CASE / "result.json").read_text())
+
+    resumed = pytester.runpytest_subprocess(*args, "--gpu-pairs-resume", "--benchmark-json", str(tmp / "b.json"),
+                                            timeout=600)
+    assert resumed.ret == 0, resumed.stdout.str()
+    output = resumed.stdout.str() + resumed.stderr.str()
+    assert "Not saving anything" not in output
+    resumed.stdout.fnmatch_lines([f"gpu-pairs: no case was timed in this session (1 resumed from complete earlier "
+                                  f"results); *b.json holds their records under gpu_pairs_resumed*"])
+    data = json.loads((tmp / "b.json").read_text())
+    assert data["benchmarks"] == [] and data["machine_info"]["gpu_pairs"]["device"] == "cpu"
+    entry, = data["gpu_pairs_resumed"]
+    assert entry["group"] == "g00" and entry["params"]["case_id"] == OK_CASE
+    assert entry["extra_info"]["case_id"] == OK_CASE
+    assert entry["extra_info"]["fg_duration_s"] == earlier["fg_duration_s"]
+    assert list(load_run(tmp / "b.json").records) == [OK_CASE]
+
+
 def test_with_settings_only_in_the_ini_xdist_is_refused_where_the_suite_is_collected(pytester):
     pytester.makepyfile(test_suite=SUITE, test_other="def test_other():\n    pass\n")
     _settings(pytester, [pair()], name="from_ini")
