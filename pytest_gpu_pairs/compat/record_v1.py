@@ -31,8 +31,13 @@ def _scaled(value: Any, factor: float) -> Any:
     return value * factor
 
 
+def _percent_metrics(model: Any) -> tuple[str, ...]:
+    """A corrupted record's model may be any JSON value: only a built-in's name has percents."""
+    return PERCENT_METRICS.get(model, ()) if isinstance(model, str) and model in BUILTINS else ()
+
+
 def _fractions(perf: Any, model: Any) -> Any:
-    percent = PERCENT_METRICS.get(model, ()) if model in BUILTINS else ()
+    percent = _percent_metrics(model)
     if not isinstance(perf, dict) or not percent:
         return perf
     return {name: _scaled(value, 0.01) if name in percent else value for name, value in perf.items()}
@@ -57,7 +62,7 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
     if data.get("schema") not in (None, 1):
         return data
     model = data.get("fg_model")
-    percent_metric = data.get("perf_metric") in PERCENT_METRICS.get(model, ())
+    percent_metric = data.get("perf_metric") in _percent_metrics(model)
     out = _figures(data, model, percent_metric)
     if "bg_perf" in out:
         out["bg_perf"] = _fractions(out["bg_perf"], data.get("bg_model"))

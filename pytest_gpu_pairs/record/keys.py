@@ -85,7 +85,7 @@ ENERGY = _figures("energy", [
     ("serial_energy_j", "float", "J", "lower", True, "the window's work done serially: each job's steps at its solo energy per step"),
     ("energy_saved_vs_serial", "float", "fraction", "higher", True, "1 - gpu_energy_j / serial_energy_j"),
     ("cpu_energy_j", "float", "J", "lower", True, "CPU package energy over the window (RAPL)"),
-    ("cpu_energy_method", "str", "", None, False, "rapl, or None when RAPL was not readable"),
+    ("cpu_energy_method", "str", "", None, False, "rapl, or None when RAPL was not readable (no estimate is offered in its place)"),
     ("gpu_power_avg_w", "float", "W", "lower", True, "mean polled board power in the window"),
     ("gpu_power_max_w", "float", "W", "lower", True, "highest polled board power in the window"),
     ("gpu_util_avg_pct", "float", "%", "higher", True, "mean NVML GPU utilisation in the window"),
