@@ -10,8 +10,8 @@ import pytest
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
-from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
+from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete, save_result, typed
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError

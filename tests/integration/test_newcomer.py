@@ -168,8 +168,8 @@ def test_every_case_resumed_still_writes_the_benchmark_json_with_their_records(p
     assert resumed.ret == 0, resumed.stdout.str()
     output = resumed.stdout.str() + resumed.stderr.str()
     assert "Not saving anything" not in output
-    resumed.stdout.fnmatch_lines([f"gpu-pairs: no case was timed in this session (1 resumed from complete earlier "
-                                  f"results); *b.json holds their records under gpu_pairs_resumed*"])
+    resumed.stdout.fnmatch_lines(["gpu-pairs: no case was timed in this session (1 resumed from complete earlier "
+                                  "results); *b.json holds their records under gpu_pairs_resumed*"])
     data = json.loads((tmp / "b.json").read_text())
     assert data["benchmarks"] == [] and data["machine_info"]["gpu_pairs"]["device"] == "cpu"
     entry, = data["gpu_pairs_resumed"]
