@@ -7,7 +7,8 @@ import json
 
 from support.helpers import SUITE, pair
 
-from integration.test_supervision import OK_CASE, OK_PAIR, write_settings
+from integration.test_supervision import LONG_BG, OK_CASE, OK_PAIR, write_settings
+from integration.test_supervision import pair as command_pair
 from pytest_gpu_pairs.plugin.xdist import REFUSAL
 
 
@@ -189,3 +190,23 @@ def test_with_settings_only_in_the_ini_xdist_is_refused_where_the_suite_is_colle
     result.stdout.fnmatch_lines([f"*{REFUSAL}*"])
     assert "passed" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert "raise pytest" not in result.stdout.str()
+
+
+def test_a_session_of_timed_and_resumed_cases_writes_both_into_the_benchmark_json(pytester):
+    from pytest_gpu_pairs.record.store import load_run
+
+    tmp = pytester.path
+    pytester.makepyfile(test_suite=SUITE)
+    settings = write_settings(tmp, "quick", [OK_PAIR, command_pair("g01", {"steps": 4, "accuracy": 0.5}, LONG_BG)])
+    args = ["--gpu-pairs-settings", str(settings), "--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(tmp / "out"),
+            "-p", "no:cacheprovider"]
+    assert pytester.runpytest_subprocess(*args, "-k", "g00", timeout=600).ret == 0
+
+    both = pytester.runpytest_subprocess(*args, "--gpu-pairs-resume", "--benchmark-json", str(tmp / "b.json"),
+                                         timeout=600)
+    assert both.ret == 0, both.stdout.str()
+    assert "no case was timed" not in both.stdout.str()
+    data = json.loads((tmp / "b.json").read_text())
+    assert [b["params"]["case_id"] for b in data["benchmarks"]] == ["g01-trainer+loader-default-concurrent"]
+    assert [e["extra_info"]["case_id"] for e in data["gpu_pairs_resumed"]] == [OK_CASE]
+    assert sorted(load_run(tmp / "b.json").records) == [OK_CASE, "g01-trainer+loader-default-concurrent"]
