@@ -114,6 +114,39 @@ def _vulberta_hparams(epochs: int = 10, lr: float = 0.00003, batch_size: int = 2
     }
 
 
+@dataclass(frozen=True)
+class MetricUnit:
+    """What a built-in's metric is measured in and the values it can take."""
+
+    unit: str
+    low: float
+    high: float = math.inf
+
+    def describe(self) -> str:
+        span = f">= {self.low:g}" if math.isinf(self.high) else f"{self.low:g} to {self.high:g}"
+        return f"{self.unit}, {span}"
+
+
+FRACTION = MetricUnit("fraction", 0.0, 1.0)
+NATS = MetricUnit("nats (mean cross-entropy per example; per token for word_lm)", 0.0)
+METRIC_UNITS: Mapping[str, MetricUnit] = {
+    # Every accuracy-like metric is a fraction, as the predecessor's precision, recall, rank-1,
+    # mAP and top-k were; it printed test_accuracy and best_val_accuracy in percent, and
+    # compat/raw_data.py reads those as fractions.
+    **{name: FRACTION for name in ("test_accuracy", "best_val_accuracy", "accuracy", "precision", "recall",
+                                   "f1", "rank1", "rank5", "map", "top1_accuracy", "top5_accuracy",
+                                   "top10_accuracy", "top20_accuracy", "test_error", "train_error")},
+    "test_loss": NATS, "eval_loss": NATS, "final_training_loss": NATS,
+    "test_perplexity": MetricUnit("perplexity per token", 1.0),
+}
+"""The unit of every built-in's metric (``docs/settings.md`` lists them per workload)."""
+
+
+def metric_unit(name: str) -> MetricUnit | None:
+    """A built-in metric's unit; None for a metric no built-in reports (a user's own workload's)."""
+    return METRIC_UNITS.get(name)
+
+
 _MNIST = (1, 28, 28)
 _CIFAR = (3, 32, 32)
 _REID = (3, 256, 128)

@@ -6,6 +6,8 @@ run has ``mode`` = ``parallel`` and records the foreground job either in ``fg_*`
 ``bg_repository``/``bg_model``) or, in older rows, in the plain columns with no background named.
 The background was "GPU load only (not monitored)": the energy of a parallel row is the whole
 card's during the foreground job, background included, which is what our ``gpu_energy_j`` is.
+Its ``perf_test_accuracy`` and ``perf_best_val_accuracy`` are percents; ours are fractions, so
+the loader divides them by 100 (and ``seed_layout`` leaves our fractions as they are).
 A hyperparameter the predecessor left empty had its default value; the loader fills it in so that runs
 of one configuration compare.
 """
@@ -28,6 +30,9 @@ ENERGY_FIELDS = {  # predecessor column (without an fg_ prefix) -> our record ke
 }
 SUMMARY_LEAD = ("experiment_id", "timestamp", "repository", "model", "mode", "bg_repository", "bg_model",
                 "training_success", "error_message", "experiment_source", "mutated_param")
+SEED_PERCENT_METRICS = ("test_accuracy", "best_val_accuracy")
+"""Metrics the predecessor wrote in percent (pytorch/examples, CIFAR ResNets); read as fractions,
+the unit of every accuracy-like metric of ours and of the predecessor's others (rank1, precision, ...)."""
 REQUIRED = ("experiment_id", "repository", "model", "mode", "duration_seconds", "energy_gpu_total_joules")
 
 
@@ -90,7 +95,8 @@ def seed_run(row: dict[str, Any], source: str, index: int) -> dict[str, Any]:
         run[f"hp_{name}"] = value
     for key, value in row.items():
         if key.startswith(prefix + "perf_") and _present(value):
-            run["perf_" + key[len(prefix) + 5:]] = float(value)
+            name = key[len(prefix) + 5:]
+            run["perf_" + name] = float(value) / 100.0 if name in SEED_PERCENT_METRICS else float(value)
     return run
 
 

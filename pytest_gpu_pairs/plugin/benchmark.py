@@ -5,13 +5,20 @@ timed, and the options it cannot honour here refused in one line.
 What it times (the statistics ``--benchmark-compare`` compares): in an ``epoch`` case, each
 round's foreground run from its start signal to its exit; in an ``interleaved`` case, the whole
 measurement, warm-up and every round. ``extra_info`` holds the case's record.
+
+A case resumed from a complete earlier result is not timed again, so pytest-benchmark has no
+entry for it; its record goes into the JSON under ``gpu_pairs_resumed`` instead, and when every
+case was resumed the plugin writes the JSON itself rather than leave pytest-benchmark to say
+"Not saving anything" over an empty file.
 """
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import Any, Optional
 
 import pytest
+
+from pytest_gpu_pairs.record.store import RESUMED_KEY
 
 
 def case_params(case) -> dict[str, Any]:
@@ -33,6 +40,60 @@ def quiet_when_skipped(benchmark) -> None:
 
 def never_timed(benchmark) -> bool:
     return getattr(benchmark, "_mode", None) is None
+
+
+def resumed_entries(results) -> list[dict[str, Any]]:
+    """The resumed cases as the benchmark JSON holds them: names, params and group as a timed
+    entry has, the record from its ``result.json`` as ``extra_info``, and no timing statistics."""
+    return [{"name": f"test_pair[{r.case.id}]", "group": r.case.group, "params": case_params(r.case),
+             "extra_info": dict(r.record)} for r in results if r.resumed]
+
+
+def add_resumed(output_json: dict[str, Any], results) -> None:
+    entries = resumed_entries(results)
+    if entries:
+        output_json[RESUMED_KEY] = entries
+
+
+def save_json_of_resumed_cases(config: pytest.Config, results) -> Optional[str]:
+    """With ``--benchmark-json`` and not one case timed in this session, but some resumed: the
+    JSON with their records, written through pytest-benchmark's own hooks (machine and commit
+    info); the line to print, or None where pytest-benchmark saves the JSON itself."""
+    bench = getattr(config, "_benchmarksession", None)
+    resumed = sum(1 for r in results if r.resumed)
+    if bench is None or not getattr(bench, "json", None) or bench.benchmarks or not resumed:
+        return None
+    hook = config.hook
+    commit_info = hook.pytest_benchmark_generate_commit_info(config=config)
+    hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
+    output = hook.pytest_benchmark_generate_json(config=config, benchmarks=[], include_data=True,
+                                                 machine_info=bench.get_machine_info(), commit_info=commit_info)
+    hook.pytest_benchmark_update_json(config=config, benchmarks=[], output_json=output)
+    name = getattr(bench.json, "name", str(bench.json))
+    bench.save_json(output)
+    bench.json = None
+    return (f"gpu-pairs: no case was timed in this session ({resumed} resumed from complete earlier results); "
+            f"{name} holds their records under {RESUMED_KEY} (no timing statistics)")
+
+
+class ResumedCases:
+    """Registered while gpu-pairs is in use: puts the resumed cases' records into the benchmark
+    JSON, and writes that JSON before pytest-benchmark's session end would give up on it."""
+
+    def __init__(self, results_of):
+        self._results_of = results_of
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session):
+        line = save_json_of_resumed_cases(session.config, self._results_of(session.config))
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if line and reporter is not None:
+            reporter.write_line(line)
+        yield
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_benchmark_update_json(self, config: pytest.Config, output_json: dict) -> None:
+        add_resumed(output_json, self._results_of(config))
 
 
 def refuse_unsupported(config: pytest.Config) -> None:

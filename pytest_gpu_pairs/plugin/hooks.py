@@ -37,7 +37,14 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_gpu_pairs.plugin import benchmark, gate
 
     benchmark.refuse_unsupported(config)
+    if config.pluginmanager.has_plugin("benchmark"):
+        config.pluginmanager.register(benchmark.ResumedCases(_results), "gpu-pairs-resumed-cases")
     gate.configure(config)
+
+
+def _results(config: pytest.Config) -> list:
+    session = existing_session(config)
+    return session.results if session is not None else []
 
 
 def _load_cases(config: pytest.Config):

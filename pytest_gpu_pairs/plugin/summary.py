@@ -3,6 +3,7 @@ be measured here and why, and the cases an interruption cut short with the comma
 them. The same table is written as ``summary.csv`` in the results folder."""
 from __future__ import annotations
 
+import re
 import shlex
 from collections import defaultdict
 from pathlib import Path
@@ -21,6 +22,8 @@ LEGEND = ("status: passed, failed (the reason is in the test's failure), resumed
           "fg J, bg J: the card's energy and the shares above idle of each job; VRAM MB: the pair's "
           "peak (NVML); oom: a job ran out of memory; -: not measured (see below)")
 MAX_KEYS_SHOWN = 4
+UNMEASURED_HEADING = "not measured here (why, then [the record keys left empty]; each key's reason: notes in result.json):"
+_NOT_MEASURABLE = re.compile(r"^not measurable(?: on this run)?: ")
 CSV_NAME = "summary.csv"
 
 
@@ -93,8 +96,9 @@ def write_csv(out_dir: Path, table: list[dict[str, Any]]) -> Path:
 
 def _keys_text(keys: set[str]) -> str:
     shown = sorted(keys)[:MAX_KEYS_SHOWN]
-    more = len(keys) - len(shown)
-    return ", ".join(shown) + (f" and {more} more" if more else "")
+    if len(keys) > len(shown):
+        return f"{len(keys)} keys: {', '.join(shown)}, ..."
+    return ", ".join(shown)
 
 
 def resume_command(args: list[str]) -> str:
@@ -110,14 +114,29 @@ def interrupted_lines(session, args: list[str]) -> list[str]:
             f"  to finish the rest without repeating finished cases: {resume_command(args)}"]
 
 
+def plain_reason(note: str) -> str:
+    """A note's cause without its "not measurable" lead-in, which the section's heading says once."""
+    return _NOT_MEASURABLE.sub("", str(note))
+
+
 def unmeasured(records: list[dict[str, Any]]) -> dict[str, set[str]]:
     """reason -> keys, over all cases, so a CPU run says once why GPU figures are missing."""
     by_reason: dict[str, set[str]] = defaultdict(set)
     for record in records:
         for key, reason in (record.get("notes") or {}).items():
             if record.get(key) is None:
-                by_reason[reason].add(key)
+                by_reason[plain_reason(reason)].add(key)
     return by_reason
+
+
+def unmeasured_lines(records: list[dict[str, Any]]) -> list[str]:
+    """One line per reason, the reason first and the keys it leaves empty after it, the widest
+    reason first; each key's own note stays in its ``result.json``."""
+    missing = unmeasured(records)
+    if not missing:
+        return []
+    ordered = sorted(missing.items(), key=lambda item: (-len(item[1]), item[0]))
+    return [UNMEASURED_HEADING] + [f"  {reason}  [{_keys_text(keys)}]" for reason, keys in ordered]
 
 
 def sharing_lines(records: list[dict[str, Any]]) -> list[str]:
@@ -151,11 +170,8 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
         reporter.write_line(LEGEND)
     for line in sharing_lines(records):
         reporter.write_line(line)
-    missing = unmeasured(records)
-    if missing:
-        reporter.write_line("not measured here:")
-        for reason, keys in sorted(missing.items()):
-            reporter.write_line(f"  {_keys_text(keys)}: {reason}")
+    for line in unmeasured_lines(records):
+        reporter.write_line(line)
     for line in interrupted_lines(session, args or []):
         reporter.write_line(line)
     for line in resumed_lines(session.results):

@@ -305,8 +305,9 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["cpu_energy_j"] = m.cpu_energy_j
     record["cpu_energy_method"] = "rapl" if m.cpu_energy_j is not None else None
     if m.cpu_energy_j is None:
-        notes.unmeasured("cpu_energy_j", f"not measurable: {m.cpu_energy_unavailable or 'RAPL not read'}")
-        notes.unmeasured("cpu_energy_method", "no CPU energy figure, and no estimate is offered in its place")
+        cause = f"not measurable: {m.cpu_energy_unavailable or 'RAPL not read'}"
+        notes.unmeasured("cpu_energy_j", cause)
+        notes.unmeasured("cpu_energy_method", cause)  # no method without a figure: the same cause, one summary line
     bg_oom = [r for r in (m.background.ooms if m.background else [])]
     record["oom"] = fg.oom or bool(bg_oom)
     record["fg_exit_code"] = fg.returncode

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: every accuracy-like metric a fraction (compat/record_v1.py reads layout 1)
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def _figures(group: str, rows: list[tuple]) -> list[Key]:
 
 
 IDENTITY = _figures("identity", [
-    ("schema", "int", "", None, False, "version of this record's layout"),
+    ("schema", "int", "", None, False, "version of this record's layout (2: every accuracy-like metric a fraction)"),
     ("case_id", "str", "", None, False, "stable id of the case: <group>-<fg>+<bg>-<variant>-<mode>[-mps]"),
     ("design", "str", "", None, False, "the experiment's design: pairs, hp_study or mutation"),
     ("variant", "str", "", None, False, "which hyperparameter variant of the pair this case is"),
@@ -85,7 +85,7 @@ ENERGY = _figures("energy", [
     ("serial_energy_j", "float", "J", "lower", True, "the window's work done serially: each job's steps at its solo energy per step"),
     ("energy_saved_vs_serial", "float", "fraction", "higher", True, "1 - gpu_energy_j / serial_energy_j"),
     ("cpu_energy_j", "float", "J", "lower", True, "CPU package energy over the window (RAPL)"),
-    ("cpu_energy_method", "str", "", None, False, "rapl, or None when RAPL was not readable"),
+    ("cpu_energy_method", "str", "", None, False, "rapl, or None when RAPL was not readable (no estimate is offered in its place)"),
     ("gpu_power_avg_w", "float", "W", "lower", True, "mean polled board power in the window"),
     ("gpu_power_max_w", "float", "W", "lower", True, "highest polled board power in the window"),
     ("gpu_util_avg_pct", "float", "%", "higher", True, "mean NVML GPU utilisation in the window"),
@@ -115,7 +115,7 @@ OUTCOME = _figures("outcome", [
     ("failure", "str", "", None, False, "why the case failed (None when it did not)"),
     ("fg_exit_code", "int", "", None, False, "the foreground process's exit code"),
     ("min_efficiency", "float", "ratio", None, False, "the pair's minimum concurrency efficiency (a check)"),
-    ("perf", "dict", "", None, False, "the foreground's model metrics (accuracy, loss, ...)"),
+    ("perf", "dict", "", None, False, "the foreground's model metrics; accuracy-like ones fractions 0-1, losses in nats (docs: settings, built-in workloads)"),
     ("bg_perf", "dict", "", None, False, "model metrics of the last background run that finished"),
     ("perf_metric", "str", "", None, False, "the metric the study compares (the workload's first)"),
     ("fg_epochs", "float", "epochs", None, False, "the foreground's configured epochs"),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.compat import record_v1
 from pytest_gpu_pairs.inputs import json_path
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
 from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
@@ -24,6 +25,7 @@ from pytest_gpu_pairs.record.model import Record, ValidationError
 RESULT = "result.json"
 ROUND_FOLDER = re.compile(r"round-\d+")
 SESSION = "session.json"
+RESUMED_KEY = "gpu_pairs_resumed"  # benchmark JSON: the records of cases resumed, not timed, in its session
 SOLO_FOLDER = "_solo"
 _EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str": "a string or null",
              "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
@@ -138,7 +140,7 @@ def read_record(path: str | Path) -> Record:
     data = _read_json(path, "gpu-pairs result.json")
     if not isinstance(data, dict):
         raise StoreError(f"{path}: $: expected a gpu-pairs result record (a JSON object)")
-    return typed(data, path)
+    return typed(record_v1.upgrade(data), path)
 
 
 def load_result(out_dir: str | Path) -> Optional[Record]:
@@ -233,18 +235,22 @@ def _session_machine(run_dir: Path) -> dict[str, Any]:
 def _add_record(records: dict[str, Record], record: Any, path: Path, where: str) -> None:
     if not isinstance(record, dict) or not isinstance(record.get("case_id"), str):
         raise StoreError(f"{path}: {where}: expected a gpu-pairs result record with a case_id")
-    records[record["case_id"]] = typed(record, path, where)
+    records[record["case_id"]] = typed(record_v1.upgrade(record), path, where)
 
 
 def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
     benchmarks = data.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise StoreError(f"{path}: $.benchmarks: expected a list (pytest-benchmark JSON)")
+    resumed = data.get(RESUMED_KEY, [])
+    if not isinstance(resumed, list):
+        raise StoreError(f"{path}: $.{RESUMED_KEY}: expected a list of resumed cases' entries")
     records: dict[str, dict] = {}
-    for index, bench in enumerate(benchmarks):
-        info = bench.get("extra_info") if isinstance(bench, dict) else None
-        if isinstance(info, dict) and "case_id" in info:
-            _add_record(records, info, path, f"$.benchmarks[{index}].extra_info")
+    for where, entries in (("benchmarks", benchmarks), (RESUMED_KEY, resumed)):
+        for index, bench in enumerate(entries):
+            info = bench.get("extra_info") if isinstance(bench, dict) else None
+            if isinstance(info, dict) and "case_id" in info:
+                _add_record(records, info, path, f"$.{where}[{index}].extra_info")
     machine = (data.get("machine_info") or {}).get("gpu_pairs") or {}
     return Run(str(path), records, dict(machine))
 

@@ -10,6 +10,7 @@ import pytest
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete, save_result, typed
 from pytest_gpu_pairs.run import ballast
@@ -225,7 +226,7 @@ class PairRun:
         self.close()
         record = {**record, **self._times()}
         record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
-        record = typed(self.session.extended(self.case, record))
+        record = typed({"schema": SCHEMA_VERSION, **self.session.extended(self.case, record)})
         self.benchmark.extra_info.update(record.to_dict())
         path = save_result(self.session.case_dir(self.case), record)
         self._recorded = True

@@ -4,7 +4,7 @@ resnet20/32/44/56 have 3 stages of n = 3/5/7/9 basic blocks (16, 32, 64 channels
 0.27/0.46/0.66/0.85 M parameters; SGD with momentum 0.9, weight decay 1e-4, and the lr
 dropped tenfold at epochs 100 and 150, as in the original trainer.py; batch 128 over CIFAR-10's
 50 000 training images, the 10 000 test images evaluated after every epoch (test accuracy of
-the last epoch and the best one, the predecessor's two metrics). On real CIFAR-10 (under the data root)
+the last epoch and the best one, the predecessor's two metrics, as fractions where it printed percents). On real CIFAR-10 (under the data root)
 training batches get trainer.py's augmentation: 4-pixel padded random crops and mirroring.
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ class CifarResNetWorkload(Workload):
         self.model.eval()
         x, y = self.data.fixed_set(scaled_count(TEST_IMAGES, self.scale, EVAL_FLOOR))
         correct = sum((self.model(xb).argmax(1) == yb).sum().item() for xb, yb in zip(x.split(500), y.split(500)))
-        return {"test_accuracy": 100.0 * correct / len(y)}
+        return {"test_accuracy": correct / len(y)}
 
     def final_metrics(self):
         history = self.history or [self.evaluate()]

@@ -94,7 +94,7 @@ class _Classifier(Workload):
             out = self.model(xb)
             total_loss += F.nll_loss(out, yb, reduction="sum").item()
             correct += (out.argmax(dim=1) == yb).sum().item()
-        return {"test_accuracy": 100.0 * correct / len(y), "test_loss": total_loss / len(y)}
+        return {"test_accuracy": correct / len(y), "test_loss": total_loss / len(y)}
 
 
 class Mnist(_Classifier):
@@ -181,7 +181,7 @@ class MnistFF(_Classifier):
         x, y = self.data.fixed_set(n)
         test_error = self._error(x, y)
         xt, yt = self.data.sample(n, torch.Generator(device=self.device).manual_seed(7))
-        return {"test_accuracy": 100.0 * (1 - test_error), "test_error": test_error,
+        return {"test_accuracy": 1.0 - test_error, "test_error": test_error,
                 "train_error": self._error(xt, yt)}
 
 

@@ -157,7 +157,7 @@ def average_precision(ranked_good: np.ndarray, good_count: int) -> tuple[float, 
 
 
 def rank_and_map(qf: torch.Tensor, q_ids, q_cams, gf: torch.Tensor, g_ids, g_cams) -> dict[str, float]:
-    """Rank@1, Rank@5 (in %) and mAP (0-1, as the predecessor reports it) over valid queries."""
+    """Rank@1, Rank@5 and mAP over valid queries, fractions (0-1) as the predecessor reports them."""
     scores = (qf @ gf.T).cpu().numpy()
     q_ids, q_cams, g_ids, g_cams = (np.asarray(a) for a in (q_ids, q_cams, g_ids, g_cams))
     cmc = np.zeros(len(g_ids))
@@ -178,7 +178,7 @@ def rank_and_map(qf: torch.Tensor, q_ids, q_cams, gf: torch.Tensor, g_ids, g_cam
     if valid == 0:
         return {"rank1": 0.0, "rank5": 0.0, "map": 0.0}
     cmc /= valid
-    return {"rank1": 100.0 * float(cmc[0]), "rank5": 100.0 * float(cmc[min(4, len(cmc) - 1)]),
+    return {"rank1": float(cmc[0]), "rank5": float(cmc[min(4, len(cmc) - 1)]),
             "map": float(np.mean(aps))}
 
 

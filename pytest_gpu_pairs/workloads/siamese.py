@@ -69,7 +69,7 @@ class Siamese(Workload):
             out = self.model(a, b)
             loss += F.binary_cross_entropy(out, t, reduction="sum").item()
             correct += ((out > 0.5).float() == t).sum().item()
-        return {"test_accuracy": 100.0 * correct / len(target), "test_loss": loss / len(target)}
+        return {"test_accuracy": correct / len(target), "test_loss": loss / len(target)}
 
 
 def make(info, hp, device, scale=1.0):

@@ -1,12 +1,13 @@
-"""The built-in workloads: each trains two steps on the CPU and reports its family's metrics
-through the progress protocol, with the model size of the catalog; the job and profile modules run."""
+"""The built-in workloads: each trains two steps on the CPU and reports its family's metrics, each
+in the range of its stated unit (accuracy-like ones fractions), through the progress protocol, with
+the model size of the catalog; the job and profile modules run."""
 import math
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_gpu_pairs.catalog import BUILTINS, builtin  # noqa: E402
+from pytest_gpu_pairs.catalog import BUILTINS, builtin, metric_unit  # noqa: E402
 from pytest_gpu_pairs.protocol import Progress  # noqa: E402
 from pytest_gpu_pairs.workloads.train import build, parameter_count, run  # noqa: E402
 
@@ -43,6 +44,8 @@ def test_two_steps_on_cpu_report_the_family_metrics(name, tmp_path, monkeypatch)
     metrics = progress.result["metrics"]
     assert set(info.metrics) <= set(metrics)
     assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
+    outside = {m: v for m, v in metrics.items() if not metric_unit(m).low <= v <= metric_unit(m).high}
+    assert outside == {}, {m: metric_unit(m).describe() for m in outside}
     assert progress.result["data"] == "generated"
 
 

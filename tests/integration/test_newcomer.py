@@ -7,7 +7,8 @@ import json
 
 from support.helpers import SUITE, pair
 
-from integration.test_supervision import OK_CASE, OK_PAIR, write_settings
+from integration.test_supervision import LONG_BG, OK_CASE, OK_PAIR, write_settings
+from integration.test_supervision import pair as command_pair
 from pytest_gpu_pairs.plugin.xdist import REFUSAL
 
 
@@ -135,6 +136,14 @@ def test_benchmark_json_names_the_case_and_its_group_and_the_summary_reads_at_a_
     assert bench["params"] == {"case_id": OK_CASE, "group": "g00", "fg": "trainer", "bg": "loader",
                                "variant": "default", "mode": "concurrent", "sharing": "timeslice", "method": "epoch"}
     result.stdout.fnmatch_lines([f"{OK_CASE} * passed * 0:*", "status: passed, failed*"])
+    result.stdout.fnmatch_lines(["not measured here (why, then [[]the record keys left empty]*",
+                                 "  --gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply  [[]* keys: *]"])
+    assert "not measurable" not in result.stdout.str()
+    notes = json.loads((tmp / "out" / OK_CASE / "result.json").read_text())["notes"]
+    if "cpu_energy_j" in notes:  # no RAPL here: one line for the figure and its method, their reasons kept
+        cpu_energy = [line for line in result.stdout.lines if "cpu_energy" in line]
+        assert len(cpu_energy) == 1 and cpu_energy[0].endswith("[cpu_energy_j, cpu_energy_method]"), cpu_energy
+        assert notes["cpu_energy_method"] == notes["cpu_energy_j"]
     csv_lines = (tmp / "out" / "summary.csv").read_text().splitlines()
     assert csv_lines[0].startswith("case_id,status,") and csv_lines[1].startswith(f"{OK_CASE},passed,")
 
@@ -142,6 +151,33 @@ def test_benchmark_json_names_the_case_and_its_group_and_the_summary_reads_at_a_
     assert resumed.ret == 0
     resumed.stdout.fnmatch_lines([f"{OK_CASE} * resumed *"])
     assert "Benchmark fixture was not used" not in resumed.stdout.str() + resumed.stderr.str()
+
+
+def test_every_case_resumed_still_writes_the_benchmark_json_with_their_records(pytester):
+    from pytest_gpu_pairs.record.store import load_run
+
+    tmp = pytester.path
+    pytester.makepyfile(test_suite=SUITE)
+    settings = write_settings(tmp, "quick", [OK_PAIR])
+    args = ["--gpu-pairs-settings", str(settings), "--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(tmp / "out"),
+            "-p", "no:cacheprovider"]
+    assert pytester.runpytest_subprocess(*args, timeout=600).ret == 0
+    earlier = json.loads((tmp / "out" / OK_CASE / "result.json").read_text())
+
+    resumed = pytester.runpytest_subprocess(*args, "--gpu-pairs-resume", "--benchmark-json", str(tmp / "b.json"),
+                                            timeout=600)
+    assert resumed.ret == 0, resumed.stdout.str()
+    output = resumed.stdout.str() + resumed.stderr.str()
+    assert "Not saving anything" not in output
+    resumed.stdout.fnmatch_lines(["gpu-pairs: no case was timed in this session (1 resumed from complete earlier "
+                                  "results); *b.json holds their records under gpu_pairs_resumed*"])
+    data = json.loads((tmp / "b.json").read_text())
+    assert data["benchmarks"] == [] and data["machine_info"]["gpu_pairs"]["device"] == "cpu"
+    entry, = data["gpu_pairs_resumed"]
+    assert entry["group"] == "g00" and entry["params"]["case_id"] == OK_CASE
+    assert entry["extra_info"]["case_id"] == OK_CASE
+    assert entry["extra_info"]["fg_duration_s"] == earlier["fg_duration_s"]
+    assert list(load_run(tmp / "b.json").records) == [OK_CASE]
 
 
 def test_with_settings_only_in_the_ini_xdist_is_refused_where_the_suite_is_collected(pytester):
@@ -154,3 +190,23 @@ def test_with_settings_only_in_the_ini_xdist_is_refused_where_the_suite_is_colle
     result.stdout.fnmatch_lines([f"*{REFUSAL}*"])
     assert "passed" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert "raise pytest" not in result.stdout.str()
+
+
+def test_a_session_of_timed_and_resumed_cases_writes_both_into_the_benchmark_json(pytester):
+    from pytest_gpu_pairs.record.store import load_run
+
+    tmp = pytester.path
+    pytester.makepyfile(test_suite=SUITE)
+    settings = write_settings(tmp, "quick", [OK_PAIR, command_pair("g01", {"steps": 4, "accuracy": 0.5}, LONG_BG)])
+    args = ["--gpu-pairs-settings", str(settings), "--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(tmp / "out"),
+            "-p", "no:cacheprovider"]
+    assert pytester.runpytest_subprocess(*args, "-k", "g00", timeout=600).ret == 0
+
+    both = pytester.runpytest_subprocess(*args, "--gpu-pairs-resume", "--benchmark-json", str(tmp / "b.json"),
+                                         timeout=600)
+    assert both.ret == 0, both.stdout.str()
+    assert "no case was timed" not in both.stdout.str()
+    data = json.loads((tmp / "b.json").read_text())
+    assert [b["params"]["case_id"] for b in data["benchmarks"]] == ["g01-trainer+loader-default-concurrent"]
+    assert [e["extra_info"]["case_id"] for e in data["gpu_pairs_resumed"]] == [OK_CASE]
+    assert sorted(load_run(tmp / "b.json").records) == [OK_CASE, "g01-trainer+loader-default-concurrent"]

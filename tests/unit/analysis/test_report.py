@@ -167,3 +167,13 @@ def test_an_interaction_test_on_an_exact_fit_or_a_constant_metric_says_nothing()
     noisy = np.where(concurrent, 2.0 * x, 0.5 * x + 1.0) + np.array([0.1, -0.1, 0.05, 0.0, -0.05, 0.1, 0.0, -0.1])
     f_value, p, n = interaction_test(x, noisy, concurrent)
     assert f_value > 0 and 0 <= p < 0.05 and n == 8
+
+
+def test_the_predecessors_percent_accuracy_and_our_old_records_compare_as_fractions(tmp_path):
+    from pytest_gpu_pairs.analysis.report.load import load_runs
+
+    path = seed_csv(tmp_path / "raw.csv", ["a__solo1,,examples,mnist_ff,True,100,10,0.01,1,97.5,1000,,,,,,,,,,,,,"])
+    loaded = load_runs([path, BENCH])
+    values = loaded.runs.loc[loaded.runs["fg_model"] == "mnist_ff", "perf_value"]
+    assert sorted(values) == [pytest.approx(0.975), 1.0]
+    assert not any("off the scale" in note for note in loaded.notes)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND, comparable, direction, markdown_table
+from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND, SCHEMA_VERSION, comparable, direction, markdown_table
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreError, load_result, read_record, save_result, typed
 
@@ -20,7 +20,7 @@ RECORD = {"case_id": "g01-a+b-default-concurrent", "mode": "concurrent", "concur
 def test_a_saved_record_reads_back_the_same(tmp_path):
     save_result(tmp_path, RECORD)
     back = load_result(tmp_path)
-    assert back is not None and back.to_dict() == {**RECORD, "schema": 1, "complete": True}
+    assert back is not None and back.to_dict() == {**RECORD, "schema": SCHEMA_VERSION, "complete": True}
     assert back.concurrency_efficiency == 1.4 and back["mode"] == "concurrent" and "fg_model" not in back
 
 
