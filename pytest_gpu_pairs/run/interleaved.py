@@ -11,6 +11,7 @@ rule is satisfied -> both jobs resumed and killed. Every way out ends both proce
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -55,21 +56,14 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     gaps, step_times = [], []
     for progress in progresses:
         inside = [(t, s) for t, s in progress.steps if since <= t <= until]
-        gaps += [_median([b[0] - a[0] for a, b in zip(inside, inside[1:])])]
+        if len(inside) >= 2:
+            gaps.append(statistics.median(b[0] - a[0] for a, b in zip(inside, inside[1:])))
         if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
             step_times.append((inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1]))
-    needed = max([REPORTS_PER_PHASE * g for g in gaps if g is not None], default=0.0)
+    needed = max([REPORTS_PER_PHASE * g for g in gaps], default=0.0)
     phase = phase_s * max(1, math.ceil(needed / phase_s - 1e-9))
     settle = max([settle_s] + [STEPS_PER_SETTLE * t for t in step_times])
     return phase, settle
-
-
-def _median(values: list[float]) -> Optional[float]:
-    if not values:
-        return None
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 class InterleavedPair:
