@@ -67,6 +67,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(CASE_FIXTURE, params)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    """After ``-k`` and ``-m`` have selected: ``--gpu-pairs-shard`` keeps this machine's share."""
+    if gpu_options.in_use(config) and config.getoption("gpu_pairs_shard") is not None:
+        from pytest_gpu_pairs.plugin.shard import shard_items
+
+        shard_items(config, items, CASE_FIXTURE)
+
+
 def _selected_cases(session: pytest.Session) -> list:
     return [item.callspec.params[CASE_FIXTURE] for item in session.items
             if hasattr(item, "callspec") and CASE_FIXTURE in item.callspec.params]

@@ -57,6 +57,22 @@ def _precision(text: str) -> float:
     return value
 
 
+def _shard(text: str) -> tuple[int, int]:
+    from pytest_gpu_pairs.run.schedule import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _gpu_list(text: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+        raise argparse.ArgumentTypeError(f"expected distinct GPU indices such as 0,1,3, got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
@@ -101,6 +117,13 @@ def _add(group) -> None:
     group.addoption("--gpu-pairs-plan", action="store_true", default=False,
                     help="print every selected case with its estimated time, the total and the cases that "
                          "will run far longer than the rest, then stop without running anything")
+    group.addoption("--gpu-pairs-shard", type=_shard, default=None, metavar="K/N",
+                    help="run only shard K of N: the selected cases split into N parts of about equal "
+                         "estimated cost, the same split on every machine (Slurm arrays, CI matrices); "
+                         "join the results with gpu-pairs merge")
+    group.addoption("--gpu-pairs-gpus", type=_gpu_list, default=None, metavar="I,J,...",
+                    help="with pytest-xdist: one worker per listed GPU (NVML index); -n auto counts them "
+                         "(default with -n: GPUs 0..n-1, every GPU for -n auto)")
     group.addoption("--gpu-pairs-sharing", type=_sharing_modes, default=None, metavar="MODES",
                     help="how the two jobs share the GPU: timeslice (the driver's default), mps (a private "
                          "MPS daemon of the harness), or timeslice,mps to measure every pair both ways; "
