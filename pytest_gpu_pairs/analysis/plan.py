@@ -59,7 +59,7 @@ def select(case_ids: Sequence[str], keyword: Optional[str]) -> list[str]:
         expression = Expression.compile(keyword)
     except Exception as exc:  # pytest's own parse error (SyntaxError, ParseError in older releases)
         raise ValueError(f"-k {keyword!r}: {exc}") from None
-    return [i for i in case_ids if expression.evaluate(lambda name, **_: name.lower() in i.lower())]
+    return [i for i in case_ids if expression.evaluate(lambda name, _id=i.lower(), **_: name.lower() in _id)]
 
 
 def memory_headroom(results: Optional[Path], bins: Sequence[Sequence[str]]) -> Optional[dict[str, Any]]:
