@@ -234,6 +234,7 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
     out = config.getoption("gpu_pairs_out") or str(config.getini("gpu_pairs_out") or "").strip() or DEFAULT_OUT
     max_rounds: Optional[int] = config.getoption("gpu_pairs_max_rounds")
     max_case_s: Optional[float] = config.getoption("gpu_pairs_max_case_s")
+    workerinput = getattr(config, "workerinput", {})  # a pytest-xdist worker: its id and its GPU
     return GpuPairsOptions(
         settings=settings, device=_given_or_ini(config, "gpu_pairs_device", "gpu_pairs_device", _device, DEFAULT_DEVICE),
         scale=_given_or_ini(config, "gpu_pairs_scale", "gpu_pairs_scale", _positive_float, DEFAULT_SCALE),
@@ -247,4 +248,5 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         resume=config.getoption("gpu_pairs_resume"), method=config.getoption("gpu_pairs_method"),
         precision=precision or None, precision_off=precision == 0.0,
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
-        max_case_s=MAX_CASE_S if max_case_s is None else max_case_s)
+        max_case_s=MAX_CASE_S if max_case_s is None else max_case_s,
+        worker=workerinput.get("workerid"), gpu=workerinput.get("gpu_pairs_gpu"))
