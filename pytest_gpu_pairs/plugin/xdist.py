@@ -176,6 +176,8 @@ def adopt_results(session, gathered: Gathered) -> None:
                                                   resumed=result["resumed"], enforce_vram=result["enforce_vram"]))
         session.interrupted.extend(output["interrupted"])
         session.orphans_killed.extend(output["orphans_killed"])
+    order = {case_id: index for index, case_id in enumerate(by_id)}
+    session.results.sort(key=lambda r: order[r.case.id])  # the settings' order, as one process runs them
     session.plan([r.case.id for r in session.results])
 
 

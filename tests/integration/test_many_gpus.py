@@ -117,3 +117,37 @@ def test_merge_of_three_shard_runs_equals_one_unsharded_run_in_case_ids_and_reco
     assert line.startswith("error: case g01-") and "has different records in" in line and line.count("\n") == 1
     assert not (pytester.path / "clash").exists()
     assert gpu_pairs(["merge", folders[0], folders[0], "-o", str(pytester.path / "twice")]) == 0  # same record: kept once
+
+
+def test_two_cpu_workers_run_every_case_into_one_summary_one_benchmark_json_and_one_folder(pytester):
+    bench = pytester.path / "bench.json"
+    result = _run(pytester, "out", "-n", "2", "--benchmark-json", str(bench))
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert out.count("gpu-pairs results") == 1 and "2 workers [3 items]" in out
+    result.stdout.fnmatch_lines(["*g01-trainer+loader-default-concurrent * passed *",
+                                 "*g02-trainer+loader-default-concurrent * passed *",
+                                 "*g03-trainer+loader-default-concurrent * passed *"])
+    cases = sorted(f"g0{i}-trainer+loader-default-concurrent" for i in (1, 2, 3))
+    benchmarks = json.loads(bench.read_text())["benchmarks"]
+    assert sorted(b["extra_info"]["case_id"] for b in benchmarks) == cases
+    assert all(b["stats"]["rounds"] >= 1 and b["stats"]["data"] for b in benchmarks)  # timed in the workers
+    assert sorted(_records(pytester.path / "out")) == cases
+    session = json.loads((pytester.path / "out" / "session.json").read_text())
+    assert sorted(session["workers"]) == ["gw0", "gw1"]
+    solos = [p.name for p in (pytester.path / "out" / "_solo").iterdir()]
+    assert solos and all(name.endswith(("-gw0", "-gw1")) for name in solos)  # each worker its own cache
+    assert_every_job_ended(pytester.path)
+    assert not (pytester.path / "out" / ".gpu-pairs.lock.owner").exists()  # released by the controller
+
+
+def test_a_second_run_on_the_same_folder_is_refused_while_the_workers_run(pytester):
+    """The controller holds the output folder's lock for all its workers."""
+    from filelock import FileLock
+
+    (pytester.path / "out").mkdir()
+    with FileLock(str(pytester.path / "out" / ".gpu-pairs.lock")):
+        result = _run(pytester, "out", "-n", "2")
+    assert result.ret == 4
+    assert "is in use by another pytest session" in result.stdout.str() + result.stderr.str()
+    assert not list((pytester.path / "out").glob("g0*"))
