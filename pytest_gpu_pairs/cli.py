@@ -1,4 +1,5 @@
-"""``gpu-pairs``: the command line beside pytest (report, compare, sharing-report, workloads, dead-time).
+"""``gpu-pairs``: the command line beside pytest (report, compare, sharing-report, workloads, plan, merge,
+dead-time).
 
 Each subcommand lives in the module that owns its work; this file only wires them up, so a
 subcommand is added by one line in ``SUBCOMMANDS``. A subcommand module exposes
