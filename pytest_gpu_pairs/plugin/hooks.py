@@ -38,8 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_gpu_pairs.plugin import benchmark, gate
 
     benchmark.refuse_unsupported(config)
-    if not is_worker(config):  # the controller compares every worker's records at once
-        gate.configure(config)
+    gate.configure(config)  # a worker refuses a foreign baseline before its first case; the controller compares
 
 
 def _configure_controller(config: pytest.Config) -> None:
@@ -47,6 +46,9 @@ def _configure_controller(config: pytest.Config) -> None:
     the project's other tests) a refusal waits for a worker that collects the suite."""
     from pytest_gpu_pairs.plugin.xdist import Gathered, check_workers
 
+    if gpu_options.planning(config):
+        raise pytest.UsageError("--gpu-pairs-plan estimates one session and does not combine with -n; "
+                                "for several GPUs run: gpu-pairs plan SETTINGS --gpus 1,2,4")
     state: dict = {"gpus": None, "refusal": None, "gathered": Gathered(), "claimed": False}
     try:
         state["gpus"] = check_workers(config)

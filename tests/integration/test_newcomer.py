@@ -155,3 +155,13 @@ def test_with_settings_only_in_the_ini_too_many_workers_are_refused_where_the_su
     result.stdout.fnmatch_lines(["*-n 2 asks for more workers than GPUs (GPU-only-one)*"])
     assert "passed" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert "raise pytest" not in result.stdout.str()
+
+
+def test_plan_under_xdist_points_to_the_planner_for_several_gpus(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    settings = _settings(pytester, [pair()])
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-plan", "-n", "2",
+                                           "--gpu-pairs-device", "cpu")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: --gpu-pairs-plan * does not combine with -n; for several GPUs run: "
+                                 "gpu-pairs plan SETTINGS --gpus 1,2,4"])
