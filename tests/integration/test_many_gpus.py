@@ -151,3 +151,29 @@ def test_a_second_run_on_the_same_folder_is_refused_while_the_workers_run(pytest
     assert result.ret == 4
     assert "is in use by another pytest session" in result.stdout.str() + result.stderr.str()
     assert not list((pytester.path / "out").glob("g0*"))
+
+
+def test_sigterm_to_the_controller_ends_every_workers_jobs(pytester):
+    """Both workers mid-case (one hangs in its foreground), SIGTERM to the controller: pytest ends
+    and no job process of either worker lives on."""
+    import signal
+
+    from support.helpers import wait_for
+
+    from integration.test_supervision import INTERRUPTED_CASE, start_pytest
+
+    tmp = pytester.path
+    process = start_pytest(tmp, "-n", "2")
+    try:
+        progress = tmp / "out" / INTERRUPTED_CASE / "fg.progress.jsonl"
+        wait_for(lambda: process.poll() is None and progress.exists() and '"ready"' in progress.read_text()
+                 and len(jobs_started_under(tmp / "out")) >= 2, timeout_s=300, what="the hanging case's jobs")
+        assert len(list((tmp / "out" / "_workers").iterdir())) == 2  # both workers opened their session
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0
+    wait_for(lambda: jobs_started_under(tmp / "out") == [], timeout_s=60, what="every job to end")
+    assert alive_pids(tmp / "pids") == []
