@@ -34,6 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if is_controller(config):
         _configure_controller(config)
+    elif not is_worker(config) and len(config.getoption("gpu_pairs_gpus") or ()) > 1:
+        raise pytest.UsageError("--gpu-pairs-gpus names several GPUs: run one worker per GPU with -n "
+                                f"{len(config.getoption('gpu_pairs_gpus'))} (pytest-xdist)")
     gpu_options.warn_renamed(config)
     from pytest_gpu_pairs.plugin import benchmark, gate
 

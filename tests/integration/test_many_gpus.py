@@ -177,3 +177,11 @@ def test_sigterm_to_the_controller_ends_every_workers_jobs(pytester):
     assert process.returncode != 0
     wait_for(lambda: jobs_started_under(tmp / "out") == [], timeout_s=60, what="every job to end")
     assert alive_pids(tmp / "pids") == []
+
+
+def test_several_gpus_without_workers_are_refused_in_one_line(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _builtin_settings(pytester),
+                                           "--gpu-pairs-gpus", "0,1")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: --gpu-pairs-gpus names several GPUs: run one worker per GPU with -n 2*"])

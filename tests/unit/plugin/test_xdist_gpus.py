@@ -49,7 +49,7 @@ def test_every_gpu_nvml_sees_without_a_list(monkeypatch, nvml):
 
 
 def test_named_gpus_win(monkeypatch, nvml):
-    assert _gpus(monkeypatch, Config(gpus=(0, 2))) == ["0", "2"]
+    assert _gpus(monkeypatch, Config(gpus=("0", "2"))) == ["0", "2"]
 
 
 def test_a_slurm_allocation_names_the_gpus(monkeypatch, nvml):
@@ -65,7 +65,7 @@ def test_more_workers_than_gpus_is_refused(monkeypatch, nvml):
 def test_cpu_workers_own_no_gpu_and_a_gpu_list_with_cpu_is_refused(monkeypatch, nvml):
     assert _gpus(monkeypatch, Config(device="cpu", workers=8)) is None
     with pytest.raises(pytest.UsageError, match="--gpu-pairs-gpus names GPUs"):
-        _gpus(monkeypatch, Config(device="cpu", gpus=(0,)))
+        _gpus(monkeypatch, Config(device="cpu", gpus=("0",)))
 
 
 def test_worker_i_gets_the_ith_gpu():
@@ -99,3 +99,19 @@ def test_an_unpinned_session_is_as_before(tmp_path, monkeypatch, nvml):
                               sample_hz=10.0, out_dir=tmp_path / "out")
     env = GpuPairsSession(options).environment()
     assert env.gpu.info.index == 0 and "CUDA_VISIBLE_DEVICES" not in env.extra_env
+
+
+@pytest.mark.parametrize("text", ["0,0", "a,b", "", "1,,2"])
+def test_a_bad_gpu_list_names_what_was_expected(text):
+    import argparse
+
+    from pytest_gpu_pairs.plugin.options import _gpu_list
+
+    with pytest.raises(argparse.ArgumentTypeError, match="expected distinct GPU indices or UUIDs"):
+        _gpu_list(text)
+
+
+def test_gpu_lists_take_indices_and_uuids():
+    from pytest_gpu_pairs.plugin.options import _gpu_list
+
+    assert _gpu_list("0, GPU-abc,3") == ("0", "GPU-abc", "3")
