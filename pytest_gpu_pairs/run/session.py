@@ -233,6 +233,7 @@ class GpuPairsSession:
                               gpu=gpu, gpu_unavailable=reason)
             if gpu is not None and self.options.gpu is not None:
                 env.extra_env["CUDA_VISIBLE_DEVICES"] = gpu.info.uuid or str(gpu.info.index)
+                self.sharing.device_env = dict(env.extra_env)
             if gpu is not None:
                 _check_card_size(self.options.gpu_memory_mb, gpu)
                 env.idle_power_w, env.idle_power_note = _idle_power(gpu)

@@ -88,6 +88,7 @@ def test_a_pinned_session_monitors_its_gpu_and_hands_its_uuid_to_the_jobs(tmp_pa
     session = GpuPairsSession(options)
     env = session.environment()
     assert env.gpu.info.index == 2 and env.extra_env == {"CUDA_VISIBLE_DEVICES": "GPU-fake-2"}
+    assert session.sharing.device_env == env.extra_env  # its MPS daemon sees that GPU alone too
     assert (tmp_path / "out" / "_workers" / "gw1" / "session.json").is_file()
     assert not (tmp_path / "out" / "session.json").exists()  # the controller writes that one
     session.close()
