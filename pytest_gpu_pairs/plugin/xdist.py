@@ -60,9 +60,9 @@ def _visible_devices() -> Optional[list[str]]:
 
 def worker_gpus(config: pytest.Config) -> Optional[list[str]]:
     """The GPUs the workers own, in worker order, or None where jobs train on the CPU."""
-    from pytest_gpu_pairs.plugin.options import options_from_config
+    from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
 
-    options = options_from_config(config)
+    options = gpu_pairs_session(config).options  # a bad option value is one usage line from there
     given = config.getoption("gpu_pairs_gpus")
     if options.device == "cpu":
         if given:

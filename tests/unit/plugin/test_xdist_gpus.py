@@ -39,8 +39,8 @@ def nvml(monkeypatch):
 
 
 def _gpus(monkeypatch, config):
-    monkeypatch.setattr("pytest_gpu_pairs.plugin.options.options_from_config",
-                        lambda c: SimpleNamespace(device=c.values["gpu_pairs_device"]))
+    monkeypatch.setattr("pytest_gpu_pairs.plugin.stash.gpu_pairs_session",
+                        lambda c: SimpleNamespace(options=SimpleNamespace(device=c.values["gpu_pairs_device"])))
     return xdist.check_workers(config)
 
 
