@@ -52,7 +52,7 @@ def _configure_controller(config: pytest.Config) -> None:
     if gpu_options.planning(config):
         raise pytest.UsageError("--gpu-pairs-plan estimates one session and does not combine with -n; "
                                 "for several GPUs run: gpu-pairs plan SETTINGS --gpus 1,2,4")
-    state: dict = {"gpus": None, "refusal": None, "gathered": Gathered(), "claimed": False}
+    state: dict = {"gpus": None, "refusal": None, "gathered": Gathered(), "claimed": False, "collected": []}
     try:
         state["gpus"] = check_workers(config)
     except pytest.UsageError as exc:
@@ -97,7 +97,9 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
     from pytest_gpu_pairs.run.session import OutputFolderUnavailable
 
     case_ids = {case.id for case in _load_cases(node.config)}
-    if not any(i.endswith("]") and i.rsplit("[", 1)[-1][:-1] in case_ids for i in ids):
+    state["collected"] = [i.rsplit("[", 1)[-1][:-1] for i in ids
+                          if i.endswith("]") and i.rsplit("[", 1)[-1][:-1] in case_ids]
+    if not state["collected"]:
         return
     state["claimed"] = True
     try:
@@ -239,7 +241,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if state is not None and xdist_state is not None:
         from pytest_gpu_pairs.plugin import xdist
 
-        xdist.adopt_results(state, xdist_state["gathered"])
+        xdist.adopt_results(state, xdist_state["gathered"], xdist_state["collected"])
         xdist.write_session_file(state, xdist_state["gathered"])
         xdist.write_benchmark_json(session.config, xdist_state["gathered"])
     if state is not None:

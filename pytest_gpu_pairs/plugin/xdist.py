@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import pytest
@@ -163,8 +164,10 @@ class Gathered:
         return sorted(self.outputs.items(), key=lambda item: int(item[0].removeprefix("gw") or 0))
 
 
-def adopt_results(session, gathered: Gathered) -> None:
-    """The workers' case results become the controller session's, as if it had run them."""
+def adopt_results(session, gathered: Gathered, collected: Sequence[str] = ()) -> None:
+    """The workers' case results become the controller session's, as if it had run them; a
+    collected case without a result whose folder holds an incomplete one (a worker stopped by
+    Ctrl-C or SIGTERM before it could report) is named as interrupted, as one process would."""
     from pytest_gpu_pairs.record.checks import CaseResult
 
     by_id = {case.id: case for case in session.cases()}
@@ -178,6 +181,9 @@ def adopt_results(session, gathered: Gathered) -> None:
         session.orphans_killed.extend(output["orphans_killed"])
     order = {case_id: index for index, case_id in enumerate(by_id)}
     session.results.sort(key=lambda r: order[r.case.id])  # the settings' order, as one process runs them
+    for case_id in collected:
+        if case_id in by_id and case_id not in session.interrupted:
+            session.note_unfinished(by_id[case_id])
     session.plan([r.case.id for r in session.results])
 
 

@@ -175,6 +175,9 @@ def test_sigterm_to_the_controller_ends_every_workers_jobs(pytester):
         if process.poll() is None:
             process.kill()
     assert process.returncode != 0
+    log = (tmp / "pytest.log").read_text()
+    assert log.count("gpu-pairs results") == 1  # the controller's summary names the cut case
+    assert f"interrupted (incomplete result.json): {INTERRUPTED_CASE}" in log and "--gpu-pairs-resume" in log
     wait_for(lambda: jobs_started_under(tmp / "out") == [], timeout_s=60, what="every job to end")
     assert alive_pids(tmp / "pids") == []
 
