@@ -72,3 +72,34 @@ def test_the_longest_case_goes_first_onto_the_emptiest_gpu():
 def test_a_bad_shard_is_refused_naming_what_was_expected(text):
     with pytest.raises(ValueError, match="expected K/N"):
         parse_shard(text)
+
+
+def _suite_cases():
+    from support.helpers import REPO
+
+    from pytest_gpu_pairs.experiment.cases import expand_all
+    from pytest_gpu_pairs.experiment.load import load_experiment
+
+    return expand_all([load_experiment(REPO / "settings" / name)
+                       for name in ("parallel_feasibility_test.json", "slice_pairs.json", "hp_study_quick.json")])
+
+
+SUITE_CASES = _suite_cases()
+
+
+@given(st.lists(st.sampled_from(range(len(SUITE_CASES))), unique=True, max_size=len(SUITE_CASES)),
+       st.integers(1, 5), st.sampled_from(["cuda", "cpu"]))
+def test_shards_of_real_selections_partition_them(indices, count, device):
+    """Random selections of the suite's own cases, costed by the estimator as the plugin costs them."""
+    from pathlib import Path
+
+    from pytest_gpu_pairs.run.estimate import Earlier, case_costs
+    from pytest_gpu_pairs.run.options import GpuPairsOptions
+
+    options = GpuPairsOptions(settings=(), device=device, scale=1.0, vram_budget_mb=None, min_efficiency=None,
+                              sample_hz=10.0, out_dir=Path("/nonexistent-results"))
+    selected = [SUITE_CASES[i] for i in indices]
+    costs = case_costs(selected, options, device, Earlier())
+    shards = [shard_ids(costs, k, count) for k in range(1, count + 1)]
+    assert sorted(i for shard in shards for i in shard) == sorted(c.id for c in selected)
+    assert all(len(set(shard)) == len(shard) for shard in shards)
