@@ -94,11 +94,10 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
     session = existing_session(node.config)
     if session is None or not session.options.settings:
         return
+    from pytest_gpu_pairs.plugin.xdist import collected_cases
     from pytest_gpu_pairs.run.session import OutputFolderUnavailable
 
-    case_ids = {case.id for case in _load_cases(node.config)}
-    state["collected"] = [i.rsplit("[", 1)[-1][:-1] for i in ids
-                          if i.endswith("]") and i.rsplit("[", 1)[-1][:-1] in case_ids]
+    state["collected"] = collected_cases(ids, {case.id for case in _load_cases(node.config)})
     if not state["collected"]:
         return
     state["claimed"] = True

@@ -111,11 +111,14 @@ def configure_node(node, gpus: Optional[list[str]]) -> None:
     node.workerinput[GPU_KEY] = gpus[index]
 
 
-def worker_identity(config: pytest.Config) -> tuple[Optional[str], Optional[str]]:
-    """(worker id, its GPU) in a worker; (None, None) elsewhere."""
-    if not is_worker(config):
-        return None, None
-    return config.workerinput.get("workerid"), config.workerinput.get(GPU_KEY)
+def collected_cases(node_ids: Sequence[str], case_ids: set[str]) -> list[str]:
+    """The case ids among a worker's collected test ids (``path::test_pair[<case id>]``)."""
+    found = []
+    for node_id in node_ids:
+        param = node_id.rsplit("[", 1)[-1][:-1] if node_id.endswith("]") else None
+        if param in case_ids:
+            found.append(param)
+    return found
 
 
 def enable_worker_benchmarks(config: pytest.Config) -> None:

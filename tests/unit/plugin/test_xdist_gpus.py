@@ -116,3 +116,9 @@ def test_gpu_lists_take_indices_and_uuids():
     from pytest_gpu_pairs.plugin.options import _gpu_list
 
     assert _gpu_list("0, GPU-abc,3") == ("0", "GPU-abc", "3")
+
+
+def test_the_controller_finds_the_cases_among_a_workers_test_ids():
+    ids = ["benchmarks/test_pairs.py::test_pair[g01-a+b-default-concurrent]", "tests/test_x.py::test_y",
+           "tests/test_x.py::test_p[g01-a+b-default-concurrent]", "b/test_pairs.py::test_pair[other]"]
+    assert xdist.collected_cases(ids, {"g01-a+b-default-concurrent"}) == ["g01-a+b-default-concurrent"] * 2
