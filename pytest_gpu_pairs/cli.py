@@ -1,4 +1,5 @@
-"""``gpu-pairs``: the command line beside pytest (report, compare, sharing-report, workloads, dead-time).
+"""``gpu-pairs``: the command line beside pytest (report, compare, sharing-report, workloads, plan, merge,
+dead-time).
 
 Each subcommand lives in the module that owns its work; this file only wires them up, so a
 subcommand is added by one line in ``SUBCOMMANDS``. A subcommand module exposes
@@ -15,6 +16,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pytest_gpu_pairs.analysis.report.command", "summary.csv, plots and a self-contained HTML report of runs"),
     "compare": ("pytest_gpu_pairs.analysis.compare", "compare two runs' metrics; exit 1 on a regression beyond --fail"),
     "workloads": ("pytest_gpu_pairs.experiment.listing", "list the built-in workloads: size, input, defaults, epoch length"),
+    "plan": ("pytest_gpu_pairs.analysis.plan", "predicted makespan, GPU-hours, idle time and memory headroom on 1..N GPUs"),
+    "merge": ("pytest_gpu_pairs.analysis.merge", "join the results folders of shards or workers into one"),
     "dead-time": ("pytest_gpu_pairs.analysis.deadtime", "wall time of a results folder not spent training, vs the predecessor's sleeps"),
 }
 

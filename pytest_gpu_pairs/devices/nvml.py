@@ -49,6 +49,24 @@ def optional(read: Callable[[], Any]) -> Any:
         return None
 
 
+def gpu_count(nvml=None) -> int:
+    """How many GPUs NVML sees (all of them: NVML ignores CUDA_VISIBLE_DEVICES)."""
+    nvml = nvml or _load_nvml()
+    try:
+        return int(nvml.nvmlDeviceGetCount())
+    except Exception as exc:
+        raise NvmlUnavailable(f"NVML could not count devices: {exc}") from None
+
+
+def open_gpu(spec: str, nvml=None) -> Gpu:
+    """A GPU named as CUDA_VISIBLE_DEVICES and ``--gpu-pairs-gpus`` name them: a UUID (``GPU-...``)
+    or an NVML index."""
+    spec = spec.strip()
+    if spec.isdigit():
+        return Gpu(int(spec), nvml)
+    return Gpu(nvml=nvml, uuid=spec)
+
+
 class Gpu:
     """An opened NVML device; ``nvml`` is the pynvml module or a fake with the same functions.
 
@@ -57,16 +75,22 @@ class Gpu:
     """
 
     def __init__(self, index: int = 0, nvml=None, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, uuid: Optional[str] = None):
+        """``uuid`` opens the GPU of that UUID (as CUDA_VISIBLE_DEVICES may name it), else ``index``
+        in NVML's order (PCI bus order, which CUDA_VISIBLE_DEVICES does not change)."""
         self.nvml = nvml or _load_nvml()
         self.clock, self.sleep = clock, sleep
-        try:
-            count = self.nvml.nvmlDeviceGetCount()
-        except Exception as exc:
-            raise NvmlUnavailable(f"NVML could not count devices: {exc}") from None
-        if count <= index:
-            raise NvmlUnavailable(f"NVML reports {count} GPU(s); device {index} does not exist")
-        self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+        if uuid is not None:
+            try:
+                self.handle = self.nvml.nvmlDeviceGetHandleByUUID(uuid)
+                index = int(self.nvml.nvmlDeviceGetIndex(self.handle))
+            except Exception as exc:
+                raise NvmlUnavailable(f"NVML has no GPU {uuid}: {exc}") from None
+        else:
+            count = gpu_count(self.nvml)
+            if count <= index:
+                raise NvmlUnavailable(f"NVML reports {count} GPU(s); device {index} does not exist")
+            self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
         self.info = self._read_info(index)
         self._energy_ok = self.energy_mj() is not None
         self._power_fields = tuple(getattr(self.nvml, name, None) for name in POWER_FIELDS)

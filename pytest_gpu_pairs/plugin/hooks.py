@@ -12,9 +12,10 @@ import pytest
 from pytest_gpu_pairs.plugin import options as gpu_options
 from pytest_gpu_pairs.plugin.fixtures import background_load, gpu_monitor, gpu_pairs, pair_run, solo_baseline  # noqa: F401
 from pytest_gpu_pairs.plugin.stash import existing_session, gpu_pairs_session
-from pytest_gpu_pairs.plugin.xdist import refuse_xdist
+from pytest_gpu_pairs.plugin.xdist import is_controller, is_worker
 
 CASE_FIXTURE = "gpu_pair_case"
+XDIST_KEY = pytest.StashKey[dict]()  # the controller's: the workers' GPUs, a refusal, their outputs
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -31,15 +32,88 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
     if not gpu_options.in_use(config):
         return
-    if gpu_options.asked_by_option(config):  # an ini value alone may belong to a project's other tests
-        refuse_xdist(config)
+    if is_controller(config):
+        _configure_controller(config)
+    elif not is_worker(config) and len(config.getoption("gpu_pairs_gpus") or ()) > 1:
+        raise pytest.UsageError("--gpu-pairs-gpus names several GPUs: run one worker per GPU with -n "
+                                f"{len(config.getoption('gpu_pairs_gpus'))} (pytest-xdist)")
     gpu_options.warn_renamed(config)
     from pytest_gpu_pairs.plugin import benchmark, gate
 
     benchmark.refuse_unsupported(config)
     if config.pluginmanager.has_plugin("benchmark"):
         config.pluginmanager.register(benchmark.ResumedCases(_results), "gpu-pairs-resumed-cases")
-    gate.configure(config)
+    gate.configure(config)  # a worker refuses a foreign baseline before its first case; the controller compares
+
+
+def _configure_controller(config: pytest.Config) -> None:
+    """The workers' GPUs, one each; where the settings came from the ini alone (they may belong to
+    the project's other tests) a refusal waits for a worker that collects the suite."""
+    from pytest_gpu_pairs.plugin.xdist import Gathered, check_workers
+
+    if gpu_options.planning(config):
+        raise pytest.UsageError("--gpu-pairs-plan estimates one session and does not combine with -n; "
+                                "for several GPUs run: gpu-pairs plan SETTINGS --gpus 1,2,4")
+    state: dict = {"gpus": None, "refusal": None, "gathered": Gathered(), "claimed": False, "collected": []}
+    try:
+        state["gpus"] = check_workers(config)
+    except pytest.UsageError as exc:
+        if gpu_options.asked_by_option(config):
+            raise
+        state["refusal"] = str(exc)
+    config.stash[XDIST_KEY] = state
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config):
+    """``-n auto`` with a gpu-pairs option: one worker per GPU (on the CPU, xdist's own count)."""
+    if not gpu_options.asked_by_option(config):
+        return None
+    from pytest_gpu_pairs.plugin.xdist import auto_workers
+
+    return auto_workers(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    state = node.config.stash.get(XDIST_KEY, None)
+    if state is None:
+        return
+    if state["refusal"]:
+        node.workerinput["gpu_pairs_refusal"] = state["refusal"]
+        return
+    from pytest_gpu_pairs.plugin.xdist import configure_node
+
+    configure_node(node, state["gpus"])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:
+    """The controller locks the output folder once a worker has collected cases, before any runs."""
+    state = node.config.stash.get(XDIST_KEY, None)
+    if state is None or state["claimed"]:
+        return
+    session = existing_session(node.config)
+    if session is None or not session.options.settings:
+        return
+    from pytest_gpu_pairs.plugin.xdist import collected_cases
+    from pytest_gpu_pairs.run.session import OutputFolderUnavailable
+
+    state["collected"] = collected_cases(ids, {case.id for case in _load_cases(node.config)})
+    if not state["collected"]:
+        return
+    state["claimed"] = True
+    try:
+        session.claim_output_folder()
+    except OutputFolderUnavailable as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    state = node.config.stash.get(XDIST_KEY, None)
+    if state is not None:
+        state["gathered"].add(node)
 
 
 def _results(config: pytest.Config) -> list:
@@ -61,17 +135,38 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4."""
     if gpu_options.in_use(session.config) and gpu_pairs_session(session.config).options.settings:
         _load_cases(session.config)
+        if is_worker(session.config):
+            from pytest_gpu_pairs.plugin.xdist import enable_worker_benchmarks
+
+            enable_worker_benchmarks(session.config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if CASE_FIXTURE not in metafunc.fixturenames:
         return
-    refuse_xdist(metafunc.config, collecting=True)
+    refusal = getattr(metafunc.config, "workerinput", {}).get("gpu_pairs_refusal")
+    if refusal:
+        pytest.fail(refusal, pytrace=False)
     cases = _load_cases(metafunc.config)
     if not cases:
         raise pytest.UsageError("no gpu-pairs settings: pass --gpu-pairs-settings PATH or set gpu_pairs_settings in the ini")
     params = [pytest.param(case, id=case.id, marks=_marks(case)) for case in cases]
     metafunc.parametrize(CASE_FIXTURE, params)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    """After ``-k`` and ``-m`` have selected: ``--gpu-pairs-shard`` keeps this machine's share."""
+    if not gpu_options.in_use(config) or existing_session(config) is None:
+        return
+    if config.getoption("gpu_pairs_shard") is not None:
+        from pytest_gpu_pairs.plugin.shard import shard_items
+
+        shard_items(config, items, CASE_FIXTURE)
+    if is_worker(config):
+        from pytest_gpu_pairs.plugin.xdist import longest_first
+
+        longest_first(config, items, CASE_FIXTURE)
 
 
 def _selected_cases(session: pytest.Session) -> list:
@@ -143,6 +238,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     """The comparison gate runs here, inside the terminal reporter's wrapper, so a regression both
     shows in the summary and sets the exit status."""
     state = existing_session(session.config)
+    if state is not None and is_worker(session.config):
+        from pytest_gpu_pairs.plugin.xdist import worker_output
+
+        worker_output(session.config, state)
+        return
+    xdist_state = session.config.stash.get(XDIST_KEY, None)
+    if state is not None and xdist_state is not None:
+        from pytest_gpu_pairs.plugin import xdist
+
+        xdist.adopt_results(state, xdist_state["gathered"], xdist_state["collected"])
+        xdist.write_session_file(state, xdist_state["gathered"])
+        xdist.write_benchmark_json(session.config, xdist_state["gathered"])
     if state is not None:
         from pytest_gpu_pairs.plugin import gate
 
@@ -151,7 +258,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     session = existing_session(config)
-    if session is None:
+    if session is None or is_worker(config):
         return
     from pytest_gpu_pairs.plugin import gate
     from pytest_gpu_pairs.plugin.summary import terminal_summary

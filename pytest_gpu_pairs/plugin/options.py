@@ -57,6 +57,23 @@ def _precision(text: str) -> float:
     return value
 
 
+def _shard(text: str) -> tuple[int, int]:
+    from pytest_gpu_pairs.run.schedule import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _gpu_list(text: str) -> tuple[str, ...]:
+    parts = [p.strip() for p in text.split(",")]
+    valid = all(p.isdigit() or p.startswith(("GPU-", "MIG-")) for p in parts)
+    if not parts or not valid or len(set(parts)) != len(parts):
+        raise argparse.ArgumentTypeError(f"expected distinct GPU indices or UUIDs such as 0,1,3, got {text!r}")
+    return tuple(parts)
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
@@ -101,6 +118,14 @@ def _add(group) -> None:
     group.addoption("--gpu-pairs-plan", action="store_true", default=False,
                     help="print every selected case with its estimated time, the total and the cases that "
                          "will run far longer than the rest, then stop without running anything")
+    group.addoption("--gpu-pairs-shard", type=_shard, default=None, metavar="K/N",
+                    help="run only shard K of N: the selected cases split into N parts of about equal "
+                         "estimated cost, the same split on every machine (Slurm arrays, CI matrices); "
+                         "join the results with gpu-pairs merge")
+    group.addoption("--gpu-pairs-gpus", type=_gpu_list, default=None, metavar="I,J,...",
+                    help="the GPUs to run on (NVML indices); with pytest-xdist one worker per GPU, and -n auto "
+                         "counts them (default: CUDA_VISIBLE_DEVICES, else every GPU); one GPU without -n: "
+                         "the session runs there")
     group.addoption("--gpu-pairs-sharing", type=_sharing_modes, default=None, metavar="MODES",
                     help="how the two jobs share the GPU: timeslice (the driver's default), mps (a private "
                          "MPS daemon of the harness), or timeslice,mps to measure every pair both ways; "
@@ -211,6 +236,10 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
     out = config.getoption("gpu_pairs_out") or str(config.getini("gpu_pairs_out") or "").strip() or DEFAULT_OUT
     max_rounds: Optional[int] = config.getoption("gpu_pairs_max_rounds")
     max_case_s: Optional[float] = config.getoption("gpu_pairs_max_case_s")
+    workerinput = getattr(config, "workerinput", None)  # a pytest-xdist worker: its id and its GPU
+    gpus = config.getoption("gpu_pairs_gpus")
+    gpu = workerinput.get("gpu_pairs_gpu") if workerinput is not None else (
+        str(gpus[0]) if gpus and len(gpus) == 1 else None)  # one session on one named GPU
     return GpuPairsOptions(
         settings=settings, device=_given_or_ini(config, "gpu_pairs_device", "gpu_pairs_device", _device, DEFAULT_DEVICE),
         scale=_given_or_ini(config, "gpu_pairs_scale", "gpu_pairs_scale", _positive_float, DEFAULT_SCALE),
@@ -224,4 +253,5 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         resume=config.getoption("gpu_pairs_resume"), method=config.getoption("gpu_pairs_method"),
         precision=precision or None, precision_off=precision == 0.0,
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
-        max_case_s=MAX_CASE_S if max_case_s is None else max_case_s)
+        max_case_s=MAX_CASE_S if max_case_s is None else max_case_s,
+        worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu)

@@ -130,6 +130,14 @@ def save_incomplete(out_dir: str | Path, record: Mapping[str, Any], reason: str)
     return path
 
 
+def write_record(out_dir: str | Path, record: Record) -> Path:
+    """A record as it is (complete or not), typed again on the way out: ``gpu-pairs merge`` copies
+    records between results folders through here."""
+    path = Path(out_dir) / RESULT
+    atomic_write_json(path, typed(record, path).to_dict())
+    return path
+
+
 def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
     return record.to_dict() if isinstance(record, Record) else json.loads(json.dumps(dict(record), default=str))
 

@@ -35,6 +35,7 @@ from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.record.store import case_records
 from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.run.schedule import CaseCost
 
 PROFILES = Path(__file__).with_name("estimate_profiles.json")
 DEFAULT_JOB_S = 60.0
@@ -235,6 +236,21 @@ def estimate_cases(cases: Sequence[Case], options: GpuPairsOptions, device: str,
 def standalone(case: Case, options: GpuPairsOptions, device: str, earlier: Optional[Earlier] = None) -> Estimate:
     """One case as if it ran first in its own session (a worker or shard measures its own baselines)."""
     return Planner(options, device, earlier).case(case)
+
+
+def case_costs(cases: Sequence[Case], options: GpuPairsOptions, device: str,
+               earlier: Optional[Earlier] = None) -> list[CaseCost]:
+    """Every case's cost for the scheduler: its rounds, and each solo baseline it needs with its own
+    seconds, so a bin charges a baseline once however many of its cases share it. A solo-mode
+    case whose first round is its baseline counts that round as the baseline."""
+    earlier = earlier if earlier is not None else earlier_results(options.out_dir, options.scale, device)
+    costs = []
+    for case in cases:
+        planner = Planner(options, device, earlier)
+        estimate = planner.case(case)
+        solos = tuple((job, planner._solo(job)[0]) for job in estimate.solo_jobs)
+        costs.append(CaseCost(case.id, max(0.0, estimate.seconds - estimate.solo_s), solos))
+    return costs
 
 
 def long_cases(estimates: Sequence[Estimate]) -> list[Estimate]:

@@ -155,9 +155,12 @@ class MpsDaemon:
     """One private control daemon: ``start``, ``client_env`` for the jobs, ``probe``, ``stop``."""
 
     def __init__(self, control: Sequence[str], log_dir: str | Path, start_timeout_s: float = START_TIMEOUT_S,
-                 stop_timeout_s: float = STOP_TIMEOUT_S):
+                 stop_timeout_s: float = STOP_TIMEOUT_S, device_env: Optional[dict[str, str]] = None):
+        """``device_env``: the GPU a worker owns (``CUDA_VISIBLE_DEVICES``), so the daemon and the
+        client check see that GPU alone, as its jobs do."""
         self.control = list(control)
         self.log_dir = Path(log_dir)
+        self.device_env = dict(device_env or {})
         self.pipe_dir: Optional[Path] = None
         self.pid: Optional[int] = None
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
@@ -174,7 +177,7 @@ class MpsDaemon:
         return {**self.daemon_env(), **(limits.env() if limits else {})}
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, **self.daemon_env()}
+        return {**os.environ, **self.device_env, **self.daemon_env()}
 
     def start(self) -> MpsDaemon:
         """Start the daemon and wait until its pid file names a live process; MpsUnavailable if not."""
@@ -228,7 +231,7 @@ class MpsDaemon:
         start fails every client: either would waste every MPS round, so it is found out once, here.
         """
         argv = list(argv) if argv else CLIENT_CHECK
-        client = subprocess.Popen(argv, env={**os.environ, **self.client_env()}, stdin=subprocess.PIPE,
+        client = subprocess.Popen(argv, env={**self._env(), **self.client_env()}, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             said = _read_line(client, CLIENT_CHECK_TIMEOUT_S)

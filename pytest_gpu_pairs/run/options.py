@@ -47,6 +47,8 @@ class GpuPairsOptions:
     precision_off: bool = False
     max_rounds: int = MAX_ROUNDS
     max_case_s: float = MAX_CASE_S
+    worker: Optional[str] = None  # the pytest-xdist worker this session is (gw0, ...), None outside xdist
+    gpu: Optional[str] = None  # the GPU this session owns (NVML index or UUID); None: GPU 0, unpinned
 
     def __post_init__(self) -> None:
         for name, option in _POSITIVE.items():

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
-from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable
+from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
@@ -55,11 +55,11 @@ class CardEmulationUnavailable(RuntimeError):
     """``--gpu-pairs-gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
 
 
-def _open_gpu(device: str) -> tuple[Optional[Gpu], Optional[str]]:
+def _open_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], Optional[str]]:
     if device == "cpu":
         return None, "--gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply"
     try:
-        return Gpu(0), None
+        return (Gpu(0) if spec is None else open_gpu(spec)), None
     except NvmlUnavailable as exc:
         if device == "cuda":
             raise DeviceRequestError(f"--gpu-pairs-device cuda, but no GPU is usable: {exc}") from None
@@ -86,6 +86,7 @@ def _check_card_size(gpu_memory_mb: Optional[float], gpu: Gpu) -> None:
 
 
 LOCK_FILE = ".gpu-pairs.lock"
+WORKERS_FOLDER = "_workers"
 OWNER_FILE = ".gpu-pairs.lock.owner"
 
 
@@ -122,7 +123,7 @@ class GpuPairsSession:
         self._env: Optional[Environment] = None
         self._solo: dict[tuple, tuple[Measurement, dict[str, Any]]] = {}
         self._planned: list[str] = []
-        self.sharing = SharingManager(options.out_dir, options.mps_control, options.mps_threads,
+        self.sharing = SharingManager(self.own_dir, options.mps_control, options.mps_threads,
                                       options.mps_mem_limit_mb)
         self.device_released_t: Optional[float] = None
         self.orphans_killed: list[int] = []
@@ -132,15 +133,27 @@ class GpuPairsSession:
         self.estimates: dict[str, float] = {}  # case id -> estimated seconds, for the live line's ETA
         self.record_extensions: Callable[[Case, dict[str, Any]], list[Optional[dict[str, Any]]]] = lambda case, r: []
 
+    @property
+    def own_dir(self) -> Path:
+        """Where this session's own files go (session.json, the MPS daemon's logs): the output
+        folder, or for a pytest-xdist worker ``_workers/<worker>`` in it (the case folders are
+        shared: each case runs in one worker only)."""
+        out = self.options.out_dir
+        return out if self.options.worker is None else out / WORKERS_FOLDER / self.options.worker
+
     def claim_output_folder(self) -> None:
         """Before any case: the output folder is this session's alone (a second session on it would
         empty the first one's live case folders and interleave their logs), and on Linux pytest
-        becomes the subreaper of every job process, so none escapes the kill as a daemon."""
+        becomes the subreaper of every job process, so none escapes the kill as a daemon. An xdist
+        worker does not lock: its controller holds the lock for all its workers."""
         out = self.options.out_dir
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OutputFolderUnavailable(f"--gpu-pairs-out {out}: cannot create it ({exc.strerror or exc})") from None
+        if self.options.worker is not None:
+            self.subreaper = become_subreaper()
+            return
         lock = FileLock(str(out / LOCK_FILE), timeout=0)
         try:
             lock.acquire()
@@ -214,10 +227,13 @@ class GpuPairsSession:
     def environment(self) -> Environment:
         if self._env is None:
             self.orphans_killed = reap_orphans(self.options.out_dir)
-            gpu, reason = _open_gpu(self.options.device)
+            gpu, reason = _open_gpu(self.options.device, self.options.gpu)
             device = "cuda" if gpu is not None else "cpu"
             env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
                               gpu=gpu, gpu_unavailable=reason)
+            if gpu is not None and self.options.gpu is not None:
+                env.extra_env["CUDA_VISIBLE_DEVICES"] = gpu.info.uuid or str(gpu.info.index)
+                self.sharing.device_env = dict(env.extra_env)
             if gpu is not None:
                 _check_card_size(self.options.gpu_memory_mb, gpu)
                 env.idle_power_w, env.idle_power_note = _idle_power(gpu)
@@ -306,7 +322,8 @@ class GpuPairsSession:
     def solo_dir(self, job: JobConfig) -> Path:
         digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],
                                          default=str).encode()).hexdigest()[:10]
-        return folder_inside(self.options.out_dir / "_solo", f"{job.model}-{digest}")
+        worker = f"-{self.options.worker}" if self.options.worker is not None else ""
+        return folder_inside(self.options.out_dir / "_solo", f"{job.model}-{digest}{worker}")
 
     def emulated_card(self, case: Case) -> Optional[Ballast]:
         """The ballast of ``--gpu-pairs-gpu-memory-mb`` for one case (not started), or None without the option.
@@ -328,13 +345,14 @@ class GpuPairsSession:
     def _write_session_file(self) -> None:
         env = self._env
         info = env.gpu.info.__dict__ if env.gpu is not None else None
-        write_session(self.options.out_dir, {
+        write_session(self.own_dir, {
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "device": env.device_name, "gpu": info,
             "gpu_unavailable": env.gpu_unavailable, "idle_power_w": env.idle_power_w,
             "idle_power_note": env.idle_power_note, "idle_method": IDLE_METHOD_TEXT,
             "gpu_memory_mb": self.options.gpu_memory_mb, "scale": env.scale, "sample_hz": env.sample_hz,
             "system_mps_daemon_pid": system_daemon_pid(),
-            "settings": [str(p) for p in self.options.settings], "orphans_killed": self.orphans_killed})
+            "settings": [str(p) for p in self.options.settings], "orphans_killed": self.orphans_killed,
+            "worker": self.options.worker, "visible_devices": env.extra_env.get("CUDA_VISIBLE_DEVICES")})
 
     def close(self) -> int:
         """Every loop stopped, every job tree killed, then the MPS daemon (its clients must be gone

@@ -46,6 +46,7 @@ class SharingManager:
         self.starts = 0
         self.stop_problems: list[str] = []
         self._failure: Optional[str] = None
+        self.device_env: dict[str, str] = {}  # the GPU a pinned session owns, for the daemon too
 
     def check(self, case: Case, device: str) -> None:
         """Refuse early (before any solo baseline is spent) what cannot run at all."""
@@ -80,7 +81,7 @@ class SharingManager:
         if self._failure is not None:
             raise SharingUnavailable(self._failure)
         try:
-            self.daemon = MpsDaemon(find_control(self.control), self.log_dir).start()
+            self.daemon = MpsDaemon(find_control(self.control), self.log_dir, device_env=self.device_env).start()
             self.starts += 1
             if check_client:
                 self.daemon.check_client(self.client_check)

@@ -85,3 +85,19 @@ def test_a_server_that_never_gets_ready_ends_the_wait_with_its_error(fake_mps_co
     assert waited["mps_ready_t"] is None and waited["mps_ready_attempts"] >= 1
     assert "CUresult 807" in waited["mps_not_ready"]
     assert int((tmp_path / "n").read_text()) == waited["mps_ready_attempts"]
+
+
+def test_a_pinned_workers_daemon_and_its_server_see_its_gpu_alone(fake_mps_control, tmp_path):
+    """Under pytest-xdist each worker's daemon manages the worker's GPU only, as its jobs see it."""
+    import psutil
+
+    daemon = MpsDaemon([str(fake_mps_control)], tmp_path / "log",
+                       device_env={"CUDA_VISIBLE_DEVICES": "GPU-worker-1"}).start()
+    try:
+        processes = mps_processes(daemon.pipe_dir)
+        assert len(processes) == 2 and daemon.pid in [p.pid for p in processes]
+        assert all(p.environ().get("CUDA_VISIBLE_DEVICES") == "GPU-worker-1" for p in processes)
+        assert "CUDA_VISIBLE_DEVICES" not in daemon.client_env()  # the jobs get it from the session
+    finally:
+        assert daemon.stop() is None
+    assert all(not psutil.pid_exists(p.pid) or p.status() == psutil.STATUS_ZOMBIE for p in processes)

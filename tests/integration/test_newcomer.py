@@ -1,5 +1,5 @@
 """A newcomer's and a pytest user's habits, in real pytest runs (pytester): the estimate before
-spending, xdist refused, renamed options and ini options, an unrelated project that never loads
+spending, too many xdist workers refused, renamed options and ini options, an unrelated project that never loads
 the package, and pytest-benchmark's view of a case."""
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from support.helpers import SUITE, pair
 
 from integration.test_supervision import LONG_BG, OK_CASE, OK_PAIR, write_settings
 from integration.test_supervision import pair as command_pair
-from pytest_gpu_pairs.plugin.xdist import REFUSAL
 
 
 def _settings(pytester, pairs, name="exp"):
@@ -87,12 +86,12 @@ def test_a_misspelt_model_gets_a_suggestion(pytester):
     result.stderr.fnmatch_lines(["ERROR: *got 'mnsit'; did you mean 'mnist'?"])
 
 
-def test_xdist_workers_are_refused_in_one_line(pytester):
+def test_more_xdist_workers_than_gpus_are_refused_in_one_line(pytester):
     pytester.makepyfile(test_suite=SUITE)
     settings = _settings(pytester, [pair()])
-    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "-n", "2", "--gpu-pairs-device", "cpu")
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "-n", "3", "--gpu-pairs-gpus", "0,1")
     assert result.ret == 4
-    result.stderr.fnmatch_lines([f"ERROR: {REFUSAL}"])
+    result.stderr.fnmatch_lines(["ERROR: -n 3 asks for more workers than GPUs (0, 1): each worker owns one GPU*"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
@@ -180,14 +179,16 @@ def test_every_case_resumed_still_writes_the_benchmark_json_with_their_records(p
     assert list(load_run(tmp / "b.json").records) == [OK_CASE]
 
 
-def test_with_settings_only_in_the_ini_xdist_is_refused_where_the_suite_is_collected(pytester):
+def test_with_settings_only_in_the_ini_too_many_workers_are_refused_where_the_suite_is_collected(pytester, monkeypatch):
     pytester.makepyfile(test_suite=SUITE, test_other="def test_other():\n    pass\n")
     _settings(pytester, [pair()], name="from_ini")
-    pytester.makeini("[pytest]\ngpu_pairs_settings = from_ini.json\n")
+    pytester.makeini("[pytest]\ngpu_pairs_settings = from_ini.json\ngpu_pairs_device = cuda\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-only-one")
     assert pytester.runpytest_subprocess("-n", "2", "test_other.py").ret == 0
+    assert not (pytester.path / "gpu-pairs-results").exists()
     result = pytester.runpytest_subprocess("-n", "2", "test_suite.py")
     assert result.ret != 0
-    result.stdout.fnmatch_lines([f"*{REFUSAL}*"])
+    result.stdout.fnmatch_lines(["*-n 2 asks for more workers than GPUs (GPU-only-one)*"])
     assert "passed" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert "raise pytest" not in result.stdout.str()
 
@@ -210,3 +211,13 @@ def test_a_session_of_timed_and_resumed_cases_writes_both_into_the_benchmark_jso
     assert [b["params"]["case_id"] for b in data["benchmarks"]] == ["g01-trainer+loader-default-concurrent"]
     assert [e["extra_info"]["case_id"] for e in data["gpu_pairs_resumed"]] == [OK_CASE]
     assert sorted(load_run(tmp / "b.json").records) == [OK_CASE, "g01-trainer+loader-default-concurrent"]
+
+
+def test_plan_under_xdist_points_to_the_planner_for_several_gpus(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    settings = _settings(pytester, [pair()])
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-plan", "-n", "2",
+                                           "--gpu-pairs-device", "cpu")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: --gpu-pairs-plan * does not combine with -n; for several GPUs run: "
+                                 "gpu-pairs plan SETTINGS --gpus 1,2,4"])

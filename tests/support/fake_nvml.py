@@ -58,7 +58,7 @@ class FakeNvml:
                  processes: Sequence[FakeProcess] = (), total_mb: float = 81559.0, reserved_mb: float = 500.0,
                  counter_period_s: float = 0.0, util_period_s: float = 0.1, energy_start_mj: float = 5e9,
                  fields_supported: bool = True, process_util_supported: bool = True, name: str = "Fake H100",
-                 stamp_base: Optional[float] = None):
+                 stamp_base: Optional[float] = None, count: int = 1):
         """``power``: (from time, watts) segments, times relative to the clock's start; ``stamp_base``:
         the time (s) that per-process timestamps count from at the start (the wall clock by default)."""
         self.clock, self.t0 = clock, clock()
@@ -70,6 +70,7 @@ class FakeNvml:
         self.fields_supported, self.process_util_supported = fields_supported, process_util_supported
         self.name = name
         self.stamp_base = self.t0 if stamp_base is None else stamp_base
+        self.count = count  # GPUs seen; the script drives all of them alike, each with its own UUID
 
     # --- the script ------------------------------------------------------------------
 
@@ -94,16 +95,25 @@ class FakeNvml:
     # --- pynvml's surface ------------------------------------------------------------
 
     def nvmlDeviceGetCount(self):
-        return 1
+        return self.count
 
     def nvmlDeviceGetHandleByIndex(self, index):
         return ("handle", index)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        for index in range(self.count):
+            if self.nvmlDeviceGetUUID(("handle", index)) == uuid:
+                return ("handle", index)
+        raise FakeNVMLError("NotFound")
+
+    def nvmlDeviceGetIndex(self, handle):
+        return handle[1]
 
     def nvmlDeviceGetName(self, handle):
         return self.name
 
     def nvmlDeviceGetUUID(self, handle):
-        return "GPU-fake"
+        return "GPU-fake" if handle[1] == 0 else f"GPU-fake-{handle[1]}"
 
     def nvmlSystemGetDriverVersion(self):
         return "580.0-fake"

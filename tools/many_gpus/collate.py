@@ -1,0 +1,102 @@
+"""The two-GPU check, collated: speedup of two GPUs over one, every case's figures on one GPU
+against two (do the GPUs disturb each other?), and the planner's predicted makespan against the
+measured one. Reads what ``tools/many_gpus/run_on_gpu.sh collect`` brought back; writes
+``many_gpus.json`` and ``many_gpus.md`` beside it.
+
+    python -m tools.many_gpus.collate reports/reference/many_gpus
+
+A figure agrees between the runs when its 95 % intervals (interleaved cases) overlap; an epoch case
+has no interval, so its figures are listed with their relative difference and not judged. A figure
+missing from either run is reported as not compared, never as agreeing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.record.store import load_run
+
+FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j")
+SPEEDUP_GOAL, PLAN_WITHIN = 1.9, 0.10
+
+
+def _wall(folder: Path, run: str) -> Optional[float]:
+    path = folder / f"wall-{run}.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return float(data["wall_s"]) if data.get("exit") in (0, 1) else None
+
+
+def _interval(record: dict[str, Any], key: str) -> Optional[tuple[float, float]]:
+    ci = record.get(f"{key}_ci")
+    return (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 and None not in ci else None
+
+
+def compare_case(one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
+    figures = {}
+    for key in FIGURES:
+        a, b = one.get(key), two.get(key)
+        if a is None or b is None:
+            figures[key] = {"one": a, "two": b, "agree": None, "why": "missing in a run"}
+            continue
+        ia, ib = _interval(one, key), _interval(two, key)
+        agree = None if ia is None or ib is None else (ia[0] <= ib[1] and ib[0] <= ia[1])
+        figures[key] = {"one": a, "two": b, "one_ci": ia, "two_ci": ib, "agree": agree,
+                        "rel_diff": (b - a) / a if a else None}
+    return figures
+
+
+def collate(folder: Path) -> dict[str, Any]:
+    one, two = load_run(folder / "one"), load_run(folder / "two")
+    plan = json.loads((folder / "plan.json").read_text())
+    predicted = {row["gpus"]: row["makespan_s"] for row in plan["predictions"]}
+    one_s, two_s = _wall(folder, "one"), _wall(folder, "two")
+    cases = {case_id: compare_case(one.records[case_id], two.records[case_id])
+             for case_id in sorted(set(one.records) & set(two.records))}
+    judged = [f["agree"] for c in cases.values() for f in c.values() if f["agree"] is not None]
+    return {
+        "one_gpu_s": one_s, "two_gpus_s": two_s,
+        "speedup": one_s / two_s if one_s and two_s else None, "speedup_goal": SPEEDUP_GOAL,
+        "predicted_one_s": predicted.get(1), "predicted_two_s": predicted.get(2),
+        "plan_error_two": (predicted[2] - two_s) / two_s if two_s and 2 in predicted else None,
+        "plan_within": PLAN_WITHIN,
+        "cases_only_in_one_run": sorted(set(one.records) ^ set(two.records)),
+        "figures_judged": len(judged), "figures_agreeing": sum(judged), "cases": cases,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    def fmt(value, spec=".1f"):
+        return "n/a" if value is None else format(value, spec)
+
+    lines = ["# Two GPUs against one", "",
+             f"- one GPU: {fmt(result['one_gpu_s'])} s (planned {fmt(result['predicted_one_s'])} s)",
+             f"- two GPUs: {fmt(result['two_gpus_s'])} s (planned {fmt(result['predicted_two_s'])} s, "
+             f"error {fmt(result['plan_error_two'], '+.1%')}; goal within ±{result['plan_within']:.0%})",
+             f"- speedup: {fmt(result['speedup'], '.2f')}x (goal at least {result['speedup_goal']}x)",
+             f"- figures whose 95 % intervals overlap between the runs: {result['figures_agreeing']} of "
+             f"{result['figures_judged']} judged", "",
+             "| case | figure | one GPU | two GPUs | agree |", "| --- | --- | --- | --- | --- |"]
+    for case_id, figures in result["cases"].items():
+        for key, f in figures.items():
+            agree = {True: "yes", False: "NO", None: "not judged"}[f["agree"]]
+            lines.append(f"| {case_id} | {key} | {f['one']} | {f['two']} | {agree} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    result = collate(args.folder)
+    (args.folder / "many_gpus.json").write_text(json.dumps(result, indent=2, default=str))
+    (args.folder / "many_gpus.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+# The two-GPU check, on a machine with two GPUs (the nvidia-h200-x2 kind): a selection costing at
+# least 10 minutes on one GPU, run on one GPU and then on two (one pytest-xdist worker per GPU),
+# with the planner's prediction beside it. One GPU alone takes longer than one device command may
+# run, so the runs go on in the background on the warm machine and later calls look in on them:
+#   bash tools/many_gpus/run_on_gpu.sh start ["-k expression"] [SCALE]   plan, then both runs, detached
+#   bash tools/many_gpus/run_on_gpu.sh status                             what has finished so far
+#   bash tools/many_gpus/run_on_gpu.sh collect                            copy everything to $OUT/many_gpus
+# then, here: python -m tools.many_gpus.collate reports/reference/many_gpus (after copying the files there).
+source tools/device/setup.sh
+WORK=/tmp/many_gpus
+MODE=${1:-status}
+case "$MODE" in
+  start)
+    SELECT=${2:-"g01 or g02 or g03 or g05 or g06 or g07 or g10 or s01"}; SCALE=${3:-1.0}
+    rm -rf "$WORK"; mkdir -p "$WORK"
+    printf '%s\n' "$SELECT" > "$WORK/selection.txt"; printf '%s\n' "$SCALE" > "$WORK/scale.txt"
+    setsid nohup bash tools/many_gpus/run_on_gpu.sh run > "$WORK/driver.log" 2>&1 < /dev/null &
+    echo "started (driver pid $!); look in with: bash tools/many_gpus/run_on_gpu.sh status" ;;
+  run)
+    SELECT=$(cat "$WORK/selection.txt"); SCALE=$(cat "$WORK/scale.txt")
+    SETTINGS=(settings/parallel_feasibility_test.json settings/slice_pairs.json)
+    COMMON=(--gpu-pairs-settings "${SETTINGS[0]}" --gpu-pairs-settings "${SETTINGS[1]}" -k "$SELECT"
+            --gpu-pairs-device cuda --gpu-pairs-scale "$SCALE" -p no:cacheprovider)
+    nvidia-smi -L > "$WORK/gpus.txt"
+    gpu-pairs plan "${SETTINGS[@]}" -k "$SELECT" --scale "$SCALE" --gpus 1,2 --json > "$WORK/plan.json"
+    gpu-pairs plan "${SETTINGS[@]}" -k "$SELECT" --scale "$SCALE" --gpus 1,2 > "$WORK/plan.txt"
+    for run in one two; do
+      workers=(); [ "$run" = two ] && workers=(-n 2)
+      start=$(date +%s.%N)
+      python3 -m pytest benchmarks "${COMMON[@]}" "${workers[@]}" --gpu-pairs-out "$WORK/$run" \
+        --benchmark-json "$WORK/$run.json" > "$WORK/$run.log" 2>&1
+      code=$?; end=$(date +%s.%N)
+      printf '{"run": "%s", "exit": %d, "wall_s": %s}\n' "$run" "$code" "$(echo "$end - $start" | bc)" > "$WORK/wall-$run.json"
+    done
+    echo done > "$WORK/done" ;;
+  status)
+    ls "$WORK" 2>/dev/null; cat "$WORK"/wall-*.json 2>/dev/null; [ -f "$WORK/done" ] && echo "all done"
+    tail -3 "$WORK"/one.log "$WORK"/two.log 2>/dev/null ;;
+  collect)
+    mkdir -p "$OUT/many_gpus"
+    cp -r "$WORK"/. "$OUT/many_gpus/"
+    find "$OUT/many_gpus" -name '*.csv' -path '*round*' -delete  # samples stay on the machine; records come back
+    echo "collected into $OUT/many_gpus" ;;
+  *) echo "usage: run_on_gpu.sh start|status|collect" ; exit 2 ;;
+esac
