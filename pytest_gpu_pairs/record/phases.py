@@ -136,7 +136,7 @@ def suspect_notes(figures: dict[str, Any]) -> dict[str, str]:
         notes["concurrency_efficiency"] = (
             f"suspect: the interval [{eff[0]:.3f}, {eff[1]:.3f}] lies above 2, which no sharing can give; likely a "
             "host-bound job whose solo phases ran slower than in the pair (CPU frequency, data loading, Python "
-            "overhead) or too few step reports per phase: lengthen --gpu-pairs-phase-s")
+            "overhead) or too few step reports per phase: lengthen defaults.phase_s in the settings")
     slow = figures.get("fg_slowdown_ci")
     if slow and slow[1] < 1.0:
         notes["fg_slowdown"] = (
