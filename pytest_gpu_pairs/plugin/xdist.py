@@ -212,8 +212,6 @@ def write_benchmark_json(config: pytest.Config, gathered: Gathered) -> None:
     bench = getattr(config, "_benchmarksession", None)
     if bench is None or not bench.json:
         return
-    from pytest_benchmark.utils import safe_dumps
-
     outputs = [output for _, output in gathered.ordered()]
     benchmarks = sorted((b for output in outputs for b in output["benchmarks"]), key=lambda b: b["fullname"])
     machine = next((o["machine_info"] for o in outputs if o["machine_info"]), None) or bench.get_machine_info()
@@ -221,8 +219,7 @@ def write_benchmark_json(config: pytest.Config, gathered: Gathered) -> None:
     output_json = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=[], include_data=True,
                                                              machine_info=machine, commit_info=commit)
     output_json["benchmarks"] = benchmarks
-    with bench.json as handle:
-        handle.write(safe_dumps(output_json, ensure_ascii=True, indent=4).encode())
+    bench.save_json(output_json)  # pytest-benchmark's own writer: an open file in 5.2, a path in 5.3
 
 
 def longest_first(config: pytest.Config, items: list, case_fixture: str) -> None:
