@@ -1,5 +1,8 @@
 # Sourced at the start of every script run on the GPU machine (tools/*/run_on_gpu.sh and the others),
 # from the repository root: wheels the GPU image lacks (.whl/*.whl, if any), then the package, offline.
+# The image lacks pydantic (with pydantic_core, annotated_types, typing_extensions, typing_inspection),
+# google-re2 and filelock: download them for CPython 3.12 manylinux into .whl/ (git-ignored) as
+# ../.library/device/README.md says, and name .whl in the call's carry.
 # The scripts write what must come back to the folder named by $OUT.
 set -e
 if ls .whl/*.whl >/dev/null 2>&1; then
