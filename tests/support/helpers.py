@@ -98,3 +98,15 @@ def with_rounds(record: dict, keys, n: int = 5, spread: float = 0.01) -> dict:
     offsets = [spread * (2 * i / (n - 1) - 1) for i in range(n)]
     rounds = [{key: record[key] * (1 + o) for key in keys if isinstance(record.get(key), (int, float))} for o in offsets]
     return {**record, "rounds": rounds, "repeats": n}
+
+
+def with_peak_allocation(read):
+    """``read()``'s value and the peak bytes Python allocated while it ran (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        value = read()
+        return value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -1,6 +1,7 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.helpers import with_peak_allocation
 
 from pytest_gpu_pairs.protocol import Progress, ProgressWriter
 
@@ -111,17 +112,6 @@ def test_step_reports_past_the_cap_are_thinned_keeping_first_and_last(tmp_path, 
     assert progress.steps_between(1.0, 1000.0) == pytest.approx(999.0)
 
 
-def _with_peak_allocation(read):
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        value = read()
-        return value, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_a_huge_progress_line_without_a_newline_is_not_read_into_memory(tmp_path):
     path = tmp_path / "p.jsonl"
     with open(path, "wb") as handle:
@@ -129,7 +119,7 @@ def test_a_huge_progress_line_without_a_newline_is_not_read_into_memory(tmp_path
         for _ in range(32):
             handle.write(b"x" * (1 << 20))  # 32 MiB in one line
         handle.write(b'\n{"event":"step","step":7,"t":2.0}\n')
-    progress, peak = _with_peak_allocation(lambda: Progress.read(path))
+    progress, peak = with_peak_allocation(lambda: Progress.read(path))
     assert peak < 8 * (1 << 20)
     assert progress.steps == [(1.0, 1), (2.0, 7)] and progress.bad_lines == 1
     assert "longer than" in progress.first_problem

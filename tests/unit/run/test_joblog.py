@@ -1,17 +1,8 @@
 """What a job's log says, read as untrusted input: any size, any bytes, patterns in bounded time."""
-import tracemalloc
+from support.helpers import with_peak_allocation
 
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
-
-
-def _peak(read):
-    tracemalloc.start()
-    try:
-        value = read()
-        return value, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_a_huge_log_line_without_a_newline_keeps_memory_flat(tmp_path):
@@ -21,7 +12,7 @@ def test_a_huge_log_line_without_a_newline_keeps_memory_flat(tmp_path):
         for _ in range(32):
             handle.write(b"a" * (1 << 20))  # 32 MiB, no newline
         handle.write(b"\nAccuracy: 0.75\n")
-    metrics, peak = _peak(lambda: parse_log_metrics(str(log), {"accuracy": r"Accuracy: ([0-9.]+)"}))
+    metrics, peak = with_peak_allocation(lambda: parse_log_metrics(str(log), {"accuracy": r"Accuracy: ([0-9.]+)"}))
     assert metrics == {"accuracy": 0.75}
     assert peak < 8 * (1 << 20)
 
