@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
-from pytest_gpu_pairs.record.stats import interval, welch_p_value
+from pytest_gpu_pairs.record.stats import interval_by, welch_p_value
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
 DEFAULT_METRICS = HEADLINE
@@ -156,19 +156,29 @@ def round_values(record: dict[str, Any], metric: str) -> list[float]:
     return [] if value is None else [value]
 
 
+def _bracketed(record: dict[str, Any]) -> bool:
+    return record.get("interval_method") == "student_t_lag1"
+
+
+def _rounds_interval(record: dict[str, Any], values: list[float]):
+    """The interval the record's own figures were reported with, over the same rounds."""
+    method = record.get("interval_method")
+    return interval_by(method if isinstance(method, str) else None)(values)
+
+
 def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, Any]) -> None:
     """A change beyond the limit is a regression only if the rounds say it is real: the 95 %
     intervals of the two runs' rounds lie apart, NEW's on the bad side. Sessions differ by more
     than rounds within one session do (the H100 study saw 5 % between sessions whose rounds gave
     Welch p = 0.02), so overlapping intervals are noise, whatever the test on the rounds says."""
     base, new = round_values(base_record, row.metric), round_values(new_record, row.metric)
-    base_ci, new_ci = interval(base), interval(new)
+    base_ci, new_ci = _rounds_interval(base_record, base), _rounds_interval(new_record, new)
     if base_ci.low is None or new_ci.low is None:
         row.status = "cannot tell"
         row.reason = "one round on a side: a change cannot be told from noise; measure more rounds (interleaved method)"
         return
     apart = new_ci.low > base_ci.high if row.limit.direction == "lower" else new_ci.high < base_ci.low
-    p_value = welch_p_value(base, new)
+    p_value = welch_p_value(base, new, bracketed=_bracketed(base_record) or _bracketed(new_record))
     evidence = f"{len(base)} vs {len(new)} rounds, Welch p={p_value:.2g}"
     if apart:
         row.status, row.regression, row.reason = "REGRESSION", True, f"95 % intervals apart; {evidence}"

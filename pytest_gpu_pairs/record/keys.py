@@ -131,6 +131,8 @@ DEVICE = _figures("device", [
 METHOD = _figures("method", [
     ("method", "str", "", None, False, "interleaved (rounds of fg alone, bg alone, both: figures that reproduce) or epoch (the default: one foreground epoch under a background restart loop)"),
     ("n_rounds", "int", "rounds", None, False, "interleaved rounds the figures are the mean of"),
+    ("n_rounds_effective", "float", "rounds", None, False, "independent rounds the efficiency's interval is worth: bracketed rounds share a solo phase with each neighbour"),
+    ("interval_method", "str", "", None, False, "how the 95 % intervals were taken: student_t (independent rounds) or student_t_lag1 (bracketed rounds, on their lag-1 long-run variance)"),
     ("precision_target", "float", "fraction", None, False, "the stopping rule's target: relative half width of the efficiency's 95 % interval (None: fixed rounds)"),
     ("precision_achieved", "float", "fraction", "lower", False, "the relative half width the efficiency's interval reached"),
     ("precision_reached", "bool", "", None, False, "whether the target was reached (None without a target)"),

@@ -1,6 +1,12 @@
 """The figures of an interleaved case: each round's solo and pair phases share their noise, so
 every ratio is taken within a round, and the case reports the mean over rounds with its interval.
 
+Every pair phase is bracketed: each job's solo rate and solo energy per step are the mean of its
+solo phase just before the pair phase and its solo phase just after it (the next round's, or
+the closing solo phases measured after the last pair), so a drift that is linear over a round
+cancels out of every ratio. Neighbouring rounds thereby share a solo phase, and their intervals
+are taken on the values they are worth (``stats.bracketed_interval``).
+
 Per round, from each job's step reports inside a phase's window (the settling time after a
 switch left out):
 
@@ -28,9 +34,10 @@ from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
-from pytest_gpu_pairs.record.stats import interval
+from pytest_gpu_pairs.record.stats import bracketed_interval
 
 SPLIT_METHOD = "shapley_solo_energy"
+INTERVAL_METHOD = "student_t_lag1"
 ROUND_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j", "gpu_energy_above_idle_j",
                  "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
                  "serial_energy_j", "energy_saved_vs_serial", "gpu_power_avg_w",
@@ -66,21 +73,27 @@ def shapley_split(pair_j: Optional[float], fg_alone_j: Optional[float],
     return fg, pair_j - fg
 
 
-def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str, Any]:
-    fg_alone, bg_alone, pair = r.phase("fg"), r.phase("bg"), r.phase("pair")
-    fg_solo_rate, bg_solo_rate = rate(m.fg, fg_alone), rate(m.bg, bg_alone)
+def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[float],
+                  after: Optional[PhaseRound] = None) -> dict[str, Any]:
+    """A round's figures; ``after`` is the round (or closing solo phases) measured next, whose
+    solo phases bracket this round's pair phase."""
+    pair = r.phase("pair")
+    solo = {role: [p for p in (r.phase(role), after.phase(role) if after else None) if p is not None]
+            for role in ("fg", "bg")}
+    fg_solo_rate, bg_solo_rate = _mean(rate(m.fg, p) for p in solo["fg"]), _mean(rate(m.bg, p) for p in solo["bg"])
     fg_pair_rate, bg_pair_rate = rate(m.fg, pair), rate(m.bg, pair)
     slowdown = metrics.per_unit(fg_solo_rate, fg_pair_rate)
     progress = metrics.per_unit(bg_pair_rate, bg_solo_rate)
     window = pair.seconds if pair else None
     pair_j = energy(m.samples, pair)
     pair_above = metrics.energy_above_idle(pair_j, idle_w, window or 0.0)
-    per_step = {name: _per_step(m.samples, phase, job_rate, idle_w)
-                for name, phase, job_rate in (("fg", fg_alone, fg_solo_rate), ("bg", bg_alone, bg_solo_rate))}
+    per_step = {role: _solo_per_step(m.samples, solo[role], m.fg if role == "fg" else m.bg, idle_w)
+                for role in ("fg", "bg")}
     fg_steps, bg_steps = _times(fg_pair_rate, window), _times(bg_pair_rate, window)
     serial = metrics.serial_energy_j(fg_steps, per_step["fg"][0], bg_steps, per_step["bg"][0])
     fg_j, bg_j = shapley_split(pair_above, _times(fg_steps, per_step["fg"][1]), _times(bg_steps, per_step["bg"][1]))
-    return {"round": r.index, "concurrency_efficiency": metrics.concurrency_efficiency(slowdown, progress),
+    return {"round": r.index, "bracketed": after is not None and all(len(p) == 2 for p in solo.values()),
+            "concurrency_efficiency": metrics.concurrency_efficiency(slowdown, progress),
             "fg_slowdown": slowdown, "bg_progress_ratio": progress, "gpu_energy_j": pair_j,
             "gpu_energy_above_idle_j": pair_above, "fg_gpu_energy_j": fg_j, "bg_gpu_energy_j": bg_j,
             "fg_gpu_energy_per_step_j": metrics.energy_per_step(fg_j, fg_steps),
@@ -96,11 +109,25 @@ def _times(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a * b if a is not None and b is not None else None
 
 
-def _per_step(samples: Sequence[GpuSample], phase: Optional[Phase], job_rate: Optional[float],
+def _mean(values) -> Optional[float]:
+    """The mean of the values that were measured; None if none was: a bracket with one side
+    missing falls back to the side it has."""
+    xs = [v for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _solo_per_step(samples: Sequence[GpuSample], phases: Sequence[Phase], progress: Progress,
+                   idle_w: Optional[float]) -> tuple[Optional[float], Optional[float]]:
+    """A job's energy per step alone, of the whole card and above idle: the mean over its solo
+    phases around the pair phase."""
+    each = [_per_step(samples, phase, rate(progress, phase), idle_w) for phase in phases]
+    return _mean(total for total, _ in each), _mean(above for _, above in each)
+
+
+def _per_step(samples: Sequence[GpuSample], phase: Phase, job_rate: Optional[float],
               idle_w: Optional[float]) -> tuple[Optional[float], Optional[float]]:
-    """A job's energy per step alone: of the whole card, and above idle."""
     total = energy(samples, phase)
-    if total is None or job_rate is None or phase is None:
+    if total is None or job_rate is None:
         return None, None
     steps = job_rate * phase.seconds
     above = metrics.energy_above_idle(total, idle_w, phase.seconds)
@@ -145,17 +172,25 @@ def suspect_notes(figures: dict[str, Any]) -> dict[str, str]:
     return notes
 
 
+def figure_rounds(m: InterleavedMeasurement, idle_w: Optional[float]) -> list[dict[str, Any]]:
+    """The figures of every round that has a pair phase, each bracketed by the solo phases after
+    it; the closing solo phases are no round of their own."""
+    following = list(m.rounds[1:]) + [None]
+    return [round_figures(r, m, idle_w, after) for r, after in zip(m.rounds, following) if r.phase("pair")]
+
+
 def case_figures(m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str, Any]:
     """Every round's figures, then the mean, ``_std`` and 95 % interval (``_ci``) of each."""
-    rounds = [round_figures(r, m, idle_w) for r in m.rounds]
-    out: dict[str, Any] = {"rounds": rounds, "n_rounds": len(rounds)}
+    rounds = figure_rounds(m, idle_w)
+    out: dict[str, Any] = {"rounds": rounds, "n_rounds": len(rounds), "interval_method": INTERVAL_METHOD}
     for key in ROUND_FIGURES:
         values = [r[key] for r in rounds]
-        ci = interval(values)
+        ci = bracketed_interval(values)
         out[key] = ci.mean
         out[f"{key}_std"] = metrics.mean_and_std(values)[1]
         if key in HEADLINE_INTERVALS:
             out[f"{key}_ci"] = ci.as_list()
-    eff = interval([r["concurrency_efficiency"] for r in rounds])
+    eff = bracketed_interval([r["concurrency_efficiency"] for r in rounds])
     out["precision_achieved"] = eff.relative_half_width
+    out["n_rounds_effective"] = eff.n_effective
     return out

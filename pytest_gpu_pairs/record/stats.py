@@ -1,6 +1,7 @@
 """Intervals and tests over a case's rounds, in plain Python (the plugin does not depend on scipy).
 
-A figure is reported as the mean of its rounds with a 95 % Student-t interval; the stopping rule
+A figure is reported as the mean of its rounds with a 95 % Student-t interval (for bracketed
+rounds, which share a phase with each neighbour, on the values they are worth); the stopping rule
 adds rounds until the interval is narrow enough relative to the mean; the comparison gate asks
 Welch's test whether two runs' rounds differ. The t distribution comes from the regularised
 incomplete beta function (Numerical Recipes' continued fraction), inverted by bisection: exact
@@ -9,11 +10,13 @@ to far below what a handful of rounds can resolve.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
 CONFIDENCE = 0.95
+MIN_VALUES_FOR_RHO = 5  # fewer bracketed rounds than this: their lag-1 correlation taken at its bound
+MAX_BRACKET_RHO = 0.5  # the most two bracketed rounds that share one phase can correlate
 
 
 def _beta_continued_fraction(a: float, b: float, x: float) -> float:
@@ -89,6 +92,7 @@ class Interval:
     high: Optional[float]
     n: int
     confidence: float = CONFIDENCE
+    n_effective: Optional[float] = None  # independent values the interval is worth (None: n)
 
     @property
     def half_width(self) -> Optional[float]:
@@ -130,21 +134,73 @@ def interval(values: Sequence[Optional[float]], confidence: float = CONFIDENCE) 
     return Interval(mean, mean - half, mean + half, n, confidence)
 
 
-def welch_p_value(a: Sequence[Optional[float]], b: Sequence[Optional[float]]) -> Optional[float]:
+def bracketed_interval(values: Sequence[Optional[float]], confidence: float = CONFIDENCE) -> Interval:
+    """Mean and interval of a series in which neighbours share noise and values further apart do
+    not: a bracketed round's solo rates are the mean of the solo phases before and after its pair
+    phase, and the phases after one pair are the phases before the next. The mean's variance is
+    then the lag-1 long-run variance s^2 (1 + 2 rho), rho the lag-1 autocorrelation, which such a
+    series bounds to [0, 1/2]; the interval is a Student-t interval on the values it is worth,
+    n / (1 + 2 rho). With fewer than five values rho cannot be estimated and the bound 1/2 is taken."""
+    xs = finite(values)
+    n = len(xs)
+    if n < 2:
+        return interval(xs, confidence)
+    mean = math.fsum(xs) / n
+    rho = lag1_correlation(xs) if n >= MIN_VALUES_FOR_RHO else MAX_BRACKET_RHO
+    inflation = 1.0 + 2.0 * rho
+    n_eff = n / inflation
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t_quantile(0.5 + confidence / 2.0, max(1.0, n_eff - 1.0)) * sd * math.sqrt(inflation / n)
+    return Interval(mean, mean - half, mean + half, n, confidence, n_eff)
+
+
+def lag1_correlation(xs: Sequence[float]) -> float:
+    """The lag-1 autocorrelation of a series, clamped to what sharing one phase with each
+    neighbour can give: [0, 1/2]. The sample estimate falls short by about (1 + 3 rho) / n in a
+    short series (Kendall), which is added back: uncorrected, 15 bracketed rounds gave intervals
+    that held the mean 92 % of the time instead of 95 %."""
+    n = len(xs)
+    mean = math.fsum(xs) / n
+    spread = math.fsum((x - mean) ** 2 for x in xs)
+    if spread == 0:
+        return 0.0
+    rho = math.fsum((a - mean) * (b - mean) for a, b in zip(xs, xs[1:])) / spread
+    return min(MAX_BRACKET_RHO, max(0.0, rho + (1.0 + 3.0 * rho) / n))
+
+
+INTERVALS = {"student_t": interval, "student_t_lag1": bracketed_interval}
+
+
+def interval_by(method: Optional[str]):
+    """The interval function a record names (``interval_method``); plain Student-t if it names none."""
+    return INTERVALS.get(method or "student_t", interval)
+
+
+def welch_p_value(a: Sequence[Optional[float]], b: Sequence[Optional[float]],
+                  bracketed: bool = False) -> Optional[float]:
     """Two-sided p-value of Welch's t-test that ``a`` and ``b`` have the same mean; None when
-    either side has fewer than two values (nothing can be said)."""
+    either side has fewer than two values (nothing can be said). ``bracketed``: rounds that share
+    noise with their neighbours, weighed as ``bracketed_interval`` weighs them."""
     xs, ys = finite(a), finite(b)
     if len(xs) < 2 or len(ys) < 2:
         return None
-    mx, my = math.fsum(xs) / len(xs), math.fsum(ys) / len(ys)
-    vx = math.fsum((x - mx) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
-    vy = math.fsum((y - my) ** 2 for y in ys) / (len(ys) - 1) / len(ys)
+    (mx, vx, nx), (my, vy, ny) = _mean_variance(xs, bracketed), _mean_variance(ys, bracketed)
     if vx + vy == 0:
         return 1.0 if mx == my else 0.0
     t = (mx - my) / math.sqrt(vx + vy)
     share_x, share_y = vx / (vx + vy), vy / (vx + vy)  # Welch-Satterthwaite, in shares: no underflow
-    df = 1.0 / (share_x**2 / (len(xs) - 1) + share_y**2 / (len(ys) - 1))
+    df = 1.0 / (share_x**2 / max(1.0, nx - 1) + share_y**2 / max(1.0, ny - 1))
     return 2.0 * (1.0 - t_cdf(abs(t), df))
+
+
+def _mean_variance(xs: list[float], bracketed: bool) -> tuple[float, float, float]:
+    """The mean, the variance of the mean and the values it is worth."""
+    n = len(xs)
+    mean = math.fsum(xs) / n
+    inflation = 1.0
+    if bracketed:
+        inflation += 2.0 * (lag1_correlation(xs) if n >= MIN_VALUES_FOR_RHO else MAX_BRACKET_RHO)
+    return mean, math.fsum((x - mean) ** 2 for x in xs) / (n - 1) / n * inflation, n / inflation
 
 
 @dataclass(frozen=True)
@@ -158,9 +214,10 @@ class StoppingRule:
     max_rounds: int = 30
     max_seconds: float = 180.0
 
-    def verdict(self, values: Sequence[Optional[float]], spent_s: float,
-                round_s: float = 0.0) -> tuple[bool, Optional[str]]:
-        """(stop, why): why is None while measuring goes on; ``round_s`` is what one more round costs."""
+    def verdict(self, values: Sequence[Optional[float]], spent_s: float, round_s: float = 0.0,
+                estimate: Callable[[Sequence[Optional[float]]], Interval] = interval) -> tuple[bool, Optional[str]]:
+        """(stop, why): why is None while measuring goes on; ``round_s`` is what one more round
+        costs; ``estimate`` is the interval the record will report, so the rule reads the same."""
         n = len(values)
         if n < self.min_rounds:
             if n and spent_s + round_s > self.max_seconds:
@@ -168,7 +225,7 @@ class StoppingRule:
             return False, None
         if self.precision is None:
             return True, f"fixed {self.min_rounds} round(s)"
-        precision = interval(values).relative_half_width
+        precision = estimate(values).relative_half_width
         if precision is not None and precision <= self.precision:
             return True, f"precision reached: ±{precision:.1%} after {n} rounds"
         if n >= self.max_rounds:

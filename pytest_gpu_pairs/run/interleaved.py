@@ -6,7 +6,8 @@ every ratio.
 A case: start both jobs -> warm-up (both report steps, then ``warmup_s`` more, all excluded) ->
 rounds of three phases, the two solo phases in alternating order (fg, bg, pair / bg, fg, pair),
 each phase ``settle_s`` of settling then ``phase_s`` measured -> more rounds until the stopping
-rule is satisfied -> both jobs resumed and killed. Every way out ends both process trees.
+rule is satisfied -> closing solo phases, so the last pair phase is bracketed like the others ->
+both jobs resumed and killed. Every way out ends both process trees.
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
-from pytest_gpu_pairs.record.phases import round_figures
-from pytest_gpu_pairs.record.stats import StoppingRule
+from pytest_gpu_pairs.record.phases import figure_rounds
+from pytest_gpu_pairs.record.stats import StoppingRule, bracketed_interval
 from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
@@ -156,19 +157,26 @@ class InterleavedPair:
         return Phase(name, switched, start, time.time())
 
     def _measure_rounds(self) -> None:
-        efficiencies: list[Optional[float]] = []
+        """Solo phases, then the pair phase, round after round; the stopping rule is asked once a
+        round's solo phases have closed the bracket around the previous pair phase, so a case ends
+        on solo phases and every pair phase lies between solo phases of both jobs."""
+        round_s = 0.0
         while True:
             index = len(self.rounds)
-            order = ("fg", "bg", "pair") if index % 2 == 0 else ("bg", "fg", "pair")
+            solo_order = ("fg", "bg") if index % 2 == 0 else ("bg", "fg")
             round_start = time.time()
-            self.rounds.append(PhaseRound(index + 1, tuple(self._phase(name) for name in order)))
-            round_s = time.time() - round_start
-            efficiencies.append(round_figures(self.rounds[-1], self.snapshot(), self.env.idle_power_w)
-                                ["concurrency_efficiency"])
-            stop, why = self.rule.verdict(efficiencies, time.time() - self.started_t, round_s)
-            if stop:
-                self.stop_reason = why
+            solos = tuple(self._phase(name) for name in solo_order)
+            self.rounds.append(PhaseRound(index + 1, solos))
+            if index and self._enough(round_s):
                 return
+            self.rounds[-1] = PhaseRound(index + 1, solos + (self._phase("pair"),))
+            round_s = time.time() - round_start
+
+    def _enough(self, round_s: float) -> bool:
+        efficiencies = [r["concurrency_efficiency"] for r in figure_rounds(self.snapshot(), self.env.idle_power_w)]
+        stop, why = self.rule.verdict(efficiencies, time.time() - self.started_t, round_s, bracketed_interval)
+        self.stop_reason = why
+        return stop
 
     def snapshot(self) -> InterleavedMeasurement:
         samples = tuple(self.sampler.samples) if self.sampler else ()

@@ -37,8 +37,10 @@ def test_an_interleaved_case_measures_its_rounds_and_ends_both_jobs(pytester):
         assert sorted(names) == ["bg", "fg", "pair"] and names[-1] == "pair"
         assert r["fg_solo_steps_per_s"] > 0 and r["bg_solo_steps_per_s"] > 0
         assert r["concurrency_efficiency"] == 1 / r["fg_slowdown"] + r["bg_progress_ratio"]
+        assert r["bracketed"] is True  # the last pair phase too: closing solo phases followed it
     assert [r["phases"][0]["name"] for r in record["rounds"]] == ["fg", "bg", "fg"]  # solo order alternates
     assert len(record["concurrency_efficiency_ci"]) == 2 and record["warmup_s"] > 0
+    assert record["interval_method"] == "student_t_lag1" and 0 < record["n_rounds_effective"] <= ROUNDS
     assert "gpu_energy_j" in record["notes"] and record["gpu_energy_j"] is None  # no GPU here, and it says so
     for role in ("fg", "bg"):  # both jobs were told that only their steady training rate is measured
         assert "steady state only" in (out / "p1-trainer+loader-default-concurrent" / f"{role}.log").read_text()

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
-from pytest_gpu_pairs.record.phases import case_figures, round_figures, shapley_split, suspect_notes
+from pytest_gpu_pairs.record.phases import case_figures, figure_rounds, round_figures, shapley_split, suspect_notes
 
 IDLE_W = 50.0
 
@@ -90,3 +90,29 @@ def test_figures_no_sharing_can_give_are_flagged_when_their_interval_excludes_th
     notes = suspect_notes({"concurrency_efficiency_ci": [2.05, 2.2], "fg_slowdown_ci": [0.8, 0.95]})
     assert "lies above 2" in notes["concurrency_efficiency"] and "lies below 1" in notes["fg_slowdown"]
     assert suspect_notes({"concurrency_efficiency_ci": [1.9, 2.1], "fg_slowdown_ci": [0.9, 1.1]}) == {}
+
+
+def drifting_measurement():
+    """fg alone at 10 steps/s before the pair phase and 14 after it (a linear drift), 6 in the
+    pair; bg steady at 20 alone and 15 in the pair; then closing solo phases and no pair."""
+    fg = progress([(1.0, 5.0, 10.0), (11.0, 15.0, 6.0), (16.0, 20.0, 14.0)])
+    bg = progress([(6.0, 10.0, 20.0), (11.0, 15.0, 15.0), (21.0, 25.0, 20.0)])
+    closing = PhaseRound(2, (Phase("bg", 20.0, 21.0, 25.0), Phase("fg", 15.0, 16.0, 20.0)))
+    return InterleavedMeasurement(fg, bg, (PhaseRound(1, (FG_ALONE, BG_ALONE, PAIR)), closing), counter(watts), (0.0, 0.0))
+
+
+def test_a_pair_phase_is_bracketed_by_the_solo_phases_around_it_so_a_linear_drift_cancels():
+    m = drifting_measurement()
+    alone_before = round_figures(m.rounds[0], m, IDLE_W)
+    bracketed = round_figures(m.rounds[0], m, IDLE_W, after=m.rounds[1])
+    assert alone_before["fg_slowdown"] == pytest.approx(10 / 6) and alone_before["bracketed"] is False
+    assert bracketed["fg_solo_steps_per_s"] == pytest.approx(12) and bracketed["fg_slowdown"] == pytest.approx(2.0)
+    assert bracketed["bg_progress_ratio"] == pytest.approx(0.75) and bracketed["bracketed"] is True
+
+
+def test_closing_solo_phases_bracket_the_last_pair_and_are_no_round_of_their_own():
+    m = drifting_measurement()
+    rounds = figure_rounds(m, IDLE_W)
+    assert [r["round"] for r in rounds] == [1] and rounds[0]["fg_slowdown"] == pytest.approx(2.0)
+    figures = case_figures(m, IDLE_W)
+    assert figures["n_rounds"] == 1 and figures["interval_method"] == "student_t_lag1"

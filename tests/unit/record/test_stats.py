@@ -1,12 +1,20 @@
 """Intervals, Welch's test and the stopping rule, checked against scipy and by their rules."""
 import math
+import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from pytest_gpu_pairs.record.stats import StoppingRule, interval, t_quantile, welch_p_value
+from pytest_gpu_pairs.record.stats import (
+    StoppingRule,
+    bracketed_interval,
+    interval,
+    lag1_correlation,
+    t_quantile,
+    welch_p_value,
+)
 
 values = st.lists(st.floats(min_value=-1e3, max_value=1e3, allow_nan=False), min_size=2, max_size=30)
 measured = st.lists(st.integers(-10**5, 10**5).map(lambda i: i / 100), min_size=2, max_size=30)  # figures as rounds give them
@@ -72,3 +80,53 @@ def test_rounds_are_added_until_the_interval_is_narrow_enough():
     tight = [2.0, 2.01, 1.99, 2.0]
     stop, why = rule.verdict(tight, 0)
     assert stop and why.startswith("precision reached")
+
+
+def bracketed_series(rng, n, pair_sd=0.03, solo_sd=0.05):
+    """Round figures as bracketing gives them: each round's pair-phase noise, less the mean of the
+    solo-phase noise before and after it (shared with the neighbouring rounds)."""
+    solo = [rng.gauss(0, solo_sd) for _ in range(n + 1)]
+    return [2.0 + rng.gauss(0, pair_sd) - (solo[k] + solo[k + 1]) / 2 for k in range(n)]
+
+
+def test_the_bracketed_interval_covers_the_mean_as_often_as_it_claims_and_a_plain_one_does_not():
+    rng = random.Random(20261122)
+    trials, n = 4000, 20
+    covered = {"bracketed": 0, "plain": 0}
+    for _ in range(trials):
+        xs = bracketed_series(rng, n)
+        for name, ci in (("bracketed", bracketed_interval(xs)), ("plain", interval(xs))):
+            covered[name] += ci.low <= 2.0 <= ci.high
+    assert covered["bracketed"] / trials >= 0.93  # 95 % claimed; seeded, so the same count every run
+    assert covered["plain"] / trials < 0.90  # the neighbours' shared phase makes a plain interval too narrow
+
+
+@given(measured)
+def test_a_bracketed_interval_is_never_narrower_than_a_plain_one_and_holds_the_mean(xs):
+    plain, bracketed = interval(xs), bracketed_interval(xs)
+    assert bracketed.mean == plain.mean
+    assert bracketed.half_width >= plain.half_width - 1e-12
+    assert bracketed.low <= bracketed.mean <= bracketed.high
+    assert 0 < bracketed.n_effective <= len(xs)
+
+
+def test_neighbours_correlate_at_most_half_and_never_below_zero_and_few_rounds_take_the_bound():
+    assert lag1_correlation([1, 2, 3, 4, 5, 6]) == 0.5
+    assert lag1_correlation([1, -1, 1, -1, 1, -1]) == 0.0
+    few = bracketed_interval([1.0, 1.2, 0.9, 1.1])
+    assert few.n_effective == pytest.approx(4 / 2)
+    alternating = [1.0, 1.2] * 5
+    assert bracketed_interval(alternating).half_width == pytest.approx(interval(alternating).half_width)
+
+
+def test_welch_on_bracketed_rounds_is_never_surer_than_on_independent_ones():
+    rng = random.Random(7)
+    a, b = bracketed_series(rng, 12), [x + 0.04 for x in bracketed_series(rng, 12)]
+    assert welch_p_value(a, b, bracketed=True) >= welch_p_value(a, b)
+
+
+def test_the_stopping_rule_reads_the_interval_the_record_will_report():
+    xs = [2.0, 2.02, 2.04, 2.06, 2.08, 2.1, 2.12, 2.14, 2.16, 2.18]  # neighbours strongly alike
+    rule = StoppingRule(precision=0.025, min_rounds=3, max_rounds=60, max_seconds=1e9)
+    assert rule.verdict(xs, 0.0)[0] is True
+    assert rule.verdict(xs, 0.0, estimate=bracketed_interval) == (False, None)
