@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
+from pytest_gpu_pairs.experiment.vocabulary import METHODS
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.record.store import StoreError, case_records, read_session
 from pytest_gpu_pairs.run.estimate import case_costs, earlier_results, standalone
@@ -45,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", default=None, metavar="DIR",
                         help="a --gpu-pairs-out folder whose earlier results of the same cases are used "
                              "(their timings, and their peak memory for the headroom)")
+    parser.add_argument("--method", choices=METHODS, default=None,
+                        help="as --gpu-pairs-method: how the concurrent cases would be measured")
+    parser.add_argument("--max-case-s", type=float, default=None, metavar="S",
+                        help="as --gpu-pairs-max-case-s: the device-time cap of an interleaved case")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -117,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = GpuPairsOptions(settings=tuple(Path(p) for p in args.settings), device=args.device,
                                   scale=args.scale, vram_budget_mb=None, min_efficiency=None, sample_hz=10.0,
-                                  out_dir=results or Path("gpu-pairs-results").absolute())
+                                  out_dir=results or Path("gpu-pairs-results").absolute(), method=args.method,
+                                  **({"max_case_s": args.max_case_s} if args.max_case_s else {}))
         cases = GpuPairsSession(options).cases()
         wanted = set(select([c.id for c in cases], args.keyword))
         cases = [c for c in cases if c.id in wanted]

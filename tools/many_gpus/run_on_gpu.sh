@@ -3,6 +3,9 @@
 # with the planner's prediction beside it. One GPU alone takes longer than one device command may
 # run, so the runs go on in the background on the warm machine and later calls look in on them:
 #   bash tools/many_gpus/run_on_gpu.sh start ["-k expression"] [SCALE]   plan, then both runs, detached
+#   RUNS=one (or RUNS=two) limits it to one of the runs, e.g. the one-GPU run on a one-chip machine;
+#   bash tools/many_gpus/run_on_gpu.sh run                                the same, in the foreground
+# METHOD (default interleaved, so every figure has an interval) and MAX_CASE_S (default 120) pass through.
 #   bash tools/many_gpus/run_on_gpu.sh status                             what has finished so far
 #   bash tools/many_gpus/run_on_gpu.sh collect                            copy everything to $OUT/many_gpus
 # then, here: python -m tools.many_gpus.collate reports/reference/many_gpus (after copying the files there).
@@ -11,20 +14,28 @@ WORK=/tmp/many_gpus
 MODE=${1:-status}
 case "$MODE" in
   start)
-    SELECT=${2:-"g01 or g02 or g03 or g05 or g06 or g07 or g10 or s01"}; SCALE=${3:-1.0}
+    SELECT=${2:-"g01 or g02 or g03 or g05 or g06 or g10"}; SCALE=${3:-1.0}
     rm -rf "$WORK"; mkdir -p "$WORK"
     printf '%s\n' "$SELECT" > "$WORK/selection.txt"; printf '%s\n' "$SCALE" > "$WORK/scale.txt"
+    printf '%s\n' "${RUNS:-one two}" > "$WORK/runs.txt"
     setsid nohup bash tools/many_gpus/run_on_gpu.sh run > "$WORK/driver.log" 2>&1 < /dev/null &
     echo "started (driver pid $!); look in with: bash tools/many_gpus/run_on_gpu.sh status" ;;
   run)
-    SELECT=$(cat "$WORK/selection.txt"); SCALE=$(cat "$WORK/scale.txt")
+    if [ ! -f "$WORK/selection.txt" ]; then
+      mkdir -p "$WORK"; printf '%s\n' "${2:-g01 or g02 or g03 or g05 or g06 or g10}" > "$WORK/selection.txt"
+      printf '%s\n' "${3:-1.0}" > "$WORK/scale.txt"; printf '%s\n' "${RUNS:-one two}" > "$WORK/runs.txt"
+    fi
+    SELECT=$(cat "$WORK/selection.txt"); SCALE=$(cat "$WORK/scale.txt"); RUNS=$(cat "$WORK/runs.txt")
     SETTINGS=(settings/parallel_feasibility_test.json settings/slice_pairs.json)
     COMMON=(--gpu-pairs-settings "${SETTINGS[0]}" --gpu-pairs-settings "${SETTINGS[1]}" -k "$SELECT"
-            --gpu-pairs-device cuda --gpu-pairs-scale "$SCALE" -p no:cacheprovider)
+            --gpu-pairs-device cuda --gpu-pairs-scale "$SCALE" --gpu-pairs-method "${METHOD:-interleaved}"
+            --gpu-pairs-max-case-s "${MAX_CASE_S:-120}" -p no:cacheprovider)
     nvidia-smi -L > "$WORK/gpus.txt"
-    gpu-pairs plan "${SETTINGS[@]}" -k "$SELECT" --scale "$SCALE" --gpus 1,2 --json > "$WORK/plan.json"
-    gpu-pairs plan "${SETTINGS[@]}" -k "$SELECT" --scale "$SCALE" --gpus 1,2 > "$WORK/plan.txt"
-    for run in one two; do
+    PLAN=(plan "${SETTINGS[@]}" -k "$SELECT" --scale "$SCALE" --method "${METHOD:-interleaved}"
+          --max-case-s "${MAX_CASE_S:-120}" --gpus 1,2)
+    gpu-pairs "${PLAN[@]}" --json > "$WORK/plan.json" 2> "$WORK/plan.err"
+    gpu-pairs "${PLAN[@]}" > "$WORK/plan.txt" 2>> "$WORK/plan.err"
+    for run in $RUNS; do
       workers=(); [ "$run" = two ] && workers=(-n 2)
       start=$(date +%s.%N)
       python3 -m pytest benchmarks "${COMMON[@]}" "${workers[@]}" --gpu-pairs-out "$WORK/$run" \
