@@ -41,7 +41,7 @@ case "$MODE" in
       python3 -m pytest benchmarks "${COMMON[@]}" "${workers[@]}" --gpu-pairs-out "$WORK/$run" \
         --benchmark-json "$WORK/$run.json" > "$WORK/$run.log" 2>&1
       code=$?; end=$(date +%s.%N)
-      printf '{"run": "%s", "exit": %d, "wall_s": %s}\n' "$run" "$code" "$(echo "$end - $start" | bc)" > "$WORK/wall-$run.json"
+      printf '{"run": "%s", "exit": %d, "wall_s": %s}\n' "$run" "$code" "$(python3 -c "print($end - $start)")" > "$WORK/wall-$run.json"
     done
     echo done > "$WORK/done" ;;
   status)
@@ -49,8 +49,10 @@ case "$MODE" in
     tail -3 "$WORK"/one.log "$WORK"/two.log 2>/dev/null ;;
   collect)
     mkdir -p "$OUT/many_gpus"
-    cp -r "$WORK"/. "$OUT/many_gpus/"
-    find "$OUT/many_gpus" -name '*.csv' -path '*round*' -delete  # samples stay on the machine; records come back
+    cp "$WORK"/*.json "$WORK"/*.txt "$WORK"/*.log "$OUT/many_gpus/" 2>/dev/null
+    for run in one two; do  # case folders' names hold '+': records travel in a tarball, samples stay
+      [ -d "$WORK/$run" ] && tar -czf "$OUT/many_gpus/$run-results.tgz" --exclude='*.csv' --exclude='*.log' -C "$WORK" "$run"
+    done
     echo "collected into $OUT/many_gpus" ;;
   *) echo "usage: run_on_gpu.sh start|status|collect" ; exit 2 ;;
 esac
