@@ -16,7 +16,10 @@ A case's cost follows how the case runner spends time: an ``epoch`` case measure
 baselines the session has not measured yet (each once per session, so they are charged to the
 first case that needs them), then ``runs_per_config`` rounds of the background starting, the
 foreground's epochs beside it and the foreground finishing; an ``interleaved`` case starts both
-jobs, warms up and measures rounds of three phases until its stopping rule stops it. Time-sliced
+jobs, warms up and measures rounds of three phases until its stopping rule stops it. With a
+precision target that is counted at the case's time cap: on an H100 and an H200, 3 % within
+110-170 s was reached in quiet sessions after 10-12 rounds and not at all in noisy ones, and an
+estimate of 10 rounds put two GPUs' makespan 15 % short. Time-sliced
 jobs are assumed to slow each other only where their profiled GPU utilisations add up to more
 than the whole card. Nothing here imports torch or opens a device.
 """
@@ -193,14 +196,15 @@ class Planner:
     def _interleaved(self, case: Case) -> tuple[float, str, str]:
         fg, bg = self.job(case.fg), self.job(case.bg)
         rule = self.options.stopping_rule(self.device, max(3, case.runs_per_config))
-        round_s = 3 * (case.settle_s + case.phase_s)
-        ready = max(fg.startup_s, bg.startup_s) + case.warmup_s
-        spent = min(ready + rule.min_rounds * round_s, rule.max_seconds + round_s)
-        if rule.precision is not None:
-            detail = f"{rule.min_rounds} rounds of {round_s:g} s, more until ±{rule.precision:.0%} (at most {rule.max_seconds:g} s)"
-        else:
-            detail = f"{rule.min_rounds} rounds of {round_s:g} s"
-        return spent, _weakest(fg.basis, bg.basis), detail
+        phase_s = case.settle_s + case.phase_s
+        round_s, closing_s = 3 * phase_s, 2 * phase_s
+        least = max(fg.startup_s, bg.startup_s) + case.warmup_s + rule.min_rounds * round_s
+        if rule.precision is None:
+            return (min(least, rule.max_seconds + round_s) + closing_s, _weakest(fg.basis, bg.basis),
+                    f"{rule.min_rounds} rounds of {round_s:g} s")
+        detail = (f"at least {rule.min_rounds} rounds of {round_s:g} s, more until ±{rule.precision:.0%}: counted "
+                  f"at the {rule.max_seconds:g} s cap, which a host-bound pair usually reaches")
+        return min(max(least, rule.max_seconds), rule.max_seconds + round_s), _weakest(fg.basis, bg.basis), detail
 
     def case(self, case: Case) -> Estimate:
         if case.mode == "concurrent" and case.method == "interleaved" and case.bg is not None:

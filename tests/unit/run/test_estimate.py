@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.helpers import H100_DATA, pair
@@ -88,6 +89,14 @@ def test_an_interleaved_case_is_capped_by_the_time_cap(tmp_path):
     short = cases(pair(), method="interleaved")[0]
     quick = estimate_cases([short], options(tmp_path), "cpu")[0]
     assert "3 rounds" in quick.detail and quick.solo_jobs == ()
+
+
+def test_an_interleaved_case_with_a_precision_target_is_counted_at_its_cap(tmp_path):
+    case = cases(pair(), method="interleaved")[0]
+    capped = estimate_cases([case], options(tmp_path, max_case_s=110.0), "cuda")[0]
+    assert capped.seconds == pytest.approx(110.0 + case.cool_down_s) and "110 s cap" in capped.detail
+    longer = estimate_cases([case], options(tmp_path, max_case_s=170.0), "cuda")[0]
+    assert longer.seconds > capped.seconds
 
 
 def _earlier_record(out: Path, scale: float) -> None:
