@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from support.helpers import FAKE_MPS_CONTROL, PREDECESSOR_DATA, REPO, pair, write_settings  # noqa: F401 (re-exported)
+from support.helpers import FAKE_MPS_CONTROL, PREDECESSOR_DATA, REPO, WITHOUT_HYPOTHESIS, pair, write_settings  # noqa: F401 (re-exported)
 
 pytest_plugins = ["pytester"]
 
@@ -36,6 +36,15 @@ def pytest_collection_modifyitems(items):
             return len(LEVELS)
 
     items.sort(key=level)  # stable: the order within a level stays pytest's
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester, its pytest sessions without Hypothesis's plugin: that plugin imports all of
+    Hypothesis at every session's terminal summary (over a second of each session's start-up on
+    the CI machine), and no test here runs Hypothesis inside such a session or depends on it."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {WITHOUT_HYPOTHESIS}".strip())
+    return pytester
 
 
 @pytest.fixture
