@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from support.helpers import FAKE_MPS_CONTROL, PREDECESSOR_DATA, REPO, WITHOUT_HYPOTHESIS, pair, write_settings  # noqa: F401 (re-exported)
+from support.helpers import (  # noqa: F401 (re-exported)
+    FAKE_MPS_CONTROL,
+    PREDECESSOR_DATA,
+    REPO,
+    WITHOUT_HYPOTHESIS,
+    XDIST_WORKER_VARS,
+    pair,
+    write_settings,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -39,11 +47,19 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture
-def pytester(pytester, monkeypatch):
-    """pytester, its pytest sessions without Hypothesis's plugin: that plugin imports all of
-    Hypothesis at every session's terminal summary (over a second of each session's start-up on
-    the CI machine), and no test here runs Hypothesis inside such a session or depends on it."""
+def standalone_pytest(monkeypatch):
+    """The environment of the pytest sessions a test starts: a user's own pytest run, whether or not
+    this suite runs under pytest-xdist (pytest-benchmark turns itself off where it sees a worker's
+    variables), and without Hypothesis's plugin, which imports all of Hypothesis at each session's
+    end (over a second per session on the CI machine; no session a test starts uses Hypothesis)."""
+    for name in XDIST_WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {WITHOUT_HYPOTHESIS}".strip())
+
+
+@pytest.fixture
+def pytester(pytester, standalone_pytest):
+    """pytester, its sessions started in the environment of ``standalone_pytest``."""
     return pytester
 
 

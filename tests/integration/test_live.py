@@ -5,8 +5,6 @@ import pty
 import sys
 from types import SimpleNamespace
 
-from support.helpers import WITHOUT_HYPOTHESIS
-
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.plugin.live import ERASE_TO_END, RESTORE_CURSOR, SAVE_CURSOR
 from pytest_gpu_pairs.run.environment import Environment
@@ -69,9 +67,9 @@ def _run_in_a_terminal(args: list[str], cwd) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def test_in_a_real_terminal_the_line_is_drawn_and_erased(tmp_path):
+def test_in_a_real_terminal_the_line_is_drawn_and_erased(tmp_path, standalone_pytest):
     (tmp_path / "test_tty.py").write_text(TTY_SUITE)
-    shown = _run_in_a_terminal(["-m", "pytest", "-p", "no:cacheprovider", *WITHOUT_HYPOTHESIS.split(), "--gpu-pairs-device", "cpu",
+    shown = _run_in_a_terminal(["-m", "pytest", "-p", "no:cacheprovider", "--gpu-pairs-device", "cpu",
                                 "--gpu-pairs-out", str(tmp_path / "out"), "test_tty.py"], tmp_path)
     assert "1 passed" in shown
     assert SAVE_CURSOR + " [mnist solo 00:0" in shown and "fg epoch 0.50 step 7" in shown
