@@ -34,6 +34,8 @@ def pytest_collection_modifyitems(items):
     Fast failures come first; and integration tests that count the child processes of pytest
     (integration/test_ballast.py) must not run after e2e tests that train in-process: multiprocessing's
     resource tracker, started by e2e/test_workloads.py's bug_localization test, lives on as a child.
+    Under pytest-xdist (CI runs ``-n 2``) the workers are handed the items in this order, so in each
+    worker, too, no integration test runs after an e2e test.
     """
     tests = Path(__file__).parent
 
