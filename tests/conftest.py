@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from support.helpers import FAKE_MPS_CONTROL, PREDECESSOR_DATA, REPO, pair, write_settings  # noqa: F401 (re-exported)
+from support.helpers import (  # noqa: F401 (re-exported)
+    FAKE_MPS_CONTROL,
+    PREDECESSOR_DATA,
+    REPO,
+    WITHOUT_HYPOTHESIS,
+    XDIST_WORKER_VARS,
+    pair,
+    write_settings,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -26,6 +34,8 @@ def pytest_collection_modifyitems(items):
     Fast failures come first; and integration tests that count the child processes of pytest
     (integration/test_ballast.py) must not run after e2e tests that train in-process: multiprocessing's
     resource tracker, started by e2e/test_workloads.py's bug_localization test, lives on as a child.
+    Under pytest-xdist (CI runs ``-n 2``) the workers are handed the items in this order, so in each
+    worker, too, no integration test runs after an e2e test.
     """
     tests = Path(__file__).parent
 
@@ -36,6 +46,23 @@ def pytest_collection_modifyitems(items):
             return len(LEVELS)
 
     items.sort(key=level)  # stable: the order within a level stays pytest's
+
+
+@pytest.fixture
+def standalone_pytest(monkeypatch):
+    """The environment of the pytest sessions a test starts: a user's own pytest run, whether or not
+    this suite runs under pytest-xdist (pytest-benchmark turns itself off where it sees a worker's
+    variables), and without Hypothesis's plugin, which imports all of Hypothesis at each session's
+    end (over a second per session on the CI machine; no session a test starts uses Hypothesis)."""
+    for name in XDIST_WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {WITHOUT_HYPOTHESIS}".strip())
+
+
+@pytest.fixture
+def pytester(pytester, standalone_pytest):
+    """pytester, its sessions started in the environment of ``standalone_pytest``."""
+    return pytester
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ def _run_in_a_terminal(args: list[str], cwd) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def test_in_a_real_terminal_the_line_is_drawn_and_erased(tmp_path):
+def test_in_a_real_terminal_the_line_is_drawn_and_erased(tmp_path, standalone_pytest):
     (tmp_path / "test_tty.py").write_text(TTY_SUITE)
     shown = _run_in_a_terminal(["-m", "pytest", "-p", "no:cacheprovider", "--gpu-pairs-device", "cpu",
                                 "--gpu-pairs-out", str(tmp_path / "out"), "test_tty.py"], tmp_path)

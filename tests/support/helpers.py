@@ -20,6 +20,12 @@ PREDECESSOR_DATA = DATA / "predecessor"  # the predecessor's seed files the test
 
 DESIGN_KEYS = ["case_id", "design", "variant", "mode", "fg_model", "bg_model", "fg_hparams", "bg_hparams", "fg_duration_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio", "concurrency_efficiency", "gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_split_method", "cpu_energy_j", "cpu_energy_method", "gpu_power_avg_w", "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb", "oom", "fg_exit_code", "bg_runs", "bg_failures", "bg_coverage", "perf", "device", "sharing", "sample_hz", "notes"]
 
+# The pytest sessions the tests start (conftest's standalone_pytest) leave out Hypothesis's plugin,
+# which imports all of Hypothesis in each session's terminal summary, and the variables of the
+# pytest-xdist worker that may run the test, which would turn pytest-benchmark off in them
+WITHOUT_HYPOTHESIS = "-p no:hypothesispytest"
+XDIST_WORKER_VARS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
 SUITE = "def test_pair(gpu_pair_case, pair_run):\n    pair_run().check()\n"
 
 FAKE_JOB = TESTS / "support" / "fake_job.py"
