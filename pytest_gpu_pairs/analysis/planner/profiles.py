@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictStr, ValidationError
 
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 
 PACKAGED = Path(__file__).with_name("solo_profiles.json")
-_Number = Optional[Union[StrictInt, StrictFloat]]
+_Number = Optional[StrictFloat]  # whole numbers are accepted, strings and booleans not
 
 
 class _Workload(BaseModel):
