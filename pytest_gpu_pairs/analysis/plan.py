@@ -1,6 +1,11 @@
-"""`gpu-pairs plan SETTINGS... --gpus 1,2,4,6,8`: "4 or 6 GPUs?" answered with numbers before renting.
+"""`gpu-pairs plan SETTINGS [--gpu-memory-mb N] [--sharing ...] [--gpus 1,2,4]`: which pairs fit and how well they share, and on how many GPUs, before running anything.
 
-For each GPU count the selected cases' estimates (``run.estimate``) are list-scheduled longest
+For every pair of the selected cases (``analysis.planner``): its fit on a card of N MB with a
+margin, its predicted concurrency efficiency with an interval, the energy it saves, the mechanism
+to use and its rank, each saying whether it rests on a measured pair or on solo profiles only.
+The model learns from the measured pairs of every ``--results`` folder.
+
+With ``--gpus``, for each GPU count the selected cases' estimates (``run.estimate``) are list-scheduled longest
 first (``run.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
 held (every GPU is paid until the last case ends), the idle GPU time at the tail, the speedup over
 one GPU, and, where earlier results of the cases say how much memory they took, the memory headroom
@@ -16,6 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.analysis.planner.measured import read_measured
+from pytest_gpu_pairs.analysis.planner.model import MECHANISMS
+from pytest_gpu_pairs.analysis.planner.predict import Planner, plan_pairs
+from pytest_gpu_pairs.analysis.planner.profiles import read_profiles
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS
 from pytest_gpu_pairs.inputs import SettingsError
@@ -35,17 +44,40 @@ def _gpu_counts(text: str) -> tuple[int, ...]:
     return tuple(sorted({int(p) for p in parts}))
 
 
+def _mechanisms(text: str) -> tuple[str, ...]:
+    parts = tuple(dict.fromkeys(p.strip() for p in text.split(",")))
+    if not parts or any(p not in MECHANISMS for p in parts):
+        raise argparse.ArgumentTypeError(f"expected timeslice, mps or timeslice,mps, got {text!r}")
+    return parts
+
+
+def _card_mb(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a card size in MB above 0, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("settings", nargs="+", metavar="SETTINGS", help="experiment files, as --gpu-pairs-settings")
-    parser.add_argument("--gpus", type=_gpu_counts, default=_gpu_counts(DEFAULT_GPUS), metavar="G,...",
-                        help=f"GPU counts to predict (default: {DEFAULT_GPUS})")
+    parser.add_argument("--gpu-memory-mb", type=_card_mb, default=None, metavar="N",
+                        help="the card the pairs are planned for (default: the profiled card's memory)")
+    parser.add_argument("--sharing", type=_mechanisms, default=MECHANISMS, metavar="MODES",
+                        help="mechanisms to predict and choose from: timeslice, mps or timeslice,mps (default)")
+    parser.add_argument("--profiles", default=None, metavar="FILE",
+                        help="solo workload profiles (default: the H100 profiles the package carries)")
+    parser.add_argument("--gpus", type=_gpu_counts, default=None, metavar="G,...",
+                        help=f"also predict makespan and GPU-hours on these GPU counts (e.g. {DEFAULT_GPUS})")
     parser.add_argument("-k", dest="keyword", default=None, metavar="EXPR",
                         help="select cases as pytest's -k does, matched against the case ids")
     parser.add_argument("--scale", type=float, default=1.0, help="as --gpu-pairs-scale (default: 1)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where the jobs would train")
-    parser.add_argument("--results", default=None, metavar="DIR",
-                        help="a --gpu-pairs-out folder whose earlier results of the same cases are used "
-                             "(their timings, and their peak memory for the headroom)")
+    parser.add_argument("--results", action="append", default=[], metavar="DIR",
+                        help="a --gpu-pairs-out folder (or benchmark JSON) of measured pairs the planner learns "
+                             "from; repeatable. The first folder also gives --gpus its earlier timings and peak memory")
     parser.add_argument("--method", choices=METHODS, default=None,
                         help="as --gpu-pairs-method: how the concurrent cases would be measured")
     parser.add_argument("--max-case-s", type=float, default=None, metavar="S",
@@ -117,8 +149,94 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
 
 
+def _interval(figure: dict[str, Any], percent: bool = False) -> str:
+    value = figure["value"]
+    if value is None:
+        return "-"
+    scale, unit = (100, " %") if percent else (1, "")
+    low, high = figure["interval"] or (None, None)
+    text = f"{value * scale:.{0 if percent else 2}f}"
+    if low is not None and high is not None:
+        text += f" [{low * scale:.{0 if percent else 2}f}, {high * scale:.{0 if percent else 2}f}]"
+    return text + unit
+
+
+def _fit_text(fit: dict[str, Any]) -> str:
+    if fit["need_mb"] is None:
+        return f"{fit['verdict']} ({fit['basis']})"
+    return f"{fit['verdict']} ({fit['need_mb']:.0f} MB, {fit['basis']})"
+
+
+def pair_table(pairs: Sequence[dict[str, Any]], mechanisms: Sequence[str]) -> list[str]:
+    header = ("rank", "pair", "fit (need, basis)", *(f"{m} eff [95 %]" for m in mechanisms),
+              *(f"{m} energy saved" for m in mechanisms), "use", "rests on")
+    cells = [header]
+    for p in pairs:
+        figures = p["mechanisms"]
+        cells.append((str(p["rank"]), "+".join(p["pair"]), _fit_text(p["fit"]),
+                      *(_interval(figures[m]["efficiency"]) for m in mechanisms),
+                      *(_interval(figures[m]["energy_saved"], percent=True) for m in mechanisms),
+                      p["recommended"] or "-", p["rests_on"]))
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+
+
+def _pairs_of(cases) -> dict[tuple[str, str], list[str]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for case in cases:
+        if case.bg is not None:
+            found.setdefault(tuple(sorted((case.fg.model, case.bg.model))), []).append(case.id)
+    return found
+
+
+def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path]) -> dict[str, Any]:
+    """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
+    profiles = read_profiles(Path(args.profiles) if args.profiles else None)
+    measured = read_measured(results)
+    planner = Planner(profiles, measured)
+    card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
+    pairs = _pairs_of(cases)
+    predictions = plan_pairs(planner, list(pairs), card_mb, args.sharing)
+    for p in predictions:
+        p["cases"] = pairs[tuple(p["pair"])]
+    model = {"profiles": profiles.source, "profiled_device": profiles.device_name,
+             "measured_pairs": {m: planner.measured_count(m) for m in args.sharing},
+             "other_method_records_skipped": measured.skipped,
+             "efficiency_loo_rms": planner.efficiency_model.spread,
+             "efficiency_interval_half_width": planner.efficiency_model.half_width}
+    return {"card_mb": card_mb, "sharing": list(args.sharing), "model": model, "pairs": predictions}
+
+
+def _print_pairs(plan: dict[str, Any]) -> None:
+    model = plan["model"]
+    counts = ", ".join(f"{n} {m}" for m, n in model["measured_pairs"].items())
+    skipped = model["other_method_records_skipped"]
+    print(f"gpu-pairs plan: {len(plan['pairs'])} pair(s) on a {plan['card_mb']:.0f} MB card; solo profiles of "
+          f"{model['profiled_device'] or 'an unnamed device'} ({model['profiles']}); measured pairs: {counts}"
+          + (f" ({skipped} record(s) of the epoch method not used)" if skipped else ""))
+    for line in pair_table(plan["pairs"], plan["sharing"]):
+        print(line)
+    notes = sorted({p["note"] for p in plan["pairs"] if p["note"]})
+    for note in notes:
+        print(f"note: {note}")
+    print("fit: fits, tight (within the margin: max(256 MB, 5 % of the card)), no; an interval is missing where too "
+          "few pairs were measured to estimate one (the physical range 0-2 applies)")
+
+
+def _gpu_rows(cases, options, args, results: Optional[Path], earlier) -> tuple[list[dict[str, Any]], Counter]:
+    costs = case_costs(cases, options, args.device, earlier)
+    bases = Counter(standalone(c, options, args.device, earlier).basis for c in cases)
+    one = predict(costs, 1)
+    rows = []
+    for gpus in args.gpus:
+        prediction = predict(costs, gpus)
+        rows.append(_row(prediction, one, memory_headroom(results, prediction.bins)))
+    return rows, bases
+
+
 def run(args: argparse.Namespace) -> int:
-    results = Path(args.results).absolute() if args.results else None
+    folders = [Path(r).absolute() for r in args.results]
+    results = next((f for f in folders if f.is_dir()), None)
     try:
         options = GpuPairsOptions(settings=tuple(Path(p) for p in args.settings), device=args.device,
                                   scale=args.scale, vram_budget_mb=None, min_efficiency=None, sample_hz=10.0,
@@ -128,26 +246,25 @@ def run(args: argparse.Namespace) -> int:
         wanted = set(select([c.id for c in cases], args.keyword))
         cases = [c for c in cases if c.id in wanted]
         earlier = earlier_results(results, options.scale, args.device)
+        pairs = plan_for_pairs(cases, args, folders) if cases else None
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")
         return 2
     if not cases:
         print("error: no case selected")
         return 2
-    costs = case_costs(cases, options, args.device, earlier)
-    bases = Counter(standalone(c, options, args.device, earlier).basis for c in cases)
-    one = predict(costs, 1)
-    rows = []
-    for gpus in args.gpus:
-        prediction = predict(costs, gpus)
-        rows.append(_row(prediction, one, memory_headroom(results, prediction.bins)))
+    rows, bases = _gpu_rows(cases, options, args, results, earlier) if args.gpus else ([], Counter())
     if args.json:
-        print(json.dumps({"cases": len(cases), "device": args.device, "scale": args.scale,
-                          "bases": dict(bases), "predictions": rows}, indent=2))
+        gpu_part = {"bases": dict(bases), "predictions": rows} if args.gpus else {}
+        print(json.dumps({"cases": len(cases), "device": args.device, "scale": args.scale, **gpu_part, **pairs},
+                         indent=2))
         return 0
-    basis_text = ", ".join(f"{n} {b}" for b, n in sorted(bases.items()))
-    print(f"gpu-pairs plan: {len(cases)} case(s) on {args.device} at scale {args.scale:g} (estimates: {basis_text}); "
-          "longest first onto the least loaded GPU, each GPU measuring its own solo baselines")
-    for line in table(rows):
-        print(line)
+    if args.gpus:
+        basis_text = ", ".join(f"{n} {b}" for b, n in sorted(bases.items()))
+        print(f"gpu-pairs plan: {len(cases)} case(s) on {args.device} at scale {args.scale:g} (estimates: {basis_text}); "
+              "longest first onto the least loaded GPU, each GPU measuring its own solo baselines")
+        for line in table(rows):
+            print(line)
+        print()
+    _print_pairs(pairs)
     return 0

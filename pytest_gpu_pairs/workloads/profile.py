@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 
 MB = 1024 * 1024
+HOST_SHARE_METHOD = ("1 - (seconds the host waited in torch.cuda.synchronize, called every 5 steps) / window: "
+                     "the share of the window the host was busy preparing and launching work rather than "
+                     "waiting for the GPU (launches that block on a full queue count as host time)")
 
 
 def _sync(device: str):
@@ -29,21 +32,35 @@ def _sync(device: str):
     return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
 
-def _timed_steps(workload, seconds: float, sync) -> tuple[int, float, float]:
-    """Train until ``seconds`` have passed (synchronised); (steps, start, end) wall times."""
+class _TimedSync:
+    """The device synchronisation, timed: the seconds the host spent waiting for the GPU."""
+
+    def __init__(self, sync):
+        self.sync, self.waited_s = sync, 0.0
+
+    def __call__(self) -> None:
+        began = time.perf_counter()
+        self.sync()
+        self.waited_s += time.perf_counter() - began
+
+
+def _timed_steps(workload, seconds: float, sync) -> tuple[int, float, float, float]:
+    """Train until ``seconds`` have passed (synchronised); (steps, start, end) wall times and the
+    seconds spent waiting in the synchronisations after the start."""
     batches = workload.batches()
     sync()
+    timed = _TimedSync(sync)
     start = time.time()
     steps = 0
     while True:
         workload.train_step(next(batches))
         steps += 1
         if steps % 5 == 0 or seconds < 2:
-            sync()
+            timed()
             if time.time() - start >= seconds:
                 break
-    sync()
-    return steps, start, time.time()
+    timed()
+    return steps, start, time.time(), timed.waited_s
 
 
 def profile_torch(name: str, device: str, seconds: float, warmup: float, eval_scale: float) -> dict:
@@ -61,8 +78,11 @@ def profile_torch(name: str, device: str, seconds: float, warmup: float, eval_sc
               "build_s": time.time() - built_t}
     record["metrics_untrained"] = workload.evaluate()
     _timed_steps(workload, warmup, sync)
-    steps, start, end = _timed_steps(workload, seconds, sync)
+    steps, start, end, waited = _timed_steps(workload, seconds, sync)
     record.update(window_start=start, window_end=end, steps=steps, window_s=end - start)
+    if device.startswith("cuda"):
+        record["host_share"] = max(0.0, 1.0 - waited / (end - start))
+        record["host_share_method"] = HOST_SHARE_METHOD
     record["step_time_s"] = (end - start) / steps
     record["samples_per_s"] = steps * workload.batch_size / (end - start)
     record["metrics_trained"] = workload.evaluate()

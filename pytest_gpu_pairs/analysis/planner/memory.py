@@ -1,0 +1,56 @@
+"""Does a pair fit on a card of N MB? From what was measured of the pair on emulated cards, else
+the pair's own min fit, else the sum of its jobs' needs (each job's min fit, else its NVML peak,
+an upper bound: caching allocators and cuDNN's autotuning take what a big card offers).
+
+The verdict keeps a margin: ``fits`` with at least ``margin_mb`` to spare, ``tight`` when the need
+is within the margin of the card, ``no`` when it is above the card. More memory never turns a fit
+into a non-fit: every rule compares the card with a need that does not depend on the card.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from pytest_gpu_pairs.analysis.planner.measured import FitEvidence
+from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile
+
+RESOLUTION_MB = 256  # the min-fit bisection's resolution
+
+
+def margin_mb(card_mb: float) -> float:
+    """Room a plan should keep: the min fit's resolution, or 5 % of the card if larger."""
+    return max(RESOLUTION_MB, 0.05 * card_mb)
+
+
+@dataclass(frozen=True)
+class Fit:
+    verdict: str  # fits, tight, no, unknown
+    need_mb: Optional[float]
+    spare_mb: Optional[float]
+    basis: str
+
+    @property
+    def fits(self) -> Optional[bool]:
+        return None if self.verdict == "unknown" else self.verdict != "no"
+
+
+def need(a: Optional[SoloProfile], b: Optional[SoloProfile], pair_min_fit_mb: Optional[float]) -> tuple[Optional[float], str]:
+    if pair_min_fit_mb is not None:
+        return pair_min_fit_mb, "pair min fit"
+    if a is None or b is None or a.need_mb is None or b.need_mb is None:
+        return None, "unknown"
+    bases = sorted({a.need_basis, b.need_basis} - {"cpu job"}) or ["cpu jobs"]
+    return a.need_mb + b.need_mb, "sum of " + " and ".join(bases)
+
+
+def verdict(card_mb: float, need_mb: Optional[float], basis: str, evidence: Optional[FitEvidence] = None) -> Fit:
+    measured = evidence.says(card_mb) if evidence is not None else None
+    if measured is not None:
+        ran = evidence.ran_mb if measured else evidence.oom_mb
+        return Fit("fits" if measured else "no", need_mb, card_mb - need_mb if need_mb is not None else None,
+                   f"measured: {'ran' if measured else 'out of memory'} on an emulated {ran:.0f} MB card")
+    if need_mb is None:
+        return Fit("unknown", None, None, basis)
+    spare = card_mb - need_mb
+    word = "no" if spare < 0 else "tight" if spare < margin_mb(card_mb) else "fits"
+    return Fit(word, need_mb, spare, basis)

@@ -1,0 +1,120 @@
+"""The physical base model of a pair, from solo profiles alone.
+
+Each job alternates between GPU work (a fraction ``busy`` of its solo time, NVML's utilisation) and
+host work. Beside another job, a job's GPU work is stretched wherever the other job occupies the
+GPU: its relative rate ``r`` satisfies ``1/r_a = 1 + w * busy_a * r_b * busy_b`` (and the same with
+a and b swapped), solved as a fixed point, where ``w`` is the share of a collision that costs time:
+
+- **time-slicing** runs one context at a time, so every collision costs the whole overlap (``w = 1``);
+- **MPS** runs both jobs' kernels at once, and a collision costs only what the two kernels together
+  ask beyond the card: the SMs (GPM SM utilisation while busy, else power above idle as a stand-in)
+  or the memory bandwidth (GPM DRAM bandwidth, else NVML memory utilisation, per busy time).
+
+The GPU cannot be busier than always: time-slicing scales the rates down until the busy time adds up
+to at most one (MPS: the busy time weighted by what each kernel occupies). Concurrency efficiency
+is ``r_a + r_b``, within ``[0, 2]`` by construction, and symmetric in the pair.
+
+Energy: the card draws idle power plus each job's dynamic power in proportion to its rate (capped at
+the power limit); serially the same work costs each job's solo power for ``r`` of the time, so the
+saving is what the shared idle power and any slowdown leave.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile
+
+ITERATIONS = 200
+MECHANISMS = ("timeslice", "mps")
+
+
+@dataclass(frozen=True)
+class Card:
+    """What the energy model needs of the card the profiles were measured on."""
+
+    idle_w: Optional[float]
+    limit_w: Optional[float]
+
+
+@dataclass(frozen=True)
+class Base:
+    rate_a: float
+    rate_b: float
+    collision_weight: float
+    contention: float  # busy_a x busy_b: how often the two would want the GPU at the same time
+
+    @property
+    def efficiency(self) -> float:
+        return self.rate_a + self.rate_b
+
+
+def _clip(value: float, low: float = 0.0, high: float = 1.0) -> float:
+    return min(high, max(low, value))
+
+
+def intensity(p: SoloProfile, card: Card) -> float:
+    """Share of the card's SMs a job's kernels occupy while they run: GPM's SM utilisation per busy
+    time where measured, else its power above idle per busy time as a share of the headroom."""
+    if p.sm_share is not None:
+        return p.sm_share
+    if not p.busy or p.power_w is None or card.idle_w is None or not card.limit_w or card.limit_w <= card.idle_w:
+        return 1.0 if p.busy else 0.0
+    return _clip((p.power_w - card.idle_w) / (card.limit_w - card.idle_w) / p.busy, 0.05, 1.0)
+
+
+def bandwidth(p: SoloProfile) -> Optional[float]:
+    if p.dram_share is not None:
+        return p.dram_share
+    if p.mem_busy is None or not p.busy:
+        return None
+    return _clip(p.mem_busy / p.busy)
+
+
+def collision_weight(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card) -> float:
+    if mechanism == "timeslice":
+        return 1.0
+    sm = _clip(intensity(a, card) + intensity(b, card) - 1.0)
+    bw_a, bw_b = bandwidth(a), bandwidth(b)
+    memory = _clip(bw_a + bw_b - 1.0) if bw_a is not None and bw_b is not None else 0.0
+    return max(sm, memory)
+
+
+def _fixed_point(busy_a: float, busy_b: float, weight: float) -> tuple[float, float]:
+    rate_a = rate_b = 1.0
+    for _ in range(ITERATIONS):
+        rate_a, rate_b = 1.0 / (1.0 + weight * busy_a * rate_b * busy_b), 1.0 / (1.0 + weight * busy_b * rate_a * busy_a)
+    return rate_a, rate_b
+
+
+def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card) -> Optional[Base]:
+    """Both jobs' relative rates beside each other; None where a profile lacks its busy fraction."""
+    if a.busy is None or b.busy is None:
+        return None
+    weight = collision_weight(a, b, mechanism, card)
+    rate_a, rate_b = _fixed_point(a.busy, b.busy, weight)
+    occupied_a = a.busy * (1.0 if mechanism == "timeslice" else intensity(a, card))
+    occupied_b = b.busy * (1.0 if mechanism == "timeslice" else intensity(b, card))
+    load = rate_a * occupied_a + rate_b * occupied_b
+    if load > 1.0:
+        rate_a, rate_b = rate_a / load, rate_b / load
+    return Base(rate_a, rate_b, weight, a.busy * b.busy)
+
+
+def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:
+    if not p.on_gpu:
+        return card.idle_w
+    return p.power_w
+
+
+def energy_saved(a: SoloProfile, b: SoloProfile, rates: tuple[float, float], card: Card) -> Optional[float]:
+    """``1 - pair energy / serial energy`` for the same work, from solo powers and the rates."""
+    power_a, power_b = _solo_power(a, card), _solo_power(b, card)
+    if power_a is None or power_b is None or card.idle_w is None:
+        return None
+    rate_a, rate_b = rates
+    serial = rate_a * power_a + rate_b * power_b
+    pair = card.idle_w + rate_a * max(0.0, power_a - card.idle_w) + rate_b * max(0.0, power_b - card.idle_w)
+    if card.limit_w:
+        pair = min(pair, card.limit_w)
+    return 1.0 - pair / serial if serial > 0 else None

@@ -1,0 +1,161 @@
+"""Every pair of a selection, predicted: fit on the card, concurrency efficiency with an interval,
+energy saved, the mechanism to use, and a rank; each figure says what it rests on.
+
+A pair measured under a mechanism is reported as measured (its mean, and its interval where the
+records have one). Any other pair is predicted: the base model from its solo profiles plus the
+correction learned from all measured pairs, with an interval from their leave-one-out residuals.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+from pytest_gpu_pairs.analysis.planner import fit as learning
+from pytest_gpu_pairs.analysis.planner import memory, model
+from pytest_gpu_pairs.analysis.planner.measured import Measured, MeasuredPair, pair_key
+from pytest_gpu_pairs.analysis.planner.profiles import Profiles
+
+MAX_EFFICIENCY = 2.0
+MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
+
+
+def _clip(value: float, low: float, high: float) -> float:
+    return min(high, max(low, value))
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A predicted (or measured) figure with its interval and basis."""
+
+    value: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
+    basis: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "interval": [self.low, self.high] if self.value is not None else None,
+                "basis": self.basis}
+
+
+@dataclass
+class Planner:
+    profiles: Profiles
+    measured: Measured = field(default_factory=Measured)
+
+    def __post_init__(self) -> None:
+        self.card = model.Card(self.profiles.idle_power_w, self.profiles.power_limit_w)
+        self.efficiency_model = learning.learn(self._observations("efficiency"))
+        self.energy_model = learning.learn(self._observations("energy_saved"))
+
+    def without(self, models: tuple[str, str]) -> Planner:
+        """The planner that never saw ``models`` measured: for leave-one-pair-out validation."""
+        key = pair_key(*models)
+        kept = Measured({k: v for k, v in self.measured.pairs.items() if k[0] != key},
+                        {k: v for k, v in self.measured.fit.items() if k != key})
+        return replace(self, measured=kept)
+
+    def _observations(self, what: str) -> list[learning.Observation]:
+        found = []
+        for (models, sharing), pair in sorted(self.measured.pairs.items()):
+            value = getattr(pair, what)
+            predicted = self._base(models, sharing)
+            if value is None or predicted is None:
+                continue
+            base_value = predicted.efficiency if what == "efficiency" else self._base_energy(models, predicted)
+            if base_value is not None:
+                found.append(learning.Observation(models, sharing == "mps", predicted.contention, value - base_value))
+        return found
+
+    def _base(self, models: tuple[str, str], sharing: str) -> Optional[model.Base]:
+        a, b = self.profiles.get(models[0]), self.profiles.get(models[1])
+        return model.base(a, b, sharing, self.card) if a is not None and b is not None else None
+
+    def _base_energy(self, models: tuple[str, str], base: model.Base) -> Optional[float]:
+        a, b = self.profiles.get(models[0]), self.profiles.get(models[1])
+        return model.energy_saved(a, b, (base.rate_a, base.rate_b), self.card)
+
+    def measured_count(self, sharing: str) -> int:
+        return self.measured.count(sharing)
+
+    def _learned(self, learned: learning.Learned, base_value: float, models, sharing: str, contention: float,
+                 low: float, high: float) -> Figure:
+        value = _clip(base_value + learned.correction(models, sharing == "mps", contention), low, high)
+        width = learned.half_width if self.measured_count(sharing) >= learning.MIN_PAIRS else None
+        basis = f"{LEARNED} ({learned.n})" if learned.n else SOLO_ONLY
+        if width is None:
+            return Figure(value, low, high, basis)
+        return Figure(value, _clip(value - width, low, high), _clip(value + width, low, high), basis)
+
+    def efficiency(self, models: tuple[str, str], sharing: str) -> Figure:
+        pair = self.measured.of(models, sharing)
+        if pair is not None and pair.efficiency is not None:
+            low, high = pair.efficiency_ci or (None, None)
+            return Figure(pair.efficiency, low, high, f"{MEASURED} ({pair.records} record(s))")
+        base = self._base(pair_key(*models), sharing)
+        if base is None:
+            return Figure(None, None, None, NONE)
+        return self._learned(self.efficiency_model, base.efficiency, pair_key(*models), sharing, base.contention,
+                             0.0, MAX_EFFICIENCY)
+
+    def energy_saved(self, models: tuple[str, str], sharing: str) -> Figure:
+        pair: Optional[MeasuredPair] = self.measured.of(models, sharing)
+        if pair is not None and pair.energy_saved is not None:
+            return Figure(pair.energy_saved, None, None, f"{MEASURED} ({pair.records} record(s))")
+        key = pair_key(*models)
+        base = self._base(key, sharing)
+        value = self._base_energy(key, base) if base is not None else None
+        if value is None:
+            return Figure(None, None, None, NONE if base is None else "no solo power")
+        return self._learned(self.energy_model, value, key, sharing, base.contention, -1.0, 1.0)
+
+    def fit(self, models: tuple[str, str], card_mb: float) -> memory.Fit:
+        key = pair_key(*models)
+        need, basis = memory.need(self.profiles.get(key[0]), self.profiles.get(key[1]),
+                                  self.profiles.pair_min_fit_mb.get(frozenset(key)))
+        return memory.verdict(card_mb, need, basis, self.measured.fit.get(key))
+
+    def pair(self, models: tuple[str, str], card_mb: float, mechanisms: Sequence[str]) -> dict[str, Any]:
+        key = pair_key(*models)
+        figures = {m: {"efficiency": self.efficiency(key, m).as_dict(), "energy_saved": self.energy_saved(key, m).as_dict(),
+                       "measured_pairs": self.measured_count(m)} for m in mechanisms}
+        fit = self.fit(key, card_mb)
+        recommended, note = recommend(figures)
+        bases = {f["efficiency"]["basis"] for f in figures.values()}
+        return {"pair": list(key), "fit": {"verdict": fit.verdict, "need_mb": fit.need_mb, "spare_mb": fit.spare_mb,
+                                          "basis": fit.basis},
+                "mechanisms": figures, "recommended": recommended, "note": note,
+                "rests_on": "measured" if any(b.startswith(MEASURED) for b in bases) else
+                            "solo profiles" if any(b != NONE for b in bases) else "nothing"}
+
+
+def recommend(figures: dict[str, dict[str, Any]]) -> tuple[Optional[str], str]:
+    """The mechanism with the higher efficiency; the note says when MPS has no measurement behind it."""
+    known = {m: f["efficiency"]["value"] for m, f in figures.items() if f["efficiency"]["value"] is not None}
+    if not known:
+        return None, "no solo profile of one of the jobs: nothing to predict from"
+    best = max(known, key=lambda m: (known[m], m == "timeslice"))
+    notes = []
+    if "mps" in figures and figures["mps"]["measured_pairs"] == 0:
+        notes.append("MPS has no measured pair behind it: solo profiles only")
+    return best, "; ".join(notes)
+
+
+def rank(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs that fit first, by their recommended mechanism's efficiency; then unknown fit; then no fit."""
+    order = {"fits": 0, "tight": 0, "unknown": 1, "no": 2}
+
+    def key(p: dict[str, Any]):
+        best = p["mechanisms"][p["recommended"]]["efficiency"]["value"] if p["recommended"] else None
+        return order[p["fit"]["verdict"]], -(best if best is not None else -1.0), p["pair"]
+
+    ranked = sorted(predictions, key=key)
+    for index, p in enumerate(ranked, 1):
+        p["rank"] = index
+    return ranked
+
+
+def plan_pairs(planner: Planner, pairs: Iterable[tuple[str, str]], card_mb: float,
+               mechanisms: Sequence[str] = model.MECHANISMS) -> list[dict[str, Any]]:
+    unique = sorted({pair_key(*p) for p in pairs})
+    return rank([planner.pair(p, card_mb, mechanisms) for p in unique])

@@ -1,0 +1,179 @@
+"""Solo workload profiles in: the format ``tools/workload_profiles`` writes, read as untrusted input.
+
+A profile file is ``{"device": {...}, "idle_power_w": W, "workloads": [{"model": ..., ...}],
+"pairs": [{"models": [a, b], "min_fit_mb": N}]}``; every figure may be missing or null (an older
+profile, a figure that could not be measured), and the planner says what it did without it.
+A bad file is one line naming the file, the JSON path and what was expected.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictStr, ValidationError
+
+from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+
+PACKAGED = Path(__file__).with_name("solo_profiles.json")
+_Number = Optional[StrictFloat]  # whole numbers are accepted, strings and booleans not
+
+
+class _Workload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: StrictStr
+    ok: Optional[StrictBool] = True
+    device: Optional[StrictStr] = "cuda"
+    batch_size: _Number = None
+    step_time_s: _Number = None
+    util_avg_pct: _Number = None
+    mem_util_avg_pct: _Number = None
+    gpm_sm_util_pct: _Number = None
+    gpm_dram_bw_pct: _Number = None
+    host_share: _Number = None
+    power_avg_w: _Number = None
+    energy_per_step_j: _Number = None
+    peak_vram_nvml_mb: _Number = None
+    torch_peak_reserved_mb: _Number = None
+    seed_vram_mb: _Number = None
+    min_fit_mb: _Number = None
+
+
+class _PairFit(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    models: list[StrictStr]
+    min_fit_mb: _Number = None
+
+
+class _Device(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: Optional[StrictStr] = None
+    memory_total_mb: _Number = None
+    power_limit_w: _Number = None
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    device: _Device = _Device()
+    idle_power_w: _Number = None
+    min_fit_method: Optional[StrictStr] = None
+    workloads: list[_Workload]
+    pairs: list[_PairFit] = []
+
+
+@dataclass(frozen=True)
+class SoloProfile:
+    """One workload alone, as the planner uses it: fractions 0-1, MB, W, J."""
+
+    model: str
+    device: str
+    batch_size: Optional[int]
+    step_time_s: Optional[float]
+    busy: Optional[float]  # fraction of time a kernel of the job ran (NVML utilisation, else 1 - host share)
+    mem_busy: Optional[float]  # fraction of time the memory was read or written (NVML memory utilisation)
+    sm_share: Optional[float]  # fraction of the SMs busy while the job's kernels run (GPM), if measured
+    dram_share: Optional[float]  # fraction of DRAM bandwidth used while they run (GPM), if measured
+    host_share: Optional[float]
+    power_w: Optional[float]
+    energy_per_step_j: Optional[float]
+    peak_vram_mb: Optional[float]
+    min_fit_mb: Optional[float]
+    seed_vram_mb: Optional[float]
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device != "cpu"
+
+    @property
+    def need_mb(self) -> Optional[float]:
+        """What the job needs of a card: its measured min fit, else its NVML peak (an upper bound)."""
+        if not self.on_gpu:
+            return 0.0
+        return self.min_fit_mb if self.min_fit_mb is not None else self.peak_vram_mb
+
+    @property
+    def need_basis(self) -> str:
+        if not self.on_gpu:
+            return "cpu job"
+        if self.min_fit_mb is not None:
+            return "min fit"
+        return "NVML peak" if self.peak_vram_mb is not None else "unknown"
+
+
+@dataclass(frozen=True)
+class Profiles:
+    source: str
+    device_name: Optional[str]
+    memory_total_mb: Optional[float]
+    power_limit_w: Optional[float]
+    idle_power_w: Optional[float]
+    min_fit_method: Optional[str]
+    workloads: dict[str, SoloProfile]
+    pair_min_fit_mb: dict[frozenset, float]
+
+    def get(self, model: str) -> Optional[SoloProfile]:
+        return self.workloads.get(model)
+
+
+def _fraction(pct: Optional[float]) -> Optional[float]:
+    return None if pct is None else min(1.0, max(0.0, pct / 100.0))
+
+
+def _per_busy(pct: Optional[float], busy: Optional[float]) -> Optional[float]:
+    """A whole-window percentage as a share of the time the job's kernels ran."""
+    if pct is None or not busy:
+        return None
+    return min(1.0, max(0.0, pct / 100.0 / busy))
+
+
+def _busy(entry: _Workload) -> Optional[float]:
+    if entry.device == "cpu":
+        return 0.0
+    if entry.util_avg_pct is not None:
+        return _fraction(entry.util_avg_pct)
+    return None if entry.host_share is None else min(1.0, max(0.0, 1.0 - entry.host_share))
+
+
+def _profile(entry: _Workload) -> SoloProfile:
+    busy = _busy(entry)
+    return SoloProfile(entry.model, entry.device or "cuda", int(entry.batch_size) if entry.batch_size else None,
+                       entry.step_time_s, busy, _fraction(entry.mem_util_avg_pct),
+                       _per_busy(entry.gpm_sm_util_pct, busy), _per_busy(entry.gpm_dram_bw_pct, busy),
+                       entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
+                       entry.min_fit_mb, entry.seed_vram_mb)
+
+
+def _check_ranges(data: _File, source: str) -> None:
+    for index, entry in enumerate(data.workloads):
+        for key in ("util_avg_pct", "mem_util_avg_pct", "gpm_sm_util_pct", "gpm_dram_bw_pct"):
+            value = getattr(entry, key)
+            if value is not None and not 0 <= value <= 100:
+                raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a percentage 0-100, got {value!r}")
+        for key in ("step_time_s", "power_avg_w", "min_fit_mb", "peak_vram_nvml_mb"):
+            value = getattr(entry, key)
+            if value is not None and value < 0:
+                raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a number >= 0, got {value!r}")
+        if entry.host_share is not None and not 0 <= entry.host_share <= 1:
+            raise SettingsError(source, f"$.workloads[{index}].host_share", f"expected a fraction 0-1, got {entry.host_share!r}")
+    for index, pair in enumerate(data.pairs):
+        if len(pair.models) != 2:
+            raise SettingsError(source, f"$.pairs[{index}].models", f"expected two model names, got {pair.models!r}")
+
+
+def parse(raw: object, source: str) -> Profiles:
+    try:
+        data = _File.model_validate(raw)
+    except ValidationError as exc:
+        raise first_error(exc, source) from None
+    _check_ranges(data, source)
+    workloads = {entry.model: _profile(entry) for entry in data.workloads if entry.ok is not False}
+    pairs = {frozenset(p.models): float(p.min_fit_mb) for p in data.pairs if p.min_fit_mb is not None}
+    return Profiles(source, data.device.name, data.device.memory_total_mb, data.device.power_limit_w,
+                    data.idle_power_w, data.min_fit_method, workloads, pairs)
+
+
+def read_profiles(path: Optional[Path] = None) -> Profiles:
+    """A profile file, or the profiles the package carries (the H100 reference); ``SettingsError``
+    in one line when the file is unusable."""
+    path = Path(path) if path is not None else PACKAGED
+    return parse(read_json(path), str(path))

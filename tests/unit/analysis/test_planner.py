@@ -1,0 +1,212 @@
+"""The planner's model: efficiency within its physical bounds and symmetric in the pair, fit monotone
+in card memory, intervals that widen with less data, leave-one-out correct on data of known structure,
+and `gpu-pairs plan SETTINGS --gpu-memory-mb 10240` on fixture profiles and records."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_gpu_pairs.analysis.planner import fit as learning
+from pytest_gpu_pairs.analysis.planner import memory, model
+from pytest_gpu_pairs.analysis.planner.measured import FitEvidence, Measured, MeasuredPair
+from pytest_gpu_pairs.analysis.planner.predict import Planner
+from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile, parse, read_profiles
+from pytest_gpu_pairs.cli import main as gpu_pairs
+from pytest_gpu_pairs.inputs import SettingsError
+
+fractions = st.floats(0, 1, allow_nan=False)
+CARD = model.Card(idle_w=70.0, limit_w=700.0)
+
+
+def profile(name="a", busy=0.5, power=200.0, need=1000.0, mem_busy=None, sm=None, device="cuda"):
+    return SoloProfile(name, device, 32, 0.01, busy, mem_busy, sm, None, None, power, 2.0, need, need, None)
+
+
+profiles_strategy = st.builds(profile, busy=fractions, power=st.floats(70, 700), mem_busy=st.one_of(st.none(), fractions),
+                              sm=st.one_of(st.none(), fractions))
+
+
+@given(profiles_strategy, profiles_strategy, st.sampled_from(model.MECHANISMS))
+def test_efficiency_is_within_its_physical_bounds_and_symmetric(a, b, mechanism):
+    ab, ba = model.base(a, b, mechanism, CARD), model.base(b, a, mechanism, CARD)
+    assert 0.0 <= ab.efficiency <= 2.0
+    assert 0.0 < ab.rate_a <= 1.0 and 0.0 < ab.rate_b <= 1.0
+    assert ab.efficiency == pytest.approx(ba.efficiency, abs=1e-9)
+    assert (ab.rate_a, ab.rate_b) == pytest.approx((ba.rate_b, ba.rate_a), abs=1e-9)
+
+
+@given(profiles_strategy, profiles_strategy)
+def test_time_slicing_never_does_better_than_mps_in_the_base_model(a, b):
+    assert model.base(a, b, "timeslice", CARD).efficiency <= model.base(a, b, "mps", CARD).efficiency + 1e-9
+
+
+def test_the_extremes_idle_jobs_share_for_free_and_always_busy_ones_not_at_all():
+    assert model.base(profile(busy=0.0), profile(busy=0.0), "timeslice", CARD).efficiency == 2.0
+    assert model.base(profile(busy=1.0), profile(busy=1.0), "timeslice", CARD).efficiency == pytest.approx(1.0)
+
+
+@given(st.floats(0, 40_000), st.floats(0, 40_000), st.floats(256, 90_000), st.floats(256, 90_000),
+       st.one_of(st.none(), st.floats(256, 90_000)), st.one_of(st.none(), st.floats(256, 90_000)))
+def test_more_card_memory_never_turns_a_fit_into_a_non_fit(need_a, need_b, small, large, ran, oom):
+    small, large = min(small, large), max(small, large)
+    evidence = FitEvidence(ran, oom)
+    need, basis = memory.need(profile(need=need_a), profile(need=need_b), None)
+    if memory.verdict(small, need, basis, evidence).fits:
+        assert memory.verdict(large, need, basis, evidence).fits
+
+
+def test_a_cpu_job_needs_no_card_memory_and_a_pair_min_fit_beats_the_sum():
+    assert memory.need(profile(need=900), profile(device="cpu", need=None), None) == (900, "sum of min fit")
+    assert memory.need(profile(need=900), profile(need=900), 1500.0) == (1500.0, "pair min fit")
+
+
+@given(st.floats(0.01, 1.0), st.integers(learning.MIN_PAIRS, 60))
+def test_intervals_widen_with_less_data(spread, n):
+    assert learning.half_width(spread, n) > learning.half_width(spread, n + 1)
+    assert learning.half_width(spread, learning.MIN_PAIRS - 1) is None  # too few: the physical range
+
+
+def _synthetic(effects: dict[str, float], noise: float, seed: int) -> list[learning.Observation]:
+    rng = random.Random(seed)
+    names = sorted(effects)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    return [learning.Observation((a, b), False, 0.3, effects[a] + effects[b] + rng.gauss(0, noise)) for a, b in pairs]
+
+
+def test_leave_one_out_recovers_workload_effects_of_known_structure():
+    effects = {"a": 0.3, "b": -0.2, "c": 0.1, "d": 0.0, "e": -0.15, "f": 0.25}
+    observations = _synthetic(effects, 0.0, 1)
+    errors = learning.leave_one_out(observations)
+    assert len(errors) == len(observations)
+    # each held-out pair is predicted from the others: far better than predicting no correction
+    assert sum(e * e for e in errors) < 0.5 * sum(o.residual ** 2 for o in observations)
+
+
+def test_leave_one_out_refits_without_the_held_out_pair():
+    observations = _synthetic({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}, 0.0, 2)
+    spike = learning.Observation(("a", "b"), False, 0.3, 1.0)
+    errors = learning.leave_one_out([spike, *observations])
+    # a pair seen nowhere else keeps its whole residual: nothing it taught leaks into its own prediction
+    assert errors[0] == pytest.approx(1.0 - learning.fit(observations)(("a", "b"), False, 0.3))
+    assert errors[0] > 0.9
+
+
+def test_no_measured_pairs_leaves_the_base_model_alone():
+    assert learning.fit([])(("a", "b"), True, 0.5) == 0.0
+
+
+def test_a_measured_pair_is_reported_as_measured_and_others_learn_from_it():
+    profiles = parse({"idle_power_w": 70.0, "device": {"power_limit_w": 700.0},
+                      "workloads": [{"model": m, "util_avg_pct": u, "power_avg_w": 200.0, "min_fit_mb": 1000.0}
+                                    for m, u in (("a", 50), ("b", 60), ("c", 40), ("d", 30))]}, "fixture")
+    pairs = {(("a", "b"), "timeslice"): MeasuredPair(("a", "b"), "timeslice", 1.1, (1.0, 1.2), 0.2, 3000.0, 1, ("x",))}
+    planner = Planner(profiles, Measured(pairs))
+    measured = planner.pair(("b", "a"), 10240, model.MECHANISMS)
+    assert measured["rests_on"] == "measured" and measured["mechanisms"]["timeslice"]["efficiency"]["value"] == 1.1
+    assert "no measured pair" in measured["note"]
+    learned = planner.pair(("a", "c"), 10240, ("timeslice",))
+    alone = Planner(profiles).pair(("a", "c"), 10240, ("timeslice",))
+    assert learned["mechanisms"]["timeslice"]["efficiency"]["value"] < alone["mechanisms"]["timeslice"]["efficiency"]["value"]
+    assert planner.without(("a", "b")).pair(("a", "b"), 10240, ("timeslice",))["rests_on"] == "solo profiles"
+
+
+def test_the_packaged_profiles_are_the_committed_reference():
+    from tools.planner.profiles import SOURCE, TARGET, render
+
+    assert TARGET.read_text() == render(json.loads(SOURCE.read_text()))
+    assert read_profiles().get("mnist").busy == pytest.approx(0.1925, abs=1e-3)
+
+
+@pytest.mark.parametrize("content, where", [
+    ({"workloads": [{"model": "a", "util_avg_pct": "high"}]}, "$.workloads[0].util_avg_pct"),
+    ({"workloads": [{"model": "a", "util_avg_pct": 140}]}, "$.workloads[0].util_avg_pct"),
+    ({"workloads": {}}, "$.workloads"),
+    ({"workloads": [], "pairs": [{"models": ["a"], "min_fit_mb": 3}]}, "$.pairs[0].models"),
+])
+def test_a_bad_profile_file_is_one_line_with_its_json_path(tmp_path, content, where):
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(SettingsError) as caught:
+        read_profiles(path)
+    assert str(caught.value).startswith(f"{path}: {where}: ") and "\n" not in str(caught.value)
+
+
+SETTINGS = "settings/parallel_feasibility_test.json"
+
+
+def _fixture_profiles(tmp_path):
+    workloads = [{"model": m, "util_avg_pct": u, "power_avg_w": p, "min_fit_mb": need, "peak_vram_nvml_mb": need * 2}
+                 for m, u, p, need in (("mnist", 20, 130, 700), ("mnist_ff", 12, 120, 650), ("resnet20", 44, 200, 900),
+                                       ("vulberta_mlp", 35, 217, 3000), ("siamese", 26, 148, 900),
+                                       ("densenet121", 32, 190, 3200), ("pcb", 92, 478, 9000))]
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps({"device": {"name": "fixture card", "memory_total_mb": 81559, "power_limit_w": 700},
+                                "idle_power_w": 70, "workloads": workloads}))
+    return path
+
+
+def _record(case_id, fg, bg, efficiency, **extra):
+    return {"case_id": case_id, "mode": "concurrent", "fg_model": fg, "bg_model": bg, "sharing": "timeslice",
+            "method": "interleaved", "device": "NVIDIA H100 80GB HBM3", "concurrency_efficiency": efficiency,
+            "concurrency_efficiency_ci": [efficiency - 0.05, efficiency + 0.05], "energy_saved_vs_serial": 0.3,
+            "oom": False, **extra}
+
+
+def _results(tmp_path, records):
+    from pytest_gpu_pairs.record.store import save_result
+
+    out = tmp_path / "results"
+    for record in records:
+        save_result(out / record["case_id"], record)
+    return out
+
+
+def test_plan_predicts_every_pair_on_a_10_gb_card_from_fixture_profiles_and_records(tmp_path, capsys):
+    results = _results(tmp_path, [
+        _record("g01-mnist_ff+resnet20-default-concurrent", "mnist_ff", "resnet20", 1.9),
+        _record("x1-mnist+resnet20-default-concurrent", "mnist", "resnet20", 1.85),
+        _record("x2-siamese+resnet20-default-concurrent", "siamese", "resnet20", 1.7),
+        _record("x3-vulberta_mlp+mnist-default-concurrent", "vulberta_mlp", "mnist", 1.6, gpu_memory_mb=10240.0,
+                oom=True)])
+    args = ["plan", SETTINGS, "--gpu-memory-mb", "10240", "--profiles", str(_fixture_profiles(tmp_path)),
+            "--results", str(results)]
+    assert gpu_pairs([*args, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    pairs = {tuple(p["pair"]): p for p in plan["pairs"]}
+    assert plan["card_mb"] == 10240 and len(pairs) == 12 and plan["model"]["measured_pairs"]["timeslice"] == 3
+    measured = pairs[("mnist_ff", "resnet20")]
+    assert measured["rests_on"] == "measured" and measured["cases"] == ["g01-mnist_ff+resnet20-default-concurrent"]
+    assert measured["mechanisms"]["timeslice"]["efficiency"]["interval"] == [pytest.approx(1.85), pytest.approx(1.95)]
+    assert pairs[("mnist_ff", "resnet20")]["fit"]["verdict"] == "fits"
+    assert pairs[("mnist_rnn", "pcb")]["rests_on"] == "nothing"  # mnist_rnn has no fixture profile
+    assert pairs[("pcb", "siamese")]["fit"]["verdict"] == "tight"  # 9 900 MB: less than 512 MB to spare
+    assert pairs[("mnist", "vulberta_mlp")]["fit"]["verdict"] == "no"  # 3 700 MB would fit, but it ran out of memory
+    assert pairs[("mnist", "vulberta_mlp")]["fit"]["basis"] == "measured: out of memory on an emulated 10240 MB card"
+    assert pairs[("pcb", "vulberta_mlp")]["fit"]["verdict"] == "no"
+    assert [p["rank"] for p in plan["pairs"]] == list(range(1, 13))
+    fitting = [p for p in plan["pairs"] if p["fit"]["verdict"] in ("fits", "tight")]
+    assert plan["pairs"][:len(fitting)] == fitting
+    assert gpu_pairs(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("gpu-pairs plan: 12 pair(s) on a 10240 MB card; solo profiles of fixture card")
+    assert out[1].split()[:2] == ["rank", "pair"] and any(line.startswith("note: MPS has no measured pair") for line in out)
+
+
+def test_a_bad_record_stops_the_plan_with_one_line_naming_file_and_path(tmp_path, capsys):
+    results = _results(tmp_path, [_record("g01-mnist_ff+resnet20-default-concurrent", "mnist_ff", "resnet20", 1.9)])
+    bad = results / "g01-mnist_ff+resnet20-default-concurrent" / "result.json"
+    data = json.loads(bad.read_text())
+    bad.write_text(json.dumps({**data, "concurrency_efficiency": "1.9"}))
+    assert gpu_pairs(["plan", SETTINGS, "--results", str(results)]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith(f"error: {bad}: $.concurrency_efficiency: ") and out.count("\n") == 1
+
+
+def test_a_bad_sharing_word_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        gpu_pairs(["plan", SETTINGS, "--sharing", "timeslice,mig"])
+    assert "expected timeslice, mps or timeslice,mps" in capsys.readouterr().err

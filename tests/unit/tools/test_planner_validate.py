@@ -1,0 +1,55 @@
+"""tools/planner/validate.py on synthetic study output: every measured pair predicted without itself,
+errors and fit correctness computed from the table, the predecessor's matrix beside it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_gpu_pairs.record.store import save_result
+from tools.planner import validate
+
+MODELS = {"mnist": (20, 700), "mnist_ff": (12, 650), "resnet20": (44, 900), "siamese": (26, 900),
+          "resnet32": (49, 1000), "pcb": (92, 12000)}
+
+
+def _study(tmp_path):
+    folder = tmp_path / "planner"
+    folder.mkdir()
+    workloads = [{"model": m, "util_avg_pct": u, "power_avg_w": 100 + 4 * u, "min_fit_mb": need}
+                 for m, (u, need) in MODELS.items()]
+    (folder / "workload_profiles_raw.json").write_text(json.dumps(
+        {"device": {"name": "fixture", "memory_total_mb": 81559, "power_limit_w": 700}, "idle_power_w": 70,
+         "min_fit_method": "bisection (fixture)", "workloads": workloads}))
+    measured = [("mnist", "resnet20", 1.8, False), ("mnist_ff", "resnet20", 1.85, False), ("mnist", "siamese", 1.9, False),
+                ("siamese", "resnet32", 1.5, False), ("mnist", "resnet32", 1.7, False), ("mnist", "pcb", None, True)]
+    for index, (a, b, efficiency, oom) in enumerate(measured):
+        case = f"p{index:02d}-{a}+{b}-default-concurrent"
+        save_result(folder / "pairs-10g" / case, {
+            "case_id": case, "mode": "concurrent", "fg_model": a, "bg_model": b, "sharing": "timeslice",
+            "method": "interleaved", "device": "NVIDIA H100", "concurrency_efficiency": efficiency,
+            "gpu_memory_mb": 10240.0, "oom": oom})
+    return folder
+
+
+def test_validation_predicts_each_pair_without_it_and_scores_the_fit(tmp_path):
+    report = validate.validate(_study(tmp_path))
+    assert report["measured_pairs"] == 5 and report["fit_pairs"] == 6
+    row = next(r for r in report["pairs"] if r["pair"] == ["mnist", "resnet20"])
+    assert row["measured"] == 1.8 and row["abs_error"] == pytest.approx(abs(row["predicted"] - 1.8))
+    errors = sorted(r["abs_error"] for r in report["pairs"])
+    assert report["median_abs_error"] == pytest.approx(errors[2])
+    pcb = next(r for r in report["fits"] if r["pair"] == ["mnist", "pcb"])
+    assert pcb == {"pair": ["mnist", "pcb"], "measured_fits": False, "predicted": "no", "need_mb": 12700.0,
+                   "basis": "sum of min fit", "correct": True}
+    assert report["fit_correct"] == 1.0
+    groups = {g["group"]: g for g in report["predecessor"]["groups"]}
+    assert groups["g01"]["predecessor_mb"] == 1300 and groups["g01"]["predicted_at_card"] == "fits"
+    text = validate.markdown(report)
+    assert "| mnist+resnet20 | timeslice | 1.80 |" in text and "## The predecessor's pair matrix" in text
+
+
+def test_validate_writes_both_files(tmp_path):
+    assert validate.main([str(_study(tmp_path)), "--out", str(tmp_path / "out")]) == 0
+    assert json.loads((tmp_path / "out" / "validation.json").read_text())["measured_pairs"] == 5
+    assert (tmp_path / "out" / "validation.md").read_text().startswith("# Planner validation")

@@ -1,0 +1,50 @@
+# The planner study on the GPU machine, in pieces of under 600 s each; every piece resumes where a cut
+# run stopped (its state lives under /tmp/planner on the warm machine), and `collect` copies all to $OUT.
+#   bash tools/planner/run_on_gpu.sh profiles [MODELS]   extended solo profiles (memory-bandwidth and GPM
+#                                                        utilisation, host share), about 15 s per workload
+#   bash tools/planner/run_on_gpu.sh minfit              min-fit bisection of the GPU built-ins and one pair,
+#                                                        about 540 s per call: call it again until it says done
+#   bash tools/planner/run_on_gpu.sh pairs [-k EXPR]     the 24 pairs of tools/planner/pairs.json, interleaved,
+#                                                        on an emulated 10 GB card (fit and efficiency at once)
+#   bash tools/planner/run_on_gpu.sh pairs-full          the pairs that ran out of memory at 10 GB, on the full card
+#   bash tools/planner/run_on_gpu.sh collect             profiles (min fits merged), records -> $OUT/planner
+# then, here: python -m tools.planner.validate FETCHED/planner (writes reports/reference/planner/).
+# PRECISION (default 0.05) and MAX_CASE_S (default 25) keep each pair short.
+source tools/device/setup.sh
+WORK=/tmp/planner
+mkdir -p "$WORK"
+MODE=${1:-collect}
+PAIRS=(--gpu-pairs-settings tools/planner/pairs.json --gpu-pairs-method interleaved
+       --gpu-pairs-precision "${PRECISION:-0.05}" --gpu-pairs-max-case-s "${MAX_CASE_S:-25}" -p no:cacheprovider -q)
+case "$MODE" in
+  profiles)
+    MODELS=${2:-$(python3 -c "from pytest_gpu_pairs.catalog import BUILTINS; print(','.join(m for m, b in BUILTINS.items() if b.implemented))")}
+    timeout 570 python3 tools/workload_profiles/profile.py --out "$WORK/profiles" --seconds 4 --warmup 2 \
+      --eval-scale 0.01 --timeout 60 --models "$MODELS" --resume 2>&1 | tail -20 ;;
+  minfit)
+    timeout 590 python3 -m tools.planner.min_fit --state "$WORK/min_fit.json" \
+      --profiles reports/reference/workload_profiles/workload_profiles.json --budget-s 520
+    code=$?; [ $code -eq 0 ] && echo "min fit: done" || echo "min fit: not done (exit $code), call again" ;;
+  pairs)
+    timeout 590 python3 -m pytest benchmarks "${PAIRS[@]}" ${2:+-k "$2"} --gpu-pairs-gpu-memory-mb 10240 \
+      --gpu-pairs-out "$WORK/pairs-10g" --gpu-pairs-resume 2>&1 | tail -30 ;;
+  pairs-full)
+    OOM=$(python3 -c "
+import json, pathlib
+ids = [p.parent.name for p in pathlib.Path('$WORK/pairs-10g').glob('*/result.json') if json.loads(p.read_text()).get('oom')]
+print(' or '.join(i.split('-')[0] for i in ids))")
+    [ -z "$OOM" ] && { echo "no pair ran out of memory at 10 GB"; exit 0; }
+    timeout 590 python3 -m pytest benchmarks "${PAIRS[@]}" -k "$OOM" --gpu-pairs-out "$WORK/pairs-full" \
+      --gpu-pairs-resume 2>&1 | tail -30 ;;
+  collect)
+    mkdir -p "$OUT/planner"
+    cp "$WORK/profiles/workload_profiles_raw.json" "$OUT/planner/" 2>/dev/null
+    [ -f "$WORK/min_fit.json" ] && cp "$WORK/min_fit.json" "$OUT/planner/" && \
+      python3 -m tools.planner.min_fit --state "$WORK/min_fit.json" --profiles x --merge "$OUT/planner/workload_profiles_raw.json"
+    for d in pairs-10g pairs-full; do
+      [ -d "$WORK/$d" ] && (cd "$WORK" && find "$d" \( -name result.json -o -name session.json \) -not -path "*/round-*" -exec cp --parents -t "$OUT/planner/" {} +)
+    done
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/planner/gpu.txt"
+    echo "collected into $OUT/planner" ;;
+  *) echo "usage: run_on_gpu.sh profiles|minfit|pairs|pairs-full|collect"; exit 2 ;;
+esac
