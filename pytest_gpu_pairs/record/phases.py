@@ -20,8 +20,9 @@ switch left out):
   game: a job alone would have spent v(A) = its steps x its solo energy per step above idle, the
   pair spent v(AB); each job gets its own v plus half of what sharing added or saved. The two
   shares add up to the total exactly, and every term is a ratio measured within the round. Per
-  step of each job's work in the pair (``<role>_gpu_energy_per_step_j``), the share does not
-  depend on the phase's length and reproduces best across sessions.
+  step of each job's work in the pair (``<role>_gpu_energy_per_step_j``) the share does not
+  depend on the phase's length, but a host-bound job's follows the host's speed; per phase it
+  reproduced best across sessions of one host (docs/measuring.md).
 """
 from __future__ import annotations
 

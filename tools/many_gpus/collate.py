@@ -1,13 +1,17 @@
 """The two-GPU check, collated: speedup of two GPUs over one, every case's figures on one GPU
 against two (do the GPUs disturb each other?), and the planner's predicted makespan against the
-measured one. Reads what ``tools/many_gpus/run_on_gpu.sh collect`` brought back; writes
-``many_gpus.json`` and ``many_gpus.md`` beside it.
+measured one. Reads what ``tools/many_gpus/run_on_gpu.sh collect`` brought back (a run's results
+folder, or its benchmark JSON), ``plan.json`` and, if kept, ``plan-on-device.json`` (the plan made
+before the runs); writes ``many_gpus.json`` and ``many_gpus.md`` beside it.
 
     python -m tools.many_gpus.collate reports/reference/many_gpus
 
 A figure agrees between the runs when its 95 % intervals (interleaved cases) overlap; an epoch case
 has no interval, so its figures are listed with their relative difference and not judged. A figure
-missing from either run is reported as not compared, never as agreeing.
+missing from either run is reported as not compared, never as agreeing. The pair's power is judged,
+not its energy per phase: a phase lasts a whole multiple of ``phase_s`` chosen from the jobs'
+cadence, which can differ between runs. Each job's absolute step rate is listed beside them,
+unjudged: the ratios do not depend on the host's speed, the power of host-bound jobs does.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.record.store import load_run
 
-FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j")
+FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_power_avg_w")
+HOST_RATES = ("fg_steps_per_s", "bg_steps_per_s")  # not judged: how fast the host ran the jobs, for context
 SPEEDUP_GOAL, PLAN_WITHIN = 1.9, 0.10
 
 
@@ -46,13 +51,28 @@ def compare_case(one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
         agree = None if ia is None or ib is None else (ia[0] <= ib[1] and ib[0] <= ia[1])
         figures[key] = {"one": a, "two": b, "one_ci": ia, "two_ci": ib, "agree": agree,
                         "rel_diff": (b - a) / a if a else None}
+    for key in HOST_RATES:
+        a, b = one.get(key), two.get(key)
+        figures[key] = {"one": a, "two": b, "agree": None, "why": "context, not judged",
+                        "rel_diff": (b - a) / a if a and b is not None else None}
     return figures
 
 
+def _run(folder: Path, name: str):
+    """A run's results folder, or its benchmark JSON where the folder did not come back."""
+    return load_run(folder / name if (folder / name).is_dir() else folder / f"{name}.json")
+
+
+def _predicted(path: Path) -> dict[int, float]:
+    if not path.is_file():
+        return {}
+    return {row["gpus"]: row["makespan_s"] for row in json.loads(path.read_text())["predictions"]}
+
+
 def collate(folder: Path) -> dict[str, Any]:
-    one, two = load_run(folder / "one"), load_run(folder / "two")
-    plan = json.loads((folder / "plan.json").read_text())
-    predicted = {row["gpus"]: row["makespan_s"] for row in plan["predictions"]}
+    one, two = _run(folder, "one"), _run(folder, "two")
+    predicted = _predicted(folder / "plan.json")
+    first = _predicted(folder / "plan-on-device.json")
     one_s, two_s = _wall(folder, "one"), _wall(folder, "two")
     cases = {case_id: compare_case(one.records[case_id], two.records[case_id])
              for case_id in sorted(set(one.records) & set(two.records))}
@@ -63,6 +83,8 @@ def collate(folder: Path) -> dict[str, Any]:
         "predicted_one_s": predicted.get(1), "predicted_two_s": predicted.get(2),
         "plan_error_two": (predicted[2] - two_s) / two_s if two_s and 2 in predicted else None,
         "plan_within": PLAN_WITHIN,
+        "first_predicted_two_s": first.get(2),
+        "first_plan_error_two": (first[2] - two_s) / two_s if two_s and 2 in first else None,
         "cases_only_in_one_run": sorted(set(one.records) ^ set(two.records)),
         "figures_judged": len(judged), "figures_agreeing": sum(judged), "cases": cases,
     }
@@ -76,6 +98,9 @@ def markdown(result: dict[str, Any]) -> str:
              f"- one GPU: {fmt(result['one_gpu_s'])} s (planned {fmt(result['predicted_one_s'])} s)",
              f"- two GPUs: {fmt(result['two_gpus_s'])} s (planned {fmt(result['predicted_two_s'])} s, "
              f"error {fmt(result['plan_error_two'], '+.1%')}; goal within ±{result['plan_within']:.0%})",
+             f"- the plan made on the device before the runs, with the estimate of that time: "
+             f"{fmt(result.get('first_predicted_two_s'))} s for two GPUs "
+             f"(error {fmt(result.get('first_plan_error_two'), '+.1%')})",
              f"- speedup: {fmt(result['speedup'], '.2f')}x (goal at least {result['speedup_goal']}x)",
              f"- figures whose 95 % intervals overlap between the runs: {result['figures_agreeing']} of "
              f"{result['figures_judged']} judged", "",

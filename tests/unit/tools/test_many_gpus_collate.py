@@ -39,10 +39,10 @@ def test_speedup_plan_error_and_agreement(tmp_path):
 
 
 def test_intervals_apart_disagree_and_a_missing_figure_is_not_judged(tmp_path):
-    result = collate.collate(_folder(tmp_path, {"shift": 0.2, "gpu_energy_j": None}))
+    result = collate.collate(_folder(tmp_path, {"shift": 0.2, "gpu_power_avg_w": None}))
     figures = result["cases"][CASE]
     assert figures["concurrency_efficiency"]["agree"] is False
-    assert figures["gpu_energy_j"]["agree"] is None
+    assert figures["gpu_power_avg_w"]["agree"] is None and figures["fg_steps_per_s"]["agree"] is None
     assert result["figures_agreeing"] < result["figures_judged"]
 
 
