@@ -1,6 +1,7 @@
 """NVML access for one GPU: readings with NVML's errors translated, and no sampling policy."""
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,12 +60,35 @@ def gpu_count(nvml=None) -> int:
 
 
 def open_gpu(spec: str, nvml=None) -> Gpu:
-    """A GPU named as CUDA_VISIBLE_DEVICES and ``--gpu-pairs-gpus`` name them: a UUID (``GPU-...``)
-    or an NVML index."""
+    """A GPU named as CUDA_VISIBLE_DEVICES and ``--gpu-pairs-gpus`` name them: a UUID (``GPU-...``),
+    a unique prefix of one (CUDA accepts those), or an NVML index."""
     spec = spec.strip()
     if spec.isdigit():
         return Gpu(int(spec), nvml)
-    return Gpu(nvml=nvml, uuid=spec)
+    try:
+        return Gpu(nvml=nvml, uuid=spec)
+    except NvmlUnavailable:
+        full = _uuid_with_prefix(spec, nvml or _load_nvml())
+        if full is None:
+            raise
+        return Gpu(nvml=nvml, uuid=full)
+
+
+def _uuid_with_prefix(prefix: str, nvml) -> Optional[str]:
+    matches = []
+    for index in range(gpu_count(nvml)):
+        uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+        uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        if uuid.startswith(prefix):
+            matches.append(uuid)
+    return matches[0] if len(matches) == 1 else None
+
+
+def visible_gpu() -> Optional[str]:
+    """The GPU a job's CUDA device 0 is, as CUDA_VISIBLE_DEVICES names it (its first entry), or
+    None where the variable names none: the monitors must read the card the jobs train on."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return first if first and first != "-1" else None
 
 
 class Gpu:

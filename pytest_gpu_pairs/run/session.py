@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
-from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu
+from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu, visible_gpu
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
@@ -59,6 +59,7 @@ def _open_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], O
     if device == "cpu":
         return None, "--gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply"
     try:
+        spec = spec if spec is not None else visible_gpu()
         return (Gpu(0) if spec is None else open_gpu(spec)), None
     except NvmlUnavailable as exc:
         if device == "cuda":

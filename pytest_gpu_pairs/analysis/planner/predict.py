@@ -17,6 +17,7 @@ from pytest_gpu_pairs.analysis.planner.measured import Measured, MeasuredPair, p
 from pytest_gpu_pairs.analysis.planner.profiles import Profiles
 
 MAX_EFFICIENCY = 2.0
+CLEARLY_BETTER = 0.1  # efficiency by which MPS must beat time-slicing when neither has an interval
 MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
 
 
@@ -130,15 +131,22 @@ class Planner:
 
 
 def recommend(figures: dict[str, dict[str, Any]]) -> tuple[Optional[str], str]:
-    """The mechanism with the higher efficiency; the note says when MPS has no measurement behind it."""
-    known = {m: f["efficiency"]["value"] for m, f in figures.items() if f["efficiency"]["value"] is not None}
+    """Time-slicing, the driver's default that needs no daemon, unless MPS is predicted clearly
+    better: above the top of time-slicing's interval, or, where no interval could be estimated,
+    by more than ``CLEARLY_BETTER``. The note says when MPS has no measurement behind it."""
+    known = {m: f["efficiency"] for m, f in figures.items() if f["efficiency"]["value"] is not None}
     if not known:
         return None, "no solo profile of one of the jobs: nothing to predict from"
-    best = max(known, key=lambda m: (known[m], m == "timeslice"))
     notes = []
     if "mps" in figures and figures["mps"]["measured_pairs"] == 0:
         notes.append("MPS has no measured pair behind it: solo profiles only")
-    return best, "; ".join(notes)
+    if len(known) == 1:
+        return next(iter(known)), "; ".join(notes)
+    slicing, mps = known["timeslice"], known["mps"]
+    interval = slicing["interval"] or [None, None]
+    informative = None not in interval and interval != [0.0, MAX_EFFICIENCY]
+    bar = interval[1] if informative else slicing["value"] + CLEARLY_BETTER
+    return ("mps" if mps["value"] > bar else "timeslice"), "; ".join(notes)
 
 
 def rank(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pytest_gpu_pairs.analysis.planner import fit as learning
 from pytest_gpu_pairs.analysis.planner import memory, model
 from pytest_gpu_pairs.analysis.planner.measured import FitEvidence, Measured, MeasuredPair
-from pytest_gpu_pairs.analysis.planner.predict import Planner
+from pytest_gpu_pairs.analysis.planner.predict import Planner, recommend
 from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile, parse, read_profiles
 from pytest_gpu_pairs.cli import main as gpu_pairs
 from pytest_gpu_pairs.inputs import SettingsError
@@ -210,3 +210,16 @@ def test_a_bad_sharing_word_is_refused_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         gpu_pairs(["plan", SETTINGS, "--sharing", "timeslice,mig"])
     assert "expected timeslice, mps or timeslice,mps" in capsys.readouterr().err
+
+
+def _mechanisms(slicing, mps, mps_measured=0):
+    return {"timeslice": {"efficiency": {"value": slicing[0], "interval": slicing[1], "basis": ""}, "measured_pairs": 1},
+            "mps": {"efficiency": {"value": mps[0], "interval": mps[1], "basis": ""}, "measured_pairs": mps_measured}}
+
+
+def test_mps_is_recommended_only_when_clearly_better_than_time_slicing():
+    assert recommend(_mechanisms((1.93, [1.86, 2.0]), (2.0, [0.0, 2.0])))[0] == "timeslice"
+    assert recommend(_mechanisms((1.43, [1.38, 1.48]), (1.73, [0.0, 2.0])))[0] == "mps"
+    assert recommend(_mechanisms((1.54, [0.0, 2.0]), (1.60, [0.0, 2.0])))[0] == "timeslice"
+    assert recommend(_mechanisms((1.54, [0.0, 2.0]), (1.76, [0.0, 2.0])))[0] == "mps"
+    assert "no measured pair" in recommend(_mechanisms((1.5, None), (1.9, None)))[1]

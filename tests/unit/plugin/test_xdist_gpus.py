@@ -122,3 +122,23 @@ def test_the_controller_finds_the_cases_among_a_workers_test_ids():
     ids = ["benchmarks/test_pairs.py::test_pair[g01-a+b-default-concurrent]", "tests/test_x.py::test_y",
            "tests/test_x.py::test_p[g01-a+b-default-concurrent]", "b/test_pairs.py::test_pair[other]"]
     assert xdist.collected_cases(ids, {"g01-a+b-default-concurrent"}) == ["g01-a+b-default-concurrent"] * 2
+
+
+def test_a_gpu_opens_by_a_unique_uuid_prefix_as_cuda_accepts_it(nvml, monkeypatch):
+    monkeypatch.setattr(nvml, "nvmlDeviceGetUUID", lambda handle: f"GPU-{handle[1]}e2a-77c1-{handle[1]}")
+    assert open_gpu("GPU-2e", nvml).info.index == 2
+    with pytest.raises(NvmlUnavailable):
+        open_gpu("GPU-", nvml)  # names every GPU: which one the jobs see cannot be told
+
+
+def test_an_unpinned_session_monitors_the_gpu_cuda_visible_devices_gives_its_jobs(tmp_path, monkeypatch, nvml):
+    monkeypatch.setattr(session_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    options = GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
+                              sample_hz=10.0, out_dir=tmp_path / "out")
+    env = GpuPairsSession(options).environment()
+    assert env.gpu.info.index == 2 and env.extra_env == {}  # the jobs inherit the variable as it is
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-fake-1")
+    assert GpuPairsSession(options).environment().gpu.info.index == 1
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert GpuPairsSession(options).environment().gpu.info.index == 0
