@@ -245,7 +245,7 @@ class JobProcess:
                 found = {child.pid: child for child in psutil.Process(self.popen.pid).children(recursive=True)}
         for process in tagged_processes(lambda environ: environ.get(JOB_TAG_VAR) == self.tag):
             found.setdefault(process.pid, process)
-        adopted = adopted_orphans(_started_by_harness(), self.start_t)
+        adopted = adopted_orphans(_started_by_harness, self.start_t)
         reap_zombies([p for p in adopted if is_gone(p)])
         for process in adopted:
             found.setdefault(process.pid, process)

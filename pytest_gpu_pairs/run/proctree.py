@@ -49,18 +49,23 @@ def become_subreaper() -> bool:
     return True
 
 
-def adopted_orphans(spared: set[int], since_t: float) -> list[psutil.Process]:
+def adopted_orphans(spared: Callable[[], set[int]], since_t: float) -> list[psutil.Process]:
     """Children of this process that it did not start and that were born after ``since_t``:
-    orphans re-parented to it as subreaper. ``spared`` are the children it started (job leaders,
-    the MPS daemon's tree), which are never counted; nothing is adopted without the subreaper."""
+    orphans re-parented to it as subreaper. ``spared`` gives the children it started (job leaders,
+    the MPS daemon's tree), which are never counted; nothing is adopted without the subreaper.
+    The children are listed before ``spared`` is asked: a job another thread starts meanwhile is
+    then already among the spared, never taken for an orphan and killed."""
     if not _SUBREAPER.is_set():
         return []
-    found = []
+    children: list[psutil.Process] = []
     with contextlib.suppress(psutil.Error):
-        for child in psutil.Process().children():
-            with contextlib.suppress(psutil.Error):
-                if child.pid not in spared and child.create_time() >= since_t - 1.0:
-                    found.append(child)
+        children = psutil.Process().children()
+    started = spared()
+    found = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            if child.pid not in started and child.create_time() >= since_t - 1.0:
+                found.append(child)
     return found
 
 
