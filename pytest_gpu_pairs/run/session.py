@@ -59,12 +59,23 @@ def _open_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], O
     if device == "cpu":
         return None, "--gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply"
     try:
-        spec = spec if spec is not None else visible_gpu()
-        return (Gpu(0) if spec is None else open_gpu(spec)), None
+        if spec is None:
+            return _visible_or_first_gpu(), None
+        return open_gpu(spec), None
     except NvmlUnavailable as exc:
         if device == "cuda":
             raise DeviceRequestError(f"--gpu-pairs-device cuda, but no GPU is usable: {exc}") from None
         return None, f"no NVIDIA GPU ({exc}); jobs trained on the CPU"
+
+
+def _visible_or_first_gpu() -> Gpu:
+    """The GPU the jobs' CUDA device 0 is (the first entry of CUDA_VISIBLE_DEVICES), else NVML's
+    GPU 0; an entry NVML cannot open as a GPU (a MIG instance) leaves GPU 0 too."""
+    visible = visible_gpu()
+    if visible is not None:
+        with contextlib.suppress(NvmlUnavailable):
+            return open_gpu(visible)
+    return Gpu(0)
 
 
 def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:

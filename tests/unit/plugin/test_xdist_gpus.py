@@ -142,3 +142,11 @@ def test_an_unpinned_session_monitors_the_gpu_cuda_visible_devices_gives_its_job
     assert GpuPairsSession(options).environment().gpu.info.index == 1
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert GpuPairsSession(options).environment().gpu.info.index == 0
+
+
+def test_an_entry_nvml_cannot_open_as_a_gpu_leaves_gpu_0(tmp_path, monkeypatch, nvml):
+    monkeypatch.setattr(session_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f1c0d2e-0000-0000-0000-000000000000")
+    options = GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
+                              sample_hz=10.0, out_dir=tmp_path / "out")
+    assert GpuPairsSession(options).environment().gpu.info.index == 0
