@@ -3,18 +3,19 @@
 # with the planner's prediction beside it. One GPU alone takes longer than one device command may
 # run, so the runs go on in the background on the warm machine and later calls look in on them:
 #   bash tools/many_gpus/run_on_gpu.sh start ["-k expression"] [SCALE]   plan, then both runs, detached
-#   RUNS=one (or RUNS=two) limits it to one of the runs, e.g. the one-GPU run on a one-chip machine;
-#   bash tools/many_gpus/run_on_gpu.sh run                                the same, in the foreground
-# METHOD (default interleaved, so every figure has an interval) and MAX_CASE_S (default 120) pass through.
+#   bash tools/many_gpus/run_on_gpu.sh run ["-k expression"] [SCALE]     the same, in the foreground
 #   bash tools/many_gpus/run_on_gpu.sh status                             what has finished so far
 #   bash tools/many_gpus/run_on_gpu.sh collect                            copy everything to $OUT/many_gpus
+# RUNS=one (or RUNS=two) makes only one of the runs, e.g. the one-GPU run on a one-chip machine.
+# METHOD (default interleaved, so every figure has an interval) and MAX_CASE_S (default 110) pass through.
+# The defaults are those of reports/reference/many_gpus/.
 # then, here: python -m tools.many_gpus.collate reports/reference/many_gpus (after copying the files there).
 source tools/device/setup.sh
 WORK=/tmp/many_gpus
 MODE=${1:-status}
 case "$MODE" in
   start)
-    SELECT=${2:-"g01 or g02 or g03 or g05 or g06 or g10"}; SCALE=${3:-1.0}
+    SELECT=${2:-"g01 or g02 or g03 or g05 or g06 or g07 or g10 or s01"}; SCALE=${3:-1.0}
     rm -rf "$WORK"; mkdir -p "$WORK"
     printf '%s\n' "$SELECT" > "$WORK/selection.txt"; printf '%s\n' "$SCALE" > "$WORK/scale.txt"
     printf '%s\n' "${RUNS:-one two}" > "$WORK/runs.txt"
@@ -29,10 +30,10 @@ case "$MODE" in
     SETTINGS=(settings/parallel_feasibility_test.json settings/slice_pairs.json)
     COMMON=(--gpu-pairs-settings "${SETTINGS[0]}" --gpu-pairs-settings "${SETTINGS[1]}" -k "$SELECT"
             --gpu-pairs-device cuda --gpu-pairs-scale "$SCALE" --gpu-pairs-method "${METHOD:-interleaved}"
-            --gpu-pairs-max-case-s "${MAX_CASE_S:-120}" -p no:cacheprovider)
+            --gpu-pairs-max-case-s "${MAX_CASE_S:-110}" -p no:cacheprovider)
     nvidia-smi -L > "$WORK/gpus.txt"
     PLAN=(plan "${SETTINGS[@]}" -k "$SELECT" --scale "$SCALE" --method "${METHOD:-interleaved}"
-          --max-case-s "${MAX_CASE_S:-120}" --gpus 1,2)
+          --max-case-s "${MAX_CASE_S:-110}" --gpus 1,2)
     gpu-pairs "${PLAN[@]}" --json > "$WORK/plan.json" 2> "$WORK/plan.err"
     gpu-pairs "${PLAN[@]}" > "$WORK/plan.txt" 2>> "$WORK/plan.err"
     for run in $RUNS; do
@@ -54,5 +55,5 @@ case "$MODE" in
       [ -d "$WORK/$run" ] && tar -czf "$OUT/many_gpus/$run-results.tgz" --exclude='*.csv' --exclude='*.log' -C "$WORK" "$run"
     done
     echo "collected into $OUT/many_gpus" ;;
-  *) echo "usage: run_on_gpu.sh start|status|collect" ; exit 2 ;;
+  *) echo "usage: run_on_gpu.sh start|run|status|collect" ; exit 2 ;;
 esac
