@@ -23,7 +23,7 @@ case "$MODE" in
     echo "started (driver pid $!); look in with: bash tools/many_gpus/run_on_gpu.sh status" ;;
   run)
     if [ ! -f "$WORK/selection.txt" ]; then
-      mkdir -p "$WORK"; printf '%s\n' "${2:-g01 or g02 or g03 or g05 or g06 or g10}" > "$WORK/selection.txt"
+      mkdir -p "$WORK"; printf '%s\n' "${2:-g01 or g02 or g03 or g05 or g06 or g07 or g10 or s01}" > "$WORK/selection.txt"
       printf '%s\n' "${3:-1.0}" > "$WORK/scale.txt"; printf '%s\n' "${RUNS:-one two}" > "$WORK/runs.txt"
     fi
     SELECT=$(cat "$WORK/selection.txt"); SCALE=$(cat "$WORK/scale.txt"); RUNS=$(cat "$WORK/runs.txt")
