@@ -26,7 +26,7 @@ from pytest_gpu_pairs.analysis.planner.model import MECHANISMS
 from pytest_gpu_pairs.analysis.planner.predict import Planner, plan_pairs
 from pytest_gpu_pairs.analysis.planner.profiles import read_profiles
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
-from pytest_gpu_pairs.experiment.vocabulary import METHODS
+from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.record.store import StoreError, case_records, read_session
 from pytest_gpu_pairs.run.estimate import case_costs, earlier_results, standalone
@@ -44,13 +44,6 @@ def _gpu_counts(text: str) -> tuple[int, ...]:
     return tuple(sorted({int(p) for p in parts}))
 
 
-def _mechanisms(text: str) -> tuple[str, ...]:
-    parts = tuple(dict.fromkeys(p.strip() for p in text.split(",")))
-    if not parts or any(p not in MECHANISMS for p in parts):
-        raise argparse.ArgumentTypeError(f"expected timeslice, mps or timeslice,mps, got {text!r}")
-    return parts
-
-
 def _card_mb(text: str) -> float:
     try:
         value = float(text)
@@ -65,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("settings", nargs="+", metavar="SETTINGS", help="experiment files, as --gpu-pairs-settings")
     parser.add_argument("--gpu-memory-mb", type=_card_mb, default=None, metavar="N",
                         help="the card the pairs are planned for (default: the profiled card's memory)")
-    parser.add_argument("--sharing", type=_mechanisms, default=MECHANISMS, metavar="MODES",
+    parser.add_argument("--sharing", type=sharing_modes, default=MECHANISMS, metavar="MODES",
                         help="mechanisms to predict and choose from: timeslice, mps or timeslice,mps (default)")
     parser.add_argument("--profiles", default=None, metavar="FILE",
                         help="solo workload profiles (default: the H100 profiles the package carries)")

@@ -1,6 +1,17 @@
 """The words settings and options share (sharing mechanisms, measuring methods), in a module that
-imports nothing, so the pytest options can name them without loading the settings schema."""
+imports nothing of the package, so the pytest options and the command line can name them without
+loading the settings schema."""
 from __future__ import annotations
+
+import argparse
 
 SHARING_MODES = ("timeslice", "mps")
 METHODS = ("interleaved", "epoch")
+
+
+def sharing_modes(text: str) -> tuple[str, ...]:
+    """A comma-separated list of sharing mechanisms, as an option's value: each once, in order."""
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",")))
+    if not modes or any(m not in SHARING_MODES for m in modes):
+        raise argparse.ArgumentTypeError(f"expected timeslice, mps or timeslice,mps, got {text!r}")
+    return modes

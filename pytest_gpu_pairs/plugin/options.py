@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.experiment.vocabulary import METHODS, SHARING_MODES
+from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 
 if TYPE_CHECKING:
     from pytest_gpu_pairs.run.options import GpuPairsOptions
@@ -33,13 +33,6 @@ def _positive_float(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
     return value
-
-
-def _sharing_modes(text: str) -> tuple[str, ...]:
-    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",")))
-    if not modes or any(m not in SHARING_MODES for m in modes):
-        raise argparse.ArgumentTypeError(f"expected timeslice, mps or timeslice,mps, got {text!r}")
-    return modes
 
 
 def _percentage(text: str) -> int:
@@ -126,7 +119,7 @@ def _add(group) -> None:
                     help="the GPUs to run on (NVML indices); with pytest-xdist one worker per GPU, and -n auto "
                          "counts them (default: CUDA_VISIBLE_DEVICES, else every GPU); one GPU without -n: "
                          "the session runs there")
-    group.addoption("--gpu-pairs-sharing", type=_sharing_modes, default=None, metavar="MODES",
+    group.addoption("--gpu-pairs-sharing", type=sharing_modes, default=None, metavar="MODES",
                     help="how the two jobs share the GPU: timeslice (the driver's default), mps (a private "
                          "MPS daemon of the harness), or timeslice,mps to measure every pair both ways; "
                          "overrides the settings (default there: timeslice)")

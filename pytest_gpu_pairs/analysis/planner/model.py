@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile
+from pytest_gpu_pairs.experiment.vocabulary import SHARING_MODES
 
 ITERATIONS = 200
-MECHANISMS = ("timeslice", "mps")
+MECHANISMS = SHARING_MODES
 
 
 @dataclass(frozen=True)
