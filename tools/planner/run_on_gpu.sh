@@ -8,14 +8,16 @@
 #                                                        on an emulated 10 GB card (fit and efficiency at once)
 #   bash tools/planner/run_on_gpu.sh pairs-full          the pairs that ran out of memory at 10 GB, on the full card
 #   bash tools/planner/run_on_gpu.sh collect             profiles (min fits merged), records -> $OUT/planner
-# then, here: python -m tools.planner.validate FETCHED/planner (writes reports/reference/planner/).
-# PRECISION (default 0.05) and MAX_CASE_S (default 25) keep each pair short.
+# then, here: tar -xzf FETCHED/planner/records.tgz -C FETCHED/planner
+#             python -m tools.planner.validate FETCHED/planner (writes reports/reference/planner/).
+# PRECISION (default 0.05) and MAX_CASE_S (default 45, warm-up included) keep each pair short: warm-up
+# takes 15-54 s on an H100 (densenet121's cuDNN autotuning the longest), a round about 7 s.
 source tools/device/setup.sh
 WORK=/tmp/planner
 mkdir -p "$WORK"
 MODE=${1:-collect}
 PAIRS=(--gpu-pairs-settings tools/planner/pairs.json --gpu-pairs-method interleaved
-       --gpu-pairs-precision "${PRECISION:-0.05}" --gpu-pairs-max-case-s "${MAX_CASE_S:-25}" -p no:cacheprovider -q)
+       --gpu-pairs-precision "${PRECISION:-0.05}" --gpu-pairs-max-case-s "${MAX_CASE_S:-45}" -p no:cacheprovider -q)
 case "$MODE" in
   profiles)
     MODELS=${2:-$(python3 -c "from pytest_gpu_pairs.catalog import BUILTINS; print(','.join(m for m, b in BUILTINS.items() if b.implemented))")}
@@ -41,9 +43,9 @@ print(' or '.join(i.split('-')[0] for i in ids))")
     cp "$WORK/profiles/workload_profiles_raw.json" "$OUT/planner/" 2>/dev/null
     [ -f "$WORK/min_fit.json" ] && cp "$WORK/min_fit.json" "$OUT/planner/" && \
       python3 -m tools.planner.min_fit --state "$WORK/min_fit.json" --profiles x --merge "$OUT/planner/workload_profiles_raw.json"
-    for d in pairs-10g pairs-full; do
-      [ -d "$WORK/$d" ] && (cd "$WORK" && find "$d" \( -name result.json -o -name session.json \) -not -path "*/round-*" -exec cp --parents -t "$OUT/planner/" {} +)
-    done
+    # case folders' names hold '+', which the device does not bring back: the records travel in a tarball
+    (cd "$WORK" && find pairs-10g pairs-full \( -name result.json -o -name session.json \) -not -path "*/round-*" \
+      2>/dev/null | tar -czf "$OUT/planner/records.tgz" -T -)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/planner/gpu.txt"
     echo "collected into $OUT/planner" ;;
   *) echo "usage: run_on_gpu.sh profiles|minfit|pairs|pairs-full|collect"; exit 2 ;;
