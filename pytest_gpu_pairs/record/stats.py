@@ -146,12 +146,16 @@ def bracketed_interval(values: Sequence[Optional[float]], confidence: float = CO
     if n < 2:
         return interval(xs, confidence)
     mean = math.fsum(xs) / n
-    rho = lag1_correlation(xs) if n >= MIN_VALUES_FOR_RHO else MAX_BRACKET_RHO
-    inflation = 1.0 + 2.0 * rho
+    inflation = bracket_inflation(xs)
     n_eff = n / inflation
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
     half = t_quantile(0.5 + confidence / 2.0, max(1.0, n_eff - 1.0)) * sd * math.sqrt(inflation / n)
     return Interval(mean, mean - half, mean + half, n, confidence, n_eff)
+
+
+def bracket_inflation(xs: Sequence[float]) -> float:
+    """How much sharing a phase with each neighbour inflates the variance of the mean: 1 + 2 rho."""
+    return 1.0 + 2.0 * (lag1_correlation(xs) if len(xs) >= MIN_VALUES_FOR_RHO else MAX_BRACKET_RHO)
 
 
 def lag1_correlation(xs: Sequence[float]) -> float:
@@ -197,9 +201,7 @@ def _mean_variance(xs: list[float], bracketed: bool) -> tuple[float, float, floa
     """The mean, the variance of the mean and the values it is worth."""
     n = len(xs)
     mean = math.fsum(xs) / n
-    inflation = 1.0
-    if bracketed:
-        inflation += 2.0 * (lag1_correlation(xs) if n >= MIN_VALUES_FOR_RHO else MAX_BRACKET_RHO)
+    inflation = bracket_inflation(xs) if bracketed else 1.0
     return mean, math.fsum((x - mean) ** 2 for x in xs) / (n - 1) / n * inflation, n / inflation
 
 
