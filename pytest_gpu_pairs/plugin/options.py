@@ -67,6 +67,13 @@ def _gpu_list(text: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def _pin_cpus(text: str) -> str:
+    value = text.strip().lower()
+    if value in ("auto", "off") or (value.isdigit() and int(value) > 0):
+        return value
+    raise argparse.ArgumentTypeError(f"expected auto, off or a number of CPUs per job, got {text!r}")
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
@@ -119,6 +126,10 @@ def _add(group) -> None:
                     help="the GPUs to run on (NVML indices); with pytest-xdist one worker per GPU, and -n auto "
                          "counts them (default: CUDA_VISIBLE_DEVICES, else every GPU); one GPU without -n: "
                          "the session runs there")
+    group.addoption("--gpu-pairs-pin-cpus", type=_pin_cpus, default=None, metavar="auto|off|N",
+                    help="pin each job to CPUs of its own (whole cores, one core left to the harness, a share "
+                         "of the host per GPU worker): auto splits them evenly between the two jobs, N gives "
+                         "each job N CPUs, off leaves placement to the kernel (default: auto on Linux)")
     group.addoption("--gpu-pairs-sharing", type=sharing_modes, default=None, metavar="MODES",
                     help="how the two jobs share the GPU: timeslice (the driver's default), mps (a private "
                          "MPS daemon of the harness), or timeslice,mps to measure every pair both ways; "
@@ -233,6 +244,7 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
     gpus = config.getoption("gpu_pairs_gpus")
     gpu = workerinput.get("gpu_pairs_gpu") if workerinput is not None else (
         str(gpus[0]) if gpus and len(gpus) == 1 else None)  # one session on one named GPU
+    cpu_share = tuple(workerinput.get("gpu_pairs_cpu_share", (0, 1))) if workerinput is not None else (0, 1)
     return GpuPairsOptions(
         settings=settings, device=_given_or_ini(config, "gpu_pairs_device", "gpu_pairs_device", _device, DEFAULT_DEVICE),
         scale=_given_or_ini(config, "gpu_pairs_scale", "gpu_pairs_scale", _positive_float, DEFAULT_SCALE),
@@ -247,4 +259,5 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         precision=precision or None, precision_off=precision == 0.0,
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
         max_case_s=MAX_CASE_S if max_case_s is None else max_case_s,
-        worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu)
+        worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu,
+        pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share)

@@ -38,6 +38,7 @@ import pytest
 
 WORKER_KEY = "gpu_pairs"
 GPU_KEY = "gpu_pairs_gpu"
+CPU_SHARE_KEY = "gpu_pairs_cpu_share"
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -104,11 +105,12 @@ def check_workers(config: pytest.Config) -> Optional[list[str]]:
 
 
 def configure_node(node, gpus: Optional[list[str]]) -> None:
-    """Worker ``gwI`` gets the I-th GPU."""
+    """Worker ``gwI`` gets the I-th GPU and the I-th block of the host's cores for its jobs."""
     if gpus is None:
         return
     index = int(str(node.gateway.id).removeprefix("gw"))
     node.workerinput[GPU_KEY] = gpus[index]
+    node.workerinput[CPU_SHARE_KEY] = (index, len(gpus))
 
 
 def collected_cases(node_ids: Sequence[str], case_ids: set[str]) -> list[str]:

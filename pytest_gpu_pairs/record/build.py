@@ -31,6 +31,13 @@ class Notes(dict):
         self.setdefault(key, reason)
 
 
+def _cpu_facts(record: dict[str, Any], notes: Notes, env: DeviceFacts, case: Case) -> None:
+    jobs = {"fg": case.fg.is_builtin, **({"bg": case.bg.is_builtin} if case.bg is not None else {})}
+    record["job_cpus"] = env.cpus.described(jobs)
+    if record["job_cpus"] is None:
+        notes.unmeasured("job_cpus", f"jobs not pinned: {env.cpus.reason}")
+
+
 def _in_window(samples, window):
     start, end = window
     return [s for s in samples if start <= s.t <= end]
@@ -322,6 +329,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["vram_budget_source"] = VRAM_SOURCE
     record["min_efficiency"] = case.min_efficiency
     record["scale"] = env.scale
+    _cpu_facts(record, notes, env, case)
     record["failure"] = _failure_text(m, case.sharing)
     record["notes"] = dict(notes)
     return record
@@ -424,6 +432,7 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     record.update(_memory_figures(m.samples, {}, case.mode, notes))
     notes.update(suspect_notes(record))
     _explain_interleaved_nulls(record, m, env, notes)
+    _cpu_facts(record, notes, env, case)
     record["notes"] = dict(notes)
     return record
 

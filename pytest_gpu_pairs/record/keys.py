@@ -126,6 +126,7 @@ DEVICE = _figures("device", [
     ("device", "str", "", None, False, "the GPU's name, or cpu"),
     ("scale", "float", "", None, False, "fraction of each epoch's steps every job ran (--gpu-pairs-scale)"),
     ("sample_hz", "float", "Hz", None, False, "the monitors' sampling rate (None without GPU samples)"),
+    ("job_cpus", "dict", "", None, False, "the CPUs each job was pinned to, and the harness's core, in the kernel's list format (None: not pinned, notes say why)"),
 ])
 
 METHOD = _figures("method", [

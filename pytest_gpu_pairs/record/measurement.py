@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
+from pytest_gpu_pairs.devices.cpus import CpuPlan
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 
@@ -167,6 +168,7 @@ class DeviceFacts(Protocol):
     sample_hz: float
     idle_power_w: Optional[float]
     gpu_unavailable: Optional[str]
+    cpus: CpuPlan
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from pytest_gpu_pairs.devices.cpus import CpuPlan, unpinned
 from pytest_gpu_pairs.devices.nvml import Gpu
 
 
@@ -21,6 +22,7 @@ class Environment:
     extra_env: dict[str, str] = field(default_factory=dict)
     # process groups of helpers that are not jobs (the --gpu-pairs-gpu-memory-mb ballast), by role
     fixed_roles: dict[int, str] = field(default_factory=dict)
+    cpus: CpuPlan = field(default_factory=lambda: unpinned("no CPU plan was made"))
     live: Optional[Any] = None  # live.LiveLine when the terminal shows one: told when a round starts and ends
 
     @property

@@ -106,7 +106,8 @@ class InterleavedPair:
         self.rapl.start()
         for role, job in (("fg", self.case.fg), ("bg", self.case.bg)):
             spec = build_spec(long_running(job), role, self.env.device, self.env.scale, self.case.timeout_s,
-                              {**self.env.extra_env, **self.job_env.get(role, {}), STEADY_STATE_VAR: "1"})
+                              {**self.env.extra_env, **self.job_env.get(role, {}), STEADY_STATE_VAR: "1"},
+                              self.env.cpus.for_job(role, job.is_builtin))
             process = JobProcess(spec, self.out_dir / f"{role}.log", self.out_dir / f"{role}.progress.jsonl").start()
             self.jobs[role] = process
             if process.start_error:
@@ -135,6 +136,8 @@ class InterleavedPair:
                                          f"{self.case.ready_timeout_s:g} s (ready_timeout_s)")
             self.sleep(POLL_S)
         trained_t = time.time()
+        for process in self.jobs.values():
+            process.pin_tree()
         self._hold(self.case.warmup_s)
         self.warm_t = time.time()
         self.phase_s, self.settle_s = phase_lengths([self._progress(role) for role in self.jobs], trained_t,

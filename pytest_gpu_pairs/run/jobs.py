@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 import psutil
 
+from pytest_gpu_pairs.devices.cpus import pin_process
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.protocol import ENV_VAR, Progress
 from pytest_gpu_pairs.record.measurement import JobOutcome
@@ -56,6 +57,7 @@ class JobSpec:
     log_patterns: dict[str, str] = field(default_factory=dict)
     protocol: bool = False  # always speaks the progress protocol: ready only on its ready event
     progress_pattern: Optional[str] = None  # progress read from the log (a command workload's)
+    cpus: Optional[frozenset[int]] = None  # the CPUs the whole job is pinned to; None: wherever the kernel puts it
 
 
 def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> list[str]:
@@ -73,7 +75,7 @@ def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> l
 
 
 def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: float,
-               extra_env: Optional[dict[str, str]] = None) -> JobSpec:
+               extra_env: Optional[dict[str, str]] = None, cpus: Optional[frozenset[int]] = None) -> JobSpec:
     """Command line and environment of one job; the environment is the harness's plus job keys."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     if device == "cpu":
@@ -83,13 +85,13 @@ def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: 
                 "--device", device, "--scale", repr(float(scale))]
         for name, value in job.hparams:
             argv += [f"--{name}", str(value)]
-        return JobSpec(role, job.model, argv, env, None, timeout_s, protocol=True)
+        return JobSpec(role, job.model, argv, env, None, timeout_s, protocol=True, cpus=cpus)
     command = job.command
     env.update(command.env)
     cwd = str(Path(job.base_dir, command.cwd)) if command.cwd else job.base_dir or None
     argv = list(command.command) + flag_arguments(command.hyperparameters, job.hyperparameters)
     return JobSpec(role, job.model, argv, env, cwd, timeout_s, command.ready_pattern, dict(command.log_patterns),
-                   progress_pattern=command.progress_regex)
+                   progress_pattern=command.progress_regex, cpus=cpus)
 
 
 _LIVE: set[JobProcess] = set()
@@ -160,6 +162,8 @@ class JobProcess:
                     self.start_error = f"{exc.strerror or exc} ({exc.filename or self.spec.argv[0]})"
                 else:
                     _LIVE.add(self)
+                    if self.spec.cpus:  # before the job starts threads or children, which inherit it
+                        pin_process(self.popen.pid, self.spec.cpus)
                     if self._follower is not None:
                         self._follower.start()
         if self.start_error:
@@ -213,6 +217,14 @@ class JobProcess:
     def resume(self) -> None:
         if self.popen is not None and self.popen.poll() is None:
             self._signal_group(signal.SIGCONT)
+
+    def pin_tree(self) -> None:
+        """Every thread of every process of the job on its CPUs again: what started before the
+        first pinning took hold (a fast fork of a wrapper script) is caught here."""
+        if self.popen is None or not self.spec.cpus or self.popen.poll() is not None:
+            return
+        for pid in [self.popen.pid] + [p.pid for p in self._members()]:
+            pin_process(pid, self.spec.cpus)
 
     def kill_tree(self, grace_s: float = KILL_GRACE_S) -> None:
         """SIGTERM to the session, the psutil tree and every tagged process; after ``grace_s``

@@ -49,6 +49,8 @@ class GpuPairsOptions:
     max_case_s: float = MAX_CASE_S
     worker: Optional[str] = None  # the pytest-xdist worker this session is (gw0, ...), None outside xdist
     gpu: Optional[str] = None  # the GPU this session owns (NVML index or UUID); None: GPU 0, unpinned
+    pin_cpus: str = "auto"  # auto, off, or a number of CPUs per job
+    cpu_share: tuple[int, int] = (0, 1)  # this worker's block of the host's cores: (index, count)
 
     def __post_init__(self) -> None:
         for name, option in _POSITIVE.items():

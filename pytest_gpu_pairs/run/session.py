@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
+from pytest_gpu_pairs.devices.cpus import CpuPlan, physical_cores, plan_job_cpus, share_of_cores, unpinned, usable_cpus
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu, visible_gpu
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
@@ -45,6 +46,17 @@ from pytest_gpu_pairs.run.sharing import SharingManager
 IDLE_SECONDS = 3.0
 IDLE_METHOD_TEXT = (f"NVML total-energy counter over {IDLE_SECONDS:.0f} s at session start, before any job or "
                     "ballast, both ends of the window on an update of the counter")
+
+
+def job_cpu_plan(pin: str, share: tuple[int, int], usable: frozenset[int]) -> CpuPlan:
+    """The CPUs of each job of this session: ``pin`` is the option (auto, off, N per job), ``share``
+    this worker's block of the host's cores."""
+    if pin == "off":
+        return unpinned("--gpu-pairs-pin-cpus off")
+    if not usable:
+        return unpinned("this platform does not let a process choose its CPUs")
+    cores = share_of_cores(physical_cores(usable), *share)
+    return plan_job_cpus(cores, None if pin == "auto" else int(pin))
 
 
 class DeviceRequestError(RuntimeError):
@@ -242,7 +254,8 @@ class GpuPairsSession:
             gpu, reason = _open_gpu(self.options.device, self.options.gpu)
             device = "cuda" if gpu is not None else "cpu"
             env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
-                              gpu=gpu, gpu_unavailable=reason)
+                              gpu=gpu, gpu_unavailable=reason,
+                              cpus=job_cpu_plan(self.options.pin_cpus, self.options.cpu_share, usable_cpus()))
             if gpu is not None and self.options.gpu is not None:
                 env.extra_env["CUDA_VISIBLE_DEVICES"] = gpu.info.uuid or str(gpu.info.index)
                 self.sharing.device_env = dict(env.extra_env)

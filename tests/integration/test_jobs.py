@@ -249,3 +249,42 @@ def test_orphan_reaping_compares_resolved_paths_component_by_component(tmp_path)
         orphan.kill()
         orphan.wait()
     assert alive_pids(tmp_path / "pids") == []
+
+
+AFFINITY_PROBE = ("import os, sys, threading, time\n"
+                  "seen = []\n"
+                  "t = threading.Thread(target=lambda: seen.append(sorted(os.sched_getaffinity(0))))\n"
+                  "t.start(); t.join()\n"
+                  "print('main', sorted(os.sched_getaffinity(0)), 'thread', seen[0], flush=True)\n"
+                  "time.sleep(float(sys.argv[1]))\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_a_pinned_job_and_the_threads_it_starts_run_only_on_its_cpus(tmp_path):
+    from dataclasses import replace
+    mine = os.sched_getaffinity(0)
+    cpu = max(mine)
+    pinned = replace(spec(tmp_path, argv=[sys.executable, "-c", AFFINITY_PROBE, "0"]), cpus=frozenset({cpu}))
+    outcome = JobProcess(pinned, tmp_path / "job.log", tmp_path / "job.progress.jsonl").run()
+    assert outcome.returncode == 0
+    assert f"main [{cpu}] thread [{cpu}]" in (tmp_path / "job.log").read_text()
+    assert os.sched_getaffinity(0) == mine  # the harness itself is left where it was
+    assert_nothing_left(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two CPUs")
+def test_pinning_the_tree_again_catches_a_thread_that_got_away(tmp_path):
+    from dataclasses import replace
+    mine = os.sched_getaffinity(0)
+    cpu = max(mine)
+    pinned = replace(spec(tmp_path, argv=[sys.executable, "-c", AFFINITY_PROBE, "30"]), cpus=frozenset({cpu}))
+    process = JobProcess(pinned, tmp_path / "job.log", tmp_path / "job.progress.jsonl").start()
+    try:
+        assert wait_for(lambda: "main" in (tmp_path / "job.log").read_text(), 20)
+        os.sched_setaffinity(process.pid, mine)
+        process.pin_tree()
+        assert os.sched_getaffinity(process.pid) == {cpu}
+    finally:
+        process.stop()
+    assert_nothing_left(tmp_path)

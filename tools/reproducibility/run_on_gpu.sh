@@ -4,9 +4,11 @@
 # pytest process each time: separate sessions are what must agree).
 #   SESSION=1 bash tools/reproducibility/run_on_gpu.sh            # results in $OUT/session-1/, $OUT/session-1.json
 #   HEAVY=1 SESSION=h bash tools/reproducibility/run_on_gpu.sh    # g01 only, its background's batch twice as large
-# MAX_CASE_S caps each case's device time (default 120 s).
+# MAX_CASE_S caps each case's device time (default 120 s); PIN passes --gpu-pairs-pin-cpus (default: auto).
+# RESULTS (default $OUT) is where the session's files go.
 source tools/device/setup.sh
 SESSION=${SESSION:-1}
+RESULTS=${RESULTS:-$OUT}
 SETTINGS=(--gpu-pairs-settings settings/parallel_feasibility_test.json --gpu-pairs-settings settings/slice_pairs.json)
 SELECT="g01 or s01 or g10"
 if [ -n "$HEAVY" ]; then
@@ -14,8 +16,8 @@ if [ -n "$HEAVY" ]; then
   SELECT="g01"
 fi
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv,noheader \
-  > "$OUT/session-$SESSION.gpu.txt" 2>&1
+  > "$RESULTS/session-$SESSION.gpu.txt" 2>&1
 python3 -m pytest benchmarks -k "$SELECT" "${SETTINGS[@]}" --gpu-pairs-method interleaved \
-  --gpu-pairs-max-case-s "${MAX_CASE_S:-120}" --gpu-pairs-out "/tmp/session-$SESSION" \
-  --benchmark-json "$OUT/session-$SESSION.json" -p no:cacheprovider -q 2>&1 | tail -40
-tar -czf "$OUT/session-$SESSION.tgz" --exclude='*.log' -C /tmp "session-$SESSION"
+  --gpu-pairs-max-case-s "${MAX_CASE_S:-120}" --gpu-pairs-pin-cpus "${PIN:-auto}" --gpu-pairs-out "/tmp/session-$SESSION" \
+  --benchmark-json "$RESULTS/session-$SESSION.json" -p no:cacheprovider -q 2>&1 | tail -40
+tar -czf "$RESULTS/session-$SESSION.tgz" --exclude='*.log' -C /tmp "session-$SESSION"
