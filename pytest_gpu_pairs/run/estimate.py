@@ -198,13 +198,13 @@ class Planner:
         rule = self.options.stopping_rule(self.device, max(3, case.runs_per_config))
         phase_s = case.settle_s + case.phase_s
         round_s, closing_s = 3 * phase_s, 2 * phase_s
-        least = max(fg.startup_s, bg.startup_s) + case.warmup_s + rule.min_rounds * round_s
+        least = max(fg.startup_s, bg.startup_s) + case.warmup_s + rule.min_rounds * round_s + closing_s
         if rule.precision is None:
-            return (min(least, rule.max_seconds + round_s) + closing_s, _weakest(fg.basis, bg.basis),
+            return (min(least, rule.max_seconds), _weakest(fg.basis, bg.basis),
                     f"{rule.min_rounds} rounds of {round_s:g} s")
         detail = (f"at least {rule.min_rounds} rounds of {round_s:g} s, more until ±{rule.precision:.0%}: counted "
                   f"at the {rule.max_seconds:g} s cap, which a host-bound pair usually reaches")
-        return min(max(least, rule.max_seconds), rule.max_seconds + round_s), _weakest(fg.basis, bg.basis), detail
+        return rule.max_seconds, _weakest(fg.basis, bg.basis), detail
 
     def case(self, case: Case) -> Estimate:
         if case.mode == "concurrent" and case.method == "interleaved" and case.bg is not None:
