@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any, Optional
 
-from pytest_gpu_pairs.protocol import ENV_VAR, ProgressWriter
+from pytest_gpu_pairs.protocol import ENV_VAR, ProgressWriter, step_interval_s
 
 _writer: Optional[ProgressWriter] = None
 _ready = False
@@ -30,7 +30,7 @@ def _cuda_sync() -> None:
 def _open() -> Optional[ProgressWriter]:
     global _writer
     if _writer is None and os.environ.get(ENV_VAR):
-        _writer = ProgressWriter(os.environ[ENV_VAR], sync=_cuda_sync)
+        _writer = ProgressWriter(os.environ[ENV_VAR], sync=_cuda_sync, interval_s=step_interval_s())
     return _writer
 
 
@@ -52,7 +52,7 @@ def ready() -> None:
 def step(n: Optional[int] = None, epoch: Optional[float] = None) -> None:
     """``n`` steps done so far in this run (or one more than the last call, without ``n``);
     ``epoch``: where in the training that is, in epochs, if the script knows. Written at most four
-    times a second, so it can be called every step."""
+    times a second (twenty under interleaved rounds), so it can be called every step."""
     global _steps, _epoch
     _steps = _steps + 1 if n is None else int(n)
     _epoch = _epoch if epoch is None else float(epoch)

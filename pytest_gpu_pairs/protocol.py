@@ -20,6 +20,7 @@ ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
 STEADY_STATE_VAR = "GPU_PAIRS_STEADY_STATE"
 STEP_INTERVAL_S = 0.25
+STEADY_STEP_INTERVAL_S = 0.05  # interleaved phases last half a second: a rate needs several reports in one
 
 
 def steady_state_only() -> bool:
@@ -41,21 +42,28 @@ def wait_for_start_gate(poll_s: float = 0.01) -> None:
         time.sleep(poll_s)
 
 
+def step_interval_s() -> float:
+    """How often a job reports its steps: four times a second, or twenty under interleaved rounds,
+    whose half-second phases each need several reports for a rate."""
+    return STEADY_STEP_INTERVAL_S if steady_state_only() else STEP_INTERVAL_S
+
+
 class ProgressWriter:
-    """Appends events; step events are throttled to one per ``STEP_INTERVAL_S``.
+    """Appends events; step events are throttled to one per ``interval_s``.
 
     ``sync`` is called before each written step so that a step counted is a step the device
     has finished (CUDA queues run ahead of Python by up to hundreds of kernels).
     """
 
-    def __init__(self, path: Optional[str], sync: Callable[[], None] = lambda: None, clock=time.time):
+    def __init__(self, path: Optional[str], sync: Callable[[], None] = lambda: None, clock=time.time,
+                 interval_s: float = STEP_INTERVAL_S):
         self._file = open(path, "a", buffering=1, encoding="utf-8") if path else None  # noqa: SIM115 - the job's lifetime
-        self._sync, self._clock = sync, clock
+        self._sync, self._clock, self._interval_s = sync, clock, interval_s
         self._last_step_t = 0.0
 
     @classmethod
     def from_env(cls, sync: Callable[[], None] = lambda: None) -> ProgressWriter:
-        return cls(os.environ.get(ENV_VAR), sync)
+        return cls(os.environ.get(ENV_VAR), sync, interval_s=step_interval_s())
 
     def _emit(self, event: dict[str, Any]) -> None:
         if self._file is not None:
@@ -73,7 +81,7 @@ class ProgressWriter:
         self._last_step_t = self._clock()
 
     def step(self, step: int, epoch: float, force: bool = False) -> None:
-        if force or self._clock() - self._last_step_t >= STEP_INTERVAL_S:
+        if force or self._clock() - self._last_step_t >= self._interval_s:
             self._sync()
             self._emit({"event": "step", "step": step, "epoch": round(epoch, 4)})
             self._last_step_t = self._clock()

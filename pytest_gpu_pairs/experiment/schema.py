@@ -283,8 +283,8 @@ class Defaults(_Strict):
     crash_loop_failures: StrictInt = Field(3, ge=1, le=MAX_RUNS)
     crash_loop_window_s: float = Field(300.0, gt=0, le=DAY_S)
     method: Literal["interleaved", "epoch"] = "epoch"
-    phase_s: float = Field(2.0, gt=0, le=3600)
-    settle_s: float = Field(0.3, ge=0, le=600)
+    phase_s: float = Field(0.5, gt=0, le=3600)
+    settle_s: float = Field(0.1, ge=0, le=600)
     warmup_s: float = Field(5.0, ge=0, le=3600)
 
 

@@ -35,14 +35,23 @@ def unwrap_counter(readings: Iterable[tuple[float, Optional[float]]],
     return unwrapped
 
 
+class EnergyCounter:
+    """A cumulative energy counter in mJ, unwrapped once so that many windows read it cheaply
+    (an interleaved case asks for hundreds of phases after every round)."""
+
+    def __init__(self, readings: Iterable[tuple[float, Optional[float]]], wrap_mj: Optional[float] = None):
+        self.points = unwrap_counter(readings, wrap_mj)
+
+    def joules(self, start: float, end: float) -> Optional[float]:
+        """Energy over [start, end], its ends interpolated between the readings around them; a
+        window the readings do not cover is None."""
+        points = self.points
+        if len(points) < 2 or end <= start or points[0][0] > start or points[-1][0] < end:
+            return None
+        return (value_at(points, end) - value_at(points, start)) / 1000.0
+
+
 def counter_energy_j(readings: Iterable[tuple[float, Optional[float]]], start: float, end: float,
                      wrap_mj: Optional[float] = None) -> Optional[float]:
-    """Energy in joules over [start, end] from a cumulative counter in mJ read at times t.
-
-    The window's ends are interpolated between the readings around them; a window the readings
-    do not cover is None.
-    """
-    points = unwrap_counter(readings, wrap_mj)
-    if len(points) < 2 or end <= start or points[0][0] > start or points[-1][0] < end:
-        return None
-    return (value_at(points, end) - value_at(points, start)) / 1000.0
+    """Energy in joules over [start, end] from a cumulative counter in mJ read at times t."""
+    return EnergyCounter(readings, wrap_mj).joules(start, end)

@@ -26,11 +26,12 @@ switch left out):
 """
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any, Optional
 
 from pytest_gpu_pairs.devices.nvml import clock_event_names
-from pytest_gpu_pairs.monitor.counters import counter_energy_j
+from pytest_gpu_pairs.monitor.counters import EnergyCounter
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
@@ -48,21 +49,36 @@ HEADLINE_INTERVALS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_rati
                       "serial_energy_j", "gpu_power_avg_w")
 
 
+def _time(report: tuple[float, int]) -> float:
+    return report[0]
+
+
+def _sample_time(sample: GpuSample) -> float:
+    return sample.t
+
+
 def rate(progress: Progress, phase: Optional[Phase]) -> Optional[float]:
     """Steps per second from the job's reports inside the phase's window: first to last report,
     so a job paused before the window or after it adds no stopped time."""
     if phase is None:
         return None
-    inside = [(t, s) for t, s in progress.steps if phase.start <= t <= phase.end]
-    if len(inside) < 2 or inside[-1][0] <= inside[0][0] or inside[-1][1] <= inside[0][1]:
+    steps = progress.steps  # in time order: the reader refuses a report out of order
+    first = bisect.bisect_left(steps, phase.start, key=_time)
+    last = bisect.bisect_right(steps, phase.end, key=_time) - 1
+    if last - first < 1:
         return None
-    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+    (t0, s0), (t1, s1) = steps[first], steps[last]
+    if t1 <= t0 or s1 <= s0:
+        return None
+    return (s1 - s0) / (t1 - t0)
 
 
-def energy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[float]:
-    if phase is None or not samples:
-        return None
-    return counter_energy_j(((s.t, s.energy_mj) for s in samples), phase.start, phase.end)
+def gpu_counter(samples: Sequence[GpuSample]) -> EnergyCounter:
+    return EnergyCounter((s.t, s.energy_mj) for s in samples)
+
+
+def energy(counter: EnergyCounter, phase: Optional[Phase]) -> Optional[float]:
+    return None if phase is None else counter.joules(phase.start, phase.end)
 
 
 def shapley_split(pair_j: Optional[float], fg_alone_j: Optional[float],
@@ -75,9 +91,10 @@ def shapley_split(pair_j: Optional[float], fg_alone_j: Optional[float],
 
 
 def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[float],
-                  after: Optional[PhaseRound] = None) -> dict[str, Any]:
+                  after: Optional[PhaseRound] = None, counter: Optional[EnergyCounter] = None) -> dict[str, Any]:
     """A round's figures; ``after`` is the round (or closing solo phases) measured next, whose
-    solo phases bracket this round's pair phase."""
+    solo phases bracket this round's pair phase; ``counter`` the case's energy counter, if read already."""
+    counter = counter or gpu_counter(m.samples)
     pair = r.phase("pair")
     solo = {role: [p for p in (r.phase(role), after.phase(role) if after else None) if p is not None]
             for role in ("fg", "bg")}
@@ -86,9 +103,9 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
     slowdown = metrics.per_unit(fg_solo_rate, fg_pair_rate)
     progress = metrics.per_unit(bg_pair_rate, bg_solo_rate)
     window = pair.seconds if pair else None
-    pair_j = energy(m.samples, pair)
+    pair_j = energy(counter, pair)
     pair_above = metrics.energy_above_idle(pair_j, idle_w, window or 0.0)
-    per_step = {role: _solo_per_step(m.samples, solo[role], m.fg if role == "fg" else m.bg, idle_w)
+    per_step = {role: _solo_per_step(counter, solo[role], m.fg if role == "fg" else m.bg, idle_w)
                 for role in ("fg", "bg")}
     fg_steps, bg_steps = _times(fg_pair_rate, window), _times(bg_pair_rate, window)
     serial = metrics.serial_energy_j(fg_steps, per_step["fg"][0], bg_steps, per_step["bg"][0])
@@ -117,17 +134,17 @@ def _mean(values) -> Optional[float]:
     return sum(xs) / len(xs) if xs else None
 
 
-def _solo_per_step(samples: Sequence[GpuSample], phases: Sequence[Phase], progress: Progress,
+def _solo_per_step(counter: EnergyCounter, phases: Sequence[Phase], progress: Progress,
                    idle_w: Optional[float]) -> tuple[Optional[float], Optional[float]]:
     """A job's energy per step alone, of the whole card and above idle: the mean over its solo
     phases around the pair phase."""
-    each = [_per_step(samples, phase, rate(progress, phase), idle_w) for phase in phases]
+    each = [_per_step(counter, phase, rate(progress, phase), idle_w) for phase in phases]
     return _mean(total for total, _ in each), _mean(above for _, above in each)
 
 
-def _per_step(samples: Sequence[GpuSample], phase: Phase, job_rate: Optional[float],
+def _per_step(counter: EnergyCounter, phase: Phase, job_rate: Optional[float],
               idle_w: Optional[float]) -> tuple[Optional[float], Optional[float]]:
-    total = energy(samples, phase)
+    total = energy(counter, phase)
     if total is None or job_rate is None:
         return None, None
     steps = job_rate * phase.seconds
@@ -138,7 +155,7 @@ def _per_step(samples: Sequence[GpuSample], phase: Phase, job_rate: Optional[flo
 def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict[str, Any]:
     """Clocks, power limit, temperature and clock-event reasons over a round, so a drift between
     rounds or sessions can be explained."""
-    inside = [s for s in samples if start <= s.t <= end]
+    inside = samples[bisect.bisect_left(samples, start, key=_sample_time):bisect.bisect_right(samples, end, key=_sample_time)]
 
     def mean(values):
         xs = [v for v in values if v is not None]
@@ -177,7 +194,8 @@ def figure_rounds(m: InterleavedMeasurement, idle_w: Optional[float]) -> list[di
     """The figures of every round that has a pair phase, each bracketed by the solo phases after
     it; the closing solo phases are no round of their own."""
     following = list(m.rounds[1:]) + [None]
-    return [round_figures(r, m, idle_w, after) for r, after in zip(m.rounds, following) if r.phase("pair")]
+    counter = gpu_counter(m.samples)
+    return [round_figures(r, m, idle_w, after, counter) for r, after in zip(m.rounds, following) if r.phase("pair")]
 
 
 def case_figures(m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str, Any]:

@@ -123,3 +123,21 @@ def test_a_huge_progress_line_without_a_newline_is_not_read_into_memory(tmp_path
     assert peak < 8 * (1 << 20)
     assert progress.steps == [(1.0, 1), (2.0, 7)] and progress.bad_lines == 1
     assert "longer than" in progress.first_problem
+
+
+@pytest.mark.parametrize(("steady", "written"), [("1", 20), ("", 4)])
+def test_a_job_reports_twenty_times_a_second_under_interleaved_rounds_and_four_otherwise(
+        tmp_path, monkeypatch, steady, written):
+    """Half-second phases need several reports each; elsewhere four a second keep the file small."""
+    monkeypatch.setenv("GPU_PAIRS_PROGRESS", str(tmp_path / "p.jsonl"))
+    monkeypatch.setenv("GPU_PAIRS_STEADY_STATE", steady)
+    writer = ProgressWriter.from_env()
+    now = [0.0]
+    writer._clock = lambda: now[0]
+    writer.ready()
+    for step in range(1, 1001):  # a step a millisecond for one second
+        now[0] = step / 1000
+        writer.step(step, 0.0)
+    writer.close()
+    lines = (tmp_path / "p.jsonl").read_text().splitlines()
+    assert written - 1 <= sum('"event": "step"' in line for line in lines) <= written
