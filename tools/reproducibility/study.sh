@@ -3,8 +3,8 @@
 # together they outlast one device command; later calls look in and collect:
 #   bash tools/reproducibility/study.sh start      # sessions 1, 2, 3 (pinned), heavy, then 'unpinned'
 #   bash tools/reproducibility/study.sh status
-#   bash tools/reproducibility/study.sh collect    # everything to $OUT/reproducibility
-# SESSIONS overrides the list ("1 2 3 heavy unpinned"); MAX_CASE_S passes through (default 150).
+#   bash tools/reproducibility/study.sh collect    # everything to $OUT/reproducibility/study.tgz
+# SESSIONS overrides the list (default "1 2 3 heavy unpinned"); MAX_CASE_S passes through (default 150).
 # 'heavy' is g01 with its background twice as heavy; 'unpinned' is sessions 1-3 with --gpu-pairs-pin-cpus off,
 # the same machine's comparison for the CPU pinning.
 WORK=/tmp/reproducibility
@@ -28,9 +28,9 @@ case "${1:-status}" in
   status)
     cat "$WORK/walls.jsonl" 2>/dev/null; [ -f "$WORK/done" ] && echo "all done"
     for f in "$WORK"/session-*.out; do [ -f "$f" ] && { echo "== $f"; tail -4 "$f"; }; done ;;
-  collect)
+  collect)  # one tarball: the device brings back only a few files per call
     mkdir -p "$OUT/reproducibility"
-    cp "$WORK"/*.json "$WORK"/*.jsonl "$WORK"/*.txt "$WORK"/*.out "$WORK"/*.tgz "$OUT/reproducibility/" 2>/dev/null
-    echo "collected into $OUT/reproducibility" ;;
+    (cd "$WORK" && tar -czf "$OUT/reproducibility/study.tgz" --exclude=driver.log ./*)
+    echo "collected into $OUT/reproducibility/study.tgz" ;;
   *) echo "usage: study.sh start|status|collect"; exit 2 ;;
 esac
