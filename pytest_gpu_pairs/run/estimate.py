@@ -17,9 +17,9 @@ baselines the session has not measured yet (each once per session, so they are c
 first case that needs them), then ``runs_per_config`` rounds of the background starting, the
 foreground's epochs beside it and the foreground finishing; an ``interleaved`` case starts both
 jobs, warms up and measures rounds of three phases until its stopping rule stops it. With a
-precision target that is counted at the case's time cap: on an H100 and an H200, 3 % within
-110-170 s was reached in quiet sessions after 10-12 rounds and not within the cap in noisy ones, and an
-estimate of 10 rounds put two GPUs' makespan 15 % short. Time-sliced
+precision target that is counted at the case's time cap, which the stopping rule never passes:
+how many rounds ±3 % takes depends on the host's noise that day (on H100s 20-45 half-second rounds,
+53-99 s with warm-up), and an estimate of the fewest rounds put two GPUs' makespan 15 % short. Time-sliced
 jobs are assumed to slow each other only where their profiled GPU utilisations add up to more
 than the whole card. Nothing here imports torch or opens a device.
 """
