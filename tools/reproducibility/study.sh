@@ -4,14 +4,14 @@
 #   bash tools/reproducibility/study.sh start      # sessions 1, 2, 3 (pinned), heavy, then 'unpinned'
 #   bash tools/reproducibility/study.sh status
 #   bash tools/reproducibility/study.sh collect    # everything to $OUT/reproducibility/study.tgz
-# SESSIONS overrides the list (default "1 2 3 heavy unpinned"); MAX_CASE_S passes through (default 150).
+# SESSIONS overrides the list (default "1 2 3 heavy unpinned"); MAX_CASE_S passes through (default 180).
 # 'heavy' is g01 with its background twice as heavy; 'unpinned' is sessions 1-3 with --gpu-pairs-pin-cpus off,
 # the same machine's comparison for the CPU pinning.
 WORK=/tmp/reproducibility
 case "${1:-status}" in
   start)
     rm -rf "$WORK"; mkdir -p "$WORK"
-    SESSIONS=${SESSIONS:-"1 2 3 heavy unpinned"} MAX_CASE_S=${MAX_CASE_S:-150} \
+    SESSIONS=${SESSIONS:-"1 2 3 heavy unpinned"} MAX_CASE_S=${MAX_CASE_S:-180} \
       setsid nohup bash tools/reproducibility/study.sh run > "$WORK/driver.log" 2>&1 < /dev/null &
     echo "started (driver pid $!)" ;;
   run)
