@@ -91,25 +91,26 @@ class CpuPlan:
     harness: frozenset[int] = frozenset()
     reason: Optional[str] = None
 
-    def for_job(self, role: str, builtin: bool) -> Optional[frozenset[int]]:
-        """A command workload gets all of its role's cores (room for its data-loader workers); a
-        built-in, whose loop is one Python thread, only the first ``BUILTIN_JOB_CPUS`` of them, so
-        after every SIGCONT it comes back to the same one or two CPUs."""
+    def for_job(self, role: str, one_loop: bool) -> Optional[frozenset[int]]:
+        """A job gets all of its role's cores (room for data-loader workers, or for the threads of
+        a job computing on the CPU); a job that is one training loop driving a GPU (``one_loop``: a
+        built-in on a GPU) only the first ``BUILTIN_JOB_CPUS`` of them, so after every SIGCONT it
+        comes back to the same one or two CPUs."""
         cores = self.jobs.get(role)
         if not cores:
             return None
         chosen: list[int] = []
         for core in cores:
-            if builtin and len(chosen) >= BUILTIN_JOB_CPUS:
+            if one_loop and len(chosen) >= BUILTIN_JOB_CPUS:
                 break
             chosen.extend(core)
         return frozenset(chosen)
 
-    def described(self, builtin: dict[str, bool]) -> Optional[dict[str, str]]:
-        """The CPUs of the jobs a case ran (role -> whether it is a built-in), as the record says them."""
+    def described(self, one_loop: dict[str, bool]) -> Optional[dict[str, str]]:
+        """The CPUs of the jobs a case ran (role -> whether it is one loop driving a GPU), as the record says them."""
         if not self.jobs:
             return None
-        pinned = {role: format_cpu_list(self.for_job(role, is_builtin)) for role, is_builtin in builtin.items()}
+        pinned = {role: format_cpu_list(self.for_job(role, loop)) for role, loop in one_loop.items()}
         return {**pinned, "harness": format_cpu_list(self.harness)}
 
 

@@ -112,7 +112,7 @@ def background_load(gpu_pairs: GpuPairsSession, tmp_path):
 
     def start(model: str, timeout_s: float = DEFAULTS.ready_timeout_s, restart_delay_s: float = 0.0, **hparams) -> BackgroundLoop:
         job = JobConfig(model, tuple(sorted({**builtin(model).defaults(), **hparams}.items())))
-        spec = build_spec(job, "bg", env.device, env.scale, timeout_s, env.extra_env, env.cpus.for_job("bg", builtin=True))
+        spec = build_spec(job, "bg", env.device, env.scale, timeout_s, env.extra_env, env.job_cpus("bg", builtin=True))
         loop = BackgroundLoop(spec, tmp_path / f"bg-{model}-{len(loops)}", restart_delay_s).start()
         loops.append(loop)
         if not loop.wait_ready(timeout_s):

@@ -32,7 +32,8 @@ class Notes(dict):
 
 
 def _cpu_facts(record: dict[str, Any], notes: Notes, env: DeviceFacts, case: Case) -> None:
-    jobs = {"fg": case.fg.is_builtin, **({"bg": case.bg.is_builtin} if case.bg is not None else {})}
+    on_gpu = env.device_name != "cpu"
+    jobs = {"fg": case.fg.is_builtin and on_gpu, **({"bg": case.bg.is_builtin and on_gpu} if case.bg is not None else {})}
     record["job_cpus"] = env.cpus.described(jobs)
     if record["job_cpus"] is None:
         notes.unmeasured("job_cpus", f"jobs not pinned: {env.cpus.reason}")

@@ -25,6 +25,11 @@ class Environment:
     cpus: CpuPlan = field(default_factory=lambda: unpinned("no CPU plan was made"))
     live: Optional[Any] = None  # live.LiveLine when the terminal shows one: told when a round starts and ends
 
+    def job_cpus(self, role: str, builtin: bool) -> Optional[frozenset[int]]:
+        """The CPUs a job of this role runs on: a built-in on a GPU is one loop and gets two of
+        them; a built-in training on the CPU, or a command workload, gets its role's whole share."""
+        return self.cpus.for_job(role, builtin and self.device == "cuda")
+
     @property
     def device_name(self) -> str:
         return self.gpu.info.name if self.gpu is not None and self.device == "cuda" else "cpu"

@@ -107,7 +107,7 @@ class InterleavedPair:
         for role, job in (("fg", self.case.fg), ("bg", self.case.bg)):
             spec = build_spec(long_running(job), role, self.env.device, self.env.scale, self.case.timeout_s,
                               {**self.env.extra_env, **self.job_env.get(role, {}), STEADY_STATE_VAR: "1"},
-                              self.env.cpus.for_job(role, job.is_builtin))
+                              self.env.job_cpus(role, job.is_builtin))
             process = JobProcess(spec, self.out_dir / f"{role}.log", self.out_dir / f"{role}.progress.jsonl").start()
             self.jobs[role] = process
             if process.start_error:

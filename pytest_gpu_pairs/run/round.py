@@ -78,7 +78,7 @@ class Round:
 
     def _spec(self, job: JobConfig, role: str):
         return build_spec(job, role, self.env.device, self.env.scale, self.supervision.timeout_s,
-                          {**self.env.extra_env, **self.job_env.get(role, {})}, self.env.cpus.for_job(role, job.is_builtin))
+                          {**self.env.extra_env, **self.job_env.get(role, {})}, self.env.job_cpus(role, job.is_builtin))
 
     def _stamp(self, name: str, t: Optional[float] = None) -> None:
         self.timeline[name] = time.time() if t is None else t

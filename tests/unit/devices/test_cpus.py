@@ -55,14 +55,14 @@ def test_the_shares_of_the_cores_cover_them_once_and_differ_by_one_at_most(n_cor
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
 
 
-def test_an_even_split_leaves_the_first_core_to_the_harness_and_a_builtin_one_core():
+def test_an_even_split_leaves_the_first_core_to_the_harness_and_a_gpu_loop_one_core():
     plan = plan_job_cpus([(c, c + 8) for c in range(8)])
     assert plan.harness == {0, 8}
-    assert plan.for_job("fg", builtin=False) == {1, 9, 2, 10, 3, 11}
-    assert plan.for_job("bg", builtin=False) == {4, 12, 5, 13, 6, 14}
+    assert plan.for_job("fg", one_loop=False) == {1, 9, 2, 10, 3, 11}
+    assert plan.for_job("bg", one_loop=False) == {4, 12, 5, 13, 6, 14}
     assert plan.described({"fg": True, "bg": False}) == {"fg": "1,9", "bg": "4-6,12-14", "harness": "0,8"}
     no_smt = plan_job_cpus([(c,) for c in range(16)])
-    assert no_smt.for_job("fg", builtin=True) == {1, 2}
+    assert no_smt.for_job("fg", one_loop=True) == {1, 2}
     assert no_smt.described({"fg": True}) == {"fg": "1-2", "harness": "0"}
 
 
@@ -91,3 +91,15 @@ def test_the_kernel_list_format_reads_back(cpus):
 
 def test_a_bad_part_of_a_kernel_list_is_left_out():
     assert parse_cpu_list("0-3, x, 7,9-8,,12") == {0, 1, 2, 3, 7, 12}
+
+
+def test_a_builtin_is_narrowed_to_two_cpus_only_where_it_drives_a_gpu():
+    """On the CPU a built-in computes with all its threads: it keeps its role's whole share."""
+    from pytest_gpu_pairs.run.environment import Environment
+
+    plan = plan_job_cpus([(c,) for c in range(16)])
+    on_gpu = Environment(device="cuda", scale=1.0, sample_hz=10.0, cpus=plan)
+    on_cpu = Environment(device="cpu", scale=1.0, sample_hz=10.0, cpus=plan)
+    assert on_gpu.job_cpus("fg", builtin=True) == {1, 2}
+    assert on_cpu.job_cpus("fg", builtin=True) == set(range(1, 8))
+    assert on_gpu.job_cpus("bg", builtin=False) == set(range(8, 15))
