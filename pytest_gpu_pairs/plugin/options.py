@@ -232,6 +232,7 @@ def planning(config: pytest.Config) -> bool:
 
 
 def options_from_config(config: pytest.Config) -> GpuPairsOptions:
+    from pytest_gpu_pairs.plugin.xdist import cpu_share
     from pytest_gpu_pairs.run.options import MAX_CASE_S, MAX_ROUNDS, GpuPairsOptions
 
     given = config.getoption("gpu_pairs_settings")
@@ -244,7 +245,6 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
     gpus = config.getoption("gpu_pairs_gpus")
     gpu = workerinput.get("gpu_pairs_gpu") if workerinput is not None else (
         str(gpus[0]) if gpus and len(gpus) == 1 else None)  # one session on one named GPU
-    cpu_share = tuple(workerinput.get("gpu_pairs_cpu_share", (0, 1))) if workerinput is not None else (0, 1)
     return GpuPairsOptions(
         settings=settings, device=_given_or_ini(config, "gpu_pairs_device", "gpu_pairs_device", _device, DEFAULT_DEVICE),
         scale=_given_or_ini(config, "gpu_pairs_scale", "gpu_pairs_scale", _positive_float, DEFAULT_SCALE),
@@ -260,4 +260,4 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
         max_case_s=MAX_CASE_S if max_case_s is None else max_case_s,
         worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu,
-        pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share)
+        pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share(workerinput))

@@ -38,7 +38,6 @@ import pytest
 
 WORKER_KEY = "gpu_pairs"
 GPU_KEY = "gpu_pairs_gpu"
-CPU_SHARE_KEY = "gpu_pairs_cpu_share"
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -105,12 +104,23 @@ def check_workers(config: pytest.Config) -> Optional[list[str]]:
 
 
 def configure_node(node, gpus: Optional[list[str]]) -> None:
-    """Worker ``gwI`` gets the I-th GPU and the I-th block of the host's cores for its jobs."""
+    """Worker ``gwI`` gets the I-th GPU."""
     if gpus is None:
         return
     index = int(str(node.gateway.id).removeprefix("gw"))
     node.workerinput[GPU_KEY] = gpus[index]
-    node.workerinput[CPU_SHARE_KEY] = (index, len(gpus))
+
+
+def cpu_share(workerinput: Optional[dict]) -> tuple[int, int]:
+    """Worker ``gwI`` of N takes the I-th of N blocks of the host's cores for its jobs (on a GPU or
+    not: CPU workers on one host must not pin their jobs to the same cores either); no worker: all."""
+    if not workerinput:
+        return 0, 1
+    index = str(workerinput.get("workerid", "gw0")).removeprefix("gw")
+    count = workerinput.get("workercount")
+    if not index.isdigit() or not isinstance(count, int) or not 0 <= int(index) < count:
+        return 0, 1
+    return int(index), count
 
 
 def collected_cases(node_ids: Sequence[str], case_ids: set[str]) -> list[str]:

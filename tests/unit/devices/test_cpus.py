@@ -30,8 +30,8 @@ def test_every_worker_gets_whole_cores_and_no_cpu_is_given_twice(host, workers, 
         share = share_of_cores(cores, index, workers)
         per_job = data.draw(st.one_of(st.none(), st.integers(1, 6)))
         plan = plan_job_cpus(share, per_job)
-        builtin = data.draw(st.booleans())
-        jobs = {role: plan.for_job(role, builtin) for role in plan.jobs}
+        one_loop = data.draw(st.booleans())
+        jobs = {role: plan.for_job(role, one_loop) for role in plan.jobs}
         cpus = [plan.harness, *jobs.values()] if plan.jobs else []
         for group in cpus:
             assert not group & taken
@@ -39,9 +39,9 @@ def test_every_worker_gets_whole_cores_and_no_cpu_is_given_twice(host, workers, 
             taken |= group
         if plan.jobs:
             assert set(jobs) == {"fg", "bg"} and all(jobs.values()) and plan.harness
-            if per_job is not None and not builtin:
+            if per_job is not None and not one_loop:
                 assert all(len(c) >= per_job for c in jobs.values())
-            if builtin:
+            if one_loop:
                 assert all(len(c) <= max(2, threads) for c in jobs.values())
         else:
             assert plan.reason

@@ -150,3 +150,12 @@ def test_an_entry_nvml_cannot_open_as_a_gpu_leaves_gpu_0(tmp_path, monkeypatch, 
     options = GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
                               sample_hz=10.0, out_dir=tmp_path / "out")
     assert GpuPairsSession(options).environment().gpu.info.index == 0
+
+
+def test_each_worker_takes_its_own_block_of_cores_and_a_session_without_workers_all_of_them():
+    from pytest_gpu_pairs.plugin.xdist import cpu_share
+
+    assert [cpu_share({"workerid": f"gw{i}", "workercount": 3}) for i in range(3)] == [(0, 3), (1, 3), (2, 3)]
+    assert cpu_share(None) == (0, 1)
+    assert cpu_share({"workerid": "gw5", "workercount": 2}) == (0, 1)  # not a worker of this count: no share
+    assert cpu_share({"workerid": "node-a"}) == (0, 1)
