@@ -1,7 +1,7 @@
 """The host's CPUs and which of them each job may run on.
 
 A host-bound training loop runs as fast as the CPU it lands on. Pinning each job to CPUs of its
-own (whole cores, never shared with the other job, the harness or another GPU worker's jobs) keeps
+own (whole cores, never shared with the other job, the harness or another xdist worker's jobs) keeps
 the jobs from competing for a core and brings a job continued at a phase switch back to the same
 CPUs. Measured on an H100 machine: pinned jobs stepped 6-17 % faster than unpinned ones; the
 per-round noise of interleaved ratios stayed the same.
@@ -119,7 +119,7 @@ def unpinned(reason: str) -> CpuPlan:
 
 
 def share_of_cores(cores: Sequence[tuple[int, ...]], index: int, count: int) -> list[tuple[int, ...]]:
-    """The ``index``-th of ``count`` contiguous, near-equal blocks of cores: one per GPU worker, so
+    """The ``index``-th of ``count`` contiguous, near-equal blocks of cores: one per xdist worker, so
     workers on one host never pin their jobs to the same CPUs."""
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"share {index}/{count}: expected 0 <= index < count")
