@@ -74,6 +74,18 @@ def _pin_cpus(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected auto, off or a number of CPUs per job, got {text!r}")
 
 
+def cpu_share(workerinput: Optional[dict[str, Any]]) -> tuple[int, int]:
+    """Worker ``gwI`` of N takes the I-th of N blocks of the host's cores for its jobs (on a GPU or
+    not: CPU workers on one host must not pin their jobs to the same cores either); no worker: all."""
+    if not workerinput:
+        return 0, 1
+    index = str(workerinput.get("workerid", "gw0")).removeprefix("gw")
+    count = workerinput.get("workercount")
+    if not index.isdigit() or not isinstance(count, int) or not 0 <= int(index) < count:
+        return 0, 1
+    return int(index), count
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
@@ -232,7 +244,6 @@ def planning(config: pytest.Config) -> bool:
 
 
 def options_from_config(config: pytest.Config) -> GpuPairsOptions:
-    from pytest_gpu_pairs.plugin.xdist import cpu_share
     from pytest_gpu_pairs.run.options import MAX_CASE_S, MAX_ROUNDS, GpuPairsOptions
 
     given = config.getoption("gpu_pairs_settings")

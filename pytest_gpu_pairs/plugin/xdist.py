@@ -111,17 +111,6 @@ def configure_node(node, gpus: Optional[list[str]]) -> None:
     node.workerinput[GPU_KEY] = gpus[index]
 
 
-def cpu_share(workerinput: Optional[dict]) -> tuple[int, int]:
-    """Worker ``gwI`` of N takes the I-th of N blocks of the host's cores for its jobs (on a GPU or
-    not: CPU workers on one host must not pin their jobs to the same cores either); no worker: all."""
-    if not workerinput:
-        return 0, 1
-    index = str(workerinput.get("workerid", "gw0")).removeprefix("gw")
-    count = workerinput.get("workercount")
-    if not index.isdigit() or not isinstance(count, int) or not 0 <= int(index) < count:
-        return 0, 1
-    return int(index), count
-
 
 def collected_cases(node_ids: Sequence[str], case_ids: set[str]) -> list[str]:
     """The case ids among a worker's collected test ids (``path::test_pair[<case id>]``)."""

@@ -153,7 +153,7 @@ def test_an_entry_nvml_cannot_open_as_a_gpu_leaves_gpu_0(tmp_path, monkeypatch, 
 
 
 def test_each_worker_takes_its_own_block_of_cores_and_a_session_without_workers_all_of_them():
-    from pytest_gpu_pairs.plugin.xdist import cpu_share
+    from pytest_gpu_pairs.plugin.options import cpu_share
 
     assert [cpu_share({"workerid": f"gw{i}", "workercount": 3}) for i in range(3)] == [(0, 3), (1, 3), (2, 3)]
     assert cpu_share(None) == (0, 1)
