@@ -90,6 +90,7 @@ class CpuPlan:
     jobs: dict[str, tuple[tuple[int, ...], ...]]
     harness: frozenset[int] = frozenset()
     reason: Optional[str] = None
+    narrow_loops: bool = True  # False where the user sized the shares (N CPUs per job): each job gets them all
 
     def for_job(self, role: str, one_loop: bool) -> Optional[frozenset[int]]:
         """A job gets all of its role's cores (room for data-loader workers, or for the threads of
@@ -101,7 +102,7 @@ class CpuPlan:
             return None
         chosen: list[int] = []
         for core in cores:
-            if one_loop and len(chosen) >= BUILTIN_JOB_CPUS:
+            if one_loop and self.narrow_loops and len(chosen) >= BUILTIN_JOB_CPUS:
                 break
             chosen.extend(core)
         return frozenset(chosen)
@@ -150,7 +151,8 @@ def plan_job_cpus(cores: Sequence[tuple[int, ...]], per_job: Optional[int] = Non
                 return unpinned(f"{per_job} CPU(s) per job asked for and {sum(map(len, cores))} here "
                                 "(one core stays with the harness)")
             blocks.append(block)
-    return CpuPlan({role: tuple(block) for role, block in zip(roles, blocks)}, frozenset(harness))
+    return CpuPlan({role: tuple(block) for role, block in zip(roles, blocks)}, frozenset(harness),
+                   narrow_loops=per_job is None)
 
 
 def pin_thread(tid: int, cpus: frozenset[int]) -> bool:

@@ -39,9 +39,9 @@ def test_every_worker_gets_whole_cores_and_no_cpu_is_given_twice(host, workers, 
             taken |= group
         if plan.jobs:
             assert set(jobs) == {"fg", "bg"} and all(jobs.values()) and plan.harness
-            if per_job is not None and not one_loop:
+            if per_job is not None:  # the user's size holds, a GPU loop or not
                 assert all(len(c) >= per_job for c in jobs.values())
-            if one_loop:
+            elif one_loop:
                 assert all(len(c) <= max(2, threads) for c in jobs.values())
         else:
             assert plan.reason
@@ -81,6 +81,7 @@ def test_the_option_turns_pinning_off_or_sizes_it(monkeypatch):
     second_worker = job_cpu_plan("2", (1, 2), usable)
     assert second_worker.harness == {4, 12}
     assert [second_worker.for_job(role, False) for role in ("fg", "bg")] == [{5, 13}, {6, 14}]
+    assert job_cpu_plan("4", (0, 1), usable).for_job("fg", one_loop=True) == {1, 9, 2, 10}  # asked for 4: gets 4
     assert job_cpu_plan("auto", (0, 1), usable).for_job("bg", False) == {4, 5, 6, 12, 13, 14}  # core 7 left idle
 
 
