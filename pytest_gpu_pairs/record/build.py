@@ -32,8 +32,7 @@ class Notes(dict):
 
 
 def _cpu_facts(record: dict[str, Any], notes: Notes, env: DeviceFacts, case: Case) -> None:
-    on_gpu = env.device_name != "cpu"
-    jobs = {"fg": case.fg.is_builtin and on_gpu, **({"bg": case.bg.is_builtin and on_gpu} if case.bg is not None else {})}
+    jobs = {role: env.one_loop(job.is_builtin) for role, job in (("fg", case.fg), ("bg", case.bg)) if job is not None}
     record["job_cpus"] = env.cpus.described(jobs)
     if record["job_cpus"] is None:
         notes.unmeasured("job_cpus", f"jobs not pinned: {env.cpus.reason}")

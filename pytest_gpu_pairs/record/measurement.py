@@ -170,6 +170,8 @@ class DeviceFacts(Protocol):
     gpu_unavailable: Optional[str]
     cpus: CpuPlan
 
+    def one_loop(self, builtin: bool) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Phase:

@@ -25,10 +25,14 @@ class Environment:
     cpus: CpuPlan = field(default_factory=lambda: unpinned("no CPU plan was made"))
     live: Optional[Any] = None  # live.LiveLine when the terminal shows one: told when a round starts and ends
 
+    def one_loop(self, builtin: bool) -> bool:
+        """Whether a job is one training loop driving a GPU (a built-in on a GPU): it gets two CPUs;
+        a built-in training on the CPU, or a command workload, gets its role's whole share."""
+        return builtin and self.device == "cuda"
+
     def job_cpus(self, role: str, builtin: bool) -> Optional[frozenset[int]]:
-        """The CPUs a job of this role runs on: a built-in on a GPU is one loop and gets two of
-        them; a built-in training on the CPU, or a command workload, gets its role's whole share."""
-        return self.cpus.for_job(role, builtin and self.device == "cuda")
+        """The CPUs a job of this role runs on."""
+        return self.cpus.for_job(role, self.one_loop(builtin))
 
     @property
     def device_name(self) -> str:

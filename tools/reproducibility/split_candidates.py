@@ -18,11 +18,12 @@ GPU-bound job's energy with its steps: which candidate holds tells which kind of
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pytest_gpu_pairs.record.store import load_run
 
 Round = dict[str, Any]
 
@@ -48,11 +49,10 @@ NEEDED = ("fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_
 def session_means(path: Path) -> dict[str, dict[str, float]]:
     """case id -> candidate -> the mean over the session's complete rounds."""
     out: dict[str, dict[str, float]] = {}
-    for bench in json.loads(path.read_text())["benchmarks"]:
-        record = bench["extra_info"]
+    for case_id, record in load_run(path).records.items():
         rounds = [r for r in record.get("rounds") or [] if all(r.get(k) for k in NEEDED)]
         if rounds:
-            out[record["case_id"]] = {name: statistics.mean(f(r) for r in rounds) for name, f in CANDIDATES.items()}
+            out[case_id] = {name: statistics.mean(f(r) for r in rounds) for name, f in CANDIDATES.items()}
     return out
 
 
