@@ -7,7 +7,9 @@ Plain Python on purpose: the plugin calls this at session end and must stay ligh
 A run is a pytest-benchmark JSON file, a ``--gpu-pairs-out`` directory, or one ``result.json``
 (its machine then comes from ``session.json`` beside the case folder). Cases are matched by
 ``case_id``. A baseline from another GPU model, driver or CUDA version is refused unless forced:
-its numbers say nothing about this card.
+its numbers say nothing about this card. Energies over an interleaved phase scale with the phase's
+length, which the harness chooses per case (longer for a job that reports its steps rarely): when
+the two runs' phases differ, NEW's are scaled to BASE's phase length before they are judged.
 
 Exit status of ``gpu-pairs compare``: 0 no regression, 1 at least one regression, 2 bad input or
 a refused baseline.
@@ -99,6 +101,29 @@ def refusal(base: Run, new: Run) -> Optional[str]:
         return None
     return (f"baseline {base.source} was measured on another machine ({'; '.join(differences)}); "
             "its numbers do not apply here")
+
+
+PER_PHASE_ENERGY = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
+                    "serial_energy_j")
+
+
+def phase_factor(base_record: dict[str, Any], new_record: dict[str, Any]) -> Optional[float]:
+    """BASE's phase length over NEW's, where both are interleaved and their phases differ."""
+    base_s, new_s = metric_value(base_record, "phase_s"), metric_value(new_record, "phase_s")
+    if not base_s or not new_s or math.isclose(base_s, new_s, rel_tol=0.01):
+        return None
+    return base_s / new_s
+
+
+def _scaled(record: dict[str, Any], factor: float) -> dict[str, Any]:
+    """``record`` with its per-phase energies, their spreads and every round's scaled alike, so
+    that the interval test on the rounds judges the same quantity as the table shows."""
+    keys = [k for m in PER_PHASE_ENERGY for k in (m, f"{m}_std")]
+    out = {**record, **{k: record[k] * factor for k in keys if metric_value(record, k) is not None}}
+    if isinstance(record.get("rounds"), list):
+        out["rounds"] = [{**r, **{m: r[m] * factor for m in PER_PHASE_ENERGY if metric_value(r, m) is not None}}
+                         if isinstance(r, dict) else r for r in record["rounds"]]
+    return out
 
 
 def metric_value(record: dict[str, Any], metric: str) -> Optional[float]:
@@ -253,10 +278,16 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
         old, cur = base.records[case_id], new.records[case_id]
         if cur.get("failure") or cur.get("oom"):
             failed[case_id] = cur.get("failure") or "out of memory"
+        factor = phase_factor(old, cur)
+        scaled = _scaled(cur, factor) if factor else cur
         for metric in names:
-            row = Row(case_id, metric, metric_value(old, metric), metric_value(cur, metric), _std(old, metric),
-                      _std(cur, metric), by_metric.get(metric))
-            _judge(row, old, cur)
+            now = scaled if metric in PER_PHASE_ENERGY else cur
+            row = Row(case_id, metric, metric_value(old, metric), metric_value(now, metric), _std(old, metric),
+                      _std(now, metric), by_metric.get(metric))
+            _judge(row, old, now)
+            if factor and metric in PER_PHASE_ENERGY and row.new is not None:
+                row.reason = "; ".join(filter(None, [row.reason, f"NEW scaled from its {metric_value(cur, 'phase_s'):g} s "
+                                                     f"phases to BASE's {metric_value(old, 'phase_s'):g} s"]))
             rows.append(row)
     wanted = set(base.records) if expected is None else set(base.records) & set(expected)
     return Comparison(base, new, rows, sorted(wanted - set(new.records)),

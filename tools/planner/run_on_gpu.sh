@@ -10,6 +10,7 @@
 #   bash tools/planner/run_on_gpu.sh collect             profiles (min fits merged), records -> $OUT/planner
 # then, here: tar -xzf FETCHED/planner/records.tgz -C FETCHED/planner
 #             python -m tools.planner.validate FETCHED/planner (writes reports/reference/planner/).
+# LIMIT_S (default 590) bounds each piece; tools/planner/study.sh runs them all in the background.
 # PRECISION (default 0.05) and MAX_CASE_S (default 45, warm-up included) keep each pair short: warm-up
 # takes 15-54 s on an H100 (densenet121's cuDNN autotuning the longest), a round about 7 s.
 source tools/device/setup.sh
@@ -21,14 +22,15 @@ PAIRS=(--gpu-pairs-settings tools/planner/pairs.json --gpu-pairs-method interlea
 case "$MODE" in
   profiles)
     MODELS=${2:-$(python3 -c "from pytest_gpu_pairs.catalog import BUILTINS; print(','.join(m for m, b in BUILTINS.items() if b.implemented))")}
-    timeout 570 python3 tools/workload_profiles/profile.py --out "$WORK/profiles" --seconds 4 --warmup 2 \
+    timeout ${LIMIT_S:-570} python3 tools/workload_profiles/profile.py --out "$WORK/profiles" --seconds 4 --warmup 2 \
       --eval-scale 0.01 --timeout 60 --models "$MODELS" --resume 2>&1 | tail -20 ;;
   minfit)
-    timeout 590 python3 -m tools.planner.min_fit --state "$WORK/min_fit.json" \
-      --profiles reports/reference/workload_profiles/workload_profiles.json --budget-s 520
+    timeout ${LIMIT_S:-590} python3 -m tools.planner.min_fit --state "$WORK/min_fit.json" \
+      --profiles reports/reference/workload_profiles/workload_profiles.json --budget-s "${MINFIT_S:-520}" \
+      ${MINFIT_MODELS:+--models "$MINFIT_MODELS"}
     code=$?; [ $code -eq 0 ] && echo "min fit: done" || echo "min fit: not done (exit $code), call again" ;;
   pairs)
-    timeout 590 python3 -m pytest benchmarks "${PAIRS[@]}" ${2:+-k "$2"} --gpu-pairs-gpu-memory-mb 10240 \
+    timeout ${LIMIT_S:-590} python3 -m pytest benchmarks "${PAIRS[@]}" ${2:+-k "$2"} --gpu-pairs-gpu-memory-mb 10240 \
       --gpu-pairs-out "$WORK/pairs-10g" --gpu-pairs-resume 2>&1 | tail -30 ;;
   pairs-full)
     OOM=$(python3 -c "
@@ -36,7 +38,7 @@ import json, pathlib
 ids = [p.parent.name for p in pathlib.Path('$WORK/pairs-10g').glob('*/result.json') if json.loads(p.read_text()).get('oom')]
 print(' or '.join(i.split('-')[0] for i in ids))")
     [ -z "$OOM" ] && { echo "no pair ran out of memory at 10 GB"; exit 0; }
-    timeout 590 python3 -m pytest benchmarks "${PAIRS[@]}" -k "$OOM" --gpu-pairs-out "$WORK/pairs-full" \
+    timeout ${LIMIT_S:-590} python3 -m pytest benchmarks "${PAIRS[@]}" -k "$OOM" --gpu-pairs-out "$WORK/pairs-full" \
       --gpu-pairs-resume 2>&1 | tail -30 ;;
   collect)
     mkdir -p "$OUT/planner"

@@ -80,6 +80,34 @@ def test_a_change_beyond_the_limit_inside_the_noise_is_no_regression(tmp_path, c
     assert "within noise (95 % intervals overlap; 5 vs 5 rounds" in capsys.readouterr().out
 
 
+def with_phase(path: Path, phase_s: float) -> Path:
+    data = json.loads(path.read_text())
+    for bench in data["benchmarks"]:
+        bench["extra_info"]["phase_s"] = phase_s
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_per_phase_energies_are_judged_at_the_baseline_phase_length(tmp_path, capsys):
+    """Twice the phase, twice the energy: the same power is no regression; 10 % more power is."""
+    base = with_phase(scaled_copy(tmp_path, "base.json"), 0.5)
+    same_power = with_phase(scaled_copy(tmp_path, "same.json", gpu_energy_j=2.0, fg_gpu_energy_j=2.0), 1.0)
+    assert cli.main(["compare", str(base), str(same_power), "--fail", "gpu_energy_j:5%,fg_gpu_energy_j:5%"]) == 0
+    out = capsys.readouterr().out
+    assert "+0.0%" in out and "NEW scaled from its 1 s phases to BASE's 0.5 s" in out
+    more_power = with_phase(scaled_copy(tmp_path, "more.json", gpu_energy_j=2.2), 1.0)
+    assert cli.main(["compare", str(base), str(more_power), "--fail", "gpu_energy_j:5%"]) == 1
+    assert "+10.0%" in capsys.readouterr().out
+
+
+def test_equal_phases_compare_energies_as_recorded(tmp_path, capsys):
+    base = with_phase(scaled_copy(tmp_path, "base.json"), 0.5)
+    doubled = with_phase(scaled_copy(tmp_path, "new.json", gpu_energy_j=2.0), 0.5)
+    assert cli.main(["compare", str(base), str(doubled), "--fail", "gpu_energy_j:5%"]) == 1
+    out = capsys.readouterr().out
+    assert "+100.0%" in out and "scaled" not in out
+
+
 def test_a_2_percent_energy_regression_passes_the_gate(tmp_path, capsys):
     new = scaled_copy(tmp_path, gpu_energy_j=1.02)
     assert cli.main(["compare", str(BENCH), str(new), "--fail", "gpu_energy_j:5%,peak_vram_mb:3%"]) == 0
