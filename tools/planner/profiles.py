@@ -1,4 +1,4 @@
-"""The planner's packaged solo profiles, distilled from the committed H100 workload profiles:
+"""The planner's packaged solo profiles, distilled from the profiles its H100 validation used:
 
     python -m tools.planner.profiles      # rewrites pytest_gpu_pairs/analysis/planner/solo_profiles.json
 
@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "reports/reference/workload_profiles/workload_profiles.json"
+SOURCE = ROOT / "reports/reference/planner/workload_profiles.json"
 TARGET = ROOT / "pytest_gpu_pairs/analysis/planner/solo_profiles.json"
 WORKLOAD_KEYS = ("model", "ok", "device", "batch_size", "step_time_s", "util_avg_pct", "mem_util_avg_pct",
                  "gpm_sm_util_pct", "gpm_dram_bw_pct", "host_share", "power_avg_w", "energy_per_step_j",
                  "peak_vram_nvml_mb", "torch_peak_reserved_mb", "seed_vram_mb", "min_fit_mb")
-DEVICE_KEYS = ("name", "memory_total_mb", "power_limit_w")
+DEVICE_KEYS = ("name", "memory_total_mb", "power_limit_w", "reserved_mb")
 
 
 def _round(value: Any) -> Any:

@@ -1,6 +1,9 @@
 """Does a pair fit on a card of N MB? From what was measured of the pair on emulated cards, else
-the pair's own min fit, else the sum of its jobs' needs (each job's min fit, else its NVML peak,
-an upper bound: caching allocators and cuDNN's autotuning take what a big card offers).
+the pair's own min fit, else the card's reserve (what the driver holds before any job) plus each
+job's own need: its min fit less that reserve, else its NVML peak. A min fit is a card size, so it
+holds the reserve once; two jobs share one card, so the pair holds it once too. The NVML peak on a
+big card is no bound either way: on the H100 a small job's min fit was its peak plus the reserve,
+while a job that autotunes (pcb, hrnet18) ran on a card smaller than its peak.
 
 The verdict keeps a margin: ``fits`` with at least ``margin_mb`` to spare, ``tight`` when the need
 is within the margin of the card, ``no`` when it is above the card. More memory never turns a fit
@@ -34,13 +37,18 @@ class Fit:
         return None if self.verdict == "unknown" else self.verdict != "no"
 
 
-def need(a: Optional[SoloProfile], b: Optional[SoloProfile], pair_min_fit_mb: Optional[float]) -> tuple[Optional[float], str]:
+def need(a: Optional[SoloProfile], b: Optional[SoloProfile], pair_min_fit_mb: Optional[float],
+         reserved_mb: Optional[float] = None) -> tuple[Optional[float], str]:
+    """The pair's need and what it rests on; without a known reserve, each min fit keeps its own."""
     if pair_min_fit_mb is not None:
         return pair_min_fit_mb, "pair min fit"
     if a is None or b is None or a.need_mb is None or b.need_mb is None:
         return None, "unknown"
     bases = sorted({a.need_basis, b.need_basis} - {"cpu job"}) or ["cpu jobs"]
-    return a.need_mb + b.need_mb, "sum of " + " and ".join(bases)
+    if not reserved_mb or not (a.on_gpu or b.on_gpu):
+        return a.need_mb + b.need_mb, "sum of " + " and ".join(bases)
+    own = sum(max(0.0, p.need_mb - reserved_mb) if p.min_fit_mb is not None and p.on_gpu else p.need_mb for p in (a, b))
+    return reserved_mb + own, "card reserve + " + " and ".join(bases)
 
 
 def verdict(card_mb: float, need_mb: Optional[float], basis: str, evidence: Optional[FitEvidence] = None) -> Fit:

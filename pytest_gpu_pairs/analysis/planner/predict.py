@@ -113,7 +113,7 @@ class Planner:
     def fit(self, models: tuple[str, str], card_mb: float) -> memory.Fit:
         key = pair_key(*models)
         need, basis = memory.need(self.profiles.get(key[0]), self.profiles.get(key[1]),
-                                  self.profiles.pair_min_fit_mb.get(frozenset(key)))
+                                  self.profiles.pair_min_fit_mb.get(frozenset(key)), self.profiles.reserved_mb)
         return memory.verdict(card_mb, need, basis, self.measured.fit.get(key))
 
     def pair(self, models: tuple[str, str], card_mb: float, mechanisms: Sequence[str]) -> dict[str, Any]:

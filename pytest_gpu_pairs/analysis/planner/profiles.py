@@ -50,6 +50,7 @@ class _Device(BaseModel):
     name: Optional[StrictStr] = None
     memory_total_mb: _Number = None
     power_limit_w: _Number = None
+    reserved_mb: _Number = None
 
 
 class _File(BaseModel):
@@ -86,7 +87,8 @@ class SoloProfile:
 
     @property
     def need_mb(self) -> Optional[float]:
-        """What the job needs of a card: its measured min fit, else its NVML peak (an upper bound)."""
+        """What the job needs of a card: its measured min fit (the card's reserve included), else
+        its NVML peak (the process alone; the card's reserve comes on top)."""
         if not self.on_gpu:
             return 0.0
         return self.min_fit_mb if self.min_fit_mb is not None else self.peak_vram_mb
@@ -108,6 +110,7 @@ class Profiles:
     power_limit_w: Optional[float]
     idle_power_w: Optional[float]
     min_fit_method: Optional[str]
+    reserved_mb: Optional[float]  # what the card holds before any job: the driver's share (NVML)
     workloads: dict[str, SoloProfile]
     pair_min_fit_mb: dict[frozenset, float]
 
@@ -169,7 +172,7 @@ def parse(raw: object, source: str) -> Profiles:
     workloads = {entry.model: _profile(entry) for entry in data.workloads if entry.ok is not False}
     pairs = {frozenset(p.models): float(p.min_fit_mb) for p in data.pairs if p.min_fit_mb is not None}
     return Profiles(source, data.device.name, data.device.memory_total_mb, data.device.power_limit_w,
-                    data.idle_power_w, data.min_fit_method, workloads, pairs)
+                    data.idle_power_w, data.min_fit_method, data.device.reserved_mb, workloads, pairs)
 
 
 def read_profiles(path: Optional[Path] = None) -> Profiles:

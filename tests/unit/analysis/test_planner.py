@@ -50,11 +50,12 @@ def test_the_extremes_idle_jobs_share_for_free_and_always_busy_ones_not_at_all()
 
 
 @given(st.floats(0, 40_000), st.floats(0, 40_000), st.floats(256, 90_000), st.floats(256, 90_000),
-       st.one_of(st.none(), st.floats(256, 90_000)), st.one_of(st.none(), st.floats(256, 90_000)))
-def test_more_card_memory_never_turns_a_fit_into_a_non_fit(need_a, need_b, small, large, ran, oom):
+       st.one_of(st.none(), st.floats(256, 90_000)), st.one_of(st.none(), st.floats(256, 90_000)),
+       st.one_of(st.none(), st.floats(0, 2_000)))
+def test_more_card_memory_never_turns_a_fit_into_a_non_fit(need_a, need_b, small, large, ran, oom, reserved):
     small, large = min(small, large), max(small, large)
     evidence = FitEvidence(ran, oom)
-    need, basis = memory.need(profile(need=need_a), profile(need=need_b), None)
+    need, basis = memory.need(profile(need=need_a), profile(need=need_b), None, reserved)
     if memory.verdict(small, need, basis, evidence).fits:
         assert memory.verdict(large, need, basis, evidence).fits
 
@@ -62,6 +63,16 @@ def test_more_card_memory_never_turns_a_fit_into_a_non_fit(need_a, need_b, small
 def test_a_cpu_job_needs_no_card_memory_and_a_pair_min_fit_beats_the_sum():
     assert memory.need(profile(need=900), profile(device="cpu", need=None), None) == (900, "sum of min fit")
     assert memory.need(profile(need=900), profile(need=900), 1500.0) == (1500.0, "pair min fit")
+
+
+def test_the_card_reserve_is_held_once_by_a_pair():
+    """Min fits are card sizes, each holding the driver's reserve; an NVML peak is the process alone."""
+    min_fits = memory.need(profile(need=1700), profile(need=1600), None, reserved_mb=500)
+    assert min_fits == (500 + 1200 + 1100, "card reserve + min fit")
+    peak_only = SoloProfile("b", "cuda", 32, 0.01, 0.5, None, None, None, None, 200.0, 2.0, 900.0, None, None)
+    assert memory.need(profile(need=1700), peak_only, None, reserved_mb=500) == (500 + 1200 + 900,
+                                                                                  "card reserve + NVML peak and min fit")
+    assert memory.need(profile(need=1700), profile(need=1600), None) == (3300, "sum of min fit")
 
 
 @given(st.floats(0.01, 1.0), st.integers(learning.MIN_PAIRS, 60))
@@ -118,7 +129,9 @@ def test_the_packaged_profiles_are_the_committed_reference():
     from tools.planner.profiles import SOURCE, TARGET, render
 
     assert TARGET.read_text() == render(json.loads(SOURCE.read_text()))
-    assert read_profiles().get("mnist").busy == pytest.approx(0.1925, abs=1e-3)
+    packaged = read_profiles()
+    assert packaged.get("mnist").busy == pytest.approx(0.2203, abs=1e-3)
+    assert packaged.get("mnist").min_fit_mb == 1648 and packaged.reserved_mb == 480
 
 
 @pytest.mark.parametrize("content, where", [

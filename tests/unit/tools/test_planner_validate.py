@@ -28,7 +28,7 @@ def _study(tmp_path):
         save_result(folder / "pairs-10g" / case, {
             "case_id": case, "mode": "concurrent", "fg_model": a, "bg_model": b, "sharing": "timeslice",
             "method": "interleaved", "device": "NVIDIA H100", "concurrency_efficiency": efficiency,
-            "gpu_memory_mb": 10240.0, "oom": oom})
+            "gpu_memory_mb": 10240.0, "gpu_used_before_ballast_mb": 500.0 + index, "oom": oom})
     return folder
 
 
@@ -40,16 +40,20 @@ def test_validation_predicts_each_pair_without_it_and_scores_the_fit(tmp_path):
     errors = sorted(r["abs_error"] for r in report["pairs"])
     assert report["median_abs_error"] == pytest.approx(errors[2])
     pcb = next(r for r in report["fits"] if r["pair"] == ["mnist", "pcb"])
-    assert pcb == {"pair": ["mnist", "pcb"], "measured_fits": False, "predicted": "no", "need_mb": 12700.0,
-                   "basis": "sum of min fit", "correct": True}
+    # the card's reserve, the records' median 502.5 MB, held once: 12000 + 700 - 502.5
+    assert report["card_reserve_mb"] == 502.5
+    assert pcb == {"pair": ["mnist", "pcb"], "measured_fits": False, "predicted": "no", "need_mb": 12197.5,
+                   "basis": "card reserve + min fit", "correct": True}
     assert report["fit_correct"] == 1.0
     groups = {g["group"]: g for g in report["predecessor"]["groups"]}
     assert groups["g01"]["predecessor_mb"] == 1300 and groups["g01"]["predicted_at_card"] == "fits"
     text = validate.markdown(report)
-    assert "| mnist+resnet20 | timeslice | 1.80 |" in text and "## The predecessor's pair matrix" in text
+    assert "| mnist+resnet20 | timeslice | 1.80 [-, -] |" in text and "## The predecessor's pair matrix" in text
 
 
 def test_validate_writes_both_files(tmp_path):
     assert validate.main([str(_study(tmp_path)), "--out", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "validation.json").read_text())["measured_pairs"] == 5
     assert (tmp_path / "out" / "validation.md").read_text().startswith("# Planner validation")
+    written = json.loads((tmp_path / "out" / "workload_profiles.json").read_text())
+    assert written["device"]["reserved_mb"] == 502.5 and "median" in written["device"]["reserved_method"]
