@@ -3,10 +3,11 @@
     python -m tools.planner.validate FETCHED/planner [--out reports/reference/planner]
 
 reads ``workload_profiles_raw.json`` (min fits merged) and the records under ``pairs-10g`` and
-``pairs-full``; the card's reserve (what the driver held before the ballast) comes from those
+``pairs-full``. The card's reserve (what the driver held before the ballast) comes from those
 records where the profile lacks it, and the profile so completed is written beside the report as
-``workload_profiles.json`` (the package's planner is distilled from it, ``tools.planner.profiles``); for every measured pair, predicts its efficiency and its fit on an emulated 10 GB
-card from a planner that never saw the pair, and writes ``validation.json`` and ``validation.md``:
+``workload_profiles.json``, from which ``tools.planner.profiles`` distils the package's planner.
+For every measured pair, it predicts the efficiency and the fit on an emulated 10 GB card from a
+planner that never saw the pair, and writes ``validation.json`` and ``validation.md``:
 the table of predicted vs measured, the median absolute error, the share of fits predicted
 correctly, and the predecessor's memory classes and pair matrix beside what was measured.
 """
