@@ -4,14 +4,17 @@
 #   bash tools/planner/study.sh start      # STEPS (default "profiles minfit pairs pairs-full"), in order
 #   bash tools/planner/study.sh status
 #   bash tools/planner/study.sh collect    # what is there so far, as tools/planner/run_on_gpu.sh collect
-# A min-fit state from an earlier machine, copied to .carry/planner/min_fit.json (git-ignored, named in
-# the call's carry), is resumed. MINFIT_S bounds the min-fit step; MINFIT_MODELS orders it (largest
-# first: they decide what fits on a 10 GB card). PRECISION and MAX_CASE_S pass through to the pairs.
+# A min-fit state from an earlier machine is resumed: .carry/planner/min_fit.json (git-ignored, named
+# in the call's carry) if there is one, else the committed reports/reference/planner/min_fit.json.
+# MINFIT_S bounds the min-fit step; MINFIT_MODELS orders it (largest first: they decide what fits on
+# a 10 GB card). PRECISION and MAX_CASE_S pass through to the pairs.
 WORK=/tmp/planner
 case "${1:-status}" in
   start)
     mkdir -p "$WORK"; rm -f "$WORK/done" "$WORK/steps.jsonl"
-    [ -f .carry/planner/min_fit.json ] && [ ! -f "$WORK/min_fit.json" ] && cp .carry/planner/min_fit.json "$WORK/"
+    for state in .carry/planner/min_fit.json reports/reference/planner/min_fit.json; do
+      [ -f "$state" ] && [ ! -f "$WORK/min_fit.json" ] && cp "$state" "$WORK/"
+    done
     STEPS=${STEPS:-"profiles minfit pairs pairs-full"} setsid nohup bash tools/planner/study.sh run \
       > "$WORK/driver.log" 2>&1 < /dev/null &
     echo "started (driver pid $!)" ;;
