@@ -111,7 +111,6 @@ def configure_node(node, gpus: Optional[list[str]]) -> None:
     node.workerinput[GPU_KEY] = gpus[index]
 
 
-
 def collected_cases(node_ids: Sequence[str], case_ids: set[str]) -> list[str]:
     """The case ids among a worker's collected test ids (``path::test_pair[<case id>]``)."""
     found = []

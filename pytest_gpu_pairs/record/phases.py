@@ -155,7 +155,8 @@ def _per_step(counter: EnergyCounter, phase: Phase, job_rate: Optional[float],
 def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict[str, Any]:
     """Clocks, power limit, temperature and clock-event reasons over a round, so a drift between
     rounds or sessions can be explained."""
-    inside = samples[bisect.bisect_left(samples, start, key=_sample_time):bisect.bisect_right(samples, end, key=_sample_time)]
+    first, last = bisect.bisect_left(samples, start, key=_sample_time), bisect.bisect_right(samples, end, key=_sample_time)
+    inside = samples[first:last]
 
     def mean(values):
         xs = [v for v in values if v is not None]

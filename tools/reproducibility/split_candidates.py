@@ -12,8 +12,9 @@ each case, the CV across sessions of the session means of:
 A host that changes pace between sessions moves a host-bound job's steps but not its power, and a
 GPU-bound job's energy with its steps: which candidate holds tells which kind of job it is.
 
-    python -m tools.reproducibility.split_candidates reports/reference/reproducibility \\
-        reports/reference/reproducibility/half-second-10-rounds reports/reference/reproducibility/two-second
+    R=reports/reference/reproducibility
+    python -m tools.reproducibility.split_candidates $R $R/drifting-host $R/half-second-10-rounds $R/two-second \\
+        --out $R/split_candidates.md
 """
 from __future__ import annotations
 
