@@ -88,36 +88,51 @@ def bisect_min_fit(fits: Callable[[int], bool], low_mb: int, high_mb: int, hint_
 
 @dataclass(frozen=True)
 class ProbeOutcome:
-    """One probe on the GPU: whether every job reached its steady state, and what stopped it if not."""
+    """One probe on the GPU: whether every job reached its steady state, and what stopped it if not.
+    Not ``conclusive`` when a job ended cleanly before its steady state (its training was shorter than
+    the probe): that says nothing about the card, so a bisection must not read it as "does not fit"."""
 
     card_mb: int
     fits: bool
     reason: str
     jobs: tuple[dict[str, Any], ...] = ()
+    conclusive: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"card_mb": self.card_mb, "fits": self.fits, "reason": self.reason, "jobs": list(self.jobs)}
+        return {"card_mb": self.card_mb, "fits": self.fits, "reason": self.reason, "jobs": list(self.jobs),
+                "conclusive": self.conclusive}
 
 
 def _steps_after_first(progress) -> int:
     return max(0, len(progress.steps) - 1)
 
 
-def _watch(jobs, steady_steps: int, timeout_s: float, poll_s: float) -> tuple[bool, str]:
+def _ended(job, progress, steady_steps: int) -> Optional[tuple[bool, str, bool]]:
+    """(fits, reason, conclusive) when a job that ended decides the probe: it ran out of memory, or
+    it ended before its steady state; None when it ended cleanly after it."""
+    outcome = job.outcome()
+    if outcome.oom:
+        return False, f"{job.spec.role} ran out of memory: {outcome.oom_message}", True
+    if _steps_after_first(progress) >= steady_steps:
+        return None
+    reported = f"after {len(progress.steps)} step reports (step {progress.steps[-1][1] if progress.steps else 0})"
+    if job.poll() == 0:
+        return False, f"{job.spec.role} finished its training {reported}, before a steady state: inconclusive", False
+    return False, f"{job.spec.role} exited with code {job.poll()} {reported}", True
+
+
+def _watch(jobs, steady_steps: int, timeout_s: float, poll_s: float) -> tuple[bool, str, bool]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         outcomes = [(job, job.progress()) for job in jobs]
         if all(_steps_after_first(progress) >= steady_steps for _, progress in outcomes):
-            return True, f"every job reached {steady_steps} steps after its first"
+            return True, f"every job reached {steady_steps} steps after its first", True
         for job, progress in outcomes:
-            if job.poll() is not None:
-                outcome = job.outcome()
-                if outcome.oom:
-                    return False, f"{job.spec.role} ran out of memory: {outcome.oom_message}"
-                if _steps_after_first(progress) < steady_steps:
-                    return False, f"{job.spec.role} exited with code {job.poll()} after {len(progress.steps)} steps"
+            decided = _ended(job, progress, steady_steps) if job.poll() is not None else None
+            if decided is not None:
+                return decided
         time.sleep(poll_s)
-    return False, f"no steady state within {timeout_s:.0f} s"
+    return False, f"no steady state within {timeout_s:.0f} s", True
 
 
 def probe_fits(jobs: Sequence, card_mb: int, gpu, work_dir: Path, steady_steps: int = 5,
@@ -137,9 +152,9 @@ def probe_fits(jobs: Sequence, card_mb: int, gpu, work_dir: Path, steady_steps: 
                 role = f"job{index}"
                 spec = build_spec(job, role, "cuda", 1.0, timeout_s)
                 started.append(JobProcess(spec, work_dir / f"{role}.log", work_dir / f"{role}.progress.jsonl").start())
-            fits, reason = _watch(started, steady_steps, timeout_s, poll_s)
+            fits, reason, conclusive = _watch(started, steady_steps, timeout_s, poll_s)
         finally:
             for process in started:
                 process.stop()
     details = tuple({"model": p.spec.model, "steps": len(p.progress().steps), "log": p.log_path} for p in started)
-    return ProbeOutcome(card_mb, fits, reason, details)
+    return ProbeOutcome(card_mb, fits, reason, details, conclusive)

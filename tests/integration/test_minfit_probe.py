@@ -1,6 +1,7 @@
 """The min-fit GPU probe on real processes: command workloads claim memory of a shared fake pool
 that a stand-in ballast fills above the emulated card, so bisection must find the memory they
-claim, an OOM or a crash is no fit, and no process is left running."""
+claim, an OOM or a crash is no fit, a training shorter than the probe judges nothing, and no process
+is left running."""
 from __future__ import annotations
 
 import os
@@ -40,11 +41,11 @@ def pool(tmp_path, monkeypatch):
     return folder
 
 
-def fake_jobs(pool, *mems, fault="none"):
+def fake_jobs(pool, *mems, fault="none", steps=400):
     """Command workloads that claim ``mem`` MB of the pool, print PyTorch's OOM when it is full,
     and report steps through the progress protocol."""
     return [JobConfig(f"fake{index}", (), CommandWorkload(command=[
-        sys.executable, str(FAKE_JOB), "--protocol", "--steps", "400", "--step-s", "0.01", "--pool", str(pool),
+        sys.executable, str(FAKE_JOB), "--protocol", "--steps", str(steps), "--step-s", "0.01", "--pool", str(pool),
         "--mem-mb", str(mem), "--capacity-mb", str(CAPACITY_MB), "--fault", fault])) for index, mem in enumerate(mems)]
 
 
@@ -69,4 +70,13 @@ def test_a_pair_that_fits_reaches_steady_state_and_a_crash_is_no_fit_and_nothing
     crashed = probe_fits(fake_jobs(pool, 1000, fault="crash"), 8000, gpu=None, work_dir=tmp_path / "crash",
                          timeout_s=60)
     assert not crashed.fits and "exited with code 1" in crashed.reason
+    assert jobs_started_under(tmp_path) == []
+
+
+def test_a_job_that_finishes_before_its_steady_state_is_inconclusive_not_a_no_fit(tmp_path, pool):
+    short = probe_fits(fake_jobs(pool, 1000, steps=2), 8000, gpu=None, work_dir=tmp_path / "short", timeout_s=60)
+    assert not short.conclusive and not short.fits and "finished its training" in short.reason
+    assert short.as_dict()["conclusive"] is False
+    steady = probe_fits(fake_jobs(pool, 1000), 8000, gpu=None, work_dir=tmp_path / "steady", timeout_s=60)
+    assert steady.conclusive and steady.fits
     assert jobs_started_under(tmp_path) == []

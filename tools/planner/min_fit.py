@@ -29,9 +29,14 @@ class OutOfBudget(Exception):
     pass
 
 
+class Inconclusive(Exception):
+    """A probe whose job finished its training before a steady state: no size can be judged by it."""
+
+
 def _job(model: str) -> JobConfig:
-    defaults = BUILTINS[model].defaults()
-    return JobConfig(model, tuple(sorted({**defaults, "epochs": 1}.items())))
+    """The built-in at its defaults, epochs included: the probe stops it once steady, and a job whose
+    first epoch is shorter than the probe (vulberta_cnn: 36 steps in 0.6 s) must not end before."""
+    return JobConfig(model, tuple(sorted(BUILTINS[model].defaults().items())))
 
 
 def _hint(models: list[str], peaks: dict) -> int | None:
@@ -45,6 +50,8 @@ def measure(key: str, models: list[str], state: dict, save, gpu, work: Path, hin
     def fits(size: int) -> bool:
         known = entry["probes"].get(str(size))
         if known is not None:
+            if not known.get("conclusive", True):
+                raise Inconclusive(known["reason"])
             return known["fits"]
         if time.time() > deadline:
             raise OutOfBudget
@@ -52,9 +59,16 @@ def measure(key: str, models: list[str], state: dict, save, gpu, work: Path, hin
         entry["probes"][str(size)] = outcome.as_dict()
         save()
         print(json.dumps({"key": key, "card_mb": size, "fits": outcome.fits, "reason": outcome.reason[:160]}), flush=True)
+        if not outcome.conclusive:
+            raise Inconclusive(outcome.reason)
         return outcome.fits
 
-    found = bisect_min_fit(fits, LOW_MB, high, hint, RESOLUTION_MB)
+    try:
+        found = bisect_min_fit(fits, LOW_MB, high, hint, RESOLUTION_MB)
+    except Inconclusive as stop:
+        entry.update(min_fit_mb=None, no_fit_mb=None, inconclusive=str(stop), done=True)
+        save()
+        return entry
     entry.update(min_fit_mb=found.fit_mb, no_fit_mb=found.no_fit_mb, done=True)
     save()
     return entry

@@ -2,14 +2,16 @@
 
     python -m tools.planner.validate FETCHED/planner [--out reports/reference/planner]
 
-reads ``workload_profiles_raw.json`` (min fits merged) and the records under ``pairs-10g`` and
-``pairs-full``. The card's reserve (what the driver held before the ballast) comes from those
+reads ``workload_profiles_raw.json`` (min fits merged), the records under ``pairs-10g`` and
+``pairs-full`` (efficiency and fit), and those of any other ``pairs-*`` folder (fit only: ``pairs-8g``
+holds pairs run on a smaller card, where some must run out of memory). The card's reserve (what the driver held before the ballast) comes from those
 records where the profile lacks it, and the profile so completed is written beside the report as
 ``workload_profiles.json``, from which ``tools.planner.profiles`` distils the package's planner.
-For every measured pair, it predicts the efficiency and the fit on an emulated 10 GB card from a
-planner that never saw the pair, and writes ``validation.json`` and ``validation.md``:
-the table of predicted vs measured, the median absolute error, the share of fits predicted
-correctly, and the predecessor's memory classes and pair matrix beside what was measured.
+For every measured pair, it predicts the efficiency, and the fit on each emulated card the pair
+ran or ran out of memory on, from a planner that never saw the pair, and writes ``validation.json``
+and ``validation.md``: the table of predicted vs measured, the median absolute error, the share of
+fits predicted correctly per card, and the predecessor's memory classes and pair matrix beside what
+was measured.
 """
 from __future__ import annotations
 
@@ -21,12 +23,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_gpu_pairs.analysis.planner.measured import pair_key, read_measured
+from pytest_gpu_pairs.analysis.planner.measured import Measured, pair_key, read_measured
 from pytest_gpu_pairs.analysis.planner.predict import Planner
 from pytest_gpu_pairs.analysis.planner.profiles import parse
 from pytest_gpu_pairs.catalog import BUILTINS
 
 CARD_MB = 10240.0
+FIT_CARDS_MB = (CARD_MB, 8192.0)
+EFFICIENCY_FOLDERS = ("pairs-10g", "pairs-full")
 ROOT = Path(__file__).resolve().parents[2]
 PREDECESSOR_SETTINGS = ROOT / "settings/parallel_feasibility_test.json"
 _ESTIMATE = re.compile(r"seed estimate: (?P<cls>[\w -]+?) \((?P<mb>\d+) MB\)")
@@ -46,6 +50,12 @@ def _pair_rows(planner: Planner) -> list[dict[str, Any]]:
                      "rel_error": (abs(predicted.value - pair.efficiency) / pair.efficiency
                                    if predicted.value is not None and pair.efficiency else None)})
     return rows
+
+
+def _fit_check(planner: Planner, card_mb: float) -> dict[str, Any]:
+    rows = _fit_rows(planner, card_mb)
+    return {"card_mb": card_mb, "pairs": len(rows),
+            "correct": sum(r["correct"] for r in rows) / len(rows) if rows else None, "rows": rows}
 
 
 def _fit_rows(planner: Planner, card_mb: float) -> list[dict[str, Any]]:
@@ -100,12 +110,20 @@ def completed_profiles(folder: Path) -> dict[str, Any]:
     return raw
 
 
+def _measured(folder: Path) -> Measured:
+    """Efficiency from the validation's own folders; fit evidence from every ``pairs-*`` folder."""
+    found = sorted(p for p in folder.glob("pairs-*") if p.is_dir())
+    efficiency = read_measured([p for p in found if p.name in EFFICIENCY_FOLDERS])
+    return Measured(efficiency.pairs, read_measured(found).fit, efficiency.skipped)
+
+
 def validate(folder: Path, card_mb: float = CARD_MB, raw: dict[str, Any] | None = None) -> dict[str, Any]:
     raw = completed_profiles(folder) if raw is None else raw
     profiles = parse(raw, str(folder / "workload_profiles_raw.json"))
-    measured = read_measured([p for p in (folder / "pairs-10g", folder / "pairs-full") if p.is_dir()])
-    planner = Planner(profiles, measured)
-    pairs, fits = _pair_rows(planner), _fit_rows(planner, card_mb)
+    planner = Planner(profiles, _measured(folder))
+    pairs = _pair_rows(planner)
+    checks = [_fit_check(planner, card) for card in dict.fromkeys((card_mb, *FIT_CARDS_MB))]
+    checks = [checks[0]] + [c for c in checks[1:] if c["pairs"]]
     abs_errors = [r["abs_error"] for r in pairs if r["abs_error"] is not None]
     rel_errors = [r["rel_error"] for r in pairs if r["rel_error"] is not None]
     precise = [r["rel_error"] for r in pairs if r["rel_error"] is not None and _narrow(r["measured_ci"], r["measured"])]
@@ -115,9 +133,9 @@ def validate(folder: Path, card_mb: float = CARD_MB, raw: dict[str, Any] | None 
             "median_rel_error": statistics.median(rel_errors) if rel_errors else None,
             "median_rel_error_precise": statistics.median(precise) if precise else None, "precise_pairs": len(precise),
             "interval_coverage": sum(covered) / len(covered) if covered else None,
-            "fit_pairs": len(fits), "fit_correct": (sum(r["correct"] for r in fits) / len(fits)) if fits else None,
+            "fit_pairs": checks[0]["pairs"], "fit_correct": checks[0]["correct"],
             "min_fit_method": profiles.min_fit_method, "card_reserve_mb": profiles.reserved_mb,
-            "pairs": pairs, "fits": fits,
+            "pairs": pairs, "fit_checks": checks,
             "predecessor": _predecessor(planner, card_mb)}
 
 
@@ -132,12 +150,26 @@ def _f(value, digits=2, scale=1.0) -> str:
     return "-" if value is None else f"{value * scale:.{digits}f}"
 
 
+def _other_cards(report: dict[str, Any]) -> str:
+    return "".join(f", on {c['card_mb']:.0f} MB for {_f(c['correct'], 0, 100)} % of {c['pairs']}"
+                   for c in report["fit_checks"][1:])
+
+
+def _fit_table(check: dict[str, Any]) -> list[str]:
+    lines = ["", f"## Fit on {check['card_mb']:.0f} MB", "",
+             f"Predicted correctly for {_f(check['correct'], 0, 100)} % of {check['pairs']} pairs.", "",
+             "| pair | measured | predicted | need MB | basis |", "|---|---|---|---|---|"]
+    return lines + [f"| {'+'.join(r['pair'])} | {'fits' if r['measured_fits'] else 'OOM'} | {r['predicted']} "
+                    f"| {_f(r['need_mb'], 0)} | {r['basis']} |" for r in check["rows"]]
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Planner validation: leave one pair out", "",
              f"{report['measured_pairs']} measured pairs; median absolute error of the predicted efficiency "
              f"{_f(report['median_abs_error'])} ({_f(report['median_rel_error'], 1, 100)} % of the measured); fit on an "
              f"emulated {report['card_mb']:.0f} MB card predicted correctly for {_f(report['fit_correct'], 0, 100)} % "
-             f"of {report['fit_pairs']} pairs. Each pair is predicted by a planner that never saw it measured.", "",
+             f"of {report['fit_pairs']} pairs{_other_cards(report)}. Each pair is predicted by a planner that never saw "
+             "it measured.", "",
              f"The error holds the measurement's own noise: over the {report['precise_pairs']} pairs measured within "
              f"±{PRECISE * 100:g} % the median relative error is {_f(report['median_rel_error_precise'], 1, 100)} %. "
              f"The planner's 95 % interval held the measured value for {_f(report['interval_coverage'], 0, 100)} % "
@@ -150,11 +182,8 @@ def markdown(report: dict[str, Any]) -> str:
         ci = r["measured_ci"] or [None, None]
         lines.append(f"| {'+'.join(r['pair'])} | {r['sharing']} | {_f(r['measured'])} [{_f(ci[0])}, {_f(ci[1])}] "
                      f"| {_f(r['predicted'])} [{_f(low)}, {_f(high)}] | {_f(r['abs_error'])} |")
-    lines += ["", f"## Fit on {report['card_mb']:.0f} MB", "", "| pair | measured | predicted | need MB | basis |",
-              "|---|---|---|---|---|"]
-    for r in report["fits"]:
-        lines.append(f"| {'+'.join(r['pair'])} | {'fits' if r['measured_fits'] else 'OOM'} | {r['predicted']} "
-                     f"| {_f(r['need_mb'], 0)} | {r['basis']} |")
+    for check in report["fit_checks"]:
+        lines += _fit_table(check)
     pred = report["predecessor"]
     lines += ["", "## The predecessor's memory classes beside the measurements", "",
               "| workload | predecessor's estimate MB | NVML peak MB (H100) | min fit MB |", "|---|---|---|---|"]

@@ -39,7 +39,7 @@ def test_validation_predicts_each_pair_without_it_and_scores_the_fit(tmp_path):
     assert row["measured"] == 1.8 and row["abs_error"] == pytest.approx(abs(row["predicted"] - 1.8))
     errors = sorted(r["abs_error"] for r in report["pairs"])
     assert report["median_abs_error"] == pytest.approx(errors[2])
-    pcb = next(r for r in report["fits"] if r["pair"] == ["mnist", "pcb"])
+    pcb = next(r for r in report["fit_checks"][0]["rows"] if r["pair"] == ["mnist", "pcb"])
     # the card's reserve, the records' median 502.5 MB, held once: 12000 + 700 - 502.5
     assert report["card_reserve_mb"] == 502.5
     assert pcb == {"pair": ["mnist", "pcb"], "measured_fits": False, "predicted": "no", "need_mb": 12197.5,
@@ -57,3 +57,22 @@ def test_validate_writes_both_files(tmp_path):
     assert (tmp_path / "out" / "validation.md").read_text().startswith("# Planner validation")
     written = json.loads((tmp_path / "out" / "workload_profiles.json").read_text())
     assert written["device"]["reserved_mb"] == 502.5 and "median" in written["device"]["reserved_method"]
+
+
+def test_a_smaller_card_scores_fit_alone_and_leaves_the_efficiencies_alone(tmp_path):
+    folder = _study(tmp_path)
+    for index, (a, b, efficiency, oom) in enumerate([("mnist", "resnet20", 1.2, False), ("siamese", "resnet32", None, True)]):
+        case = f"p{index:02d}-{a}+{b}-default-concurrent"
+        save_result(folder / "pairs-8g" / case, {
+            "case_id": case, "mode": "concurrent", "fg_model": a, "bg_model": b, "sharing": "timeslice",
+            "method": "interleaved", "device": "NVIDIA H100", "concurrency_efficiency": efficiency,
+            "gpu_memory_mb": 8192.0, "gpu_used_before_ballast_mb": 500.0, "oom": oom})
+    report = validate.validate(folder)
+    assert report["measured_pairs"] == 5 and report["fit_pairs"] == 6 and report["fit_correct"] == 1.0
+    assert next(r for r in report["pairs"] if r["pair"] == ["mnist", "resnet20"])["measured"] == 1.8
+    small = report["fit_checks"][1]
+    # mnist+pcb, out of memory on 10 GB, is evidence on 8 GB too
+    assert small["card_mb"] == 8192.0 and small["pairs"] == 3 and small["correct"] == pytest.approx(2 / 3)
+    wrong = next(r for r in small["rows"] if not r["correct"])
+    assert wrong["pair"] == ["resnet32", "siamese"] and wrong["predicted"] == "fits" and not wrong["measured_fits"]
+    assert "on 8192 MB for 67 % of 3" in validate.markdown(report) and "## Fit on 8192 MB" in validate.markdown(report)
