@@ -3,10 +3,11 @@
     python -m tools.planner.validate FETCHED/planner [--out reports/reference/planner]
 
 reads ``workload_profiles_raw.json`` (min fits merged), the records under ``pairs-10g`` and
-``pairs-full`` (efficiency and fit), and those of any other ``pairs-*`` folder (fit only: ``pairs-8g``
-holds pairs run on a smaller card, where some must run out of memory). The card's reserve (what the driver held before the ballast) comes from those
-records where the profile lacks it, and the profile so completed is written beside the report as
-``workload_profiles.json``, from which ``tools.planner.profiles`` distils the package's planner.
+``pairs-full`` (efficiency and fit), and those of any other ``pairs-*`` folder (fit only:
+``pairs-8g`` holds pairs run on a smaller card, where some must run out of memory). The card's
+reserve (what the driver held before the ballast) comes from those records where the profile lacks
+it, and the profile so completed is written beside the report as ``workload_profiles.json``, from
+which ``tools.planner.profiles`` distils the package's planner.
 For every measured pair, it predicts the efficiency, and the fit on each emulated card the pair
 ran or ran out of memory on, from a planner that never saw the pair, and writes ``validation.json``
 and ``validation.md``: the table of predicted vs measured, the median absolute error, the share of
