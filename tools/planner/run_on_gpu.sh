@@ -9,6 +9,8 @@
 #   bash tools/planner/run_on_gpu.sh pairs-full          the pairs that ran out of memory at 10 GB, on the full card
 #   bash tools/planner/run_on_gpu.sh pairs-8g [-k EXPR]  pcb's pairs on an emulated 8 GB card, where the planner
 #                                                        says four of the six do not fit (fit evidence only)
+#   bash tools/planner/run_on_gpu.sh pairs-long [-k EXPR] the six pairs with the widest intervals at 32 s, again
+#                                                        with a 75 s cap (LONG_CASE_S), beside the same predictions
 #   bash tools/planner/run_on_gpu.sh collect             profiles (min fits merged), records -> $OUT/planner
 # then, here: tar -xzf FETCHED/planner/records.tgz -C FETCHED/planner
 #             python -m tools.planner.validate FETCHED/planner (writes reports/reference/planner/).
@@ -45,15 +47,19 @@ print(' or '.join(i.split('-')[0] for i in ids))")
   pairs-8g)
     timeout ${LIMIT_S:-590} python3 -m pytest benchmarks "${PAIRS[@]}" -k "${2:-p19 or p20 or p25 or p26 or p27 or p28}" \
       --gpu-pairs-gpu-memory-mb 8192 --gpu-pairs-out "$WORK/pairs-8g" --gpu-pairs-resume 2>&1 | tail -30 ;;
+  pairs-long)
+    timeout ${LIMIT_S:-590} python3 -m pytest benchmarks "${PAIRS[@]}" --gpu-pairs-max-case-s "${LONG_CASE_S:-75}" \
+      -k "${2:-p12 or p13 or p16 or p17 or p19 or p24}" --gpu-pairs-gpu-memory-mb 10240 \
+      --gpu-pairs-out "$WORK/pairs-10g-long" --gpu-pairs-resume 2>&1 | tail -30 ;;
   collect)
     mkdir -p "$OUT/planner"
     cp "$WORK/profiles/workload_profiles_raw.json" "$OUT/planner/" 2>/dev/null
     [ -f "$WORK/min_fit.json" ] && cp "$WORK/min_fit.json" "$OUT/planner/" && \
       python3 -m tools.planner.min_fit --state "$WORK/min_fit.json" --profiles x --merge "$OUT/planner/workload_profiles_raw.json"
     # case folders' names hold '+', which the device does not bring back: the records travel in a tarball
-    (cd "$WORK" && find pairs-10g pairs-full pairs-8g \( -name result.json -o -name session.json \) -not -path "*/round-*" \
+    (cd "$WORK" && find pairs-10g pairs-full pairs-8g pairs-10g-long \( -name result.json -o -name session.json \) -not -path "*/round-*" \
       2>/dev/null | tar -czf "$OUT/planner/records.tgz" -T -)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/planner/gpu.txt"
     echo "collected into $OUT/planner" ;;
-  *) echo "usage: run_on_gpu.sh profiles|minfit|pairs|pairs-full|pairs-8g|collect"; exit 2 ;;
+  *) echo "usage: run_on_gpu.sh profiles|minfit|pairs|pairs-full|pairs-8g|pairs-long|collect"; exit 2 ;;
 esac

@@ -76,3 +76,21 @@ def test_a_smaller_card_scores_fit_alone_and_leaves_the_efficiencies_alone(tmp_p
     wrong = next(r for r in small["rows"] if not r["correct"])
     assert wrong["pair"] == ["resnet32", "siamese"] and wrong["predicted"] == "fits" and not wrong["measured_fits"]
     assert "on 8192 MB for 67 % of 3" in validate.markdown(report) and "## Fit on 8192 MB" in validate.markdown(report)
+
+
+def test_pairs_measured_again_sit_beside_the_same_prediction_without_moving_the_headline(tmp_path):
+    folder = _study(tmp_path)
+    first = validate.validate(folder)
+    save_result(folder / "pairs-10g-long" / "p00-mnist+resnet20-default-concurrent", {
+        "case_id": "p00-mnist+resnet20-default-concurrent", "mode": "concurrent", "fg_model": "mnist",
+        "bg_model": "resnet20", "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H100",
+        "concurrency_efficiency": 1.6, "concurrency_efficiency_ci": [1.55, 1.65], "gpu_memory_mb": 10240.0,
+        "oom": False})
+    report = validate.validate(folder)
+    assert report["median_abs_error"] == first["median_abs_error"] and report["measured_pairs"] == 5
+    (row,) = report["remeasured"]
+    predicted = next(r for r in first["pairs"] if r["pair"] == ["mnist", "resnet20"])["predicted"]
+    assert row["first"] == 1.8 and row["again"] == 1.6 and row["again_ci"] == [1.55, 1.65]
+    assert row["predicted"] == predicted and row["abs_error_again"] == pytest.approx(abs(predicted - 1.6))
+    assert "## The noisiest pairs measured again" in validate.markdown(report)
+    assert "## The noisiest pairs" not in validate.markdown(first)
