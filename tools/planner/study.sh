@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The planner study on one warm GPU machine, its steps one after another in the background, because
 # together they outlast one device command; later calls look in and collect:
-#   bash tools/planner/study.sh start      # STEPS (default "profiles minfit pairs pairs-full pairs-8g"), in order
+#   bash tools/planner/study.sh start      # STEPS (default "profiles minfit pairs pairs-full pairs-8g pairs-long"), in order
 #   bash tools/planner/study.sh status
 #   bash tools/planner/study.sh collect    # what is there so far, as tools/planner/run_on_gpu.sh collect
 # A min-fit state from an earlier machine is resumed: .carry/planner/min_fit.json (git-ignored, named
@@ -15,7 +15,7 @@ case "${1:-status}" in
     for state in .carry/planner/min_fit.json reports/reference/planner/min_fit.json; do
       [ -f "$state" ] && [ ! -f "$WORK/min_fit.json" ] && cp "$state" "$WORK/"
     done
-    STEPS=${STEPS:-"profiles minfit pairs pairs-full pairs-8g"} setsid nohup bash tools/planner/study.sh run \
+    STEPS=${STEPS:-"profiles minfit pairs pairs-full pairs-8g pairs-long"} setsid nohup bash tools/planner/study.sh run \
       > "$WORK/driver.log" 2>&1 < /dev/null &
     echo "started (driver pid $!)" ;;
   run)
