@@ -220,6 +220,23 @@ class Progress:
                     break
         return progress
 
+    @classmethod
+    def chained(cls, runs: list[Progress]) -> Progress:
+        """Several runs of one job (restarted after each ended) as one count that only grows: each
+        run's steps continue from the last step of the run before it, so a rate taken inside one
+        run is that run's own rate."""
+        if len(runs) == 1:
+            return runs[0]
+        chained = cls(ready_t=runs[0].ready_t, setup_t=runs[0].setup_t, source=runs[0].source)
+        offset = 0
+        for run in runs:
+            chained.steps += [(t, step + offset) for t, step in run.steps]
+            offset = chained.steps[-1][1] if chained.steps else offset
+            chained.bad_lines += run.bad_lines
+            chained.first_problem = chained.first_problem or run.first_problem
+            chained.result, chained.error = run.result or chained.result, run.error or chained.error
+        return chained
+
     def _reject(self, problem: str) -> None:
         self.bad_lines += 1
         if self.first_problem is None:

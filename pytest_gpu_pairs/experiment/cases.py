@@ -17,7 +17,15 @@ from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment import mutation
 from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history
 from pytest_gpu_pairs.experiment.load import hyperparameter_specs, value_kind
-from pytest_gpu_pairs.experiment.schema import DEFAULTS, ID_MAX, CommandWorkload, Experiment, JobRef, PairSpec
+from pytest_gpu_pairs.experiment.schema import (
+    DEFAULTS,
+    DESIGN_METHODS,
+    ID_MAX,
+    CommandWorkload,
+    Experiment,
+    JobRef,
+    PairSpec,
+)
 from pytest_gpu_pairs.inputs import SettingsError
 
 
@@ -152,7 +160,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
         ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
         crash_loop_window_s=d.crash_loop_window_s,
-        method=_first(overrides.method, d.method) if mode == "concurrent" else "epoch",
+        method=_first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch",
         phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s,
         source=experiment.source, note=pair.note or "")
 

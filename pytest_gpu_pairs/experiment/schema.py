@@ -282,13 +282,19 @@ class Defaults(_Strict):
     ready_timeout_s: float = Field(600.0, gt=0, le=DAY_S)
     crash_loop_failures: StrictInt = Field(3, ge=1, le=MAX_RUNS)
     crash_loop_window_s: float = Field(300.0, gt=0, le=DAY_S)
-    method: Literal["interleaved", "epoch"] = "epoch"
+    method: Optional[Literal["interleaved", "epoch"]] = None  # None: the design's own (DESIGN_METHODS)
     phase_s: float = Field(0.5, gt=0, le=3600)
     settle_s: float = Field(0.1, ge=0, le=600)
     warmup_s: float = Field(5.0, ge=0, le=3600)
 
 
 DEFAULTS = Defaults()  # what every case gets where its settings are silent
+
+# How a design's concurrent cases are measured where neither the settings nor the command line say:
+# the pairs design asks how well two jobs share, which interleaved rounds measure reproducibly; the
+# hyperparameter study and mutation runs ask what a finished run scores and spends, which only a
+# run to completion (one foreground epoch run beside the background loop) can answer.
+DESIGN_METHODS = {"pairs": "interleaved", "hp_study": "epoch", "mutation": "epoch"}
 
 
 class MutationSettings(_Strict):

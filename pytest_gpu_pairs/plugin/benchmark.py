@@ -2,9 +2,13 @@
 ``group`` = the pair's group, no warnings about a fixture a skipped or interrupted case never
 timed, and the options it cannot honour here refused in one line.
 
-What it times (the statistics ``--benchmark-compare`` compares): in an ``epoch`` case, each
-round's foreground run from its start signal to its exit; in an ``interleaved`` case, the whole
-measurement, warm-up and every round. ``extra_info`` holds the case's record.
+What its statistics hold (what ``--benchmark-compare`` and ``--benchmark-compare-fail`` judge): in
+an ``interleaved`` case, one value per round of ``pair_s_per_solo_s``, the seconds the pair takes
+per second of work one job alone would do (1 / concurrency efficiency: 0.5 when sharing is free,
+1.0 when it is no better than one job after the other; lower is better), fed through the
+``benchmark`` marker's timer, ``round_clock``; in an ``epoch`` case, each round's foreground run
+from its start signal to its exit. ``extra_info`` holds the case's record, its wall time in
+``case_wall_s``.
 
 A case resumed from a complete earlier result is not timed again, so pytest-benchmark has no
 entry for it; its record goes into the JSON under ``gpu_pairs_resumed`` instead, and when every
@@ -14,11 +18,62 @@ case was resumed the plugin writes the JSON itself rather than leave pytest-benc
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from typing import Any, Optional
 
 import pytest
 
 from pytest_gpu_pairs.record.store import RESUMED_KEY
+
+ROUND_FIGURE = "pair_s_per_solo_s"
+_ROUND_CLOCK = [0.0]
+
+
+def round_clock() -> float:
+    """pytest-benchmark's timer for an interleaved case: it stands still while the case runs and
+    moves on by one round's figure as each round is handed over, so that pytest-benchmark's
+    min, max, mean, stddev, IQR and outliers are those of the rounds."""
+    return _ROUND_CLOCK[0]
+
+
+def _advance_round_clock(seconds: float) -> None:
+    _ROUND_CLOCK[0] += seconds
+
+
+def benchmark_marks(case) -> list:
+    """The ``benchmark`` marker that hands an interleaved case's rounds to pytest-benchmark."""
+    return [pytest.mark.benchmark(timer=round_clock)] if case.method == "interleaved" and case.mode == "concurrent" else []
+
+
+def uses_round_clock(node) -> bool:
+    marker = node.get_closest_marker("benchmark")
+    return marker is not None and marker.kwargs.get("timer") is round_clock
+
+
+def pair_s_per_solo_s(rounds: list[dict[str, Any]]) -> list[float]:
+    """Each complete round's 1 / concurrency efficiency."""
+    efficiencies = [r.get("concurrency_efficiency") for r in rounds if r.get("complete")]
+    return [1.0 / e for e in efficiencies if isinstance(e, (int, float)) and e > 0]
+
+
+def time_rounds(benchmark, values: list[float]) -> None:
+    """One pytest-benchmark round per value, through its public ``pedantic`` and the round clock."""
+    feed = iter(values)
+    benchmark.pedantic(_advance_round_clock, setup=lambda: ((next(feed),), {}), rounds=len(values))
+
+
+def round_timer(node, benchmark) -> Optional[Callable[[list[dict[str, Any]]], Optional[str]]]:
+    """What hands a case's rounds to pytest-benchmark, for a test that carries the round clock."""
+    if not uses_round_clock(node):
+        return None
+
+    def hand_over(rounds: list[dict[str, Any]]) -> Optional[str]:
+        values = pair_s_per_solo_s(rounds)
+        if not values:
+            return None
+        time_rounds(benchmark, values)
+        return f"{ROUND_FIGURE}: 1 / concurrency_efficiency of each of the {len(values)} complete rounds"
+    return hand_over
 
 
 def case_params(case) -> dict[str, Any]:

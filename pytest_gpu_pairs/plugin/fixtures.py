@@ -42,7 +42,7 @@ def gpu_pairs(request) -> GpuPairsSession:
 def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark):
     """``pair_run()`` measures the parametrised case and returns its ``CaseResult``; with
     ``--gpu-pairs-resume`` a case with a complete earlier result is skipped (and still reported)."""
-    from pytest_gpu_pairs.plugin.benchmark import describe_benchmark, never_timed, quiet_when_skipped
+    from pytest_gpu_pairs.plugin.benchmark import describe_benchmark, never_timed, quiet_when_skipped, round_timer
     from pytest_gpu_pairs.record.checks import CaseResult
     from pytest_gpu_pairs.run.case import PairRun
 
@@ -54,7 +54,7 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
         quiet_when_skipped(benchmark)
         pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
                     + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
-    run = PairRun(gpu_pair_case, gpu_pairs, benchmark)
+    run = PairRun(gpu_pair_case, gpu_pairs, benchmark, round_timer(request.node, benchmark))
     live_line = gpu_pairs.environment().live
     if live_line is not None:
         live_line.case_started(*_place(gpu_pairs, gpu_pair_case.id))

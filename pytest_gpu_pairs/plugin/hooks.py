@@ -214,8 +214,9 @@ def pytest_runtestloop(session: pytest.Session):
 
 def _marks(case) -> list:
     from pytest_gpu_pairs.experiment.cases import unavailable_reason
+    from pytest_gpu_pairs.plugin.benchmark import benchmark_marks
 
-    marks = [pytest.mark.gpu_pairs]
+    marks = [pytest.mark.gpu_pairs, *benchmark_marks(case)]
     reason = unavailable_reason(case)
     if reason:
         marks.append(pytest.mark.skip(reason=reason))

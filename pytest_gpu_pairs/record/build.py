@@ -423,6 +423,7 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
                               "energy_split_method": SPLIT_METHOD if m.samples else None,
                               "oom": m.oom, "failure": m.failure, "perf": {}, "fg_exit_code": None}
     record.update(case_figures(m, env.idle_power_w))
+    record.update(_restart_figures(m))
     record["fg_progress_source"], record["bg_progress_source"] = progress_source(m.fg), progress_source(m.bg)
     rule = m.rule
     record["precision_target"] = getattr(rule, "precision", None)
@@ -431,10 +432,31 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
                                    else achieved is not None and achieved <= record["precision_target"])
     record.update(_memory_figures(m.samples, {}, case.mode, notes))
     notes.update(suspect_notes(record))
+    _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
     _cpu_facts(record, notes, env, case)
     record["notes"] = dict(notes)
     return record
+
+
+def _restart_figures(m: InterleavedMeasurement) -> dict[str, Any]:
+    """How often each job finished its run and was started again, and the rounds that cost."""
+    return {"fg_restarts": sum(1 for r in m.restarts if r.role == "fg"),
+            "bg_restarts": sum(1 for r in m.restarts if r.role == "bg"),
+            "rounds_discarded": sum(r.rounds_discarded for r in m.restarts),
+            "restarts": [r.as_record() for r in m.restarts]}
+
+
+def _explain_excluded_rounds(record: dict[str, Any], notes: Notes) -> None:
+    if record.get("rounds_excluded"):
+        notes["rounds_excluded"] = (
+            f"{record['rounds_excluded']} round(s) left out of every figure: a job reported no step through part of "
+            "a phase (an evaluation pass, a checkpoint, a stall: see each round's rates under rounds), or the "
+            "energy split could not be taken")
+    if record.get("rounds_discarded"):
+        notes["rounds_discarded"] = (
+            f"{record['rounds_discarded']} round(s) discarded around restarts: measured after a job's last step "
+            "report of a run that then ended (its end of training)")
 
 
 def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts,

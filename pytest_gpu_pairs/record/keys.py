@@ -57,6 +57,8 @@ TIME = _figures("time", [
     ("duration_basis", "str", "", None, False, "training (first to last step, from fg_progress_source) or process (wall time)"),
     ("fg_progress_source", "str", "", None, False, "where the foreground's steps came from: protocol, log (its progress_pattern), or None (it reported none)"),
     ("window_s", "float", "s", "lower", True, "the measured window: the foreground's training time"),
+    ("case_wall_s", "float", "s", "lower", False, "the case's wall time: solo baselines, warm-up and every round "
+     "(pytest-benchmark's statistics hold the figure named by benchmark_figure)"),
 ])
 
 SHARING = _figures("sharing", [
@@ -77,6 +79,11 @@ ENERGY = _figures("energy", [
     ("gpu_energy_above_idle_j", "float", "J", "lower", True, "gpu_energy_j minus idle power x window"),
     ("fg_gpu_energy_j", "float", "J", "lower", True, "the foreground's share of the energy above idle"),
     ("bg_gpu_energy_j", "float", "J", "lower", True, "the background's share of the energy above idle"),
+    ("fg_alone_energy_j", "float", "J", None, True,
+     "interleaved: what the foreground's steps in the pair phase cost it alone (its solo energy per step above "
+     "idle, same round): its stand-alone value in the energy split, and what compare judges its share against"),
+    ("bg_alone_energy_j", "float", "J", None, True,
+     "interleaved: what the background's steps in the pair phase cost it alone, as fg_alone_energy_j"),
     ("fg_gpu_energy_per_step_j", "float", "J/step", "lower", True,
      "interleaved: the foreground's share per step it took in the pair phase"),
     ("bg_gpu_energy_per_step_j", "float", "J/step", "lower", True,
@@ -138,6 +145,19 @@ METHOD = _figures("method", [
     ("precision_achieved", "float", "fraction", "lower", False, "the relative half width the efficiency's interval reached"),
     ("precision_reached", "bool", "", None, False, "whether the target was reached (None without a target)"),
     ("stop_reason", "str", "", None, False, "why the case stopped adding rounds"),
+    ("rounds_excluded", "int", "rounds", "lower", False, "interleaved rounds left out of every figure: a job was "
+     "silent through part of a phase (not training there), or the energy split could not be taken"),
+    ("fg_restarts", "int", "count", None, False, "times the foreground finished its run (exit code 0) during an "
+     "interleaved case and was started again"),
+    ("bg_restarts", "int", "count", None, False, "times the background finished its run during an interleaved "
+     "case and was started again"),
+    ("rounds_discarded", "int", "rounds", None, False, "interleaved rounds discarded around restarts: measured "
+     "after the ended run's last step report"),
+    ("restarts", "list", "", None, False, "each restart: role, run, exit and last-step times, the run's training "
+     "seconds, the rounds discarded, and when the new run started"),
+    ("benchmark_figure", "str", "", None, False, "what pytest-benchmark's statistics of the case hold: one value "
+     "per interleaved round of pair_s_per_solo_s (1 / concurrency_efficiency), or the foreground run's seconds "
+     "(epoch)"),
     ("gpu_seconds", "float", "s", "lower", False, "device time the case held: start of its jobs to their end, warm-up included"),
     ("warmup_s", "float", "s", None, False, "excluded as warm-up: from the jobs' start until the first round"),
     ("warmup_rule", "str", "", None, False, "the rule that decided the warm-up"),

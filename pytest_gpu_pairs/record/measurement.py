@@ -191,8 +191,13 @@ class Phase:
 
 @dataclass(frozen=True)
 class PhaseRound:
+    """One round's phases; ``segment`` counts the restarts before it: a job that finished its run
+    and was started again begins a new segment, and a pair phase is bracketed only by solo phases
+    of its own segment (the jobs' runs on the other side of a restart are other processes)."""
+
     index: int
     phases: tuple[Phase, ...]
+    segment: int = 0
 
     def phase(self, name: str) -> Optional[Phase]:
         return next((p for p in self.phases if p.name == name), None)
@@ -204,6 +209,25 @@ class PhaseRound:
     @property
     def end(self) -> float:
         return max(p.end for p in self.phases)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A job that finished its run (exit code 0) during an interleaved case and was started again:
+    the rounds after its last step report were discarded and its new run warmed up again."""
+
+    role: str
+    run: int  # the run that ended: 1 for the job's first process
+    exit_t: float
+    last_step_t: Optional[float]
+    trained_s: float  # the ended run's training time, first step to last
+    rounds_discarded: int
+    restarted_t: float  # the new run's start; rounds go on once it trained and warmed up
+
+    def as_record(self) -> dict[str, Any]:
+        return {"role": self.role, "run": self.run, "exit_t": self.exit_t, "last_step_t": self.last_step_t,
+                "trained_s": self.trained_s, "rounds_discarded": self.rounds_discarded,
+                "restarted_t": self.restarted_t}
 
 
 @dataclass(frozen=True)
@@ -226,3 +250,5 @@ class InterleavedMeasurement:
     out_dir: Optional[Path] = None
     phase_s: Optional[float] = None  # as measured: the settings' value, or longer for a slow reporter
     settle_s: Optional[float] = None
+    report_gap_s: dict[str, float] = field(default_factory=dict)  # each job's usual time between step reports
+    restarts: tuple[Restart, ...] = ()

@@ -39,11 +39,13 @@ from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, P
 from pytest_gpu_pairs.record.stats import bracketed_interval
 
 SPLIT_METHOD = "shapley_solo_energy"
+SILENCE_GAPS = 3.0  # usual report gaps a job may stay silent inside a phase before the phase is not a training phase
+MIN_SILENCE_S = 0.5
 INTERVAL_METHOD = "student_t_lag1"
 ROUND_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j", "gpu_energy_above_idle_j",
                  "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
-                 "serial_energy_j", "energy_saved_vs_serial", "gpu_power_avg_w",
-                 "fg_steps_per_s", "fg_solo_steps_per_s", "bg_steps_per_s", "bg_solo_steps_per_s", "window_s")
+                 "fg_alone_energy_j", "bg_alone_energy_j", "serial_energy_j", "energy_saved_vs_serial",
+                 "gpu_power_avg_w", "fg_steps_per_s", "fg_solo_steps_per_s", "bg_steps_per_s", "bg_solo_steps_per_s", "window_s")
 HEADLINE_INTERVALS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
                       "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j", "energy_saved_vs_serial", "gpu_energy_j",
                       "serial_energy_j", "gpu_power_avg_w")
@@ -57,9 +59,12 @@ def _sample_time(sample: GpuSample) -> float:
     return sample.t
 
 
-def rate(progress: Progress, phase: Optional[Phase]) -> Optional[float]:
+def rate(progress: Progress, phase: Optional[Phase], usual_gap_s: Optional[float] = None) -> Optional[float]:
     """Steps per second from the job's reports inside the phase's window: first to last report,
-    so a job paused before the window or after it adds no stopped time."""
+    so a job paused before the window or after it adds no stopped time. With the job's usual time
+    between reports, a phase its reports do not cover (a silence of several usual gaps at its
+    start, end or inside: an evaluation pass, a checkpoint) has no rate: the job did other work
+    there than the steps counted."""
     if phase is None:
         return None
     steps = progress.steps  # in time order: the reader refuses a report out of order
@@ -70,7 +75,24 @@ def rate(progress: Progress, phase: Optional[Phase]) -> Optional[float]:
     (t0, s0), (t1, s1) = steps[first], steps[last]
     if t1 <= t0 or s1 <= s0:
         return None
+    if usual_gap_s is not None and _silence(steps[first:last + 1], phase) > _gap_limit(steps[first:last + 1], usual_gap_s):
+        return None
     return (s1 - s0) / (t1 - t0)
+
+
+def _silence(reports: Sequence[tuple[float, int]], phase: Phase) -> float:
+    """The longest stretch of the phase without a report, its two ends included."""
+    times = [phase.start] + [t for t, _ in reports] + [phase.end]
+    return max(b - a for a, b in zip(times, times[1:]))
+
+
+def _gap_limit(reports: Sequence[tuple[float, int]], usual_gap_s: float) -> float:
+    """How long a job may stay silent inside a phase: several of its usual gaps (its warm-up
+    cadence, or its cadence in this phase if slower: a job slowed down in the pair reports less
+    often), and never less than ``MIN_SILENCE_S``, so a hiccup of a fast reporter is no gap."""
+    inner = [b[0] - a[0] for a, b in zip(reports, reports[1:])]
+    cadence = max(usual_gap_s, sorted(inner)[len(inner) // 2] if inner else 0.0)
+    return max(MIN_SILENCE_S, SILENCE_GAPS * cadence)
 
 
 def gpu_counter(samples: Sequence[GpuSample]) -> EnergyCounter:
@@ -98,24 +120,32 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
     pair = r.phase("pair")
     solo = {role: [p for p in (r.phase(role), after.phase(role) if after else None) if p is not None]
             for role in ("fg", "bg")}
-    fg_solo_rate, bg_solo_rate = _mean(rate(m.fg, p) for p in solo["fg"]), _mean(rate(m.bg, p) for p in solo["bg"])
-    fg_pair_rate, bg_pair_rate = rate(m.fg, pair), rate(m.bg, pair)
+    gap = m.report_gap_s.get
+    fg_solo_rate = _mean(rate(m.fg, p, gap("fg")) for p in solo["fg"])
+    bg_solo_rate = _mean(rate(m.bg, p, gap("bg")) for p in solo["bg"])
+    fg_pair_rate, bg_pair_rate = rate(m.fg, pair, gap("fg")), rate(m.bg, pair, gap("bg"))
     slowdown = metrics.per_unit(fg_solo_rate, fg_pair_rate)
     progress = metrics.per_unit(bg_pair_rate, bg_solo_rate)
     window = pair.seconds if pair else None
     pair_j = energy(counter, pair)
     pair_above = metrics.energy_above_idle(pair_j, idle_w, window or 0.0)
-    per_step = {role: _solo_per_step(counter, solo[role], m.fg if role == "fg" else m.bg, idle_w)
+    per_step = {role: _solo_per_step(counter, solo[role], m.fg if role == "fg" else m.bg, idle_w, gap(role))
                 for role in ("fg", "bg")}
     fg_steps, bg_steps = _times(fg_pair_rate, window), _times(bg_pair_rate, window)
     serial = metrics.serial_energy_j(fg_steps, per_step["fg"][0], bg_steps, per_step["bg"][0])
-    fg_j, bg_j = shapley_split(pair_above, _times(fg_steps, per_step["fg"][1]), _times(bg_steps, per_step["bg"][1]))
-    return {"round": r.index, "bracketed": after is not None and all(len(p) == 2 for p in solo.values()),
-            "concurrency_efficiency": metrics.concurrency_efficiency(slowdown, progress),
+    fg_alone, bg_alone = _times(fg_steps, per_step["fg"][1]), _times(bg_steps, per_step["bg"][1])
+    fg_j, bg_j = shapley_split(pair_above, fg_alone, bg_alone)
+    efficiency = metrics.concurrency_efficiency(slowdown, progress)
+    energy_expected = bool(m.samples) and idle_w is not None
+    return {"round": r.index, "segment": r.segment,
+            "bracketed": after is not None and all(len(p) == 2 for p in solo.values()),
+            "complete": efficiency is not None and (not energy_expected or fg_j is not None),
+            "concurrency_efficiency": efficiency,
             "fg_slowdown": slowdown, "bg_progress_ratio": progress, "gpu_energy_j": pair_j,
             "gpu_energy_above_idle_j": pair_above, "fg_gpu_energy_j": fg_j, "bg_gpu_energy_j": bg_j,
             "fg_gpu_energy_per_step_j": metrics.energy_per_step(fg_j, fg_steps),
             "bg_gpu_energy_per_step_j": metrics.energy_per_step(bg_j, bg_steps),
+            "fg_alone_energy_j": fg_alone, "bg_alone_energy_j": bg_alone,
             "serial_energy_j": serial, "energy_saved_vs_serial": metrics.energy_saved_fraction(pair_j, serial),
             "gpu_power_avg_w": metrics.per_unit(pair_j, window), "fg_steps_per_s": fg_pair_rate,
             "fg_solo_steps_per_s": fg_solo_rate, "bg_steps_per_s": bg_pair_rate, "bg_solo_steps_per_s": bg_solo_rate,
@@ -135,10 +165,10 @@ def _mean(values) -> Optional[float]:
 
 
 def _solo_per_step(counter: EnergyCounter, phases: Sequence[Phase], progress: Progress,
-                   idle_w: Optional[float]) -> tuple[Optional[float], Optional[float]]:
+                   idle_w: Optional[float], usual_gap_s: Optional[float]) -> tuple[Optional[float], Optional[float]]:
     """A job's energy per step alone, of the whole card and above idle: the mean over its solo
     phases around the pair phase."""
-    each = [_per_step(counter, phase, rate(progress, phase), idle_w) for phase in phases]
+    each = [_per_step(counter, phase, rate(progress, phase, usual_gap_s), idle_w) for phase in phases]
     return _mean(total for total, _ in each), _mean(above for _, above in each)
 
 
@@ -193,24 +223,35 @@ def suspect_notes(figures: dict[str, Any]) -> dict[str, str]:
 
 def figure_rounds(m: InterleavedMeasurement, idle_w: Optional[float]) -> list[dict[str, Any]]:
     """The figures of every round that has a pair phase, each bracketed by the solo phases after
-    it; the closing solo phases are no round of their own."""
-    following = list(m.rounds[1:]) + [None]
+    it in its own segment; the closing solo phases are no round of their own."""
+    following = [after if after.segment == r.segment else None for r, after in zip(m.rounds, m.rounds[1:])] + [None]
     counter = gpu_counter(m.samples)
     return [round_figures(r, m, idle_w, after, counter) for r, after in zip(m.rounds, following) if r.phase("pair")]
 
 
+def complete_rounds(m: InterleavedMeasurement, idle_w: Optional[float]) -> list[dict[str, Any]]:
+    """The rounds every figure comes from: those with an efficiency and, where energy is
+    measured, its split. A round in which a job reported no steps through a phase (it was not
+    training there) says nothing about sharing, and the means of a case are all taken over the
+    same rounds, so the energy split adds up to the energy above idle in the case as in each round."""
+    return [r for r in figure_rounds(m, idle_w) if r["complete"]]
+
+
 def case_figures(m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str, Any]:
-    """Every round's figures, then the mean, ``_std`` and 95 % interval (``_ci``) of each."""
+    """Every round's figures, then the mean, ``_std`` and 95 % interval (``_ci``) of each over the
+    complete rounds."""
     rounds = figure_rounds(m, idle_w)
-    out: dict[str, Any] = {"rounds": rounds, "n_rounds": len(rounds), "interval_method": INTERVAL_METHOD}
+    used = [r for r in rounds if r["complete"]]
+    out: dict[str, Any] = {"rounds": rounds, "n_rounds": len(used), "rounds_excluded": len(rounds) - len(used),
+                           "interval_method": INTERVAL_METHOD}
     for key in ROUND_FIGURES:
-        values = [r[key] for r in rounds]
+        values = [r[key] for r in used]
         ci = bracketed_interval(values)
         out[key] = ci.mean
         out[f"{key}_std"] = metrics.mean_and_std(values)[1]
         if key in HEADLINE_INTERVALS:
             out[f"{key}_ci"] = ci.as_list()
-    eff = bracketed_interval([r["concurrency_efficiency"] for r in rounds])
+    eff = bracketed_interval([r["concurrency_efficiency"] for r in used])
     out["precision_achieved"] = eff.relative_half_width
     out["n_rounds_effective"] = eff.n_effective
     return out

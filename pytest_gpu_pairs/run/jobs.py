@@ -61,13 +61,17 @@ class JobSpec:
 
 
 def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> list[str]:
-    """Each hyperparameter as its own argv entries: ``--flag value`` (``--name`` without a flag),
-    a bare ``--flag`` for a true bool and nothing for a false one. No shell ever sees them."""
+    """Each hyperparameter as the script takes it: ``--flag value`` (``--name`` without a flag), a
+    bare ``--flag`` for a true bool and nothing for a false one; a flag that ends in ``=`` joins its
+    value into one argument (``--epochs=3``, Hydra's ``trainer.max_epochs=3``; a bool as true or
+    false). No shell ever sees them."""
     args: list[str] = []
     for name, value in values.items():
         spec = command_hparams.get(name)
         flag = (spec.flag if spec is not None else None) or f"--{name}"
-        if isinstance(value, bool):
+        if flag.endswith("="):
+            args.append(flag + (str(value).lower() if isinstance(value, bool) else str(value)))
+        elif isinstance(value, bool):
             args += [flag] if value else []
         else:
             args += [flag, str(value)]
