@@ -7,9 +7,17 @@ Plain Python on purpose: the plugin calls this at session end and must stay ligh
 A run is a pytest-benchmark JSON file, a ``--gpu-pairs-out`` directory, or one ``result.json``
 (its machine then comes from ``session.json`` beside the case folder). Cases are matched by
 ``case_id``. A baseline from another GPU model, driver or CUDA version is refused unless forced:
-its numbers say nothing about this card. Energies over an interleaved phase scale with the phase's
-length, which the harness chooses per case (longer for a job that reports its steps rarely): when
-the two runs' phases differ, NEW's are scaled to BASE's phase length before they are judged.
+its numbers say nothing about this card.
+
+Energies of interleaved cases are judged per unit of work. A pair phase's energy depends on how
+much work the jobs did in it, and that follows the host's pace (a host that runs the jobs' Python
+faster does more steps, and spends more, in the same half second) and the phase's length, which the
+harness chooses per case. So each round's energy is taken over what the same steps cost the jobs
+alone in the same round (the pair's energy over the serial energy of its work; each job's share
+over its stand-alone energy), and NEW's change is that ratio's change, shown at BASE's work. Across
+three studies on four H100 hosts, one of which sped up by up to 46 % within the hour, these ratios
+held within 3 % between sessions where the per-phase energies moved by up to 14 %. Other per-phase
+energies are scaled to BASE's phase length.
 
 Exit status of ``gpu-pairs compare``: 0 no regression, 1 at least one regression, 2 bad input or
 a refused baseline.
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
+from pytest_gpu_pairs.record.metrics import mean_and_std
 from pytest_gpu_pairs.record.stats import interval_by, welch_p_value
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
@@ -105,6 +114,38 @@ def refusal(base: Run, new: Run) -> Optional[str]:
 
 PER_PHASE_ENERGY = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
                     "serial_energy_j")
+
+
+def _ratio(value_key: str, *reference_keys: str):
+    """A round's energy over what the same steps cost alone; None where a part is missing."""
+    def ratio(r: dict[str, Any]) -> Optional[float]:
+        value = metric_value(r, value_key)
+        parts = [metric_value(r, k) for k in reference_keys]
+        if value is None or any(p is None for p in parts) or sum(parts) <= 0:
+            return None
+        return value / sum(parts)
+    return ratio
+
+
+PER_WORK = {"gpu_energy_j": _ratio("gpu_energy_j", "serial_energy_j"),
+            "gpu_energy_above_idle_j": _ratio("gpu_energy_above_idle_j", "fg_alone_energy_j", "bg_alone_energy_j"),
+            "fg_gpu_energy_j": _ratio("fg_gpu_energy_j", "fg_alone_energy_j"),
+            "bg_gpu_energy_j": _ratio("bg_gpu_energy_j", "bg_alone_energy_j"),
+            "fg_gpu_energy_per_step_j": _ratio("fg_gpu_energy_j", "fg_alone_energy_j"),
+            "bg_gpu_energy_per_step_j": _ratio("bg_gpu_energy_j", "bg_alone_energy_j")}
+PER_WORK_TEXT = ("judged per unit of work: each round's energy over what the same steps cost the jobs alone in "
+                 "that round; NEW shown at BASE's work")
+
+
+def work_ratios(record: dict[str, Any], metric: str) -> list[float]:
+    """Each complete round's energy-per-work ratio for ``metric``; empty where it cannot be taken
+    (not an interleaved record, or one written before the stand-alone energies were recorded)."""
+    ratio = PER_WORK.get(metric)
+    rounds = record.get("rounds")
+    if ratio is None or record.get("method") != "interleaved" or not isinstance(rounds, list):
+        return []
+    used = [r for r in rounds if isinstance(r, dict) and r.get("complete", True)]
+    return [v for r in used if (v := ratio(r)) is not None]
 
 
 def phase_factor(base_record: dict[str, Any], new_record: dict[str, Any]) -> Optional[float]:
@@ -191,12 +232,14 @@ def _rounds_interval(record: dict[str, Any], values: list[float]):
     return interval_by(method if isinstance(method, str) else None)(values)
 
 
-def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, Any]) -> None:
+def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, Any],
+                   values: Optional[tuple[list[float], list[float]]] = None) -> None:
     """A change beyond the limit is a regression only if the rounds say it is real: the 95 %
     intervals of the two runs' rounds lie apart, NEW's on the bad side. Sessions differ by more
     than rounds within one session do (the H100 study saw 5 % between sessions whose rounds gave
-    Welch p = 0.02), so overlapping intervals are noise, whatever the test on the rounds says."""
-    base, new = round_values(base_record, row.metric), round_values(new_record, row.metric)
+    Welch p = 0.02), so overlapping intervals are noise, whatever the test on the rounds says.
+    ``values``: the rounds to judge, where they are not the metric's own (energy per work)."""
+    base, new = values or (round_values(base_record, row.metric), round_values(new_record, row.metric))
     base_ci, new_ci = _rounds_interval(base_record, base), _rounds_interval(new_record, new)
     if base_ci.low is None or new_ci.low is None:
         row.status = "cannot tell"
@@ -211,7 +254,8 @@ def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, 
         row.status, row.reason = "within noise", f"95 % intervals overlap; {evidence}"
 
 
-def _judge(row: Row, base_record: dict[str, Any], new_record: dict[str, Any]) -> None:
+def _judge(row: Row, base_record: dict[str, Any], new_record: dict[str, Any],
+           values: Optional[tuple[list[float], list[float]]] = None) -> None:
     t = row.limit
     if row.base is None and row.new is None:
         row.status, row.regression = ("NOT MEASURED in either", True) if t else ("not measured in either", False)
@@ -225,10 +269,42 @@ def _judge(row: Row, base_record: dict[str, Any], new_record: dict[str, Any]) ->
     elif t is None:
         row.status = ""
     elif is_regression(row.base, row.new, t):
-        _noise_verdict(row, base_record, new_record)
+        _noise_verdict(row, base_record, new_record, values)
     else:
         worse = row.change if t.direction == "lower" else -row.change
         row.status = "improved" if worse < -t.pct / 100.0 else "ok"
+
+
+def _row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], limit: Optional[Threshold]) -> Row:
+    """One metric of one case, judged: an energy per unit of work where both runs allow it, else
+    as recorded (a per-phase energy at BASE's phase length)."""
+    ratios = work_ratios(old, metric), work_ratios(cur, metric)
+    if all(ratios) and metric_value(old, metric) is not None and mean_and_std(ratios[0])[0] > 0:
+        return _per_work_row(case_id, metric, old, cur, limit, ratios)
+    factor = phase_factor(old, cur) if metric in PER_PHASE_ENERGY else None
+    now = _scaled(cur, factor) if factor else cur
+    row = Row(case_id, metric, metric_value(old, metric), metric_value(now, metric), _std(old, metric),
+              _std(now, metric), limit)
+    _judge(row, old, now)
+    if factor and row.new is not None:
+        row.reason = "; ".join(filter(None, [row.reason, f"NEW scaled from its {metric_value(cur, 'phase_s'):g} s "
+                                             f"phases to BASE's {metric_value(old, 'phase_s'):g} s"]))
+    return row
+
+
+def _per_work_row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], limit: Optional[Threshold],
+                  ratios: tuple[list[float], list[float]]) -> Row:
+    """BASE as recorded; NEW as the same work would have cost at NEW's energy per unit of work."""
+    base_value = metric_value(old, metric)
+    (base_mean, _), (new_mean, new_sd) = mean_and_std(ratios[0]), mean_and_std(ratios[1])
+    at_base = base_value / base_mean
+    row = Row(case_id, metric, base_value, new_mean * at_base, _std(old, metric),
+              None if new_sd is None else new_sd * abs(at_base), limit)
+    _judge(row, old, cur, ratios)
+    measured = metric_value(cur, metric)
+    raw = f"; as measured {measured:.4g} ({_change(relative_change(base_value, measured))})" if measured is not None else ""
+    row.reason = "; ".join(filter(None, [row.reason, PER_WORK_TEXT + raw]))
+    return row
 
 
 @dataclass
@@ -278,17 +354,7 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
         old, cur = base.records[case_id], new.records[case_id]
         if cur.get("failure") or cur.get("oom"):
             failed[case_id] = cur.get("failure") or "out of memory"
-        factor = phase_factor(old, cur)
-        scaled = _scaled(cur, factor) if factor else cur
-        for metric in names:
-            now = scaled if metric in PER_PHASE_ENERGY else cur
-            row = Row(case_id, metric, metric_value(old, metric), metric_value(now, metric), _std(old, metric),
-                      _std(now, metric), by_metric.get(metric))
-            _judge(row, old, now)
-            if factor and metric in PER_PHASE_ENERGY and row.new is not None:
-                row.reason = "; ".join(filter(None, [row.reason, f"NEW scaled from its {metric_value(cur, 'phase_s'):g} s "
-                                                     f"phases to BASE's {metric_value(old, 'phase_s'):g} s"]))
-            rows.append(row)
+        rows += [_row(case_id, metric, old, cur, by_metric.get(metric)) for metric in names]
     wanted = set(base.records) if expected is None else set(base.records) & set(expected)
     return Comparison(base, new, rows, sorted(wanted - set(new.records)),
                       sorted(set(new.records) - set(base.records)), failed, thresholds)

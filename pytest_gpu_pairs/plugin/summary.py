@@ -12,15 +12,18 @@ from typing import Any, Optional
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
            ("eff", "concurrency_efficiency", "{:.2f}"), ("slow", "fg_slowdown", "{:.2f}"),
            ("bg", "bg_progress_ratio", "{:.2f}"), ("cov", "bg_coverage", "{:.2f}"),
-           ("E J", "gpu_energy_j", "{:.0f}"), ("fg J", "fg_gpu_energy_j", "{:.0f}"), ("bg J", "bg_gpu_energy_j", "{:.0f}"),
+           ("E/serial", "energy_vs_serial", "{:.2f}"), ("fg J/step", "fg_gpu_energy_per_step_j", "{:.3g}"),
+           ("bg J/step", "bg_gpu_energy_per_step_j", "{:.3g}"),
            ("VRAM MB", "peak_vram_mb", "{:.0f}"), ("oom", "oom", "{}"))
 LEGEND = ("status: passed, failed (the reason is in the test's failure), resumed (recorded earlier); "
           "time: the case's wall time; eff: concurrency efficiency = 1/slow + bg (2.0: sharing is free, "
           "under 1.0: one after the other is faster), ±: half width of its 95 % interval; slow: the "
           "foreground's time beside the background over its time alone; bg: the background's progress "
-          "beside the foreground over alone; cov: share of the window the background trained; E J, "
-          "fg J, bg J: the card's energy and the shares above idle of each job; VRAM MB: the pair's "
-          "peak (NVML); oom: a job ran out of memory; -: not measured (see below)")
+          "beside the foreground over alone; cov: share of the window the background trained; E/serial: "
+          "the card's energy for the pair's work over what the same work costs one job after the other "
+          "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts); fg J/step, "
+          "bg J/step: each job's share of the energy above idle per step it took beside the other; VRAM MB: "
+          "the pair's peak (NVML); oom: a job ran out of memory; -: not measured (see below)")
 MAX_KEYS_SHOWN = 4
 UNMEASURED_HEADING = "not measured here (why, then [the record keys left empty]; each key's reason: notes in result.json):"
 _NOT_MEASURABLE = re.compile(r"^not measurable(?: on this run)?: ")
@@ -59,8 +62,16 @@ def status(result) -> str:
 
 def rows(results) -> list[dict[str, Any]]:
     """One flat row per case: the record's headline figures with its status and duration."""
-    return [{**r.record, "status": status(r), "duration": _clock(duration_s(r.record)),
+    return [{**r.record, **energy_vs_serial(r.record), "status": status(r), "duration": _clock(duration_s(r.record)),
              "duration_s": duration_s(r.record)} for r in results]
+
+
+def energy_vs_serial(record: dict[str, Any]) -> dict[str, Any]:
+    """The pair's energy over the serial energy of its work (1 - energy_saved_vs_serial), with its interval."""
+    saved, ci = record.get("energy_saved_vs_serial"), record.get("energy_saved_vs_serial_ci")
+    ratio = 1.0 - saved if isinstance(saved, (int, float)) and not isinstance(saved, bool) else None
+    interval = [1.0 - ci[1], 1.0 - ci[0]] if isinstance(ci, list) and len(ci) == 2 and None not in ci else None
+    return {"energy_vs_serial": ratio, "energy_vs_serial_ci": interval}
 
 
 def _half_width(ci: Any) -> str:

@@ -72,7 +72,8 @@ class Work:
 
 
 def _gpu_figures(m: Measurement, env: DeviceFacts, notes: Notes, work: Work) -> dict[str, Any]:
-    keys = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "gpu_power_avg_w",
+    keys = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
+            "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j", "gpu_power_avg_w",
             "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
             "bg_peak_vram_mb", "other_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial")
     figures: dict[str, Any] = dict.fromkeys(keys)
@@ -97,6 +98,8 @@ def _gpu_figures(m: Measurement, env: DeviceFacts, notes: Notes, work: Work) -> 
     figures["gpu_temp_max_c"] = metrics.peak(s.temp_c for s in inside)
     figures.update(_memory_figures(m.samples, m.sharing_probe, m.mode, notes))
     figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], env.idle_power_w, notes, work))
+    figures["fg_gpu_energy_per_step_j"] = metrics.energy_per_step(figures["fg_gpu_energy_j"], work.fg_steps)
+    figures["bg_gpu_energy_per_step_j"] = metrics.energy_per_step(figures["bg_gpu_energy_j"], work.bg_steps)
     figures.update(_serial_comparison(m, energy, notes, work))
     return figures
 

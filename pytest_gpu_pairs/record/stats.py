@@ -222,8 +222,8 @@ class StoppingRule:
         costs; ``estimate`` is the interval the record will report, so the rule reads the same."""
         n = len(values)
         if n < self.min_rounds:
-            if n and spent_s + round_s > self.max_seconds:
-                return True, f"time cap {self.max_seconds:g} s reached after {n} round(s)"
+            if spent_s + round_s > self.max_seconds:
+                return True, f"time cap {self.max_seconds:g} s reached after {n} complete round(s)"
             return False, None
         if self.precision is None:
             return True, f"fixed {self.min_rounds} round(s)"

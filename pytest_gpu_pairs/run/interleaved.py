@@ -42,6 +42,7 @@ POLL_S = 0.1
 REPORTS_PER_PHASE = 4  # step reports of the slower reporter inside a measured phase, at least
 STEPS_PER_SETTLE = 2  # steps of the slower job that settling lasts, at least (its GPU queue drains)
 MIN_ROUNDS_PER_RUN = 3  # rounds a job's run must hold after its warm-up, or the case cannot be measured
+MAX_PHASE_GROWTH = 16  # phases lengthen to at most this many times the settings' phase_s
 ROLES = ("fg", "bg")
 
 
@@ -246,7 +247,19 @@ class InterleavedPair:
             return True
         self.rounds[-1] = PhaseRound(index + 1, solos + (self._phase("pair"),), self.segment)
         self.round_s = time.time() - round_start
+        self._lengthen_phases_if_too_short(self.rounds[-1])
         return False
+
+    def _lengthen_phases_if_too_short(self, last: PhaseRound) -> None:
+        """Until a round is complete, a job that reported fewer than two steps in a phase of its own
+        steps more slowly than its warm-up cadence promised (a loaded host, a slower stretch of its
+        data): the phases and the settling double, up to ``MAX_PHASE_GROWTH`` times the settings'.
+        Once a round is complete the lengths stay, so that a case's rounds all have the same phases."""
+        if self.phase_s * 2 > MAX_PHASE_GROWTH * self.case.phase_s or complete_rounds(self.snapshot(), self.env.idle_power_w):
+            return
+        if any(_reports_in(self._progress(role), phase) < 2 for phase in last.phases
+               for role in (ROLES if phase.name == "pair" else (phase.name,))):
+            self.phase_s, self.settle_s = self.phase_s * 2, self.settle_s * 2
 
     def _restart(self, role: str) -> None:
         """The ended run's tail discarded, a new run started while the other job waits paused, and
@@ -332,6 +345,10 @@ class InterleavedPair:
                 self.rapl.stop()
                 if self.rapl.readings:
                     save_cpu_readings(self.rapl.readings, self.out_dir)
+
+
+def _reports_in(progress: Progress, phase: Phase) -> int:
+    return sum(1 for t, _ in progress.steps if phase.start <= t <= phase.end)
 
 
 def _trained_s(progress: Progress) -> float:

@@ -46,7 +46,7 @@ def test_the_study_script_and_the_docs_example_measured_as_a_pair_on_the_cpu(pyt
                                              "log_patterns": {"accuracy": r"Accuracy: ([0-9.]+)"},
                                              "hyperparameters": {"epochs": {"flag": "--epochs", "type": "int",
                                                                             "default": 3}}}},
-                "defaults": {"restart_delay_s": 0.5, "timeout_s": 600},
+                "defaults": {"method": "epoch", "restart_delay_s": 0.5, "timeout_s": 600},
                 "pairs": [{"group": "c01",
                            "foreground": {"model": "lstm_lm_script",
                                           "hyperparameters": {"cuda": False, "small": True, "epochs": 2}},

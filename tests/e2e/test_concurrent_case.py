@@ -1,4 +1,5 @@
-"""A real concurrent case on the CPU: real training processes, real background loop, real results."""
+"""A real concurrent case on the CPU under the epoch method: real training processes, real
+background loop, real results."""
 import json
 
 from support.helpers import DESIGN_KEYS, SUITE, jobs_started_under, pair
@@ -7,7 +8,7 @@ from support.helpers import DESIGN_KEYS, SUITE, jobs_started_under, pair
 def test_concurrent_case_runs_end_to_end_on_cpu(pytester):
     pytester.makepyfile(test_suite=SUITE)
     settings = pytester.path / "exp.json"
-    settings.write_text(json.dumps({"name": "exp", "defaults": {"restart_delay_s": 0.5, "timeout_s": 300},
+    settings.write_text(json.dumps({"name": "exp", "defaults": {"method": "epoch", "restart_delay_s": 0.5, "timeout_s": 300},
                                     "pairs": [pair("g01", "mnist_ff", "mnist", {"epochs": 3}, {"epochs": 60})]}))
     out = pytester.path / "results"
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",

@@ -22,7 +22,7 @@ def test_a_study_pair_and_a_repeated_case_run_on_cpu(pytester):
         "pairs": [{"group": "s1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 3}},
                    "background": {"model": "mnist", "hyperparameters": {"epochs": 4}}}]})
     repeated = _write(pytester.path / "repeated.json", {
-        "name": "repeated", "defaults": {**defaults, "runs_per_config": 2},
+        "name": "repeated", "defaults": {**defaults, "method": "epoch", "runs_per_config": 2},
         "pairs": [{"group": "r1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 2}},
                    "background": {"model": "mnist", "hyperparameters": {"epochs": 4}}}]})
     out = pytester.path / "results"

@@ -17,7 +17,7 @@ def _settings(path):
     job = {"command": [sys.executable, str(FAKE_JOB)],
            "hyperparameters": {"steps": {"type": "int", "flag": "--steps"}, "protocol": {"type": "bool", "flag": "--protocol"}}}
     path.write_text(json.dumps({
-        "name": "hooks", "defaults": {"restart_delay_s": 0.1, "timeout_s": 120},
+        "name": "hooks", "defaults": {"method": "epoch", "restart_delay_s": 0.1, "timeout_s": 120},
         "workloads": {"trainer": job, "loader": job},
         "pairs": [{"group": "h1", "foreground": {"model": "trainer", "hyperparameters": {"steps": 3, "protocol": True}},
                    "background": {"model": "loader", "hyperparameters": {"steps": 40, "protocol": True}}}]}))

@@ -24,7 +24,7 @@ def command(*args: str, **extra) -> dict:
 def write_settings(tmp: Path, workloads: dict, **defaults) -> Path:
     path = tmp / "hostile.json"
     pairs = [{"group": "g01", "foreground": {"model": "fg"}, "background": {"model": "bg"}}]
-    path.write_text(json.dumps({"name": "hostile", "defaults": {"restart_delay_s": 0.1, "timeout_s": 300, **defaults},
+    path.write_text(json.dumps({"name": "hostile", "defaults": {"method": "epoch", "restart_delay_s": 0.1, "timeout_s": 300, **defaults},
                                 "workloads": workloads, "pairs": pairs}))
     return path
 

@@ -3,6 +3,7 @@ by signal, switched through their phases; every process ends, whatever happens."
 import json
 import sys
 
+import pytest
 from support.helpers import FAKE_JOB, SUITE, jobs_started_under
 
 ROUNDS = 3
@@ -55,4 +56,58 @@ def test_a_job_that_dies_mid_case_fails_the_case_and_nothing_is_left(pytester):
     result.assert_outcomes(failed=1)
     record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
     assert "fg trainer" in record["failure"] and record["concurrency_efficiency"] is None
+    assert jobs_started_under(out) == []
+
+
+def _finite(steps, step_s):
+    """A training script that ends: it takes its step count as one argument (``--steps=N``)."""
+    return {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--step-s", str(step_s)],
+            "hyperparameters": {"steps": {"type": "int", "flag": "--steps=", "default": steps}}}
+
+
+def _finite_settings(path, fg_steps, bg_steps, rounds):
+    path.write_text(json.dumps({
+        "name": "finite", "defaults": {"phase_s": 0.5, "settle_s": 0.1, "warmup_s": 0.5, "runs_per_config": rounds,
+                                       "min_efficiency": 0.0},
+        "workloads": {"short_a": _finite(fg_steps, 0.01), "short_b": _finite(bg_steps, 0.02)},
+        "pairs": [{"group": "f1", "foreground": {"model": "short_a"}, "background": {"model": "short_b"}}]}))
+    return path
+
+
+def test_jobs_that_end_are_started_again_and_the_case_is_measured_without_a_method_option(pytester):
+    """Both scripts end every 7-8 s, fewer seconds than the case: each is started again, its new
+    warm-up left out, and the case completes with an efficiency, restart counts and one
+    pytest-benchmark round per complete round (1 / efficiency)."""
+    pytester.makepyfile(test_suite=SUITE)
+    out, bench = pytester.path / "out", pytester.path / "bench.json"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _finite_settings(pytester.path / "s.json", 700, 400, 7),
+                                           "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider",
+                                           "--benchmark-json", bench)
+    result.assert_outcomes(passed=1)
+    case_dir = out / "f1-short_a+short_b-default-concurrent"
+    record = json.loads((case_dir / "result.json").read_text())
+    assert record["method"] == "interleaved" and record["failure"] is None
+    assert record["fg_restarts"] >= 1 and record["bg_restarts"] >= 1 and len(record["restarts"]) >= 2
+    assert record["concurrency_efficiency"] is not None and len(record["concurrency_efficiency_ci"]) == 2
+    assert record["n_rounds"] >= 7 and {r["segment"] for r in record["rounds"]} != {0}
+    for restart in record["restarts"]:
+        assert restart["trained_s"] > 0 and restart["restarted_t"] >= restart["exit_t"]
+    assert "--steps=700" in (case_dir / "fg.log").read_text() and (case_dir / "fg.run2.log").exists()
+    [entry] = json.loads(bench.read_text())["benchmarks"]
+    used = [r for r in record["rounds"] if r["complete"]]
+    assert entry["stats"]["rounds"] == len(used) >= 2 and entry["stats"]["stddev"] > 0
+    assert entry["stats"]["data"] == [pytest.approx(1 / r["concurrency_efficiency"]) for r in used]
+    assert entry["extra_info"]["case_wall_s"] > entry["stats"]["max"]
+    assert entry["extra_info"]["benchmark_figure"].startswith("pair_s_per_solo_s")
+    assert jobs_started_under(out) == []
+
+
+def test_a_run_too_short_for_its_warm_up_and_a_few_rounds_fails_and_says_how_long_it_must_be(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _finite_settings(pytester.path / "s.json", 150, 100000, 3),
+                                           "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fg short_a finished its run (exit code 0) after * s of training, too short to "
+                                 "measure: every run must train through the warm-up (0.5 s) and 3 rounds*more work*"])
     assert jobs_started_under(out) == []

@@ -99,7 +99,8 @@ def test_each_format_as_foreground_and_as_background_gives_an_efficiency(pyteste
     workloads = {name: workload(name, index % 2 == 0, "--step-s", "0.04") for index, name in enumerate(FORMATS)}
     pairs = [{"group": f"r{i}", "foreground": {"model": fg}, "background": {"model": bg}}
              for i, (fg, bg) in enumerate(zip(FORMATS, FORMATS[1:] + FORMATS[:1]))]
-    result, out = run_session(pytester, {"name": "formats", "workloads": workloads, "pairs": pairs},
+    result, out = run_session(pytester, {"name": "formats", "defaults": {"method": "epoch"}, "workloads": workloads,
+                                         "pairs": pairs},
                               "--gpu-pairs-min-efficiency", "0")
     result.assert_outcomes(passed=len(pairs))
     found = records(out)
@@ -145,7 +146,8 @@ def test_a_background_without_progress_fails_a_minimum_efficiency_with_the_fix(p
     """The case the issue met on the GPU: a background that reports no steps gives no efficiency,
     and a minimum efficiency that applies is then a failure that says what to do, not a pass."""
     silent = {"command": job_argv("mnist", "--step-s", "0.04")}  # no progress_pattern, no protocol
-    settings = {"name": "silent", "workloads": {"printer": workload("mnist", False, "--step-s", "0.04"),
+    settings = {"name": "silent", "defaults": {"method": "epoch"},
+                "workloads": {"printer": workload("mnist", False, "--step-s", "0.04"),
                                                 "silent": silent},
                 "pairs": [{"group": "s1", "foreground": {"model": "printer"}, "background": {"model": "silent"}}]}
     result, out = run_session(pytester, settings, "--gpu-pairs-min-efficiency", "0.5")

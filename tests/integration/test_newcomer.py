@@ -11,9 +11,9 @@ from integration.test_supervision import LONG_BG, OK_CASE, OK_PAIR, write_settin
 from integration.test_supervision import pair as command_pair
 
 
-def _settings(pytester, pairs, name="exp"):
+def _settings(pytester, pairs, name="exp", **defaults):
     path = pytester.path / f"{name}.json"
-    path.write_text(json.dumps({"name": name, "pairs": pairs}))
+    path.write_text(json.dumps({"name": name, "defaults": defaults, "pairs": pairs}))
     return path
 
 
@@ -31,7 +31,7 @@ def test_plan_lists_every_selected_case_with_its_estimate_and_the_total_and_runs
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*gpu-pairs plan (estimates; nothing runs)*",
                                  "case * estimate * basis * what it counts",
-                                 "g02-mnist+densenet121-default-concurrent * profile *2 solo baseline(s)",
+                                 "g02-mnist+densenet121-default-concurrent * profile *rounds of*",
                                  "total: * for 1 case(s) on cuda at scale 1", "TORCH-LOADED False"])
     assert "g01-" not in result.stdout.str()
     assert not (pytester.path / "gpu-pairs-results").exists()
@@ -39,7 +39,7 @@ def test_plan_lists_every_selected_case_with_its_estimate_and_the_total_and_runs
 
 def test_plan_warns_of_a_case_far_longer_than_the_rest(pytester):
     settings = _settings(pytester, [pair("g01"), pair("g02", "mnist", "mnist_rnn"), pair("g03", "mnist_ff", "mnist"),
-                                    pair("g04", "resnet56", "mnist", fg_hp={"epochs": 200})])
+                                    pair("g04", "resnet56", "mnist", fg_hp={"epochs": 200})], method="epoch")
     result = _plan(pytester, "--gpu-pairs-settings", settings, "--gpu-pairs-device", "cuda")
     result.stdout.fnmatch_lines(["warning: g04-resnet56+mnist-default-concurrent is estimated at *, far longer "
                                  "than the other cases*"])

@@ -44,7 +44,7 @@ OK_PAIR = pair("g00", {"steps": 5, "accuracy": 0.75}, LONG_BG)
 
 def write_settings(tmp: Path, name: str, pairs: list, **defaults) -> Path:
     path = tmp / f"{name}.json"
-    data = {"name": name, "defaults": {"restart_delay_s": 0.1, "timeout_s": 600, **defaults},
+    data = {"name": name, "defaults": {"method": "epoch", "restart_delay_s": 0.1, "timeout_s": 600, **defaults},
             "workloads": {"trainer": workload(tmp, r"^Epoch 1"), "loader": workload(tmp)}, "pairs": pairs}
     path.write_text(json.dumps(data))
     return path

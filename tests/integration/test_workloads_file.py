@@ -29,7 +29,7 @@ def test_a_users_repository_from_a_seed_style_models_config_runs_as_a_pair(pytes
         "performance_metrics": {"log_patterns": {"test_accuracy": "Test Accuracy[:\\s]+([0-9.]+)"}}}}}))
     settings = pytester.path / "exp.json"
     settings.write_text(json.dumps({"name": "exp", "workloads_file": "models_config.json",
-                                    "defaults": {"restart_delay_s": 0.2, "timeout_s": 60},
+                                    "defaults": {"method": "epoch", "restart_delay_s": 0.2, "timeout_s": 60},
                                     "pairs": [pair("g01", "toy_small", "toy_small", {"epochs": 3}, {"epochs": 8})]}))
     pytester.makepyfile(test_suite=SUITE)
     out = pytester.path / "results"

@@ -141,3 +141,26 @@ def test_a_job_reports_twenty_times_a_second_under_interleaved_rounds_and_four_o
     writer.close()
     lines = (tmp_path / "p.jsonl").read_text().splitlines()
     assert written - 1 <= sum('"event": "step"' in line for line in lines) <= written
+
+
+@given(st.lists(st.lists(st.tuples(st.floats(0.001, 10.0), st.integers(0, 1000)), min_size=0, max_size=8),
+                min_size=1, max_size=4))
+def test_runs_of_one_job_chain_into_one_count_that_only_grows_and_keeps_each_runs_pace(runs):
+    """Each run counts from its own start; chained, a run's steps continue from the run before it,
+    so the count never falls and every step difference inside a run is that run's own."""
+    progresses, t = [], 0.0
+    for run in runs:
+        p, step = Progress(), 0
+        for gap, more in run:
+            t, step = t + gap, step + more
+            p.steps.append((t, step))
+        progresses.append(p)
+        t += 5.0
+    chained = Progress.chained(progresses)
+    assert [t for t, _ in chained.steps] == [t for p in progresses for t, _ in p.steps]
+    assert all(b[1] >= a[1] for a, b in zip(chained.steps, chained.steps[1:]))
+    position = 0
+    for p in progresses:
+        inner = chained.steps[position:position + len(p.steps)]
+        assert [b[1] - a[1] for a, b in zip(inner, inner[1:])] == [b[1] - a[1] for a, b in zip(p.steps, p.steps[1:])]
+        position += len(p.steps)

@@ -251,3 +251,53 @@ def test_parse_accepts_percent_signs_spaces_and_perf_metrics():
         ("gpu_energy_j", 5.0, "lower"), ("perf.test_accuracy", 1.0, "higher"), ("peak_vram_mb", 3.0, "lower")]
     with pytest.raises(CompareError):
         parse_thresholds("nosuch:1")
+
+
+def interleaved_run(tmp_path: Path, name: str, pace: float = 1.0, pair: float = 1.0, n: int = 8) -> Path:
+    """An interleaved record whose rounds hold the energies compare judges per unit of work.
+    ``pace`` scales every energy alike (a host that does more steps per phase); ``pair`` scales
+    only what the pair spent (sharing got worse or better)."""
+    rounds = []
+    for i in range(n):
+        wobble = 1 + 0.01 * ((i % 3) - 1)
+        fg_alone, bg_alone = 20.0 * pace * wobble, 60.0 * pace * wobble
+        above = 0.8 * (fg_alone + bg_alone) * pair
+        fg_j = fg_alone + (above - fg_alone - bg_alone) / 2
+        rounds.append({"complete": True, "concurrency_efficiency": 1.9 * wobble, "gpu_energy_j": above + 40.0 * pace,
+                       "gpu_energy_above_idle_j": above, "fg_gpu_energy_j": fg_j, "bg_gpu_energy_j": above - fg_j,
+                       "fg_alone_energy_j": fg_alone, "bg_alone_energy_j": bg_alone,
+                       "serial_energy_j": (fg_alone + bg_alone + 60.0) * pace})
+    record = {"case_id": CASE, "method": "interleaved", "device": "NVIDIA H100 80GB HBM3", "phase_s": 0.5,
+              "interval_method": "student_t_lag1", "rounds": rounds, "failure": None, "oom": False}
+    for key in ("concurrency_efficiency", "gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j",
+                "bg_gpu_energy_j", "serial_energy_j"):
+        record[key] = sum(r[key] for r in rounds) / n
+    path = tmp_path / name
+    path.write_text(json.dumps({"machine_info": {"gpu_pairs": {"device": "NVIDIA H100 80GB HBM3"}},
+                                "benchmarks": [{"name": f"test_pair[{CASE}]", "extra_info": record}]}))
+    return path
+
+
+def test_interleaved_energies_are_judged_per_unit_of_work_so_a_faster_host_is_no_regression(tmp_path, capsys):
+    base = interleaved_run(tmp_path, "base.json")
+    faster_host = interleaved_run(tmp_path, "faster.json", pace=1.10)
+    gate = ["--fail", "gpu_energy_j:5%,gpu_energy_above_idle_j:5%,fg_gpu_energy_j:5%,bg_gpu_energy_j:5%"]
+    assert cli.main(["compare", str(base), str(faster_host), *gate]) == 0
+    out = capsys.readouterr().out
+    assert "judged per unit of work" in out and "as measured" in out and "(+10.0%)" in out
+    worse_sharing = interleaved_run(tmp_path, "worse.json", pair=1.10)
+    assert cli.main(["compare", str(base), str(worse_sharing), *gate]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out.split("limit:")[0] and "+10.0%" in out
+
+
+def test_records_without_stand_alone_energies_judge_shares_at_the_phase_length(tmp_path, capsys):
+    base = json.loads(interleaved_run(tmp_path, "base.json").read_text())
+    for bench in base["benchmarks"]:
+        for r in bench["extra_info"]["rounds"]:
+            del r["fg_alone_energy_j"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(base))
+    faster_host = interleaved_run(tmp_path, "faster.json", pace=1.10)
+    assert cli.main(["compare", str(old), str(faster_host), "--fail", "fg_gpu_energy_j:5%"]) == 1
+    assert "judged per unit of work" not in capsys.readouterr().out

@@ -116,3 +116,61 @@ def test_closing_solo_phases_bracket_the_last_pair_and_are_no_round_of_their_own
     assert [r["round"] for r in rounds] == [1] and rounds[0]["fg_slowdown"] == pytest.approx(2.0)
     figures = case_figures(m, IDLE_W)
     assert figures["n_rounds"] == 1 and figures["interval_method"] == "student_t_lag1"
+
+
+def test_a_phase_the_job_was_silent_in_has_no_rate_and_its_round_is_left_out():
+    """An evaluation pass: the foreground reports nothing through the second half of its pair
+    phase. With its usual report gap known, that phase has no rate; without it, the old reading."""
+    fg = progress([(1.0, 5.0, 10.0), (11.0, 12.5, 5.0)])
+    bg = progress([(6.0, 10.0, 20.0), (11.0, 15.0, 15.0)])
+    rounds = (PhaseRound(1, (FG_ALONE, BG_ALONE, PAIR)),)
+    silent = InterleavedMeasurement(fg, bg, rounds, counter(watts), (0.0, 0.0), report_gap_s={"fg": 0.25, "bg": 0.25})
+    [r] = figure_rounds(silent, IDLE_W)
+    assert r["fg_steps_per_s"] is None and r["concurrency_efficiency"] is None and r["complete"] is False
+    figures = case_figures(silent, IDLE_W)
+    assert figures["n_rounds"] == 0 and figures["rounds_excluded"] == 1 and figures["concurrency_efficiency"] is None
+    unknown_gap = InterleavedMeasurement(fg, bg, rounds, counter(watts), (0.0, 0.0))
+    assert figure_rounds(unknown_gap, IDLE_W)[0]["fg_steps_per_s"] == pytest.approx(5, rel=0.1)
+
+
+def test_a_slower_cadence_in_the_pair_is_no_silence():
+    """A job slowed down beside the other reports less often: its pair phase keeps its rate."""
+    fg = Progress()
+    fg.steps = [(1.0 + 0.25 * i, 10 * i) for i in range(17)] + [(11.0 + 0.9 * i, 200 + 9 * i) for i in range(5)]
+    bg = progress([(6.0, 10.0, 20.0), (11.0, 15.0, 15.0)])
+    m = InterleavedMeasurement(fg, bg, (PhaseRound(1, (FG_ALONE, BG_ALONE, PAIR)),), counter(watts), (0.0, 0.0),
+                               report_gap_s={"fg": 0.25, "bg": 0.25})
+    assert figure_rounds(m, IDLE_W)[0]["fg_steps_per_s"] == pytest.approx(10.0)
+
+
+def test_rounds_bracket_only_within_their_segment():
+    """After a restart the next round's solo phases belong to other processes: no bracket across."""
+    m = drifting_measurement()
+    restarted = InterleavedMeasurement(m.fg, m.bg, (m.rounds[0], PhaseRound(2, m.rounds[1].phases, segment=1)),
+                                       m.samples, (0.0, 0.0))
+    [r] = figure_rounds(restarted, IDLE_W)
+    assert r["bracketed"] is False and r["fg_slowdown"] == pytest.approx(10 / 6) and r["segment"] == 0
+
+
+@given(st.lists(st.tuples(st.floats(0.5, 3.0), st.floats(1.0, 30.0), st.floats(50.0, 400.0)), min_size=2, max_size=6))
+def test_the_case_split_adds_up_to_the_energy_above_idle_over_the_same_rounds(rounds):
+    """Some rounds incomplete (a job silent), the rest with any rates and power: the case's fg and bg
+    shares still sum to its energy above idle, all three over the same rounds."""
+    phases, fg_parts, bg_parts, power = [], [], [], {}
+    t = 0.0
+    for i, (slow, bg_rate, pair_w) in enumerate(rounds):
+        fg_alone, bg_alone, pair = (Phase("fg", t, t + 0.5, t + 2.5), Phase("bg", t + 2.5, t + 3.0, t + 5.0),
+                                    Phase("pair", t + 5.0, t + 5.5, t + 7.5))
+        phases.append(PhaseRound(i + 1, (fg_alone, bg_alone, pair)))
+        fg_parts += [(fg_alone.start, fg_alone.end, 10.0), (pair.start, pair.end if i % 3 else pair.start + 0.6, 10.0 / slow)]
+        bg_parts += [(bg_alone.start, bg_alone.end, bg_rate), (pair.start, pair.end, bg_rate * 0.8)]
+        power[i] = pair_w
+        t += 7.5
+    m = InterleavedMeasurement(progress(fg_parts), progress(bg_parts), tuple(phases),
+                               counter(lambda s: IDLE_W + power.get(min(int(s // 7.5), len(rounds) - 1), 0.0)),
+                               (0.0, 0.0), report_gap_s={"fg": 0.25, "bg": 0.25})
+    figures = case_figures(m, IDLE_W)
+    if figures["n_rounds"]:
+        assert figures["fg_gpu_energy_j"] + figures["bg_gpu_energy_j"] == pytest.approx(figures["gpu_energy_above_idle_j"],
+                                                                                          rel=1e-9, abs=1e-9)
+    assert figures["n_rounds"] + figures["rounds_excluded"] == len(rounds)

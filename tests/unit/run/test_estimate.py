@@ -69,13 +69,13 @@ def test_a_larger_batch_takes_proportionally_longer_per_step():
 def test_without_a_profile_for_the_device_the_stated_default_is_used(tmp_path):
     job = cases(pair())[0].fg
     assert job_cost(job, "cpu", 1.0).basis == DEFAULT and job_cost(job, "cpu", 1.0).total_s == DEFAULT_JOB_S
-    estimate = estimate_cases(cases(pair()), options(tmp_path), "cpu")[0]
+    estimate = estimate_cases(cases(pair(), method="epoch"), options(tmp_path), "cpu")[0]
     assert estimate.basis == DEFAULT and f"{DEFAULT_JOB_S:g} s per job run assumed" in estimate.detail
     assert estimate.seconds == 3 * DEFAULT_JOB_S  # two solo baselines and the round
 
 
 def test_a_solo_baseline_is_charged_once_to_the_first_case_that_needs_it(tmp_path):
-    selected = cases(pair("g01", "mnist_ff", "resnet20"), pair("g02", "mnist", "resnet20"))
+    selected = cases(pair("g01", "mnist_ff", "resnet20"), pair("g02", "mnist", "resnet20"), method="epoch")
     first, second = estimate_cases(selected, options(tmp_path), "cuda")
     assert len(first.solo_jobs) == 2 and [j.model for j in second.solo_jobs] == ["mnist"]
     alone = standalone(selected[1], options(tmp_path), "cuda")
@@ -115,7 +115,7 @@ def _earlier_record(out: Path, scale: float) -> None:
 def test_earlier_results_of_the_same_scale_and_device_are_preferred(tmp_path):
     _earlier_record(tmp_path / "out", 1.0)
     estimate = estimate_cases(cases(pair(fg_hp={"epochs": 1, "learning_rate": 0.01, "batch_size": 32, "seed": 1334},
-                                         bg_hp={"epochs": 1, "learning_rate": 0.1, "seed": 1334})),
+                                         bg_hp={"epochs": 1, "learning_rate": 0.1, "seed": 1334}), method="epoch"),
                               options(tmp_path), "cuda")[0]
     assert estimate.basis == EARLIER and estimate.seconds == 57.0 and estimate.solo_s == 35.0
 

@@ -41,6 +41,21 @@ def test_hyperparameters_become_separate_arguments_never_shell_text(values):
     assert args == expected
 
 
+def test_a_flag_ending_in_equals_joins_its_value_into_one_argument():
+    """``--epochs=3`` as one argument, Hydra's ``key=value`` overrides, and a bool spelled out."""
+    specs = {"epochs": HyperparameterSpec(flag="--epochs="), "max_epochs": HyperparameterSpec(flag="trainer.max_epochs="),
+             "amp": HyperparameterSpec(flag="+amp=", type="bool"), "lr": HyperparameterSpec(flag="--lr")}
+    args = flag_arguments(specs, {"epochs": 3, "max_epochs": 7, "amp": False, "lr": 0.5})
+    assert args == ["--epochs=3", "trainer.max_epochs=7", "+amp=false", "--lr", "0.5"]
+
+
+@given(st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=20).filter(lambda f: not f.endswith("=")),
+       st.one_of(st.text(max_size=20), st.integers(), st.floats(allow_nan=False)))
+def test_a_joined_flag_is_always_one_argument_that_ends_in_the_value(flag, value):
+    [arg] = flag_arguments({"x": HyperparameterSpec(flag=flag + "=")}, {"x": value})
+    assert arg == f"{flag}={value}"
+
+
 def test_a_command_workload_runs_its_argv_in_cwd_relative_to_the_settings_file(tmp_path):
     from pytest_gpu_pairs.experiment.cases import expand
     from pytest_gpu_pairs.experiment.load import load_experiment
