@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, LOG_LINE_BYTES
@@ -83,7 +84,7 @@ class ReadinessWatch:
     def _scan_new_output(self) -> bool:
         """Reads what the log gained since the last call; True when ``ready_pattern`` matched."""
         try:
-            with open(self.job.log_path, "rb") as handle:
+            with open_regular(self.job.log_path) as handle:
                 handle.seek(self._offset)
                 chunk = handle.read(LOG_READ_CHUNK)
         except OSError:

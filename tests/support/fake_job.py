@@ -42,6 +42,10 @@ def parse(argv):
     p.add_argument("--bad-progress", action="store_true",
                    help="malformed lines in the progress file between the good ones")
     p.add_argument("--pids", default="", help="folder where every process of the job writes its pid")
+    p.add_argument("--trainer-session", action="store_true",
+                   help="train in a child in a session of its own, as torch's elastic launcher starts its workers")
+    p.add_argument("--flood-s", type=float, default=0.0,
+                   help="print progress lines as fast as it can for this many seconds first (forever: -1)")
     p.add_argument("--accuracy", type=float, default=0.5)
     p.add_argument("--note", default="", help="any text; printed back verbatim")
     return p.parse_args(argv)
@@ -127,8 +131,32 @@ def write_bad_progress() -> None:
         handle.writelines(BAD_PROGRESS)
 
 
+def launch_trainer(args, argv) -> int:
+    """The launcher waits for its trainer, which runs in a session of its own (``setsid``)."""
+    write_pid(args.pids, "launcher")
+    trainer_argv = [a for a in argv if a != "--trainer-session"]
+    trainer = subprocess.Popen([sys.executable, __file__, *trainer_argv], start_new_session=True)
+    return trainer.wait()
+
+
+def flood(seconds: float) -> None:
+    """Progress lines as fast as the log takes them (hundreds of thousands a second), for
+    ``seconds`` or, below 0, until killed."""
+    end = time.monotonic() + seconds
+    step = 0
+    while seconds < 0 or time.monotonic() < end:
+        sys.stdout.write("".join(f"step {i}\n" for i in range(step + 1, step + 1001)))
+        sys.stdout.flush()
+        step += 1000
+
+
 def main(argv=None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.trainer_session:
+        return launch_trainer(args, argv)
+    if args.flood_s:
+        flood(args.flood_s)
     n = invocation(args.state)
     fault = args.fault if in_runs(args.fault_runs, n) else "none"
     write_pid(args.pids, "main")
