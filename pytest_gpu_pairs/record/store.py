@@ -56,6 +56,11 @@ def atomic_write_json(path: str | Path, data: Any) -> None:
                                                        allow_nan=False))
 
 
+def json_text(data: Any) -> str:
+    """``data`` as indented JSON for a command's output: a number JSON cannot hold is null."""
+    return json.dumps(finite_or_none(data)[0], indent=2, default=str, allow_nan=False)
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     _atomic_write(Path(path), lambda handle: handle.write(text))
 
