@@ -24,9 +24,9 @@ from pytest_gpu_pairs.protocol import MAX_COUNT, MAX_STEPS, STEP_INTERVAL_S, Pro
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
 
 POLL_S = 0.05
-READ_CHUNK = 1 << 20
-CHUNKS_PER_POLL = 4  # a poll reads at most this many chunks, the lock taken for one at a time
-MAX_BACKLOG_BYTES = 8 * READ_CHUNK  # a log further ahead than this is skipped to its newest chunk
+READ_CHUNK = 64 * 1024  # thousands of lines: tens of milliseconds of matching, the lock held meanwhile
+CHUNKS_PER_POLL = 16  # a poll reads at most this many chunks, the lock taken for one at a time
+MAX_BACKLOG_BYTES = 32 * READ_CHUNK  # a log further ahead than this is skipped to its newest chunk
 MAX_LINE_BYTES = 64 * 1024  # a longer line is matched on its start; the rest up to its end is skipped
 MAX_NUMBER_CHARS = 32  # a step, batch or epoch written with more characters is no count of a training
 
