@@ -108,7 +108,10 @@ def is_finite_number(value: Any) -> bool:
 def describe_number(value: Any) -> str:
     """A number for a message: a huge integer by its size (``str`` of one is slow, or refused)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+        try:
+            return f"an integer of {len(str(abs(value)))} digits"
+        except ValueError:  # past Python's limit on converting integers to text
+            return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
     return repr(value)
 
 

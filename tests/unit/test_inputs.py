@@ -65,7 +65,7 @@ def test_settings_in_a_fifo_are_one_line(fifo):
     ('{"a": 1e400}', "$.a", "expected a finite number, got inf"),
     ('{"a": [NaN]}', "$.a[0]", "expected a finite number, got nan"),
     ('{"a": {"b": -Infinity}}', "$.a.b", "expected a finite number, got -inf"),
-    ('{"a": ' + "1" * 400 + "}", "$.a", "an integer of about 400 digits"),
+    ('{"a": ' + "1" * 400 + "}", "$.a", "an integer of 400 digits"),
     ('{"a": ' + "1" * 5000 + "}", "$", "expected valid JSON"),
     ("[" * (MAX_JSON_DEPTH + 5) + "]" * (MAX_JSON_DEPTH + 5), "$", f"nested at most {MAX_JSON_DEPTH} levels deep"),
     ("[" * 100_000 + "]" * 100_000, "$", f"nested at most {MAX_JSON_DEPTH} levels deep"),
