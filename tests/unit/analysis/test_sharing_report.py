@@ -112,3 +112,16 @@ def test_a_mechanism_never_measured_is_no_reason_to_recommend_the_other():
                 "oom": False, "failed_rounds": 0, "repeats": 3}
     choice, reason = recommend({"timeslice": measured})
     assert choice is None and reason == "not compared: mps was not measured"
+
+
+def test_a_case_found_in_two_inputs_is_refused_naming_both(tmp_path, capsys):
+    import shutil
+
+    from support.helpers import H100_DATA
+
+    copy = tmp_path / "copy"
+    shutil.copytree(H100_DATA / "run", copy)
+    assert main(["sharing-report", str(H100_DATA / "run"), str(copy), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-pairs sharing-report: {copy}: case ") and f"is also in {H100_DATA / 'run'}" in err
+    assert err.count("\n") == 1
