@@ -1,8 +1,10 @@
 """``gpu-pairs sharing-report``: grouping by pair and mechanism, spread, recommendation, outputs."""
 import json
+import shutil
 import tarfile
 
 import pytest
+from support.helpers import H100_DATA
 
 from pytest_gpu_pairs.analysis.sharing import compare, load_records, recommend, summarise_mechanism
 from pytest_gpu_pairs.cli import main
@@ -115,10 +117,6 @@ def test_a_mechanism_never_measured_is_no_reason_to_recommend_the_other():
 
 
 def test_a_case_found_in_two_inputs_is_refused_naming_both(tmp_path, capsys):
-    import shutil
-
-    from support.helpers import H100_DATA
-
     copy = tmp_path / "copy"
     shutil.copytree(H100_DATA / "run", copy)
     assert main(["sharing-report", str(H100_DATA / "run"), str(copy), "--out", str(tmp_path / "s")]) == 2
