@@ -4,7 +4,9 @@ It behaves like a user's train script as far as the harness can tell: it prints,
 progress protocol (or only prints a ready line), takes "device memory" from a shared pool (a
 folder of claim files, so that two jobs together can run out of memory where each alone fits),
 starts helper processes like data-loader workers, and can crash, hang, run out of memory or
-ignore SIGTERM from a given invocation on. It never imports torch: the tests stay fast.
+ignore SIGTERM from a given invocation on. Hostile on request: it trains in a session of its own
+under a launcher, floods its log with progress lines, writes numbers no float holds, or puts a FIFO
+or a link to /dev/zero where its progress file should be. It never imports torch: the tests stay fast.
 """
 from __future__ import annotations
 

@@ -269,6 +269,7 @@ def test_every_drawn_value_passes_the_checks_of_a_written_one_or_the_range_is_re
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GpuPairsWarning)
         cases = expand(experiment)  # a drawn value the checks refuse would raise here
+    low, high = experiment.workloads["mine"].hyperparameters["k"].range  # as read: floats
     for case in cases:
         value = case.fg.hyperparameters["k"]
         assert math.isfinite(value) and (value == 0 or low <= value <= high)
