@@ -287,7 +287,7 @@ def test_a_shard_count_past_the_bound_is_a_usage_error(pytester):
 def test_numbers_no_float_holds_in_progress_events_and_log_lines_are_ignored_and_never_written(pytester):
     settings = write_settings(pytester.path, {
         "fg": command("--protocol", "--huge-numbers", "--steps", "5", log_patterns={"accuracy": r"Accuracy: (\d+)"}),
-        "bg": command("--print-steps", "--huge-numbers", "--steps", "200", "--step-s", "0.05",
+        "bg": command("--print-steps", "--huge-numbers", "--steps", "40", "--step-s", "0.05",
                       progress_pattern=r"^step (?P<step>\d+)$")})
     bench = pytester.path / "bench.json"
     run(pytester, settings, f"--benchmark-json={bench}").assert_outcomes(passed=1)
