@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
+import stat
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -50,28 +54,151 @@ def first_error(exc: ValidationError, source: str) -> SettingsError:
     return SettingsError(source, json_path(loc), text + more)
 
 
-MAX_JSON_BYTES = 64 << 20  # a settings or workloads file is kilobytes; more is not one
+MAX_JSON_BYTES = 64 << 20  # a settings, workloads, result or session file is kilobytes; more is not one
+MAX_JSON_DEPTH = 64  # settings and records nest a few levels; deeper is not one of them
+FLOAT_MAX = sys.float_info.max
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class NotARegularFile(OSError):
+    """A path the suite reads back is a FIFO, a device, a socket or a folder: opening a FIFO waits
+    for a writer that may never come, and ``/dev/zero`` never ends."""
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | Path) -> IO[bytes]:
+    """``path`` opened for reading in binary, refused with ``NotARegularFile`` unless it is (or a
+    link leads to) a regular file. Checked before opening, and again on the open file (which is
+    opened without blocking, so a FIFO swapped in between cannot stall the open)."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotARegularFile(0, f"expected a regular file, got {_kind(mode)}", str(path))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(0, f"expected a regular file, got {_kind(mode)}", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_capped(path: str | Path, limit: int = MAX_JSON_BYTES) -> bytes:
+    """At most ``limit`` + 1 bytes of a regular file (one more than allowed tells a caller it is too
+    big); ``OSError`` (``NotARegularFile`` among them) when it cannot be read."""
+    with open_regular(path) as handle:
+        return handle.read(limit + 1)
+
+
+def is_finite_number(value: Any) -> bool:
+    """A number Python computes with safely: not a bool, not NaN or Infinity (Python's JSON reader
+    accepts both, and ``1e400`` becomes Infinity), and an integer no larger than the largest float
+    (``float()`` of a 400-digit integer raises OverflowError)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -FLOAT_MAX <= value <= FLOAT_MAX if isinstance(value, int) else math.isfinite(value)
+
+
+def describe_number(value: Any) -> str:
+    """A number for a message: a huge integer by its size (``str`` of one is slow, or refused)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        try:
+            return f"an integer of {len(str(abs(value)))} digits"
+        except ValueError:  # past Python's limit on converting integers to text
+            return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    return repr(value)
+
+
+class JsonProblem(ValueError):
+    """Parsed data that the suite cannot use; ``path`` is where (``$`` for the whole file), ``reason``
+    what was expected and what came, ``kind`` which check refused it (utf8, syntax, depth, number)."""
+
+    def __init__(self, path: str, reason: str, kind: str):
+        self.path, self.reason, self.kind = path, reason, kind
+        super().__init__(f"{path}: {reason}")
+
+
+def parse_json(data: bytes) -> Any:
+    """Bytes of an untrusted file as JSON: UTF-8, valid, nested at most ``MAX_JSON_DEPTH`` deep, and
+    every number finite and within a float's range; ``JsonProblem`` naming the first violation."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonProblem("$", f"expected UTF-8 text, got byte 0x{data[exc.start]:02x} at offset {exc.start}",
+                          "utf8") from None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JsonProblem("$", f"expected valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                          "syntax") from None
+    except RecursionError:
+        raise JsonProblem("$", f"expected JSON nested at most {MAX_JSON_DEPTH} levels deep", "depth") from None
+    except ValueError as exc:  # a number of thousands of digits: Python refuses to convert it
+        raise JsonProblem("$", f"expected valid JSON ({exc})", "syntax") from None
+    check_plain_data(parsed)
+    return parsed
+
+
+def check_plain_data(data: Any) -> None:
+    """``JsonProblem`` at the first place where ``data`` nests deeper than ``MAX_JSON_DEPTH`` or holds
+    a number that is not finite (or too large for a float). Walked without recursion."""
+    pending: list[tuple[tuple, Any]] = [((), data)]
+    while pending:
+        loc, value = pending.pop()
+        if len(loc) > MAX_JSON_DEPTH:
+            raise JsonProblem(json_path(loc[:MAX_JSON_DEPTH]),
+                              f"expected JSON nested at most {MAX_JSON_DEPTH} levels deep", "depth")
+        if isinstance(value, dict):
+            pending.extend(((*loc, key), item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            pending.extend(((*loc, index), item) for index, item in reversed(list(enumerate(value))))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and not is_finite_number(value):
+            raise JsonProblem(json_path(loc), f"expected a finite number, got {describe_number(value)}", "number")
 
 
 def read_json(path: Path) -> Any:
-    """The parsed file, or one ``SettingsError`` line: unreadable, too big, not UTF-8, not JSON, or
-    nested deeper than the parser can follow."""
+    """The parsed file, or one ``SettingsError`` line: unreadable, not a regular file, too big, not
+    UTF-8, not JSON, nested too deep, or holding a number that is not finite."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_JSON_BYTES + 1)
+        data = read_capped(path)
     except OSError as exc:
         raise SettingsError(path, "$", f"expected a readable JSON file ({exc.strerror or exc})") from None
     if len(data) > MAX_JSON_BYTES:
         raise SettingsError(path, "$", f"expected a JSON file of at most {MAX_JSON_BYTES >> 20} MiB")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SettingsError(path, "$", f"expected UTF-8 text, got byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SettingsError(path, "$", f"expected valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise SettingsError(path, "$", "expected JSON nested at most a few hundred levels deep") from None
-    except ValueError as exc:  # a number of thousands of digits: Python refuses to convert it
-        raise SettingsError(path, "$", f"expected valid JSON ({exc})") from None
+        return parse_json(data)
+    except JsonProblem as problem:
+        raise SettingsError(path, problem.path, problem.reason) from None
+
+
+def finite_or_none(data: Any) -> tuple[Any, list[tuple[tuple, Any]]]:
+    """``data`` with every number that JSON cannot hold as a finite number (NaN, Infinity, an integer
+    too large for a float) replaced by None, and where each one was: what is written is then
+    valid JSON that every reader can compute with, never a bare ``Infinity``."""
+    replaced: list[tuple[tuple, Any]] = []
+
+    def clean(value: Any, loc: tuple) -> Any:
+        if isinstance(value, dict):
+            return {key: clean(item, (*loc, key)) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(item, (*loc, index)) for index, item in enumerate(value)]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not is_finite_number(value):
+            replaced.append((loc, value))
+            return None
+        return value
+
+    return clean(data, ()), replaced
+
+
+def optional_problem(value: Any, kind: str) -> Optional[str]:
+    """Why ``value`` is not of the JSON ``kind`` (object, string, number) or null, else None."""
+    ok = {"object": isinstance(value, dict), "string": isinstance(value, str),
+          "number": is_finite_number(value), "list": isinstance(value, list)}[kind]
+    return None if value is None or ok else f"expected {'an' if kind == 'object' else 'a'} {kind} or null, got " \
+                                                 f"{type(value).__name__} {describe_number(value)[:60]}"

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any, Optional
 
-from pytest_gpu_pairs.protocol import ENV_VAR, ProgressWriter, step_interval_s
+from pytest_gpu_pairs.protocol import ENV_VAR, ProgressWriter, step_interval_s, step_problem
 
 _writer: Optional[ProgressWriter] = None
 _ready = False
@@ -49,13 +49,33 @@ def ready() -> None:
     _ready = True
 
 
+def _whole(n: Any, what: str) -> int:
+    try:
+        return int(n)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"progress: expected {what} to be a whole number from 0 to 2**53, got {n!r}") from None
+
+
+def _checked(steps: int, epoch: float) -> None:
+    problem = step_problem(steps, epoch)
+    if problem:
+        raise ValueError(f"progress: {problem}")
+
+
 def step(n: Optional[int] = None, epoch: Optional[float] = None) -> None:
     """``n`` steps done so far in this run (or one more than the last call, without ``n``);
     ``epoch``: where in the training that is, in epochs, if the script knows. Written at most four
-    times a second (twenty under interleaved rounds), so it can be called every step."""
+    times a second (twenty under interleaved rounds), so it can be called every step. A value the
+    harness could not read (a negative or non-finite step, a NaN epoch) is a ``ValueError`` here,
+    and the call changes nothing: the next valid call counts on from the last valid one."""
     global _steps, _epoch
-    _steps = _steps + 1 if n is None else int(n)
-    _epoch = _epoch if epoch is None else float(epoch)
+    steps = _steps + 1 if n is None else _whole(n, "the step")
+    try:
+        new_epoch = _epoch if epoch is None else float(epoch)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"progress: expected 'epoch' to be a finite number, got {epoch!r}") from None
+    _checked(steps, new_epoch)
+    _steps, _epoch = steps, new_epoch
     if not _ready:
         ready()
     writer = _open()
@@ -67,7 +87,9 @@ def result(metrics: dict[str, Any], steps: Optional[int] = None) -> None:
     """The run's final model metrics (accuracy, loss, ...), recorded as the job's ``perf``; the last
     step count is written first, so the run's end is its last step."""
     global _steps
-    _steps = _steps if steps is None else int(steps)
+    count = _steps if steps is None else _whole(steps, "steps")
+    _checked(count, _epoch)
+    _steps = count
     writer = _open()
     if writer is None:
         return

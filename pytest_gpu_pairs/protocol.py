@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Optional
+
+from pytest_gpu_pairs.inputs import describe_number, finite_or_none, is_finite_number, open_regular
 
 ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
@@ -66,8 +67,11 @@ class ProgressWriter:
         return cls(os.environ.get(ENV_VAR), sync, interval_s=step_interval_s())
 
     def _emit(self, event: dict[str, Any]) -> None:
+        """One line; a metric that is NaN or Infinity (a diverged loss) is written as null: JSON has
+        no such numbers, and a bare ``NaN`` is a line other readers refuse."""
         if self._file is not None:
-            self._file.write(json.dumps({**event, "t": self._clock()}) + "\n")
+            line = finite_or_none({**event, "t": self._clock()})[0]
+            self._file.write(json.dumps(line, allow_nan=False, default=str) + "\n")
             self._file.flush()
 
     def setup_done(self) -> None:
@@ -81,6 +85,11 @@ class ProgressWriter:
         self._last_step_t = self._clock()
 
     def step(self, step: int, epoch: float, force: bool = False) -> None:
+        """A step report (throttled); ``ValueError`` for a step or epoch the reader would refuse,
+        before anything is written."""
+        problem = step_problem(step, epoch)
+        if problem:
+            raise ValueError(problem)
         if force or self._clock() - self._last_step_t >= self._interval_s:
             self._sync()
             self._emit({"event": "step", "step": step, "epoch": round(epoch, 4)})
@@ -122,12 +131,25 @@ def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator
         yield line[:max_bytes], True
 
 
+MAX_COUNT = 2**53  # steps, epochs' batches: every whole number up to here is exact as a float too
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_finite_number(value)
 
 
 def _is_count(value: Any) -> bool:
-    return _is_number(value) and value >= 0 and float(value).is_integer()
+    return _is_number(value) and 0 <= value <= MAX_COUNT and float(value).is_integer()
+
+
+def step_problem(step: Any, epoch: Any = None) -> Optional[str]:
+    """Why a step report cannot be written or read (None when it can): the step a whole number from
+    0 to 2**53, the epoch a finite number or None."""
+    if not _is_count(step):
+        return f"expected 'step' to be a whole number from 0 to 2**53, got {describe_number(step)}"
+    if epoch is not None and not (_is_number(epoch) and abs(epoch) <= MAX_COUNT):
+        return f"expected 'epoch' to be a finite number (at most 2**53), got {describe_number(epoch)}"
+    return None
 
 
 def event_problem(event: Any) -> Optional[str]:
@@ -141,11 +163,9 @@ def event_problem(event: Any) -> Optional[str]:
     if kind not in EVENTS:
         return None
     if not _is_number(event.get("t")):
-        return f"expected 't' to be a finite number of seconds, got {event.get('t')!r}"
-    if kind == "step" and not _is_count(event.get("step")):
-        return f"expected 'step' to be a whole number >= 0, got {event.get('step')!r}"
-    if kind == "step" and event.get("epoch") is not None and not _is_number(event.get("epoch")):
-        return f"expected 'epoch' to be a number, got {event.get('epoch')!r}"
+        return f"expected 't' to be a finite number of seconds, got {describe_number(event.get('t'))}"
+    if kind == "step":
+        return step_problem(event.get("step"), event.get("epoch"))
     if kind == "result":
         return _result_problem(event)
     if kind == "error" and not (isinstance(event.get("message", ""), str) and isinstance(event.get("oom", False), bool)):
@@ -157,10 +177,10 @@ def _result_problem(event: dict[str, Any]) -> Optional[str]:
     if not isinstance(event.get("metrics", {}), dict):
         return f"expected 'metrics' to be an object, got {type(event.get('metrics')).__name__}"
     if event.get("steps") is not None and not _is_count(event.get("steps")):
-        return f"expected 'steps' to be a whole number >= 0, got {event.get('steps')!r}"
+        return f"expected 'steps' to be a whole number from 0 to 2**53, got {describe_number(event.get('steps'))}"
     peak = event.get("peak_mem_reserved_mb")
     if peak is not None and not _is_number(peak):
-        return f"expected 'peak_mem_reserved_mb' to be a number, got {peak!r}"
+        return f"expected 'peak_mem_reserved_mb' to be a finite number, got {describe_number(peak)}"
     return None
 
 
@@ -172,6 +192,8 @@ def parse_event(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
         return None, "expected UTF-8 text"
     except (json.JSONDecodeError, RecursionError):
         return None, "expected one JSON object"
+    except ValueError:  # an integer of thousands of digits: Python refuses to convert it
+        return None, "expected one JSON object with numbers of at most a few hundred digits"
     problem = event_problem(event)
     return (None, problem) if problem else (event, None)
 
@@ -190,6 +212,7 @@ class Progress:
     bad_lines: int = 0
     first_problem: Optional[str] = None
     source: str = "protocol"  # or "log": read from the job's log with its progress_pattern
+    skipped_bytes: int = 0  # of a log that ran ahead of its reader: the lines in them were not read
     _line: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
@@ -198,7 +221,7 @@ class Progress:
         ``until_ready`` stops at the ready event, for a watcher that needs nothing more."""
         progress = cls()
         try:
-            handle = open(path, "rb")  # noqa: SIM115 - closed below
+            handle = open_regular(path)
         except FileNotFoundError:
             return progress
         except OSError as exc:
@@ -244,10 +267,13 @@ class Progress:
 
     @property
     def problem_note(self) -> Optional[str]:
-        """One line about the lines that were ignored, or None when every line was an event."""
-        if not self.bad_lines:
-            return None
-        return f"{self.bad_lines} malformed progress line(s) ignored (first: {self.first_problem})"
+        """One line about the lines that were ignored or skipped, or None when every line was read."""
+        parts = [f"{self.bad_lines} malformed progress line(s) ignored (first: {self.first_problem})"] \
+            if self.bad_lines else []
+        if self.skipped_bytes:
+            parts.append(f"{self.skipped_bytes} bytes of log skipped unread: the job printed faster than "
+                         "they could be read, so only its newest lines were")
+        return "; ".join(parts) or None
 
     def _add(self, event: dict[str, Any]) -> None:
         kind, t = event.get("event"), float(event["t"])

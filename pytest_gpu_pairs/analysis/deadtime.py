@@ -19,13 +19,12 @@ case's start (what replaced the predecessor's 60 s sleep).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_gpu_pairs.record.store import case_records
+from pytest_gpu_pairs.record.store import case_records, json_text
 
 SEED_SLEEP_BEFORE_FG_S = 30.0
 SEED_SLEEP_AFTER_GROUP_S = 60.0
@@ -173,9 +172,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     totals = summarise(times)
     if args.json:
-        print(json.dumps({"cases": [{**asdict(c), "dead_s": c.dead_s, "other_s": c.other_s} for c in times],
-                          "totals": totals,
-                          "skipped": skipped}, indent=2))
+        print(json_text({"cases": [{**asdict(c), "dead_s": c.dead_s, "other_s": c.other_s} for c in times],
+                         "totals": totals, "skipped": skipped}))
     else:
         print("\n".join(format_report(times, totals)))
         for line in skipped:

@@ -15,7 +15,6 @@ measured, and charged, on both. Nothing runs and no device is opened.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,20 +27,25 @@ from pytest_gpu_pairs.analysis.planner.profiles import read_profiles
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
-from pytest_gpu_pairs.record.store import StoreError, case_records, read_session
+from pytest_gpu_pairs.record.store import StoreError, case_records, json_text, read_session
 from pytest_gpu_pairs.run.estimate import case_costs, earlier_results, standalone
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
-from pytest_gpu_pairs.run.schedule import Prediction, predict
+from pytest_gpu_pairs.run.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
 DEFAULT_GPUS = "1,2,4,6,8"
 
 
+MAX_GPU_COUNTS = 64  # GPU counts in one --gpus: each is a schedule and a row of the table
+
+
 def _gpu_counts(text: str) -> tuple[int, ...]:
-    parts = [p.strip() for p in text.split(",")]
-    if not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected GPU counts such as 1,2,4, got {text!r}")
-    return tuple(sorted({int(p) for p in parts}))
+    parts = text.split(",")
+    counts = [small_count(p) for p in parts[:MAX_GPU_COUNTS + 1]]
+    if len(parts) > MAX_GPU_COUNTS or not all(counts):
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_GPU_COUNTS} GPU counts from 1 to {MAX_BINS} such "
+                                         f"as 1,2,4, got {text[:80]!r}")
+    return tuple(sorted(set(counts)))
 
 
 def _card_mb(text: str) -> float:
@@ -240,17 +244,16 @@ def run(args: argparse.Namespace) -> int:
         cases = [c for c in cases if c.id in wanted]
         earlier = earlier_results(results, options.scale, args.device)
         pairs = plan_for_pairs(cases, args, folders) if cases else None
+        rows, bases = _gpu_rows(cases, options, args, results, earlier) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")
         return 2
     if not cases:
         print("error: no case selected")
         return 2
-    rows, bases = _gpu_rows(cases, options, args, results, earlier) if args.gpus else ([], Counter())
     if args.json:
         gpu_part = {"bases": dict(bases), "predictions": rows} if args.gpus else {}
-        print(json.dumps({"cases": len(cases), "device": args.device, "scale": args.scale, **gpu_part, **pairs},
-                         indent=2))
+        print(json_text({"cases": len(cases), "device": args.device, "scale": args.scale, **gpu_part, **pairs}))
         return 0
     if args.gpus:
         basis_text = ", ".join(f"{n} {b}" for b, n in sorted(bases.items()))

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, case_records, load_run
 
@@ -54,15 +55,22 @@ def _records_from_dir(folder: Path) -> list[Record]:
 
 
 def _records_from_tgz(path: Path) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory() as tmp, tarfile.open(path) as archive:
-        archive.extractall(tmp, members=[m for m in archive.getmembers() if m.name.endswith("result.json")],
-                           filter="data")
-        return _records_from_dir(Path(tmp))
+    """The case records in an archive: only its ``result.json`` members, extracted as plain files
+    (tarfile's data filter refuses links, devices and paths leaving the folder)."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp, open_regular(path) as handle, \
+                tarfile.open(fileobj=handle, mode="r:*") as archive:
+            archive.extractall(tmp, members=[m for m in archive.getmembers() if m.name.endswith("result.json")
+                                             and m.isfile()], filter="data")
+            return _records_from_dir(Path(tmp))
+    except (OSError, tarfile.TarError) as exc:
+        raise ReportInputError(f"{path}: $: expected a readable .tgz of results folders ({exc})") from None
 
 
 def load_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Every case record in ``paths``; a case found twice keeps its last occurrence."""
-    by_id: dict[str, dict[str, Any]] = {}
+    """Every case record in ``paths``; a case found in two inputs is refused in one line naming
+    both (a stale copy must not silently stand in for the case)."""
+    by_id: dict[str, tuple[dict[str, Any], Path]] = {}
     for path in map(Path, paths):
         if path.is_dir():
             found = _records_from_dir(path)
@@ -70,8 +78,12 @@ def load_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
             found = _records_from_tgz(path)
         else:
             found = _records_from_benchmark(path)
-        by_id.update((r["case_id"], r) for r in found)
-    return list(by_id.values())
+        for record in found:
+            first = by_id.setdefault(record["case_id"], (record, path))[1]
+            if first != path:
+                raise ReportInputError(f"{path}: case {record['case_id']!r} is also in {first}; pass each case's "
+                                       "run once (remove the stale copy)")
+    return [record for record, _ in by_id.values()]
 
 
 # --- analysis -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment import mutation
 from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history
-from pytest_gpu_pairs.experiment.load import hyperparameter_specs, value_kind
+from pytest_gpu_pairs.experiment.load import hyperparameter_problem, hyperparameter_specs, value_kind
 from pytest_gpu_pairs.experiment.schema import (
     DEFAULTS,
     DESIGN_METHODS,
@@ -181,22 +181,34 @@ VARIANT_NAMES = {"learning_rate": "lr"}
 
 def scaled_value(experiment: Experiment, model: str, name: str, default: Any, factor: float) -> Any:
     """``default * factor``: exact for floats and for a built-in's (fractional) epochs, else the
-    nearest integer, at least 1."""
+    nearest integer, at least 1. A product beyond a float's range is Infinity, which the
+    validation of every variant (``study_variants``) refuses."""
     spec = hyperparameter_specs(experiment, model)[name]
     value = default * factor
+    if not math.isfinite(value):
+        return value
     if value_kind(experiment, model, name, spec) == "float":
         value = float(f"{value:.10g}")
         return int(value) if value.is_integer() and isinstance(default, int) else value
     return max(1, math.floor(value + 0.5))
 
 
-def study_variants(experiment: Experiment, pair: PairSpec, varied: JobConfig) -> list[tuple[str, JobConfig]]:
-    """default, then ``<hp>_min`` and ``<hp>_max`` for each varied hyperparameter (lr = learning_rate)."""
+def study_variants(experiment: Experiment, pair: PairSpec, varied: JobConfig,
+                   index: int = 0) -> list[tuple[str, JobConfig]]:
+    """default, then ``<hp>_min`` and ``<hp>_max`` for each varied hyperparameter (lr = learning_rate).
+    A scaled value the settings could not have written (a dropout of 1.0, a learning rate past what
+    a built-in trains with, Infinity) is refused in one line naming the factors that made it."""
     variants = [("default", varied)]
+    where = f"{experiment.pair_path(index)}.vary" if pair.vary is not None else "$.vary"
     for name, factors in experiment.pair_vary(pair).items():
         default = varied.hyperparameters[name]
         for bound, factor in zip(("min", "max"), factors):
             value = scaled_value(experiment, varied.model, name, default, factor)
+            problem = hyperparameter_problem(experiment, varied.model, name, value)
+            if problem:
+                raise SettingsError(experiment.source, f"{where}.{name}",
+                                    f"{name} {default!r} x {factor:g} = {value!r} for pair {pair.group}: {problem}; "
+                                    "choose factors that keep the value valid")
             variants.append((f"{VARIANT_NAMES.get(name, name)}_{bound}", varied.with_hyperparameters(**{name: value})))
     return variants
 
@@ -207,9 +219,9 @@ def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     their baselines measured; a solo job several pairs need is one case, under the first pair."""
     cases: list[Case] = []
     solo_jobs: set[JobConfig] = set()
-    for pair in experiment.pairs:
+    for index, pair in enumerate(experiment.pairs):
         varied, load = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
-        variants = study_variants(experiment, pair, varied)
+        variants = study_variants(experiment, pair, varied, index)
         load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
         for variant, job in [(load_variant, load)] + variants:
             if job not in solo_jobs:
@@ -250,9 +262,21 @@ def _mutated_cases(experiment: Experiment, index: int, pair: PairSpec, overrides
         warnings.warn(f"{experiment.source}: {experiment.mutate_path(index)}: only {len(drawn)} of {wanted} "
                       f"configurations of {', '.join(names)} were never run before ({attempts} draws); "
                       f"widen the ranges or ask for fewer", GpuPairsWarning, stacklevel=2)
+    for drawn_one in drawn:
+        _check_drawn(experiment, index, fg.model, names, drawn_one.hyperparameters)
     seen.update(d.key for d in drawn)
     return [_case(experiment, pair, overrides, fg.with_hyperparameters(**d.hyperparameters), bg, variant(d.key),
                   "concurrent") for d in drawn]
+
+
+def _check_drawn(experiment: Experiment, index: int, model: str, names: list[str], values: dict[str, Any]) -> None:
+    """Every drawn value as the settings' own are judged: a range that holds values the workload
+    refuses (or none that fit a float) is named with the value it gave, before any job sees it."""
+    for name in names:
+        problem = hyperparameter_problem(experiment, model, name, values[name])
+        if problem:
+            raise SettingsError(experiment.source, experiment.mutate_path(index),
+                                f"{name} drawn from its range as {values[name]!r}: {problem}; narrow its range")
 
 
 def _mutation_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:

@@ -9,6 +9,7 @@ case to another sample: ids stay stable across runs of one file.
 from __future__ import annotations
 
 import csv
+import io
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,7 @@ from typing import Any
 
 from pytest_gpu_pairs.compat.raw_data import seed_row_run
 from pytest_gpu_pairs.experiment.mutation import RunKey, run_key
+from pytest_gpu_pairs.inputs import open_regular
 
 
 class GpuPairsWarning(UserWarning):
@@ -58,7 +60,8 @@ def add_results(history: History, records: Iterable[Mapping[str, Any]]) -> None:
 
 
 def add_seed_csv(history: History, path: Path) -> None:
-    with path.open(newline="", encoding="utf-8") as handle:
+    """The runs of a predecessor CSV; a FIFO or device in its place is refused unopened (OSError)."""
+    with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as handle:
         for row in csv.DictReader(handle):
             run = seed_row_run(row)
             if run is not None:

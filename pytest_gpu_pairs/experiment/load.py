@@ -27,7 +27,14 @@ from pytest_gpu_pairs.experiment.schema import (
     range_problem,
     value_type_problem,
 )
-from pytest_gpu_pairs.inputs import SettingsError, first_error, json_path, read_json
+from pytest_gpu_pairs.inputs import (
+    SettingsError,
+    describe_number,
+    first_error,
+    is_finite_number,
+    json_path,
+    read_json,
+)
 
 
 def at(where: str, *keys: Any) -> str:
@@ -134,17 +141,27 @@ def _check_job(experiment: Experiment, job: JobRef, where: str) -> None:
             raise SettingsError(experiment.source, path,
                                 f"expected one of {job.model}'s hyperparameters ({', '.join(sorted(known))})"
                                 f"{did_you_mean(name, sorted(known))}")
-        kind = value_kind(experiment, job.model, name, known[name])
-        problem = value_type_problem(kind, value) or _value_problem(experiment, job.model, name, value, known[name])
+        problem = hyperparameter_problem(experiment, job.model, name, value)
         if problem:
             raise SettingsError(experiment.source, path, problem)
+
+
+def hyperparameter_problem(experiment: Experiment, model: str, name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be ``model``'s ``name`` (None when it can): the one judgement of a value,
+    whether the settings wrote it or the hyperparameter study scaled it or mutation drew it, so no
+    job gets a value the settings could not have given it (a dropout of 1.0, Infinity)."""
+    spec = hyperparameter_specs(experiment, model)[name]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not is_finite_number(value):
+        return f"expected a finite number, got {describe_number(value)}"
+    kind = value_kind(experiment, model, name, spec)
+    return value_type_problem(kind, value) or _value_problem(experiment, model, name, value, spec)
 
 
 def _value_problem(experiment: Experiment, model: str, name: str, value: Any, spec: Any) -> str | None:
     """A command workload's value must lie in its declared ``range``; a built-in's in what it can
     train with (``catalog.VALID``: its ``range`` is only where mutation samples)."""
     if model in experiment.workloads:
-        return range_problem(value, spec.range)
+        return range_problem(value, spec.range, zero_allowed=spec.zero_probability > 0)
     if name not in VALID or isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     low, high, low_included = VALID[name]

@@ -21,6 +21,7 @@ from pydantic import (
 
 from pytest_gpu_pairs.experiment.logformats import check_progress_pattern, preset_pattern
 from pytest_gpu_pairs.experiment.vocabulary import SHARING_MODES
+from pytest_gpu_pairs.inputs import describe_number, is_finite_number
 from pytest_gpu_pairs.patterns import compile_pattern, group_count
 
 NAME_MAX = 64  # a workload, hyperparameter or group name; a case id joins several into one folder name
@@ -70,10 +71,11 @@ def _hyper_value(value: Any) -> Any:
     """A hyperparameter value: a boolean, a whole number, a finite number or text without NUL."""
     if isinstance(value, str):
         return _no_nul(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("expected a finite number (no NaN or Infinity)")
     if not isinstance(value, (bool, int, float)):
         raise ValueError("expected a number, a string or a boolean")
+    if not isinstance(value, bool) and not is_finite_number(value):
+        raise ValueError(f"expected a finite number (no NaN or Infinity, no integer beyond a float's range), "
+                         f"got {describe_number(value)}")
     return value
 
 
@@ -108,12 +110,15 @@ def value_type_problem(kind: str, value: Any) -> Optional[str]:
     return None if ok else f"expected a value of type {kind}, got {value!r}"
 
 
-def range_problem(value: Any, bounds: Optional[tuple[float, float]]) -> Optional[str]:
+def range_problem(value: Any, bounds: Optional[tuple[float, float]], zero_allowed: bool = False) -> Optional[str]:
     """A value on the wrong side of zero for its ``range``. The range is where mutation samples,
     so a value beyond it is fine (``epochs`` 1 for a quick run of a workload sampled from [5, 15]);
     but a range of positive values says the hyperparameter is positive, and ``epochs`` 0 or -1
-    would train nothing and pass."""
+    would train nothing and pass. ``zero_allowed``: its ``zero_probability`` says 0 is a value it
+    takes (the predecessor's weight decay), so mutation draws it and the settings may write it."""
     if bounds is None or isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+        return None
+    if zero_allowed and value == 0:
         return None
     low, high = bounds
     if low > 0 and value <= 0:
@@ -139,6 +144,8 @@ class HyperparameterSpec(_Strict):
                 raise ValueError(f"expected range [low, high] with low <= high, got {list(self.range)}")
             if self.distribution == "log_uniform" and low <= 0:
                 raise ValueError("expected a positive range for a log_uniform distribution")
+            if not math.isfinite(high - low):
+                raise ValueError(f"expected a range whose width is a finite number, got {list(self.range)}")
         if self.range is not None and self.type not in ("int", "float"):
             raise ValueError(f"expected a range only for an int or float hyperparameter, this one is {self.type}")
         return self

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.protocol import event_problem
 
 SAVE_CURSOR, RESTORE_CURSOR, ERASE_TO_END = "\0337", "\0338", "\033[K"
@@ -68,17 +69,17 @@ def session_eta_s(case_eta: Optional[float], remaining_estimate_s: float, finish
 def last_progress(path: Path) -> Optional[dict[str, Any]]:
     """The newest step (or ready) event of a progress file, reading only its tail."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(0, 2)
             size = handle.tell()
             handle.seek(max(0, size - TAIL_BYTES))
-            lines = handle.read().decode("utf-8", "replace").splitlines()
+            lines = handle.read(TAIL_BYTES).decode("utf-8", "replace").splitlines()
     except OSError:
         return None
     for line in reversed(lines):
         try:
             event = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON, or an integer of thousands of digits
             continue
         if event_problem(event) is None and event.get("event") in ("step", "ready"):
             return event  # a malformed line (a job's output is untrusted) is passed over

@@ -30,6 +30,10 @@ class Notes(dict):
     def unmeasured(self, key: str, reason: str) -> None:
         self.setdefault(key, reason)
 
+    def also(self, key: str, reason: str) -> None:
+        """A second qualification of ``key``, after the first: both are said."""
+        self[key] = f"{self[key]}; {reason}" if key in self else reason
+
 
 def _cpu_facts(record: dict[str, Any], notes: Notes, env: DeviceFacts, case: Case) -> None:
     jobs = {role: env.one_loop(job.is_builtin) for role, job in (("fg", case.fg), ("bg", case.bg)) if job is not None}
@@ -297,7 +301,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
         notes.unmeasured("duration_basis", "the foreground reports no progress, so durations are process wall times "
                                            f"(startup included): {_PROGRESS_FIX.format(fg.model)}")
     if fg.progress.problem_note:
-        notes.unmeasured("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
+        notes.also("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
     record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None
     record["fg_slowdown"] = metrics.fg_slowdown(fg.duration_s, record["fg_solo_duration_s"]) if m.mode != "solo" else None
     record.update(_background_figures(m, solo_bg, notes))

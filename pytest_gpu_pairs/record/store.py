@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.compat import record_v1
-from pytest_gpu_pairs.inputs import json_path
+from pytest_gpu_pairs.inputs import (
+    MAX_JSON_BYTES,
+    JsonProblem,
+    describe_number,
+    finite_or_none,
+    json_path,
+    optional_problem,
+    parse_json,
+    read_capped,
+)
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
 from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
 from pytest_gpu_pairs.record.model import Record, ValidationError
@@ -40,7 +49,16 @@ class StoreError(ValueError):
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:
-    _atomic_write(Path(path), lambda handle: json.dump(data, handle, indent=2, sort_keys=True, default=str))
+    """JSON every reader can read back: a number JSON cannot hold is written as null, never as a bare
+    ``Infinity`` or ``NaN`` (records say which in their notes: ``typed``)."""
+    clean = finite_or_none(data)[0]
+    _atomic_write(Path(path), lambda handle: json.dump(clean, handle, indent=2, sort_keys=True, default=str,
+                                                       allow_nan=False))
+
+
+def json_text(data: Any) -> str:
+    """``data`` as indented JSON for a command's output: a number JSON cannot hold is null."""
+    return json.dumps(finite_or_none(data)[0], indent=2, default=str, allow_nan=False)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -100,8 +118,10 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = "$") -> Record:
-    """The record as the typed model; ``StoreError`` naming the first key that does not fit."""
-    data = record.to_dict() if isinstance(record, Record) else dict(record)
+    """The record as the typed model; ``StoreError`` naming the first key that does not fit. A number
+    JSON cannot hold (NaN, Infinity, an integer beyond a float's range: a job's metric, a ratio over
+    a zero duration) becomes null with a note saying what it was."""
+    data = _finite_record(record.to_dict() if isinstance(record, Record) else dict(record))
     try:
         return Record.model_validate(data)
     except ValidationError as exc:
@@ -111,6 +131,17 @@ def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = 
             or _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
         raise StoreError(f"{source}: {at}{json_path((key,))[1:] if key else ''}: expected a gpu-pairs result record "
                          f"({key or 'the record'} must be {expected}, got {error.get('input')!r})") from None
+
+
+def _finite_record(data: dict[str, Any]) -> dict[str, Any]:
+    clean, replaced = finite_or_none(data)
+    if not replaced:
+        return data
+    notes = clean.get("notes") if isinstance(clean.get("notes"), dict) else {}
+    for loc, value in replaced:
+        notes.setdefault(str(loc[0]), f"{json_path(loc)} was {describe_number(value)}, not a finite number; "
+                                      "recorded as null")
+    return {**clean, "notes": notes}
 
 
 def save_result(out_dir: str | Path, record: Mapping[str, Any]) -> Path:
@@ -174,14 +205,27 @@ def case_result_paths(out_dir: str | Path, solo: bool = False, nested: bool = Fa
 
 def case_records(out_dir: str | Path, solo: bool = False,
                  nested: bool = False) -> tuple[list[tuple[Path, Record]], list[str]]:
-    """The records of a results folder, and one line for each file that could not be read."""
+    """The records of a results folder, and one line for each file that could not be read or that
+    claims the case id of a record found before it (a stale copy must not stand in for the case)."""
     found, problems = [], []
+    claimed: dict[str, Path] = {}
     for path in case_result_paths(out_dir, solo, nested):
         try:
-            found.append((path, read_record(path)))
+            record = read_record(path)
         except StoreError as exc:
             problems.append(str(exc))
+            continue
+        first = claimed.setdefault(record.case_id, path) if isinstance(record.case_id, str) else path
+        if first != path:
+            problems.append(duplicate_case_message(path, "$", record.case_id, str(first)))
+            continue
+        found.append((path, record))
     return found, problems
+
+
+def duplicate_case_message(path: str | Path, where: str, case_id: str, first: str) -> str:
+    return (f"{path}: {where}.case_id: expected one record per case, but case {case_id!r} is also recorded in "
+            f"{first}; remove the stale copy")
 
 
 def complete_records(out_dir: str | Path) -> list[Record]:
@@ -204,7 +248,26 @@ def read_session(out_dir: str | Path) -> Optional[dict[str, Any]]:
     data = _read_json(path, "gpu-pairs session.json")
     if not isinstance(data, dict):
         raise StoreError(f"{path}: $: expected a gpu-pairs session.json (a JSON object)")
+    _check_session(path, data)
     return data
+
+
+_SESSION_SHAPE = {"device": "string", "gpu": "object", "scale": "number", "gpu_memory_mb": "number",
+                  "sample_hz": "number", "idle_power_w": "number", "worker": "string"}
+_GPU_SHAPE = {"name": "string", "driver": "string", "memory_total_mb": "number", "power_limit_w": "number"}
+
+
+def _check_session(path: Path, data: dict[str, Any]) -> None:
+    """The keys the readers use are of the kind they expect (or null): a ``"gpu": []`` must be one
+    line naming it, not an AttributeError in ``compare`` or ``plan``."""
+    for key, kind in _SESSION_SHAPE.items():
+        problem = optional_problem(data.get(key), kind)
+        if problem:
+            raise StoreError(f"{path}: {json_path((key,))}: {problem}")
+    for key, kind in _GPU_SHAPE.items():
+        problem = optional_problem((data.get("gpu") or {}).get(key), kind)
+        if problem:
+            raise StoreError(f"{path}: {json_path(('gpu', key))}: {problem}")
 
 
 @dataclass
@@ -217,15 +280,27 @@ class Run:
 
 
 def _read_json(path: Path, what: str) -> Any:
+    """A file the suite wrote, read back as untrusted: a regular file (a FIFO or a device in its
+    place is refused unopened), at most ``MAX_JSON_BYTES``, JSON nested at most ``MAX_JSON_DEPTH``
+    deep, every number finite; anything else is one ``StoreError`` line."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = read_capped(path)
     except OSError as exc:
         raise StoreError(f"{path}: $: expected a readable {what} ({exc.strerror or exc})") from None
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"{path}: $: expected {what}, got invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    except UnicodeDecodeError as exc:
-        raise StoreError(f"{path}: $: expected {what} in UTF-8, got byte 0x{exc.object[exc.start]:02x} at "
-                         f"offset {exc.start}") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise StoreError(f"{path}: $: expected {what} of at most {MAX_JSON_BYTES >> 20} MiB")
+    try:
+        return parse_json(data)
+    except JsonProblem as problem:
+        raise StoreError(f"{path}: {problem.path}: {_store_reason(problem, what)}") from None
+
+
+def _store_reason(problem: JsonProblem, what: str) -> str:
+    if problem.kind == "utf8":
+        return problem.reason.replace("expected UTF-8 text", f"expected {what} in UTF-8")
+    if problem.kind == "syntax":
+        return f"expected {what}, got invalid JSON ({problem.reason.removeprefix('expected valid JSON (')}"
+    return problem.reason
 
 
 def machine_from_session(session: dict[str, Any]) -> dict[str, Any]:
@@ -236,14 +311,21 @@ def machine_from_session(session: dict[str, Any]) -> dict[str, Any]:
 
 
 def _session_machine(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "session.json"
-    return machine_from_session(_read_json(path, "gpu-pairs session.json")) if path.exists() else {}
+    session = read_session(run_dir)
+    return machine_from_session(session) if session is not None else {}
 
 
-def _add_record(records: dict[str, Record], record: Any, path: Path, where: str) -> None:
+def _add_record(records: dict[str, Record], record: Any, path: Path, where: str,
+                claimed: dict[str, str]) -> None:
+    """One more record of a run; a second record of a case id already read is refused, naming both
+    places: whichever came last would otherwise silently stand for the case."""
     if not isinstance(record, dict) or not isinstance(record.get("case_id"), str):
         raise StoreError(f"{path}: {where}: expected a gpu-pairs result record with a case_id")
-    records[record["case_id"]] = typed(record_v1.upgrade(record), path, where)
+    case_id = record["case_id"]
+    if case_id in records:
+        raise StoreError(duplicate_case_message(path, where, case_id, claimed[case_id]))
+    records[case_id] = typed(record_v1.upgrade(record), path, where)
+    claimed[case_id] = f"{path}" if where == "$" else f"{path} at {where}"
 
 
 def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
@@ -254,19 +336,34 @@ def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
     if not isinstance(resumed, list):
         raise StoreError(f"{path}: $.{RESUMED_KEY}: expected a list of resumed cases' entries")
     records: dict[str, dict] = {}
+    claimed: dict[str, str] = {}
     for where, entries in (("benchmarks", benchmarks), (RESUMED_KEY, resumed)):
         for index, bench in enumerate(entries):
             info = bench.get("extra_info") if isinstance(bench, dict) else None
             if isinstance(info, dict) and "case_id" in info:
-                _add_record(records, info, path, f"$.{where}[{index}].extra_info")
-    machine = (data.get("machine_info") or {}).get("gpu_pairs") or {}
-    return Run(str(path), records, dict(machine))
+                _add_record(records, info, path, f"$.{where}[{index}].extra_info", claimed)
+    return Run(str(path), records, _benchmark_machine(path, data))
+
+
+def _benchmark_machine(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    machine_info = data.get("machine_info") or {}
+    machine = machine_info.get("gpu_pairs") if isinstance(machine_info, dict) else machine_info
+    if machine is not None and not isinstance(machine, dict):
+        where = "$.machine_info" + (".gpu_pairs" if isinstance(machine_info, dict) else "")
+        raise StoreError(f"{path}: {where}: expected an object, got {type(machine).__name__}")
+    for key, kind in (("device", "string"), ("gpu_name", "string"), ("driver", "string"),
+                      ("gpu_memory_mb", "number")):
+        problem = optional_problem((machine or {}).get(key), kind)
+        if problem:
+            raise StoreError(f"{path}: $.machine_info.gpu_pairs.{key}: {problem}")
+    return dict(machine or {})
 
 
 def _load_run_dir(path: Path) -> Run:
     records: dict[str, Record] = {}
+    claimed: dict[str, str] = {}
     for result in case_result_paths(path):
-        _add_record(records, _read_json(result, "gpu-pairs result.json"), result, "$")
+        _add_record(records, _read_json(result, "gpu-pairs result.json"), result, "$", claimed)
     if not records:
         raise StoreError(f"{path}: $: expected a gpu-pairs run directory with <case-id>/result.json files")
     return Run(str(path), records, _session_machine(path))
@@ -282,7 +379,7 @@ def load_run(path: str | Path) -> Run:
         run = _load_benchmark_json(path, data)
     elif isinstance(data, dict) and "case_id" in data:
         run = Run(str(path), {}, _session_machine(path.parent.parent))
-        _add_record(run.records, data, path, "$")
+        _add_record(run.records, data, path, "$", {})
     else:
         raise StoreError(f"{path}: $: expected pytest-benchmark JSON (with 'benchmarks') or a gpu-pairs result.json")
     if not run.records:

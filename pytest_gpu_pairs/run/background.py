@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, LOG_LINE_BYTES
@@ -23,6 +24,7 @@ from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
 CRASH_LOOP_FAILURES = DEFAULTS.crash_loop_failures
 CRASH_LOOP_WINDOW_S = DEFAULTS.crash_loop_window_s
 READY_FALLBACK_S = 5.0
+FINISHED_RUN_MIN_S = 2.0  # a run without progress reports that exits 0 sooner did not train
 LOG_READ_CHUNK = 1 << 20
 
 
@@ -35,8 +37,10 @@ class ReadinessWatch:
        progress line (at its ready_pattern's first match, when it has one too);
     3. ``ready_pattern``: the workload's ``ready_pattern`` matches a line of its log;
     4. ``fallback`` (a command workload with none of these): the job has printed its first line and is
-       still alive ``READY_FALLBACK_S`` later, or it exited with code 0 (it trained, from its first
-       line on).
+       still alive ``READY_FALLBACK_S`` later, or it exited with code 0 after running at least
+       ``FINISHED_RUN_MIN_S`` (it trained, from its first line on: a finished run, restarted as
+       usual). One that exits 0 sooner is ready only on its exit (``ready_on_exit``) and counts
+       towards the crash loop: it trained nothing a foreground could share the device with.
 
     The log is read incrementally, so a watch on a long log costs what the new lines cost.
     """
@@ -74,16 +78,20 @@ class ReadinessWatch:
             return None
         exit_code = self.job.poll()
         if exit_code == 0:
-            self.ready_on_exit = True
+            self.ready_on_exit = self._ran_s() < FINISHED_RUN_MIN_S
             return self.first_output_t, "fallback"
         if exit_code is None and time.time() - self.first_output_t >= self.fallback_s:
             return time.time(), "fallback"
         return None
 
+    def _ran_s(self) -> float:
+        """How long the job ran, start to exit (to now while its exit is not yet stamped)."""
+        return (self.job.exit_t or time.time()) - self.job.start_t
+
     def _scan_new_output(self) -> bool:
         """Reads what the log gained since the last call; True when ``ready_pattern`` matched."""
         try:
-            with open(self.job.log_path, "rb") as handle:
+            with open_regular(self.job.log_path) as handle:
                 handle.seek(self._offset)
                 chunk = handle.read(LOG_READ_CHUNK)
         except OSError:
@@ -252,7 +260,8 @@ class BackgroundLoop:
             return "no ready event"
         if self.spec.ready_pattern:
             return "no ready event and no line matching its ready_pattern"
-        return f"no ready event and not {READY_FALLBACK_S:g} s alive after its first line"
+        return (f"no ready event, not {READY_FALLBACK_S:g} s alive after its first line, and not "
+                f"{FINISHED_RUN_MIN_S:g} s run before its exit")
 
     def snapshot(self) -> BackgroundRuns:
         """What the loop has done so far, as plain values: records are built from this, never from

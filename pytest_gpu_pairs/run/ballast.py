@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.inputs import open_regular
+
 MB = 1024 * 1024
 CHUNK_MB = 1024
 READY_TIMEOUT_S = 180.0
@@ -29,17 +31,23 @@ class BallastError(RuntimeError):
     """The ballast could not hold the memory; the message says why."""
 
 
+EVENTS_MAX_BYTES = 1 << 20  # the ballast writes a handful of short lines
+
+
 def _events(path: Path) -> list[dict[str, Any]]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+        with open_regular(path) as handle:
+            lines = handle.read(EVENTS_MAX_BYTES).decode("utf-8", "replace").splitlines()
+    except OSError:
         return []
     events = []
     for line in lines:
         try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
             continue
+        if isinstance(event, dict):
+            events.append(event)
     return events
 
 

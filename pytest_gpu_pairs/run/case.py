@@ -192,7 +192,12 @@ class PairRun:
         measured_now = not self.session.has_solo(job)
         if measured_now:
             self.timeline["cool_down_s"] += self.session.cool_down(self.case.cool_down_s)
-        solo = self.session.solo(job, self.case.timeout_s)
+        try:
+            solo = self.session.solo(job, self.case.timeout_s)
+        except OutsideOutputFolder as exc:
+            failure = f"solo baseline of {job.model} not measured: {exc}"
+            self._finish(failed_record(self.case, failure, self.env))
+            pytest.fail(f"{self.case.id}: {failure}", pytrace=False)
         if measured_now:
             self.timeline["solo"].append({"model": job.model, "start_t": solo.fg.start_t, "end_t": solo.fg.end_t,
                                           "train_start_t": solo.window[0], "train_end_t": solo.window[1]})

@@ -12,6 +12,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any, Optional
 
+from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.protocol import Progress, bounded_lines
 
@@ -27,10 +28,10 @@ SIGKILL_EXIT_CODES = (-signal.SIGKILL, 128 + signal.SIGKILL)
 
 def _log_tail(path: str) -> str:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
+            return handle.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -73,7 +74,7 @@ def own_lines(log_path: str) -> Iterator[str]:
     """The job's own lines of its log, streamed and each cut at ``LOG_LINE_BYTES``: memory stays
     flat on a log of any size, a 300 MB line without a newline included. Nothing if unreadable."""
     try:
-        with open(log_path, "rb") as handle:
+        with open_regular(log_path) as handle:
             for raw, _ in bounded_lines(handle, LOG_LINE_BYTES):
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 if not line.startswith(HARNESS_LINE):

@@ -43,6 +43,15 @@ from pytest_gpu_pairs.run.proctree import (
 )
 
 UNKILLABLE_WAIT_S = 30.0
+TREE_LOOKUPS = 5  # lookups of a tree being signalled: a new process turns up in the next one
+
+
+def _continue(processes: list[psutil.Process]) -> None:
+    """SIGCONT to processes that a pause may have stopped outside the job's process group: a stopped
+    process acts on SIGTERM only once it runs again."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.resume()
 
 
 @dataclass
@@ -213,14 +222,33 @@ class JobProcess:
         self.kill_tree()
 
     def pause(self) -> None:
-        """SIGSTOP to the job's process group: it keeps its memory and CUDA context and does no work
-        until ``resume``; what it queued on the GPU finishes. Needs no cooperation from the job."""
+        """SIGSTOP to every process of the job: it keeps its memory and CUDA context and does no work
+        until ``resume``; what it queued on the GPU finishes. Needs no cooperation from the job.
+        Not only its process group: a trainer in a session of its own (as torch's elastic launcher
+        starts its workers) would go on training while the job counts as paused."""
         if self.popen is not None and self.popen.poll() is None:
-            self._signal_group(signal.SIGSTOP)
+            self._signal_tree(signal.SIGSTOP)
 
     def resume(self) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self._signal_group(signal.SIGCONT)
+        """SIGCONT to every process of the job, also after its main process exited: nothing of it
+        may stay stopped."""
+        if self.popen is not None:
+            self._signal_tree(signal.SIGCONT)
+
+    def _signal_tree(self, sig: int) -> None:
+        """``sig`` to the process group and to every process of the tree and tag; for SIGSTOP looked
+        up again until no new one turns up (one may have forked before it was stopped)."""
+        if self.popen.poll() is None:
+            self._signal_group(sig)
+        signalled: set[int] = set()
+        for _ in range(TREE_LOOKUPS if sig == signal.SIGSTOP else 1):
+            fresh = [p for p in self._own_members() if p.pid not in signalled]
+            if not fresh:
+                return
+            for process in fresh:
+                with contextlib.suppress(psutil.Error):
+                    process.send_signal(sig)
+                signalled.add(process.pid)
 
     def pin_tree(self) -> None:
         """Every thread of every process of the job on its CPUs again: what started before the
@@ -242,6 +270,7 @@ class JobProcess:
             if leader_running or members:
                 self._signal_group(signal.SIGTERM)
                 self._signal_group(signal.SIGCONT)  # a paused job must run to act on its SIGTERM
+                _continue(members)
                 terminate_with_leader(self.popen, members, grace_s, self._members, self._signal_group)
             if not leader_running and members:
                 self.leftovers_killed += len(members)
@@ -253,14 +282,23 @@ class JobProcess:
                 return
         self._finish()
 
-    def _members(self) -> list[psutil.Process]:
-        """Every process of the job except its main process (which ``popen`` reaps)."""
+    def _own_members(self) -> list[psutil.Process]:
+        """The processes of the job that are surely its own, except its main process: its psutil
+        tree and every process carrying its tag (a descendant in a session of its own among them)."""
         found: dict[int, psutil.Process] = {}
         if self.popen.poll() is None:  # once reaped, the pid may be someone else's
             with contextlib.suppress(psutil.Error):
                 found = {child.pid: child for child in psutil.Process(self.popen.pid).children(recursive=True)}
         for process in tagged_processes(lambda environ: environ.get(JOB_TAG_VAR) == self.tag):
             found.setdefault(process.pid, process)
+        found.pop(self.popen.pid, None)
+        return [p for p in found.values() if not is_gone(p)]
+
+    def _members(self) -> list[psutil.Process]:
+        """Every process of the job except its main process (which ``popen`` reaps): its own, and
+        the orphans pytest adopted since it started (one of them may have been this job's; the
+        kill takes them all, a pause does not, as they cannot be told apart between two jobs)."""
+        found = {p.pid: p for p in self._own_members()}
         adopted = adopted_orphans(_started_by_harness, self.start_t)
         reap_zombies([p for p in adopted if is_gone(p)])
         for process in adopted:

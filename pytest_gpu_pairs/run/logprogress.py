@@ -10,26 +10,37 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.patterns import compile_pattern
-from pytest_gpu_pairs.protocol import STEP_INTERVAL_S, Progress
+from pytest_gpu_pairs.protocol import MAX_COUNT, MAX_STEPS, STEP_INTERVAL_S, Progress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
 
 POLL_S = 0.05
-READ_CHUNK = 1 << 20
+READ_CHUNK = 64 * 1024  # thousands of lines: tens of milliseconds of matching, the lock held meanwhile
+CHUNKS_PER_POLL = 16  # a poll reads at most this many chunks, the lock taken for one at a time
+MAX_BACKLOG_BYTES = 32 * READ_CHUNK  # a log further ahead than this is skipped to its newest chunk
 MAX_LINE_BYTES = 64 * 1024  # a longer line is matched on its start; the rest up to its end is skipped
+MAX_NUMBER_CHARS = 32  # a step, batch or epoch written with more characters is no count of a training
 
 
 def _number(text: Optional[str]) -> Optional[float]:
+    """A captured count as a number, or None: not a number, or one no training reaches (hundreds of
+    digits would overflow every rate computed from it; ``1e400`` reads as Infinity)."""
+    if text is None or len(text) > MAX_NUMBER_CHARS:
+        return None
     try:
-        return float(text.replace(",", "")) if text is not None else None
+        value = float(text.replace(",", ""))
     except ValueError:
         return None
+    return value if math.isfinite(value) and abs(value) <= MAX_COUNT else None
 
 
 def _plain(value: float) -> float | int:
@@ -52,6 +63,7 @@ class LogProgress:
         self._first_epoch: Optional[float] = None
         self._last_batch: Optional[float] = None
         self._rollovers = 0
+        self.skipped_bytes = 0  # of a log that ran ahead of the reader (see ``LogFollower``)
 
     def feed(self, line: str, t: float) -> None:
         if line.startswith(HARNESS_LINE):
@@ -60,7 +72,8 @@ class LogProgress:
             self.ready_t = t
         match = self._pattern.search(line)
         step = self._step_of(match.groupdict()) if match else None
-        if step is not None and (not self.steps or step >= self.steps[-1][1]):
+        if step is not None and math.isfinite(step) and 0 <= step <= MAX_COUNT \
+                and (not self.steps or step >= self.steps[-1][1]):
             self._add(t, _plain(step))
 
     def _step_of(self, values: dict[str, Optional[str]]) -> Optional[float]:
@@ -104,17 +117,27 @@ class LogProgress:
             self.steps[-1] = (t, step)
         else:
             self.steps.append((t, step))
+        if len(self.steps) > MAX_STEPS:  # as the protocol's reader: every other point, the newest kept
+            self.steps = self.steps[:-1:2] + [self.steps[-1]]
 
     def progress(self) -> Progress:
         """What the log said so far. Readiness is the ready_pattern's first match when the
         workload has one, else the first progress line."""
         ready_t = self.ready_t if self._ready is not None else (self.steps[0][0] if self.steps else None)
-        return Progress(ready_t=ready_t, steps=list(self.steps), source="log")
+        return Progress(ready_t=ready_t, steps=list(self.steps), source="log", skipped_bytes=self.skipped_bytes)
 
 
 class LogFollower:
     """Follows a growing log in a thread of its own until ``stop``; ``poll`` is what the thread
-    calls, public so that a test can drive it with its own clock."""
+    calls, public so that a test can drive it with its own clock.
+
+    Every poll is bounded: at most ``CHUNKS_PER_POLL`` chunks, the lock held for one chunk at a time,
+    so ``progress`` (phase switching, timeouts, teardown) never waits for more than one chunk's
+    lines. A job that prints faster than that (tens of thousands of lines a second) leaves the
+    reader behind; once the log is ``MAX_BACKLOG_BYTES`` ahead, the reader skips to its newest chunk
+    (the bytes skipped are counted and noted in the record), so the lines it reads are the newest,
+    stamped when they arrived, and memory and time stay bounded however fast the log grows.
+    """
 
     def __init__(self, log_path: str | Path, parser: LogProgress, poll_s: float = POLL_S,
                  clock: Callable[[], float] = time.time):
@@ -136,28 +159,53 @@ class LogFollower:
             self.poll()
 
     def stop(self, until: Optional[float] = None) -> None:
-        """Stop following after one last read; lines found then arrived no later than ``until``
-        (the job's exit), when that is known."""
+        """Stop following after a last read up to the log's size now (a leftover still writing
+        cannot keep it reading); lines found then arrived no later than ``until`` (the job's
+        exit), when that is known."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self.poll(None if until is None else min(until, self.clock()))
+        t = None if until is None else min(until, self.clock())
+        end = self._size()
+        while self._offset < end and self._read_chunk(t):
+            pass
 
     def poll(self, t: Optional[float] = None) -> None:
-        """Reads what the log gained; every complete line is stamped with the time of this read."""
+        """Reads what the log gained, at most ``CHUNKS_PER_POLL`` chunks; every complete line is
+        stamped with the time of its chunk's read."""
+        for _ in range(CHUNKS_PER_POLL):
+            if not self._read_chunk(t):
+                return
+
+    def _size(self) -> int:
+        try:
+            return os.stat(self.log_path).st_size
+        except OSError:
+            return 0
+
+    def _read_chunk(self, t: Optional[float]) -> bool:
+        """One chunk read and fed under the lock; False when there was nothing (more) to read."""
         with self._lock:
-            while True:
-                try:
-                    with open(self.log_path, "rb") as handle:
-                        handle.seek(self._offset)
-                        chunk = handle.read(READ_CHUNK)
-                except OSError:
-                    return
-                if not chunk:
-                    return
-                self._offset += len(chunk)
-                self._feed(chunk, self.clock() if t is None else t)
+            try:
+                with open_regular(self.log_path) as handle:
+                    self._skip_backlog(os.fstat(handle.fileno()).st_size)
+                    handle.seek(self._offset)
+                    chunk = handle.read(READ_CHUNK)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            self._offset += len(chunk)
+            self._feed(chunk, self.clock() if t is None else t)
+            return True
+
+    def _skip_backlog(self, size: int) -> None:
+        if size - self._offset <= MAX_BACKLOG_BYTES:
+            return
+        target = size - READ_CHUNK
+        self.parser.skipped_bytes += target - self._offset + len(self._partial)
+        self._offset, self._partial, self._skipping = target, b"", True
 
     def _feed(self, chunk: bytes, t: float) -> None:
         lines = (self._partial + chunk).replace(b"\r", b"\n").split(b"\n")
@@ -187,7 +235,9 @@ def save(progress: Progress, path: str | Path) -> None:
 def load(path: str | Path) -> Progress:
     """``save``'s file read back exactly (``Progress.read`` would count its ready line as a step)."""
     progress = Progress(source="log")
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    with open_regular(path) as handle:
+        text = handle.read().decode("utf-8")
+    for line in text.splitlines():
         event: dict[str, Any] = json.loads(line)
         if event["event"] == "ready":
             progress.ready_t = event["t"]

@@ -106,12 +106,25 @@ def predict(costs: Sequence[CaseCost], gpus: int) -> Prediction:
     return Prediction(gpus, max(loads, default=0.0), sum(loads), loads, tuple(tuple(b.case_ids) for b in placed))
 
 
+MAX_BINS = 10_000  # shards or GPUs: each is a bin the scheduler fills, and more than cases is nothing
+
+
+def small_count(text: str) -> int | None:
+    """``text`` as a whole number of plain digits up to ``MAX_BINS``, else None (never a huge int)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_BINS)):
+        return None
+    value = int(text)
+    return value if value <= MAX_BINS else None
+
+
 def parse_shard(text: str) -> tuple[int, int]:
-    """``K/N`` with 1 <= K <= N; ``ValueError`` naming what was expected."""
+    """``K/N`` with 1 <= K <= N <= ``MAX_BINS``; ``ValueError`` naming what was expected."""
     parts = text.split("/")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"expected K/N such as 2/4, got {text!r}")
-    index, count = (int(p) for p in parts)
+    numbers = [small_count(p) for p in parts] if len(parts) == 2 else [None]
+    if None in numbers:
+        raise ValueError(f"expected K/N such as 2/4, with N at most {MAX_BINS}, got {text!r}")
+    index, count = numbers
     if not 1 <= index <= count:
         raise ValueError(f"expected K/N with 1 <= K <= N, got {text!r}")
     return index, count

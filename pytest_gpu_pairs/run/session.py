@@ -26,6 +26,7 @@ from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.store import (
+    SOLO_FOLDER,
     StoreError,
     complete_records,
     load_result,
@@ -123,12 +124,17 @@ class OutsideOutputFolder(RuntimeError):
 
 
 def folder_inside(parent: Path, name: str) -> Path:
-    """``parent/name``, which must resolve to a folder directly inside ``parent``: a name with a
+    """``parent/name``, which must be a folder of its own directly inside ``parent``: a name with a
     separator or ``..`` in it, or a planted symlink, must never make the harness write, or empty
-    a folder, anywhere else. Settings validation refuses such names; this is the last guard."""
+    a folder, anywhere else, nor write one case's files into another case's folder (a link to a
+    sibling resolves inside ``parent`` too). Settings validation refuses such names; this is the
+    last guard."""
     folder = parent / name
     if folder.resolve().parent != parent.resolve():
         raise OutsideOutputFolder(f"refusing {folder}: it resolves to {folder.resolve()}, outside {parent}")
+    if folder.is_symlink():
+        raise OutsideOutputFolder(f"refusing {folder}: it is a symbolic link to {folder.resolve()}; the harness "
+                                  "writes a case only into a folder of its own (remove the link)")
     return folder
 
 
@@ -184,6 +190,9 @@ class GpuPairsSession:
         except Timeout:
             raise OutputFolderUnavailable(f"--gpu-pairs-out {out} is in use by another pytest session "
                                    f"({_owner(out)}); wait for it to end or choose another --gpu-pairs-out") from None
+        except OSError as exc:  # a read-only folder or file system: the lock file cannot be made
+            raise OutputFolderUnavailable(f"--gpu-pairs-out {out}: cannot write in it ({exc.strerror or exc}); "
+                                          "choose a folder this user can write to") from None
         self._lock = lock
         with contextlib.suppress(OSError):  # only what the refusal of a second session quotes
             (out / OWNER_FILE).write_text(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
@@ -348,7 +357,7 @@ class GpuPairsSession:
         digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],
                                          default=str).encode()).hexdigest()[:10]
         worker = f"-{self.options.worker}" if self.options.worker is not None else ""
-        return folder_inside(self.options.out_dir / "_solo", f"{job.model}-{digest}{worker}")
+        return folder_inside(folder_inside(self.options.out_dir, SOLO_FOLDER), f"{job.model}-{digest}{worker}")
 
     def emulated_card(self, case: Case) -> Optional[Ballast]:
         """The ballast of ``--gpu-pairs-gpu-memory-mb`` for one case (not started), or None without the option.

@@ -209,3 +209,123 @@ def test_a_case_folder_planted_as_a_symlink_is_refused_and_nothing_outside_is_to
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"{CASE}: refusing {out / CASE}: it resolves to {outside}, outside {out}"])
     assert [p.name for p in outside.iterdir()] == ["precious.txt"]
+
+
+def test_collect_only_lists_the_cases_whatever_fifos_and_device_links_lie_in_the_output_folder(pytester):
+    """Collection reads earlier results (estimates, the mutation design's history): a FIFO would wait
+    for a writer forever, /dev/zero never end."""
+    out = pytester.path / "out"
+    for folder in (out / CASE, out / "_solo" / "x", out / "other"):
+        folder.mkdir(parents=True)
+    os.mkfifo(out / CASE / "result.json")
+    os.mkfifo(out / "session.json")
+    (out / "_solo" / "x" / "result.json").symlink_to("/dev/zero")
+    (out / "other" / "result.json").symlink_to("/dev/zero")
+    workload = command("--steps", "3", hyperparameters={"steps": {"type": "int", "flag": "--steps", "range": [2, 9]}})
+    settings = pytester.path / "mutation.json"
+    settings.write_text(json.dumps({"name": "m", "design": "mutation", "workloads": {"fg": workload, "bg": command(*BG)},
+                                    "pairs": [{"group": "g01", "foreground": {"model": "fg"}, "background": {"model": "bg"},
+                                               "mutate": ["steps"], "mutations": 2}]}))
+    result = run(pytester, settings, "--collect-only", "-q")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*test_pair[[]g01-fg+bg-steps_*-concurrent[]]", "*2 tests collected*"])
+
+
+READ_ONLY_FOR_ROOT = """
+import errno, os
+_open = os.open
+
+def _as_for_another_user(path, flags, *args, **kwargs):
+    if os.fspath(path).startswith({out!r}) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+    return _open(path, flags, *args, **kwargs)
+
+os.open = _as_for_another_user
+"""
+
+
+def test_an_output_folder_that_exists_read_only_is_one_line(pytester):
+    out = pytester.path / "out"
+    out.mkdir()
+    out.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anywhere: the kernel's answer to anyone else, given here
+        pytester.makeconftest(READ_ONLY_FOR_ROOT.format(out=str(out)))
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    try:
+        result = run(pytester, settings)
+    finally:
+        out.chmod(0o755)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([f"ERROR: --gpu-pairs-out {out}: cannot write in it (Permission denied); choose a "
+                                 "folder this user can write to"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_case_folder_linked_to_another_cases_folder_fails_on_resume_and_the_other_keeps_its_record(pytester):
+    pairs = [{"group": g, "foreground": {"model": "fg"}, "background": {"model": "bg"}} for g in ("g01", "g02")]
+    settings = pytester.path / "two.json"
+    settings.write_text(json.dumps({"name": "two", "defaults": {"restart_delay_s": 0.1, "timeout_s": 300},
+                                    "workloads": {"fg": command("--steps", "3"), "bg": command(*BG)}, "pairs": pairs}))
+    run(pytester, settings, "-k", "g01").assert_outcomes(passed=1)
+    out, other = pytester.path / "out", "g02-fg+bg-default-concurrent"
+    kept = (out / CASE / "result.json").read_text()
+    (out / other).symlink_to(out / CASE)
+    result = run(pytester, settings, "--gpu-pairs-resume")
+    result.assert_outcomes(skipped=1, failed=1)
+    result.stdout.fnmatch_lines([f"{other}: refusing {out / other}: it is a symbolic link to {out / CASE}; the harness "
+                                 "writes a case only into a folder of its own (remove the link)"])
+    assert (out / CASE / "result.json").read_text() == kept and (out / other).is_symlink()
+
+
+def test_a_shard_count_past_the_bound_is_a_usage_error(pytester):
+    settings = write_settings(pytester.path, {"fg": command("--steps", "3"), "bg": command(*BG)})
+    result = run(pytester, settings, "--gpu-pairs-shard", "1/30000000")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--gpu-pairs-shard: expected K/N such as 2/4, with N at most 10000, got '1/30000000'"])
+
+
+def test_numbers_no_float_holds_in_progress_events_and_log_lines_are_ignored_and_never_written(pytester):
+    settings = write_settings(pytester.path, {
+        "fg": command("--protocol", "--huge-numbers", "--steps", "5", log_patterns={"accuracy": r"Accuracy: (\d+)"}),
+        "bg": command("--print-steps", "--huge-numbers", "--steps", "40", "--step-s", "0.05",
+                      progress_pattern=r"^step (?P<step>\d+)$")})
+    bench = pytester.path / "bench.json"
+    run(pytester, settings, f"--benchmark-json={bench}").assert_outcomes(passed=1)
+    text = (pytester.path / "out" / CASE / "result.json").read_text()
+    saved = json.loads(text)
+    assert "Infinity" not in text and "NaN" not in text and "Infinity" not in bench.read_text()
+    assert saved["complete"] is True and saved["bg_progress_ratio"] is not None
+    assert ("4 malformed progress line(s) ignored (first: line 2: expected 'step' to be a whole number from 0 to "
+            "2**53, got an integer of 400 digits)") in saved["notes"]["duration_basis"]
+    run(pytester, settings, "--gpu-pairs-resume").assert_outcomes(skipped=1)  # complete: not failing on every resume
+
+
+def test_a_fifo_or_a_device_link_as_a_jobs_progress_file_is_named_and_the_case_ends(pytester):
+    pairs = [{"group": g, "foreground": {"model": model}, "background": {"model": "bg"}}
+             for g, model in (("g01", "fifo"), ("g02", "device"))]
+    settings = pytester.path / "special.json"
+    settings.write_text(json.dumps({"name": "special", "defaults": {"restart_delay_s": 0.1, "timeout_s": 300},
+                                    "workloads": {"fifo": command("--progress-file", "fifo", "--steps", "3"),
+                                                  "device": command("--progress-file", "device", "--steps", "3"),
+                                                  "bg": command(*BG)}, "pairs": pairs}))
+    result = run(pytester, settings)
+    result.assert_outcomes(passed=2)
+    for case, kind in (("g01-fifo+bg-default-concurrent", "a FIFO"), ("g02-device+bg-default-concurrent",
+                                                                      "a character device")):
+        notes = json.loads((pytester.path / "out" / case / "result.json").read_text())["notes"]
+        assert f"unreadable (expected a regular file, got {kind})" in notes["duration_basis"]
+    assert jobs_started_under(pytester.path / "out") == []
+
+
+def test_a_background_that_prints_works_and_exits_0_is_a_finished_run_and_the_case_passes(pytester):
+    """docs/settings.md: without a progress or ready pattern, a command workload is ready when it
+    exits with code 0 (after at least 2 s of work); the loop restarts it, it is no crash loop."""
+    works = "import time; print('training', flush=True); time.sleep(2.5); print('done', flush=True)"
+    settings = write_settings(pytester.path, {"fg": command("--steps", "40", "--step-s", "0.1"),
+                                              "bg": {"command": [sys.executable, "-c", works]}}, restart_delay_s=0)
+    run(pytester, settings).assert_outcomes(passed=1)
+    runs = [json.loads(line) for line in (pytester.path / "out" / CASE / "bg-runs.jsonl").read_text().splitlines()]
+    finished = [r for r in runs if r["exit_code"] == 0]
+    assert finished and all(r["ready_basis"] == "fallback" for r in finished)
+    assert not any(r["ended_unready"] for r in runs)
+    assert record(pytester.path)["failure"] is None

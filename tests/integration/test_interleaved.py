@@ -3,8 +3,11 @@ by signal, switched through their phases; every process ends, whatever happens."
 import json
 import sys
 
+import psutil
 import pytest
 from support.helpers import FAKE_JOB, SUITE, jobs_started_under
+
+from pytest_gpu_pairs.protocol import Progress
 
 ROUNDS = 3
 
@@ -111,3 +114,42 @@ def test_a_run_too_short_for_its_warm_up_and_a_few_rounds_fails_and_says_how_lon
     result.stdout.fnmatch_lines(["*fg short_a finished its run (exit code 0) after * s of training, too short to "
                                  "measure: every run must train through the warm-up (0.5 s) and 3 rounds*more work*"])
     assert jobs_started_under(out) == []
+
+
+def test_a_trainer_in_a_session_of_its_own_is_paused_in_the_other_jobs_solo_phases(pytester):
+    """As torch's elastic launcher starts its workers: were only the job's process group stopped, the
+    "paused" job would go on training beside the other job's solo phases, and the figures be wrong."""
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    launched = [sys.executable, str(FAKE_JOB), "--protocol", "--steps", "100000", "--step-s", "0.01", "--trainer-session"]
+    (pytester.path / "s.json").write_text(json.dumps({
+        "name": "launched", "defaults": {"method": "interleaved", "phase_s": 0.5, "settle_s": 0.2, "warmup_s": 0.3,
+                                         "runs_per_config": ROUNDS, "min_efficiency": 0.0},
+        "workloads": {"trainer": {"command": launched}, "loader": {"command": launched}},
+        "pairs": [{"group": "p1", "foreground": {"model": "trainer"}, "background": {"model": "loader"}}]}))
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", pytester.path / "s.json", "--gpu-pairs-device", "cpu",
+                                           "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    case = out / "p1-trainer+loader-default-concurrent"
+    record = json.loads((case / "result.json").read_text())
+    reports = {role: Progress.read(case / f"{role}.progress.jsonl").steps for role in ("fg", "bg")}
+    solo_phases = [p for r in record["rounds"] for p in r["phases"] if p["name"] != "pair"]
+    assert len(solo_phases) >= 2 * ROUNDS
+    for phase in solo_phases:
+        paused = "bg" if phase["name"] == "fg" else "fg"
+        assert not [t for t, _ in reports[paused] if phase["start"] <= t <= phase["end"]], (paused, phase)
+        assert [t for t, _ in reports[phase["name"]] if phase["start"] <= t <= phase["end"]]
+    assert jobs_started_under(out) == []
+    assert not stopped_processes_of(out)
+
+
+def stopped_processes_of(out) -> list[int]:
+    """Processes left stopped (SIGSTOP) whose environment names a file under ``out``."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.status() == psutil.STATUS_STOPPED and any(str(out) in v for v in process.environ().values()):
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found

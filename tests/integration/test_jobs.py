@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 
+import psutil
 import pytest
 from support.helpers import FAKE_JOB, alive_pids, jobs_started_under, wait_for
 
@@ -287,4 +288,65 @@ def test_pinning_the_tree_again_catches_a_thread_that_got_away(tmp_path):
         assert os.sched_getaffinity(process.pid) == {cpu}
     finally:
         process.stop()
+    assert_nothing_left(tmp_path)
+
+
+def stopped(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
+
+
+def trainer_pid(tmp_path) -> int:
+    found = wait_for(lambda: list((tmp_path / "pids").glob("*.main")), what="the trainer's pid file")
+    return int(found[0].read_text())
+
+
+def test_a_pause_reaches_a_trainer_in_a_session_of_its_own_and_nothing_stays_stopped(tmp_path):
+    """As torch's elastic launcher starts its workers: the trainer is not in the job's process group."""
+    process = job(tmp_path, "--protocol", "--steps", "100000", "--step-s", "0.01", "--trainer-session").start()
+    trainer = trainer_pid(tmp_path)
+    wait_for(lambda: Progress.read(process.progress_path).steps, what="the trainer's first step")
+    assert os.getsid(trainer) != os.getsid(process.pid)
+    process.pause()
+    wait_for(lambda: stopped(trainer) and stopped(process.pid), what="both processes stopped")
+    size = os.path.getsize(process.progress_path)
+    time.sleep(0.5)  # a stopped trainer writes nothing, however long it is left
+    assert os.path.getsize(process.progress_path) == size
+    process.resume()
+    wait_for(lambda: os.path.getsize(process.progress_path) > size, what="the trainer to train again")
+    process.pause()
+    wait_for(lambda: stopped(trainer), what="the trainer stopped again")
+    process.kill_tree(grace_s=0.5)  # a kill of a paused job continues it, so it can act on SIGTERM
+    assert not stopped(trainer)
+    assert_nothing_left(tmp_path)
+
+
+def test_a_job_flooding_its_log_with_progress_lines_ends_on_time_and_leaves_nothing(tmp_path):
+    """Hundreds of thousands of lines a second: the log follower reads bounded chunks and skips what
+    it cannot catch up with, so the timeout, the kill and the last read all end."""
+    flooding = spec(tmp_path, "--flood-s", "-1", timeout_s=1.5)
+    flooding.progress_pattern = r"step (?P<step>\d+)"
+    process = JobProcess(flooding, tmp_path / "flood.log", tmp_path / "flood.progress.jsonl")
+    started = time.monotonic()
+    outcome = process.run()
+    assert time.monotonic() - started < 60  # the follower's last read is bounded: no hang
+    assert outcome.timed_out and outcome.progress.source == "log" and outcome.progress.steps
+    assert_nothing_left(tmp_path)
+    (tmp_path / "flood.log").unlink()  # hundreds of megabytes
+
+
+def test_a_background_that_exits_0_after_running_a_while_is_restarted_not_a_crash_loop(tmp_path):
+    """A command workload without progress reports, as docs/settings.md describes: ready when it exits
+    with code 0, here after its 2.5 s of work; every such run is a finished run."""
+    code = "import time; print('training', flush=True); time.sleep(2.5); print('done', flush=True)"
+    looping = BackgroundLoop(spec(tmp_path, argv=[sys.executable, "-c", code]), tmp_path / "bg", 0.0,
+                             crash_loop_failures=2)
+    looping.start()
+    assert looping.wait_ready(60)
+    wait_for(lambda: len(looping.runs) >= 2, what="two finished runs")
+    looping.stop()
+    assert looping.failure is None
+    assert all(r.outcome.returncode == 0 and not r.ended_unready for r in looping.runs[:2])
     assert_nothing_left(tmp_path)

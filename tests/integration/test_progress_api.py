@@ -20,13 +20,13 @@ progress.result({"accuracy": 0.5})
 """
 
 
-def test_importing_the_api_loads_the_standard_library_and_the_protocol_only():
+def test_importing_the_api_loads_the_standard_library_the_protocol_and_its_input_checks_only():
     code = "import json, sys; import pytest_gpu_pairs.progress; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     loaded = json.loads(done.stdout)
     assert not [m for m in loaded if m.split(".")[0] in HEAVY]
     assert sorted(m for m in loaded if m.startswith("pytest_gpu_pairs")) == \
-        ["pytest_gpu_pairs", "pytest_gpu_pairs.progress", "pytest_gpu_pairs.protocol"]
+        ["pytest_gpu_pairs", "pytest_gpu_pairs.inputs", "pytest_gpu_pairs.progress", "pytest_gpu_pairs.protocol"]
 
 
 def test_a_script_using_the_api_is_read_through_the_protocol(tmp_path):

@@ -4,7 +4,9 @@ It behaves like a user's train script as far as the harness can tell: it prints,
 progress protocol (or only prints a ready line), takes "device memory" from a shared pool (a
 folder of claim files, so that two jobs together can run out of memory where each alone fits),
 starts helper processes like data-loader workers, and can crash, hang, run out of memory or
-ignore SIGTERM from a given invocation on. It never imports torch: the tests stay fast.
+ignore SIGTERM from a given invocation on. Hostile on request: it trains in a session of its own
+under a launcher, floods its log with progress lines, writes numbers no float holds, or puts a FIFO
+or a link to /dev/zero where its progress file should be. It never imports torch: the tests stay fast.
 """
 from __future__ import annotations
 
@@ -42,6 +44,15 @@ def parse(argv):
     p.add_argument("--bad-progress", action="store_true",
                    help="malformed lines in the progress file between the good ones")
     p.add_argument("--pids", default="", help="folder where every process of the job writes its pid")
+    p.add_argument("--trainer-session", action="store_true",
+                   help="train in a child in a session of its own, as torch's elastic launcher starts its workers")
+    p.add_argument("--print-steps", action="store_true", help="print 'step N' for every step (for a progress_pattern)")
+    p.add_argument("--huge-numbers", action="store_true",
+                   help="progress events and printed steps with numbers of hundreds and thousands of digits")
+    p.add_argument("--progress-file", default="", choices=["", "fifo", "device"],
+                   help="put a FIFO, or a link to /dev/zero, where the harness reads the job's progress")
+    p.add_argument("--flood-s", type=float, default=0.0,
+                   help="print progress lines as fast as it can for this many seconds first (forever: -1)")
     p.add_argument("--accuracy", type=float, default=0.5)
     p.add_argument("--note", default="", help="any text; printed back verbatim")
     return p.parse_args(argv)
@@ -127,8 +138,57 @@ def write_bad_progress() -> None:
         handle.writelines(BAD_PROGRESS)
 
 
+HUGE = "9" * 400
+HUGE_PROGRESS = [f'{{"event": "step", "step": {HUGE}, "t": 1.0}}\n', f'{{"event": "step", "step": {"1" * 5000}, "t": 1.0}}\n',
+                 '{"event": "step", "step": 2, "t": 1e400}\n', f'{{"event": "step", "step": 2, "t": 1.0, "epoch": {HUGE}}}\n']
+
+
+def write_huge_numbers(protocol: bool) -> None:
+    """What a job can write that no float holds: the harness must neither crash on it nor write it.
+    Into the progress file only for a job that speaks the protocol (else it reads the log)."""
+    if protocol:
+        with open(os.environ["GPU_PAIRS_PROGRESS"], "a", encoding="utf-8") as handle:
+            handle.writelines(HUGE_PROGRESS)
+    print(f"step {HUGE}\nstep {'1' * 5000}\nAccuracy: {HUGE}", flush=True)
+
+
+def plant_progress_file(kind: str) -> None:
+    path = os.environ.get("GPU_PAIRS_PROGRESS", "")
+    if not (kind and path):
+        return
+    Path(path).unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink("/dev/zero", path)
+
+
+def launch_trainer(args, argv) -> int:
+    """The launcher waits for its trainer, which runs in a session of its own (``setsid``)."""
+    write_pid(args.pids, "launcher")
+    trainer_argv = [a for a in argv if a != "--trainer-session"]
+    trainer = subprocess.Popen([sys.executable, __file__, *trainer_argv], start_new_session=True)
+    return trainer.wait()
+
+
+def flood(seconds: float) -> None:
+    """Progress lines as fast as the log takes them (hundreds of thousands a second), for
+    ``seconds`` or, below 0, until killed."""
+    end = time.monotonic() + seconds
+    step = 0
+    while seconds < 0 or time.monotonic() < end:
+        sys.stdout.write("".join(f"step {i}\n" for i in range(step + 1, step + 1001)))
+        sys.stdout.flush()
+        step += 1000
+
+
 def main(argv=None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.trainer_session:
+        return launch_trainer(args, argv)
+    if args.flood_s:
+        flood(args.flood_s)
     n = invocation(args.state)
     fault = args.fault if in_runs(args.fault_runs, n) else "none"
     write_pid(args.pids, "main")
@@ -149,6 +209,7 @@ def main(argv=None) -> int:
             print(OOM_TEXT.format(mb=args.mem_mb, cap=args.capacity_mb, free=0), flush=True)
         return 1
     start_helpers(args, ignore_term=args.ignore_term)
+    plant_progress_file(args.progress_file)
     writer = None
     if args.protocol:
         from pytest_gpu_pairs.protocol import ProgressWriter
@@ -162,8 +223,12 @@ def main(argv=None) -> int:
                 writer.ready()
             if writer and args.bad_progress:
                 write_bad_progress()
+            if args.huge_numbers:
+                write_huge_numbers(args.protocol)
         if writer:
             writer.step(step, step / args.steps)
+        if args.print_steps:
+            print(f"step {step}", flush=True)
         if fault == "hang" and step == 1:
             while True:
                 time.sleep(1)

@@ -48,3 +48,20 @@ def test_explicit_step_counts_and_epochs_are_written_as_given(api, tmp_path, mon
     api.result({"loss": 1.5}, steps=240)
     last_step = [json.loads(line) for line in path.read_text().splitlines()][-2]
     assert last_step["step"] == 240 and last_step["epoch"] == 0.5
+
+
+@pytest.mark.parametrize("bad", [{"epoch": float("nan")}, {"epoch": float("inf")}, {"n": float("nan")},
+                                 {"n": -1}, {"n": 10**400}, {"n": 2**53 + 1}, {"epoch": "x"}],
+                         ids=["epoch NaN", "epoch Infinity", "step NaN", "step -1", "step of 400 digits",
+                              "step past 2**53", "epoch text"])
+def test_a_value_the_harness_cannot_read_is_refused_at_the_call_and_changes_nothing(api, tmp_path, monkeypatch, bad):
+    path = tmp_path / "fg.progress.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    api.step(5, epoch=0.5)
+    with pytest.raises(ValueError, match="^progress: expected '?(epoch|step|the step)'? to be"):
+        api.step(**bad)
+    api.step()  # plain steps go on from the last valid one
+    api.result({"accuracy": 0.5})
+    read = Progress.read(path)
+    assert read.bad_lines == 0 and read.total_steps == 6
+    assert all(json.loads(line).get("epoch") in (None, 0.5) for line in path.read_text().splitlines())

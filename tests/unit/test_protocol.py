@@ -1,9 +1,12 @@
+import json
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.helpers import with_peak_allocation
 
-from pytest_gpu_pairs.protocol import Progress, ProgressWriter
+from pytest_gpu_pairs.protocol import MAX_COUNT, Progress, ProgressWriter
 
 
 def test_writer_and_reader_round_trip(tmp_path):
@@ -62,6 +65,12 @@ MALFORMED = {
     "metrics that are a list": b'{"event": "result", "metrics": [1], "steps": 3, "t": 3.0}\n',
     "an error without a string message": b'{"event": "error", "oom": true, "message": 5, "t": 3.0}\n',
     "JSON nested too deep": b'[' * 100_000 + b'\n',
+    "a step of 400 digits": b'{"event": "step", "step": ' + b"1" * 400 + b', "t": 2.0}\n',
+    "a step of 5000 digits": b'{"event": "step", "step": ' + b"1" * 5000 + b', "t": 2.0}\n',
+    "a step past 2**53": b'{"event": "step", "step": 9007199254740993, "t": 2.0}\n',
+    "a time of 1e400": b'{"event": "step", "step": 3, "t": 1e400}\n',
+    "an epoch of 400 digits": b'{"event": "step", "step": 3, "t": 2.0, "epoch": ' + b"9" * 400 + b'}\n',
+    "result steps of 400 digits": b'{"event": "result", "metrics": {}, "steps": ' + b"1" * 400 + b', "t": 3.0}\n',
 }
 
 
@@ -164,3 +173,37 @@ def test_runs_of_one_job_chain_into_one_count_that_only_grows_and_keeps_each_run
         inner = chained.steps[position:position + len(p.steps)]
         assert [b[1] - a[1] for a, b in zip(inner, inner[1:])] == [b[1] - a[1] for a, b in zip(p.steps, p.steps[1:])]
         position += len(p.steps)
+
+
+progress_numbers = (st.integers() | st.integers(min_value=10**15, max_value=10**600) | st.floats()
+                    | st.text(alphabet="0123456789.e-", min_size=1, max_size=600))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["ready", "setup", "step", "result", "error"]),
+                          progress_numbers, progress_numbers, progress_numbers), max_size=12))
+def test_any_numbers_in_events_are_read_without_raising_and_steps_stay_counts(tmp_path_factory, events):
+    path = tmp_path_factory.mktemp("numbers") / "p.jsonl"
+    with open(path, "w", encoding="utf-8") as handle:
+        for kind, step, t, epoch in events:
+            fields = {"event": kind, "step": step, "t": t, "epoch": epoch, "steps": step,
+                      "metrics": {"accuracy": epoch}, "peak_mem_reserved_mb": t}
+            handle.write(json.dumps(fields) + "\n")  # Python writes NaN, Infinity and any integer as they are
+    progress = Progress.read(path)
+    assert all(math.isfinite(t) and 0 <= s <= MAX_COUNT for t, s in progress.steps)
+    assert 0 <= progress.total_steps <= MAX_COUNT
+    progress.training_rate()
+    progress.steps_between(0.0, 1e9)
+
+
+def test_the_writer_refuses_a_step_the_reader_would_refuse_and_writes_no_nan(tmp_path):
+    path = tmp_path / "p.jsonl"
+    writer = ProgressWriter(str(path), clock=lambda: 1.0)
+    with pytest.raises(ValueError, match="'epoch'"):
+        writer.step(3, math.nan, force=True)
+    writer.step(3, 0.5, force=True)
+    writer.result({"loss": math.nan, "accuracy": 0.5}, 3, math.inf)
+    writer.close()
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    progress = Progress.read(path)
+    assert progress.bad_lines == 0 and progress.result["metrics"] == {"loss": None, "accuracy": 0.5}

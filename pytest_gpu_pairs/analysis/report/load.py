@@ -20,6 +20,7 @@ import pandas as pd
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.compat import raw_data as seed
+from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.record.keys import perf_higher_is_better
 from pytest_gpu_pairs.record.store import StoreError, load_run
 
@@ -142,7 +143,8 @@ def _load_ours(path: Path) -> tuple[list[dict[str, Any]], Input]:
 
 def _load_seed(path: Path) -> tuple[list[dict[str, Any]], Input]:
     try:
-        frame = pd.read_csv(path, low_memory=False)
+        with open_regular(path) as handle:
+            frame = pd.read_csv(handle, low_memory=False)
     except (OSError, ValueError) as exc:
         raise ReportInputError(f"{path}: $: expected a readable CSV file ({exc})") from None
     missing = [c for c in seed.REQUIRED if c not in frame.columns]

@@ -4,6 +4,7 @@ folder, an output folder in use)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -76,3 +77,49 @@ def test_an_unreadable_record_is_one_line_naming_the_file(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"error: {a / G01 / 'result.json'}: $: expected gpu-pairs result.json, got invalid JSON")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_link_in_a_case_folder_is_skipped_with_a_note_and_its_target_never_copied(tmp_path, capsys):
+    a = shard(tmp_path, "a", G01, S01)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not part of any results\n")
+    (a / G01 / "stolen.txt").symlink_to(secret)
+    (a / G01 / "zeros.log").symlink_to("/dev/zero")
+    assert gpu_pairs(["merge", str(a), "-o", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert f"note: skipped {a / G01 / 'stolen.txt'}: a symbolic link" in out
+    assert f"note: skipped {a / G01 / 'zeros.log'}: a symbolic link" in out
+    copied = {p.name for p in (tmp_path / "out" / G01).iterdir()}
+    assert "stolen.txt" not in copied and "zeros.log" not in copied and "result.json" in copied
+
+
+def test_a_case_folder_or_record_that_is_a_link_is_skipped_with_a_note(tmp_path, capsys):
+    a = shard(tmp_path, "a", G01)
+    outside = shard(tmp_path, "outside", S01)
+    (a / S01).symlink_to(outside / S01)
+    merged = merge([a], tmp_path / "out")
+    assert sorted(merged.cases) == [G01]
+    assert merged.notes == [f"skipped {a / S01}: a symbolic link (merge copies no link and nothing it points to)"]
+
+
+def test_a_fifo_in_a_case_folder_refuses_the_merge_in_one_line_writing_nothing(tmp_path, capsys):
+    a = shard(tmp_path, "a", G01)
+    os.mkfifo(a / G01 / "bg.log")
+    assert gpu_pairs(["merge", str(a), "-o", str(tmp_path / "out")]) == 2
+    out = capsys.readouterr().out
+    assert out == (f"error: {a / G01 / 'bg.log'}: expected regular files and folders in a case folder, got a FIFO, "
+                   "device or socket; remove it and merge again\n")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.merging-*"))
+
+
+@pytest.mark.parametrize("where", ["inside", "inside through a link"])
+def test_an_output_folder_inside_an_input_is_refused(tmp_path, capsys, where):
+    a = shard(tmp_path, "a", G01)
+    target = a / "merged"
+    if where == "inside through a link":
+        (tmp_path / "link").symlink_to(a)
+        target = tmp_path / "link" / "merged"
+    assert gpu_pairs(["merge", str(a), "-o", str(target)]) == 2
+    assert f"-o {target}: expected a folder outside the folders being merged, and it overlaps {a}" in \
+        capsys.readouterr().out
+    assert sorted(p.name for p in a.iterdir()) == [G01, "session.json"]

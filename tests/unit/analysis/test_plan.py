@@ -37,3 +37,14 @@ def test_a_bad_k_expression_is_one_line(capsys):
     assert gpu_pairs(["plan", *SETTINGS, "-k", "g01 or ("]) == 2
     out = capsys.readouterr().out
     assert out.startswith("error: -k 'g01 or (': ") and out.count("\n") == 1
+
+
+@pytest.mark.parametrize("gpus", ["100000000", "1," * 64 + "2", "9" * 5000, "0", "\u00b2"])
+def test_a_gpu_count_past_the_bounds_is_a_usage_error(capsys, gpus):
+    with pytest.raises(SystemExit) as info:
+        gpu_pairs(["plan", *SETTINGS, "--gpus", gpus])
+    assert info.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # after argparse's usage lines
+    assert last.startswith("gpu-pairs plan: error: argument --gpus: expected at most 64 GPU counts from 1 to 10000 "
+                           "such as 1,2,4, got ")
+    assert len(last) < 250

@@ -1,8 +1,10 @@
 """``gpu-pairs sharing-report``: grouping by pair and mechanism, spread, recommendation, outputs."""
 import json
+import shutil
 import tarfile
 
 import pytest
+from support.helpers import H100_DATA
 
 from pytest_gpu_pairs.analysis.sharing import compare, load_records, recommend, summarise_mechanism
 from pytest_gpu_pairs.cli import main
@@ -112,3 +114,12 @@ def test_a_mechanism_never_measured_is_no_reason_to_recommend_the_other():
                 "oom": False, "failed_rounds": 0, "repeats": 3}
     choice, reason = recommend({"timeslice": measured})
     assert choice is None and reason == "not compared: mps was not measured"
+
+
+def test_a_case_found_in_two_inputs_is_refused_naming_both(tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(H100_DATA / "run", copy)
+    assert main(["sharing-report", str(H100_DATA / "run"), str(copy), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-pairs sharing-report: {copy}: case ") and f"is also in {H100_DATA / 'run'}" in err
+    assert err.count("\n") == 1

@@ -128,3 +128,42 @@ def test_the_design_always_gives_eleven_runs_per_pair(models, epochs):
         assert concurrent[0].bg.model == bg and all(c.fg.model == fg for c in concurrent)
     assert len({c.id for c in cases}) == len(cases)
     assert len({c.fg for c in cases if c.mode == "solo"}) == sum(c.mode == "solo" for c in cases)
+
+
+def varied_pair(model, hyperparameters=None, vary=None):
+    pair = {"group": "s1", "foreground": {"model": model, "hyperparameters": hyperparameters or {}},
+            "background": {"model": "mnist"}}
+    return {**pair, "vary": vary} if vary else pair
+
+
+@pytest.mark.parametrize("pair, workloads, expected", [
+    (varied_pair("densenet121", vary={"dropout": [0.5, 2]}), {},
+     "dropout 0.5 x 2 = 1.0 for pair s1: expected a value in [0, 0.99] for densenet121's dropout, got 1.0"),
+    (varied_pair("mnist", {"learning_rate": 100}, vary={"learning_rate": [0.5, 1000]}), {},
+     "learning_rate 100 x 1000 = 100000 for pair s1: expected a value in (0, 100] for mnist's learning_rate, "
+     "got 100000"),
+    (varied_pair("mine", vary={"scale": [0.5, 1000]}),
+     {"mine": {"command": ["python", "t.py"], "hyperparameters": {"scale": {"type": "float", "default": 1e306}}}},
+     "scale 1e+306 x 1000 = inf for pair s1: expected a finite number, got inf"),
+], ids=["dropout 1.0", "a learning rate of 1e5", "Infinity"])
+def test_a_scaled_value_the_settings_could_not_have_written_is_one_line(pair, workloads, expected):
+    with pytest.raises(SettingsError) as info:
+        expand(study([pair], workloads=workloads))
+    assert str(info.value) == f"s.json: $.pairs[0].vary.{next(iter(pair['vary']))}: {expected}; choose factors " \
+                              "that keep the value valid"
+
+
+def test_a_huge_integer_default_is_one_line_at_collection(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text('{"name": "s", "design": "hp_study", "workloads": {"mine": {"command": ["python", "t.py"], '
+                    '"hyperparameters": {"epochs": {"type": "int", "default": ' + "9" * 400 + '}}}}, '
+                    '"pairs": [{"group": "s1", "foreground": {"model": "mine"}, "background": {"model": "mnist"}, '
+                    '"vary": {"epochs": [0.5, 2]}}]}')
+    with pytest.raises(SettingsError, match=r"\$\.workloads\.mine\.hyperparameters\.epochs\.default: expected a "
+                                            r"finite number, got an integer of 400 digits$"):
+        load_experiment(path)
+    pair = varied_pair("mine", vary={"epochs": [0.5, 2]})
+    workload = {"command": ["python", "t.py"], "hyperparameters": {"epochs": {"type": "int", "default": 10**400}}}
+    with pytest.raises(SettingsError, match=r"\$\.workloads\.mine\.hyperparameters\.epochs\.default: expected a "
+                                            r"finite number .*got an integer of 401 digits"):
+        study([pair], workloads={"mine": workload})

@@ -144,6 +144,15 @@ def test_a_case_folder_that_would_resolve_outside_the_output_folder_is_refused(t
         folder_inside(out, "planted")
 
 
+def test_a_case_folder_linked_to_a_sibling_inside_the_output_folder_is_refused(tmp_path):
+    """It resolves inside the output folder, but writing through it would overwrite the other case."""
+    out = tmp_path / "out"
+    (out / "g01-a+b-default-concurrent").mkdir(parents=True)
+    (out / "g02-a+b-default-concurrent").symlink_to(out / "g01-a+b-default-concurrent")
+    with pytest.raises(OutsideOutputFolder, match="it is a symbolic link to .*g01-a\\+b-default-concurrent"):
+        folder_inside(out, "g02-a+b-default-concurrent")
+
+
 # --- the fuzzer ------------------------------------------------------------------------------
 
 def _designs() -> list[dict]:

@@ -246,3 +246,53 @@ def test_the_seeds_stage3_4_file_loads_and_expands_as_it_is(seed_dir):
     assert experiment.design == "mutation" and len(experiment.pairs) == 25
     assert len({c.id for c in cases}) == len(cases) and len(cases) <= sum(p.mutations for p in experiment.pairs)
     assert len(set(keys(cases))) == len(cases)
+
+
+finite_bounds = st.floats(-1e300, 1e300) | st.integers(-(2**70), 2**70)
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(["int", "float"]), bounds=st.tuples(finite_bounds, finite_bounds),
+       distribution=st.sampled_from([None, "uniform", "log_uniform"]), zero=st.sampled_from([0.0, 0.5, 1.0]),
+       seed=st.integers(0, 2**32))
+def test_every_drawn_value_passes_the_checks_of_a_written_one_or_the_range_is_refused(kind, bounds, distribution,
+                                                                                       zero, seed):
+    low, high = sorted(bounds)
+    workload = {"command": ["python", "t.py"], "hyperparameters": {
+        "k": {"type": kind, "range": [low, high], "distribution": distribution, "zero_probability": zero}}}
+    try:
+        experiment = parse_experiment({"name": "m", "design": "mutation", "workloads": {"mine": workload},
+                                       "mutation": {"seed": seed}, "pairs": [mutated_pair(mutations=3)]}, "m.json")
+    except SettingsError as refused:  # an empty int range, a log range through zero, a width beyond a float
+        assert "\n" not in str(refused) and str(refused).startswith("m.json: $.")
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GpuPairsWarning)
+        cases = expand(experiment)  # a drawn value the checks refuse would raise here
+    low, high = experiment.workloads["mine"].hyperparameters["k"].range  # as read: floats
+    for case in cases:
+        value = case.fg.hyperparameters["k"]
+        assert math.isfinite(value) and (value == 0 or low <= value <= high)
+        written = parse_experiment({"name": "w", "workloads": {"mine": workload},
+                                    "pairs": [{**mutated_pair(), "mutate": None, "mutations": None,
+                                               "foreground": {"model": "mine", "hyperparameters": {"k": value}}}]},
+                                   "w.json")
+        assert written.pairs[0].foreground.hyperparameters["k"] == value
+
+
+def test_zero_from_zero_probability_may_also_be_written_below_a_positive_range():
+    workload = {"command": ["python", "t.py"], "hyperparameters": {
+        "wd": {"type": "float", "default": 0.0001, "range": [1e-5, 1e-3], "distribution": "log_uniform",
+               "zero_probability": 1.0}}}
+    cases = expand(parse_experiment({"name": "m", "design": "mutation", "workloads": {"mine": workload},
+                                     "pairs": [mutated_pair(mutate=["wd"], mutations=1)]}, "m.json"))
+    assert cases[0].fg.hyperparameters["wd"] == 0.0
+    written = {"group": "g", "foreground": {"model": "mine", "hyperparameters": {"wd": 0}}, "background": {"model": "mnist"}}
+    assert parse_experiment({"name": "w", "workloads": {"mine": workload}, "pairs": [written]}, "w.json")
+
+
+def test_a_range_whose_width_is_beyond_a_float_is_one_line():
+    workload = {"command": ["python", "t.py"], "hyperparameters": {"k": {"type": "float", "range": [-1e308, 1e308]}}}
+    with pytest.raises(SettingsError, match=r"m\.json: \$\.workloads\.mine\.hyperparameters\.k: expected a range "
+                                            r"whose width is a finite number"):
+        mutation_experiment([mutated_pair()], workloads={"mine": workload})

@@ -2,6 +2,7 @@
 the rules of the named groups. The follower is driven by hand here (``poll`` with a given time), so
 nothing depends on timing."""
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 from support.helpers import DATA
 
 from pytest_gpu_pairs.experiment.logformats import PRESETS, preset_pattern
-from pytest_gpu_pairs.protocol import STEP_INTERVAL_S
+from pytest_gpu_pairs.protocol import MAX_COUNT, STEP_INTERVAL_S
 from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
 from pytest_gpu_pairs.run.logprogress import MAX_LINE_BYTES, LogFollower, LogProgress
@@ -158,3 +159,72 @@ def test_how_the_log_is_cut_into_reads_does_not_change_the_steps(cuts):
     got = [s for _, s in cut.progress().steps]
     assert got[-1] == full[-1] == 200
     assert all(s in full for s in got) and got == sorted(got)
+
+
+def test_a_log_far_ahead_of_the_reader_is_skipped_to_its_newest_lines(tmp_path):
+    """A job printing faster than the log is read: a poll reads a bounded amount, jumps over the
+    backlog to the newest chunk, and says how much it skipped."""
+    log, follower = follow(tmp_path, r"step (?P<step>\d+)")
+    lines = b"".join(f"step {i}\n".encode() for i in range(1, 400_001))  # 3.5 MiB
+    append(log, lines)
+    follower.poll(t=1.0)
+    assert follower._offset == len(lines)  # the newest chunk only, then the end
+    steps = follower.progress().steps
+    assert steps[-1][1] == 400_000 and steps[0][1] > 390_000  # only the newest lines were read
+    skipped = follower.progress().skipped_bytes
+    assert skipped > len(lines) - logprogress.MAX_BACKLOG_BYTES - logprogress.READ_CHUNK
+    assert "bytes of log skipped unread" in follower.progress().problem_note
+
+
+class RecordingLock:
+    """The follower's lock, recording when it is taken and given back."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def __enter__(self):
+        self.events.append("take")
+
+    def __exit__(self, *exc):
+        self.events.append("give back")
+
+
+def test_a_poll_reads_a_bounded_amount_and_gives_the_lock_back_after_each_chunk(tmp_path, monkeypatch):
+    monkeypatch.setattr(logprogress, "READ_CHUNK", 4096)
+    monkeypatch.setattr(logprogress, "MAX_BACKLOG_BYTES", 64 * 4096)
+    log, follower = follow(tmp_path, r"step (?P<step>\d+)")
+    append(log, b"".join(f"step {i}\n".encode() for i in range(1, 15_001)))  # 123 KiB: behind, not skipped
+    events = []
+    feed = follower._feed
+    follower._lock = RecordingLock(events)
+    follower._feed = lambda chunk, t: (events.append("feed"), feed(chunk, t))
+    follower.poll(t=1.0)
+    assert events == ["take", "feed", "give back"] * logprogress.CHUNKS_PER_POLL
+    assert follower._offset < log.stat().st_size and follower.progress().skipped_bytes == 0
+    follower.stop(until=2.0)  # the last read reaches the end
+    assert follower.progress().steps[-1][1] == 15_000
+
+
+def test_stop_reads_no_further_than_the_log_was_long_when_it_stopped(tmp_path):
+    log, follower = follow(tmp_path, r"step (?P<step>\d+)")
+    append(log, "step 1\n")
+    sizes = iter([log.stat().st_size])
+    follower._size = lambda: next(sizes)
+    append(log, "step 2\n")  # written after the size was taken: a leftover still printing
+    follower.stop(until=5.0)
+    assert [s for _, s in follower.progress().steps] in ([1], [2])
+
+
+@given(st.lists(st.text(alphabet="0123456789.,e-", min_size=1, max_size=500), min_size=1, max_size=10))
+def test_numbers_of_any_length_in_captured_groups_give_finite_counts(numbers):
+    for pattern in (r"step (?P<step>\S+)", r"step (?P<step>\S+) of (?P<total>\S+)",
+                    r"batch (?P<batch>\S+)/(?P<batches>\S+) epoch (?P<epoch>\S+)", r"epoch (?P<epoch>\S+)"):
+        parser = LogProgress(pattern)
+        for t, text in enumerate(numbers):
+            parser.feed(f"step {text} of {text}", float(t))
+            parser.feed(f"batch {text}/{text} epoch {text}", float(t))
+            parser.feed(f"epoch {text}", float(t))
+        progress = parser.progress()
+        assert all(math.isfinite(s) and 0 <= s <= MAX_COUNT for _, s in progress.steps)
+        logprogress.save(progress, "/dev/null")
+        json.dumps([s for _, s in progress.steps], allow_nan=False)

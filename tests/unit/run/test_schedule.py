@@ -69,10 +69,15 @@ def test_the_longest_case_goes_first_onto_the_emptiest_gpu():
     assert [b.case_ids for b in schedule(costs, 2)] == [["b", "a"], ["c", "d"]]  # c+d ties b: a to the lowest GPU
 
 
-@pytest.mark.parametrize("text", ["0/3", "4/3", "1", "a/b", "1/0", "-1/2", "1/2/3"])
+@pytest.mark.parametrize("text", ["0/3", "4/3", "1", "a/b", "1/0", "-1/2", "1/2/3", "1/30000000", "1/10001",
+                                  "1/" + "9" * 5000, "\u00b2/\u00b3", "1/\u0663"])
 def test_a_bad_shard_is_refused_naming_what_was_expected(text):
     with pytest.raises(ValueError, match="expected K/N"):
         parse_shard(text)
+
+
+def test_the_largest_shard_count_is_accepted():
+    assert parse_shard("10000/10000") == (10000, 10000)
 
 
 def _suite_cases():
