@@ -20,10 +20,10 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.patterns import compile_pattern
-from pytest_gpu_pairs.protocol import MAX_COUNT, MAX_STEPS, STEP_INTERVAL_S, Progress
+from pytest_gpu_pairs.protocol import MAX_COUNT, MAX_STEPS, STEADY_STEP_INTERVAL_S, Progress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
 
-POLL_S = 0.05
+POLL_S = 0.01  # a line is stamped when it is read: within 10 ms of being written
 READ_CHUNK = 64 * 1024  # thousands of lines: tens of milliseconds of matching, the lock held meanwhile
 CHUNKS_PER_POLL = 16  # a poll reads at most this many chunks, the lock taken for one at a time
 MAX_BACKLOG_BYTES = 32 * READ_CHUNK  # a log further ahead than this is skipped to its newest chunk
@@ -50,7 +50,7 @@ def _plain(value: float) -> float | int:
 class LogProgress:
     """Lines in arrival order -> ``Progress``; no I/O. The groups' meaning is in
     ``experiment.logformats.GROUPS``. Steps only grow: a line that would count backwards (another
-    progress bar, a restarted counter) is not counted. Points are kept ``STEP_INTERVAL_S`` apart (the
+    progress bar, a restarted counter) is not counted. Points are kept ``STEADY_STEP_INTERVAL_S`` apart (the
     newest one always), so a job printing every millisecond costs what the protocol costs."""
 
     def __init__(self, pattern: str, ready_pattern: Optional[str] = None):
@@ -110,9 +110,9 @@ class LogProgress:
         return self._rollovers * batches + batch
 
     def _add(self, t: float, step: float | int) -> None:
-        """The newest point always stands last; it stays once it is ``STEP_INTERVAL_S`` after the one
+        """The newest point always stands last; it stays once it is ``STEADY_STEP_INTERVAL_S`` after the one
         before it, else the next line replaces it (as a line read at the same moment does)."""
-        pending_too_close = len(self.steps) >= 2 and self.steps[-1][0] - self.steps[-2][0] < STEP_INTERVAL_S
+        pending_too_close = len(self.steps) >= 2 and self.steps[-1][0] - self.steps[-2][0] < STEADY_STEP_INTERVAL_S
         if self.steps and (t == self.steps[-1][0] or pending_too_close):
             self.steps[-1] = (t, step)
         else:

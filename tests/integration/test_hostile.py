@@ -264,7 +264,7 @@ def test_an_output_folder_that_exists_read_only_is_one_line(pytester):
 def test_a_case_folder_linked_to_another_cases_folder_fails_on_resume_and_the_other_keeps_its_record(pytester):
     pairs = [{"group": g, "foreground": {"model": "fg"}, "background": {"model": "bg"}} for g in ("g01", "g02")]
     settings = pytester.path / "two.json"
-    settings.write_text(json.dumps({"name": "two", "defaults": {"restart_delay_s": 0.1, "timeout_s": 300},
+    settings.write_text(json.dumps({"name": "two", "defaults": {"method": "epoch", "restart_delay_s": 0.1, "timeout_s": 300},
                                     "workloads": {"fg": command("--steps", "3"), "bg": command(*BG)}, "pairs": pairs}))
     run(pytester, settings, "-k", "g01").assert_outcomes(passed=1)
     out, other = pytester.path / "out", "g02-fg+bg-default-concurrent"
@@ -304,7 +304,7 @@ def test_a_fifo_or_a_device_link_as_a_jobs_progress_file_is_named_and_the_case_e
     pairs = [{"group": g, "foreground": {"model": model}, "background": {"model": "bg"}}
              for g, model in (("g01", "fifo"), ("g02", "device"))]
     settings = pytester.path / "special.json"
-    settings.write_text(json.dumps({"name": "special", "defaults": {"restart_delay_s": 0.1, "timeout_s": 300},
+    settings.write_text(json.dumps({"name": "special", "defaults": {"method": "epoch", "restart_delay_s": 0.1, "timeout_s": 300},
                                     "workloads": {"fifo": command("--progress-file", "fifo", "--steps", "3"),
                                                   "device": command("--progress-file", "device", "--steps", "3"),
                                                   "bg": command(*BG)}, "pairs": pairs}))

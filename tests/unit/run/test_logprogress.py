@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from support.helpers import DATA
 
 from pytest_gpu_pairs.experiment.logformats import PRESETS, preset_pattern
-from pytest_gpu_pairs.protocol import MAX_COUNT, STEP_INTERVAL_S
+from pytest_gpu_pairs.protocol import MAX_COUNT, STEADY_STEP_INTERVAL_S
 from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
 from pytest_gpu_pairs.run.logprogress import MAX_LINE_BYTES, LogFollower, LogProgress
@@ -76,11 +76,11 @@ def test_points_closer_than_the_protocols_interval_keep_only_the_newest(tmp_path
     log, follower = follow(tmp_path, r"step (?P<step>\d+)")
     for i in range(1, 41):
         append(log, f"step {i}\n")
-        follower.poll(t=i * STEP_INTERVAL_S / 4)
+        follower.poll(t=i * STEADY_STEP_INTERVAL_S / 4)
     steps = follower.progress().steps
-    assert steps[0] == (STEP_INTERVAL_S / 4, 1) and steps[-1][1] == 40
+    assert steps[0] == (STEADY_STEP_INTERVAL_S / 4, 1) and steps[-1][1] == 40
     gaps = [b[0] - a[0] for a, b in zip(steps[:-1], steps[1:-1])]
-    assert all(gap >= STEP_INTERVAL_S for gap in gaps)
+    assert all(gap >= STEADY_STEP_INTERVAL_S for gap in gaps)
 
 
 def test_steps_only_grow_and_another_bar_is_not_counted():
