@@ -275,9 +275,37 @@ def _judge(row: Row, base_record: dict[str, Any], new_record: dict[str, Any],
         row.status = "improved" if worse < -t.pct / 100.0 else "ok"
 
 
+PACE_NOTE = 0.05  # a solo pace that moved by more than this is named beside the sharing and energy figures
+SHARING_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio")
+
+
+def pace_note(old: dict[str, Any], cur: dict[str, Any]) -> Optional[str]:
+    """How far each job's solo step rate moved between the runs, where one moved by more than
+    ``PACE_NOTE``: a host (or a change to a job) that runs the jobs faster alone gives a pair that
+    contends for the GPU less to gain from sharing, and moves its efficiency and energy with it."""
+    moved = {}
+    for role in ("fg", "bg"):
+        base, new = metric_value(old, f"{role}_solo_steps_per_s"), metric_value(cur, f"{role}_solo_steps_per_s")
+        if base and new is not None:
+            moved[role] = relative_change(base, new)
+    if not any(abs(change) > PACE_NOTE for change in moved.values()):
+        return None
+    changes = ", ".join(f"{role} {_change(change)}" for role, change in moved.items())
+    return f"the jobs' solo pace moved ({changes}): a pair that contends for the GPU shares better on a slower host"
+
+
 def _row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], limit: Optional[Threshold]) -> Row:
-    """One metric of one case, judged: an energy per unit of work where both runs allow it, else
-    as recorded (a per-phase energy at BASE's phase length)."""
+    """One metric of one case, judged (an energy per unit of work where both runs allow it, else
+    as recorded, a per-phase energy at BASE's phase length), with the jobs' solo pace named where
+    it moved."""
+    row = _judged_row(case_id, metric, old, cur, limit)
+    pace = pace_note(old, cur) if metric in SHARING_FIGURES or metric in PER_WORK else None
+    if pace and row.status:
+        row.reason = "; ".join(filter(None, [row.reason, pace]))
+    return row
+
+
+def _judged_row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], limit: Optional[Threshold]) -> Row:
     ratios = work_ratios(old, metric), work_ratios(cur, metric)
     if all(ratios) and metric_value(old, metric) is not None and mean_and_std(ratios[0])[0] > 0:
         return _per_work_row(case_id, metric, old, cur, limit, ratios)
