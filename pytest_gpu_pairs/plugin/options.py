@@ -163,11 +163,12 @@ def _add(group) -> None:
                     help="skip cases whose folder in --gpu-pairs-out holds a complete result of the same "
                          "models, hyperparameters, scale and device (an interrupted case runs again)")
     group.addoption("--gpu-pairs-method", choices=METHODS, default=None,
-                    help="how concurrent cases are measured; overrides the settings' defaults.method. interleaved: "
-                         "both jobs kept alive, rounds of fg alone, bg alone and both, until the efficiency is "
-                         "precise enough (figures that reproduce); epoch (default): the predecessor's way, one real "
-                         "epoch of the foreground under a background restarted in a loop (does it run, does it fit, "
-                         "what does a finished run score)")
+                    help="how concurrent cases are measured; overrides the settings' defaults.method. interleaved "
+                         "(the pairs design's default): both jobs kept alive (started again when one ends), rounds "
+                         "of fg alone, bg alone and both, until the efficiency is precise enough (figures that "
+                         "reproduce); epoch (the hp_study and mutation designs' default): the predecessor's way, one "
+                         "real epoch of the foreground under a background restarted in a loop (does it run, does "
+                         "it fit, what does a finished run score and spend)")
     group.addoption("--gpu-pairs-precision", type=_precision, default=None, metavar="X|off",
                     help="interleaved cases add rounds until the 95 %% interval of the efficiency is within "
                          "+-X of its mean (default: 0.03 on a GPU; on the CPU a fixed number of rounds); off: "

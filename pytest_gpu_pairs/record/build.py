@@ -437,6 +437,7 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     achieved = record["precision_achieved"]
     record["precision_reached"] = (None if record["precision_target"] is None
                                    else achieved is not None and achieved <= record["precision_target"])
+    _explain_unsampled(record, m, env, notes)
     record.update(_memory_figures(m.samples, {}, case.mode, notes))
     notes.update(suspect_notes(record))
     _explain_excluded_rounds(record, notes)
@@ -466,6 +467,18 @@ def _explain_excluded_rounds(record: dict[str, Any], notes: Notes) -> None:
             "report of a run that then ended (its end of training)")
 
 
+def _explain_unsampled(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts, notes: Notes) -> None:
+    """Without GPU samples every GPU figure has one reason: the GPU's, said before any other."""
+    if m.samples:
+        return
+    reason = env.gpu_unavailable or "no GPU samples were taken"
+    for key in ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "serial_energy_j",
+                "energy_saved_vs_serial", "gpu_power_avg_w", "energy_split_method", "peak_vram_mb",
+                "fg_peak_vram_mb", "bg_peak_vram_mb", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
+                "fg_alone_energy_j", "bg_alone_energy_j"):
+        notes.unmeasured(key, f"not measurable on this run: {reason}")
+
+
 def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts,
                                notes: Notes) -> None:
     notes.unmeasured("perf", "interleaved rounds measure step rates, not a finished training run's metrics "
@@ -476,12 +489,6 @@ def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement
     if m.failure:
         for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
             notes.unmeasured(key, f"the case could not be measured: {m.failure}")
-    if not m.samples:
-        reason = env.gpu_unavailable or "no GPU samples were taken"
-        for key in ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "serial_energy_j",
-                    "energy_saved_vs_serial", "gpu_power_avg_w", "energy_split_method", "peak_vram_mb",
-                    "fg_peak_vram_mb", "bg_peak_vram_mb"):
-            notes.unmeasured(key, f"not measurable on this run: {reason}")
     if env.idle_power_w is None and m.samples:
         notes.unmeasured("gpu_energy_above_idle_j", "idle power was not measured")
     for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
