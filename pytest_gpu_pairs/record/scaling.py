@@ -31,6 +31,7 @@ from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.record.stats import CONFIDENCE, t_quantile
 
 BLOCKS = 10
+MAX_DF = 1e6  # more degrees of freedom than this: the normal quantile, to six digits
 RANK_ROLE = "rank"  # every process of a scaling case's job has a role starting with this
 STEP_TIME_METHOD = (f"mean over the measured steps of each step's time at its slowest rank; 95 % interval: Student-t "
                     f"over up to {BLOCKS} batch means of consecutive steps")
@@ -53,7 +54,7 @@ class Estimate:
     def interval(self, confidence: float = CONFIDENCE) -> Optional[list[float]]:
         if self.se is None:
             return None
-        half = t_quantile(0.5 + confidence / 2.0, max(1.0, self.df)) * self.se
+        half = t_quantile(0.5 + confidence / 2.0, min(MAX_DF, max(1.0, self.df))) * self.se
         return [self.mean - half, self.mean + half]
 
     def shifted(self, offset: float, sign: float = 1.0) -> Estimate:
@@ -77,11 +78,17 @@ def ratio(numerator: Estimate, denominator: Estimate) -> Estimate:
     if numerator.se is None or denominator.se is None:
         return Estimate(value, None, 0.0)
     parts = [((numerator.se / numerator.mean) ** 2, numerator.df), ((denominator.se / denominator.mean) ** 2, denominator.df)]
-    relative = sum(v for v, _ in parts)
-    if relative == 0:
-        return Estimate(value, 0.0, min(numerator.df, denominator.df))
-    df = relative**2 / sum(v * v / max(1.0, d) for v, d in parts)
-    return Estimate(value, abs(value) * math.sqrt(relative), df)
+    relative = math.fsum(v for v, _ in parts)
+    return Estimate(value, abs(value) * math.sqrt(relative), satterthwaite(parts))
+
+
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances, each with its own: taken in
+    shares of the sum, so tiny variances do not underflow; infinite when the sum is zero."""
+    total = math.fsum(v for v, _ in parts)
+    if total == 0:
+        return math.inf
+    return 1.0 / math.fsum((v / total) ** 2 / max(1.0, d) for v, d in parts)
 
 
 Span = tuple[float, float]  # (seconds, steps) of one timed step or one stretch between two reports
