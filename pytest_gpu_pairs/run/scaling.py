@@ -5,7 +5,8 @@ whatever happens.
 Rank ``r`` trains on the ``r``-th GPU this session may use: the one ``--gpu-pairs-gpus`` (or an
 xdist worker) pins, else those ``CUDA_VISIBLE_DEVICES`` names, else every GPU NVML sees. A case
 that needs more is skipped with the count it found. On the CPU the ranks are processes on the
-host's cores (gloo), each given an equal share of them as its intra-op threads, and every GPU
+host's cores (gloo), each with one intra-op thread, so that a rank stands for one device whatever
+the count (OpenMP threads that share a busy core wait on each other many times over), and every GPU
 figure is null with the reason.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.devices.cpus import BUILTIN_JOB_CPUS, CpuPlan, format_cpu_list, share_of_cores, usable_cpus
+from pytest_gpu_pairs.devices.cpus import BUILTIN_JOB_CPUS, CpuPlan, format_cpu_list, share_of_cores
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_gpu
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
@@ -77,9 +78,7 @@ def rank_cpus(plan: CpuPlan, ranks: int, one_loop: bool) -> tuple[Optional[froze
     return tuple(chosen)
 
 
-def threads_per_rank(ranks: int) -> str:
-    """Intra-op threads of a rank training on the CPU: an equal share of the usable CPUs."""
-    return str(max(1, len(usable_cpus() or range(os.cpu_count() or 1)) // ranks))
+CPU_RANK_THREADS = "1"  # a rank on the CPU: one intra-op thread, as torchrun sets for several ranks
 
 
 class ScalingRun:
@@ -159,7 +158,7 @@ class ScalingRun:
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = visible_devices(gpus)
         elif "OMP_NUM_THREADS" not in os.environ:
-            env["OMP_NUM_THREADS"] = threads_per_rank(self.plan.gpus)
+            env["OMP_NUM_THREADS"] = CPU_RANK_THREADS
         cpus = rank_cpus(self.env.cpus, self.plan.gpus, self.env.one_loop(True)) if self.case.fg.is_builtin else ()
         return RankSetup(self.case.fg, self.plan, self.env.device, self.env.scale, self.case.timeout_s, env, cpus)
 

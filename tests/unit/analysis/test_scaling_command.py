@@ -112,3 +112,14 @@ def test_bad_options_are_usage_errors(results, capsys, args, expected):
     with pytest.raises(SystemExit) as info:
         cli.main(["scale", str(results), *args])
     assert info.value.code == 2 and expected in capsys.readouterr().err
+
+
+def test_a_second_gpu_that_made_steps_shorter_gives_no_impossible_prediction(tmp_path, capsys):
+    """A disturbed one-GPU run (3.8 s) beside an undisturbed two-GPU run (0.84 s): the ring model
+    would predict negative step times beyond two GPUs; it says so instead."""
+    for data in (record(1, 3.787, half=0.6), record(2, 0.842, half=0.15)):
+        save_result(tmp_path / data["case_id"], data)
+    code, out, _ = scale(capsys, tmp_path, "--current-gpus", "4", "--gpus", "6", "--remaining-hours", "216")
+    assert code == 0
+    assert "not predicted" in out and "the measured step got shorter with more GPUs" in out
+    assert "decision: 6 GPUs: none (" in out and "recommendation" not in out

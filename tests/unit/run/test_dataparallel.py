@@ -67,12 +67,6 @@ def test_ranks_split_the_jobs_cores_and_a_gpu_loop_keeps_two():
     assert scaling.rank_cpus(unpinned("no"), 2, one_loop=True) == (None, None)
 
 
-def test_ranks_on_the_cpu_share_its_cores_as_threads(monkeypatch):
-    monkeypatch.setattr(scaling, "usable_cpus", lambda: frozenset(range(8)))
-    assert scaling.threads_per_rank(2) == "4"
-    assert scaling.threads_per_rank(16) == "1"
-
-
 @dataclass
 class FakeInfo:
     index: int
