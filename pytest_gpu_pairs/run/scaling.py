@@ -141,16 +141,15 @@ class ScalingRun:
         self.job = DataParallelJob(self._setup(gpus), out).start()
         for pid, role, tag in self.job.roles():
             roles.register(pid, role, tag)
-        self.timeline["job_start_t"] = self.job.start_t
         try:
             self.benchmark.pedantic(self.job.wait, rounds=1, iterations=1)
         except BaseException:
             self.benchmark.has_error = True  # as in the pair runner: a cut case has no timings to write
             raise
-        self.timeline["job_end_t"] = self.job.end_t
         measurement = self._measurement(gpus, out)
         self.close()
         self.session.release_device()
+        self.timeline["rounds"] = [_round_times(self.job, measurement)]
         return scaling_record(self.case, measurement, self.env.device_name, self.env.scale, self._baseline())
 
     def _setup(self, gpus: list[Gpu]) -> RankSetup:
@@ -242,6 +241,16 @@ class ScalingRun:
                 sampler.stop()
             for card in self.ballasts:
                 card.stop()
+
+
+def _round_times(job: DataParallelJob, m: ScalingMeasurement) -> dict[str, Any]:
+    """The job's phases in the names a pair's round uses, so ``gpu-pairs dead-time`` reads a scaling
+    case as it reads any: its ranks' start, their first and last steps (every stretch is training),
+    their end, and the end of the case's teardown."""
+    firsts = [r.progress.ready_t for r in m.ranks if r.progress.ready_t is not None]
+    lasts = [r.progress.last_t for r in m.ranks if r.progress.last_t is not None]
+    return {"fg_start_t": job.start_t, "fg_train_start_t": min(firsts) if firsts else None,
+            "fg_train_end_t": max(lasts) if lasts else None, "fg_end_t": job.end_t, "round_end_t": time.time()}
 
 
 def _per_gpu_batch(case: Case, results: list[dict[str, Any]]) -> Optional[int]:

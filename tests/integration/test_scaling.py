@@ -49,6 +49,8 @@ def test_a_built_in_at_one_and_two_gloo_processes_records_its_scaling_and_scale_
         assert record["no_sync_step_time_s"] > 0 and record["comm_share"] is not None
         assert record["peak_vram_mb"] is None and "jobs train on the CPU" in record["notes"]["peak_vram_mb"]
         assert record["gpus_energy_j"] is None and record["energy_per_sample_j"] is None
+        phases = record["timeline"]["rounds"][0]  # what gpu-pairs dead-time reads
+        assert phases["fg_start_t"] < phases["fg_train_start_t"] < phases["fg_train_end_t"] <= phases["fg_end_t"]
     assert two["scaling_efficiency"] == pytest.approx(one["step_time_s"] / two["step_time_s"])
     assert two["scaling_efficiency_ci"][0] < two["scaling_efficiency"] < two["scaling_efficiency_ci"][1]
     case = pytester.path / "out" / "s01-mnist-gpus2"
