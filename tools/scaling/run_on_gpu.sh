@@ -52,7 +52,7 @@ tail -25 "$DEST/study.pytest.txt"
 python3 -m pytest_gpu_pairs.cli scale "$WORK/results" --gpus 4,6 --json > "$DEST/scale.json" 2> "$DEST/scale.err"
 python3 -m pytest_gpu_pairs.cli scale "$WORK/results" --gpus 4,6 > "$DEST/scale.txt" 2>> "$DEST/scale.err"
 PREDECESSOR=(--current-gpus 4 --gpus 6 --remaining-hours 216 --step-time-s 2.6 --memory-fraction 0.935
-             --restart-cost-min "$RESTART_MIN")
+             --card-memory-mb 32768 --restart-cost-min "$RESTART_MIN")
 python3 -m pytest_gpu_pairs.cli scale "$WORK/results" "${PREDECESSOR[@]}" --json > "$DEST/predecessor.json" 2>> "$DEST/scale.err"
 python3 -m pytest_gpu_pairs.cli scale "$WORK/results" "${PREDECESSOR[@]}" > "$DEST/predecessor.txt" 2>> "$DEST/scale.err"
 python3 -m pytest_gpu_pairs.cli scale "$WORK/results" "${PREDECESSOR[@]}" --memory-threshold 1.0 --json > "$DEST/predecessor_fits.json" \

@@ -90,6 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the measured workload's)")
     parser.add_argument("--memory-fraction", type=_fraction, default=None, metavar="F",
                         help="the job's memory in use per GPU at its current count, as a share of the card (0.935)")
+    parser.add_argument("--card-memory-mb", type=_positive, default=None, metavar="MB",
+                        help="the memory of the job's card (32768), for its headroom in MB with --memory-fraction")
     parser.add_argument("--utilization", type=_fraction, default=None, metavar="U",
                         help="the job's GPU utilisation at its current count (0.9); default: measured, if it was")
     parser.add_argument("--iterations-done", type=_whole, default=None, metavar="K", help="iterations the job has done")
@@ -110,7 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def job_of(args: argparse.Namespace) -> Job:
     return Job(args.current_gpus, args.remaining_steps, args.remaining_hours, args.step_time_s, args.restart_cost_min,
-               args.iterations_done, args.memory_fraction, args.utilization, args.learning_rate, args.work)
+               args.iterations_done, args.memory_fraction, args.card_memory_mb, args.utilization, args.learning_rate,
+               args.work)
 
 
 def _ci(estimate: Optional[Estimate]) -> Optional[list[float]]:

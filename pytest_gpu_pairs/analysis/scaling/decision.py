@@ -59,6 +59,7 @@ class Job:
     restart_cost_min: float = 0.0
     iterations_done: Optional[int] = None
     memory_fraction: Optional[float] = None
+    card_memory_mb: Optional[float] = None  # the job's card, for its headroom in MB
     utilization: Optional[float] = None
     learning_rate: Optional[float] = None
     work: str = "samples"  # or "steps": a schedule of a fixed number of optimiser steps
@@ -184,9 +185,15 @@ def _one_to_two_change(workload: Workload) -> Optional[float]:
     return max(two) - max(one) if one and two else None
 
 
-def headroom_mb(workload: Workload, fraction: Optional[float]) -> Optional[float]:
+def headroom_mb(workload: Workload, job: Job, fraction: Optional[float]) -> Optional[float]:
+    """What is left of one card at ``fraction``: on the job's card where its own figure was given
+    (None without its size), else on the card the workload was measured on."""
+    if fraction is None:
+        return None
+    if job.memory_fraction is not None:
+        return None if job.card_memory_mb is None else (1.0 - fraction) * job.card_memory_mb
     cards = [c.card_memory_mb for c in workload.cases if c.card_memory_mb]
-    return None if fraction is None or not cards else (1.0 - fraction) * max(cards)
+    return (1.0 - fraction) * max(cards) if cards else None
 
 
 def utilization_now(workload: Workload, job: Job) -> tuple[Optional[float], str]:
@@ -232,6 +239,6 @@ def decide(workload: Workload, fit: Fit, job: Job, target: int, thresholds: Thre
     recommendation, reasons = recommend(criteria)
     return Decision(job.current_gpus, target, "measured" if workload.at(target) else "predicted",
                     fit.ratio(target, job.current_gpus), remaining_hours(fit, job), target_hours(fit, job, target),
-                    saved, memory, memory_basis, headroom_mb(workload, memory),
+                    saved, memory, memory_basis, headroom_mb(workload, job, memory),
                     (batch * job.current_gpus if batch else None, batch * target if batch else None),
                     learning_rates(job, target / job.current_gpus), criteria, recommendation, reasons)

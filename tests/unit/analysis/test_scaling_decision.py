@@ -78,6 +78,13 @@ def test_a_schedule_of_fixed_steps_gains_nothing_from_more_gpus():
     assert saved_hours(fit_of(w), job, 2).mean == pytest.approx(-0.2)
 
 
+def test_the_jobs_own_memory_has_its_headroom_on_its_own_card_only():
+    w = workload(card_mb=10_000.0)
+    assert decide(w, fit_of(w), PREDECESSOR, 6).headroom_mb is None
+    job = Job(current_gpus=4, memory_fraction=0.935, card_memory_mb=32_768.0)
+    assert decide(w, fit_of(w), job, 6).headroom_mb == pytest.approx(0.065 * 32_768)
+
+
 def test_memory_from_one_gpu_adds_the_measured_change_to_two():
     w = workload(memory=(0.80, 0.83))
     decision = decide(w, fit_of(w), Job(current_gpus=1, memory_fraction=0.9), 4)
