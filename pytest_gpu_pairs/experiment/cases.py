@@ -390,6 +390,5 @@ def describe(case: Case) -> Mapping[str, Any]:
     return {"case_id": case.id, "design": case.design, "variant": case.variant, "mode": case.mode,
             "fg_model": case.fg.model, "bg_model": case.bg.model if case.bg else None,
             "fg_hparams": case.fg.hyperparameters, "bg_hparams": case.bg.hyperparameters if case.bg else None,
-            "sharing": case.sharing, "method": case.method,
-            **({"gpus": case.scaling.gpus} if case.scaling is not None else {})}
+            "sharing": case.sharing, "method": case.method}
 
