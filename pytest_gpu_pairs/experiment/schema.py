@@ -291,7 +291,7 @@ class Defaults(_Strict):
 DEFAULTS = Defaults()  # what every case gets where its settings are silent
 
 MAX_GPUS = 1024  # data-parallel processes of one scaling case; more is a typo
-MAX_SCALING_STEPS = 100_000  # a step's time is reported to the harness once per step
+MAX_SCALING_STEPS = 20_000  # per stretch: every timed step travels in one protocol line of at most 1 MiB
 
 
 def _gpu_counts(counts: list[int]) -> list[int]:

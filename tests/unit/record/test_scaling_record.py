@@ -189,3 +189,18 @@ def test_no_step_at_all_leaves_every_figure_null_with_a_reason():
     typed(record)
     assert record["step_time_s"] is None and "no rank reported" in record["notes"]["step_time_s"]
     assert record["samples_per_s"] is None and math.isfinite(record["vram_budget_mb"])
+
+
+def test_the_longest_stretches_a_rank_may_time_fit_in_one_protocol_line():
+    """Every timed step travels in the rank's result event; the protocol reader refuses longer lines."""
+    import json
+
+    from pytest_gpu_pairs.experiment.schema import MAX_SCALING_STEPS
+    from pytest_gpu_pairs.protocol import MAX_LINE_BYTES, parse_event
+    from pytest_gpu_pairs.workloads.data_parallel import DIGITS
+
+    times = [round(123.4567891234, DIGITS)] * MAX_SCALING_STEPS
+    line = json.dumps({"event": "result", "t": 1.0, "metrics": {}, "steps": 3 * MAX_SCALING_STEPS,
+                       "warmup_times_s": times, "step_times_s": times, "probe_times_s": times, "window": [0.0, 1.0]})
+    assert len(line.encode()) < MAX_LINE_BYTES
+    assert parse_event(line.encode() + b"\n")[1] is None
