@@ -367,6 +367,10 @@ def scaling_record(case: Case, m: ScalingMeasurement, device: str, scale: float,
               "sample_hz": m.sample_hz if m.gpus else None, "vram_budget_mb": case.vram_budget_mb,
               "oom": any(r.oom for r in m.ranks), "failure": failure,
               "fg_exit_code": m.ranks[0].returncode if m.ranks else None}
+    unused = max((r.get("unused_parameters") or 0 for r in m.results()), default=0)
+    if unused:
+        notes.unmeasured("step_time_s", f"{unused} parameter tensor(s) of the model get no gradient: DDP looked for "
+                                        "them in every step (find_unused_parameters), a cost the step time includes")
     if step is not None and step.se is None:
         notes.unmeasured("step_time_ci", "fewer than two batch means: measure more steps for an interval")
     return {**record, "notes": dict(notes)}

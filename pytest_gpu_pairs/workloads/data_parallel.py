@@ -11,8 +11,11 @@ process, the optimiser keeps the same parameters, and attribute lookups the work
 model (``init_hidden``, ``features``) reach the wrapped module. Each rank draws its own batches
 (the workload's seed plus the rank); DDP broadcasts rank 0's initial weights.
 
-The steps run in three stretches: ``warmup_steps`` (DDP's bucket rebuild, allocator and autotuner
-warm-up), ``steps`` timed one by one, each ended by a device synchronisation, and
+Before the wrapping, one step of the rank's own finds the parameters that get no gradient (a
+backbone's classifier that the workload replaced by its head: densenet121, pcb); DDP is then told
+to look for them in every step (``find_unused_parameters``), as a user of the same model would
+have to. The steps then run in three stretches: ``warmup_steps`` (DDP's bucket rebuild, allocator
+and autotuner warm-up), ``steps`` timed one by one, each ended by a device synchronisation, and
 ``comm_probe_steps`` under ``no_sync()``, which skips the gradient all-reduce and nothing else.
 The probe comes last because its ranks' weights drift apart. The result event carries every
 timed step, the measured window's wall-clock bounds and torch's peak reserved memory; no
@@ -51,7 +54,7 @@ def rank_place() -> tuple[int, int, int]:
             int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def wrapped(model, device_ids: Optional[list[int]]):
+def wrapped(model, device_ids: Optional[list[int]], find_unused: bool):
     """The model in DDP, with attribute lookups DDP does not answer passed on to the model itself,
     so a workload's own methods (``self.model.init_hidden(...)``) run unchanged."""
     from torch.nn.parallel import DistributedDataParallel
@@ -63,7 +66,15 @@ def wrapped(model, device_ids: Optional[list[int]]):
             except AttributeError:
                 return getattr(super().__getattr__("module"), name)
 
-    return DataParallelModel(model, device_ids=device_ids)
+    return DataParallelModel(model, device_ids=device_ids, find_unused_parameters=find_unused)
+
+
+def unused_parameters(workload, batches: Iterator[Any]) -> int:
+    """Parameters one training step leaves without a gradient (a backbone's own classifier that
+    the workload replaced by its head). DDP must then look for them in every step, or it waits
+    for their gradients for ever; the step is the rank's own, before DDP broadcasts rank 0's weights."""
+    workload.train_step(next(batches))
+    return sum(1 for p in workload.model.parameters() if p.requires_grad and p.grad is None)
 
 
 def timed_steps(workload, batches: Iterator[Any], count: int, sync: Callable[[], None],
@@ -116,12 +127,14 @@ def train(model: str, requested: str, scale: float, hparams: dict[str, Any], cou
     if "seed" in hparams:
         hparams = {**hparams, "seed": int(hparams["seed"]) + rank}
     workload = importlib.import_module(info.module).make(info, hparams, device, scale)
-    workload.model = wrapped(workload.model, [local_rank] if backend == "nccl" else None)
+    batches = workload.batches()
+    unused = unused_parameters(workload, batches)
+    workload.model = wrapped(workload.model, [local_rank] if backend == "nccl" else None, unused > 0)
     sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
     print(f"{model}: rank {rank} of {world}, {backend} on {device}, {counts.warmup_steps} warm-up, "
-          f"{counts.steps} timed and {counts.comm_probe_steps} no-sync steps", flush=True)
+          f"{counts.steps} timed and {counts.comm_probe_steps} no-sync steps; {unused} parameter tensor(s) "
+          f"without a gradient (find_unused_parameters {unused > 0})", flush=True)
     progress.setup_done()
-    batches = workload.batches()
     warmup, done = timed_steps(workload, batches, counts.warmup_steps, sync, progress, 0)
     window_start = time.time()
     steps, done = timed_steps(workload, batches, counts.steps, sync, progress, done)
@@ -131,7 +144,7 @@ def train(model: str, requested: str, scale: float, hparams: dict[str, Any], cou
     progress.step(done, done / workload.steps_per_epoch(), force=True)
     dist.destroy_process_group()
     return {"steps": done, "peak_mem_reserved_mb": _peak_reserved_mb(device), "rank": rank, "world_size": world,
-            "backend": backend, "device": device, "per_gpu_batch": int(workload.batch_size),
+            "backend": backend, "device": device, "per_gpu_batch": int(workload.batch_size), "unused_parameters": unused,
             "warmup_times_s": warmup, "step_times_s": steps, "probe_times_s": probe,
             "window": [window_start, window_end]}
 
