@@ -36,8 +36,12 @@ def _record(pytester, case_id):
 def test_a_built_in_at_one_and_two_gloo_processes_records_its_scaling_and_scale_prints_the_decision(pytester):
     entry = {"group": "s01", "workload": {"model": "mnist", "hyperparameters": {"batch_size": 8}}, "gpus": [1, 2],
              "warmup_steps": 2, "steps": 8, "comm_probe_steps": 4}
-    result = _run(pytester, _settings(pytester, [entry]))
+    pytester.makeconftest("import sys\n"
+                          "def pytest_sessionfinish(session):\n"
+                          "    print('TORCH-LOADED', 'torch' in sys.modules)\n")
+    result = _run(pytester, _settings(pytester, [entry]), "-s")
     result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*TORCH-LOADED False*"])
     assert jobs_started_under(pytester.path / "out") == []
     one, two = _record(pytester, "s01-mnist-gpus1"), _record(pytester, "s01-mnist-gpus2")
     for record, gpus in ((one, 1), (two, 2)):

@@ -14,7 +14,8 @@
 # on GPUs) shortens every stretch of steps; COMMIT names the commit where the copy has no .git. A study
 # case that runs out of memory on the emulated card is left out of the predictions: run again with a
 # larger CARD_MB. NO_INSTALL=1 skips tools/device/setup.sh (wheels and `pip install -e .`), for a
-# machine whose environment must stay as it is: set PYTHONPATH to the checkout instead.
+# machine whose environment must stay as it is: set PYTHONPATH to the checkout instead. NCCL_* variables
+# pass through to the ranks (NCCL_SHM_DISABLE=1 where a container's /dev/shm is too small for NCCL).
 # Then, here: python -m tools.scaling.collate FETCHED/scaling --out reports/reference/scaling
 if [ -z "${NO_INSTALL:-}" ]; then source tools/device/setup.sh; else export PYTHONUNBUFFERED=1; fi
 DEVICE=${DEVICE:-cuda}
