@@ -271,3 +271,10 @@ def builtin(name: str) -> BuiltinWorkload:
 def seed_name(repo: str, model: str) -> str | None:
     """Map the predecessor's (repo, model) pair, e.g. ('VulBERTa', 'mlp'), to a built-in name."""
     return SEED_NAMES.get((repo, model))
+
+
+NOT_DATA_PARALLEL: dict[str, str] = {  # built-ins a scaling case refuses, and why
+    "mnist_ff": "Forward-Forward trains each layer on a loss of its own, with no end-to-end backward "
+                "pass whose gradients DistributedDataParallel could average",
+    "bug_localization": "it is a numpy MLP trained in k-fold processes on the CPU, with no torch model to wrap",
+}

@@ -3,7 +3,8 @@
 An id is ``<group>-<fg>+<bg>-<variant>-<mode>``: the model names are in it so ``-k densenet``
 selects by model, and nothing run-dependent is in it so ``--benchmark-compare`` can match
 cases of two runs by name. A case measured under MPS carries ``-mps`` at the end (``-k mps``);
-a time-sliced case, the driver's default, keeps the plain id.
+a time-sliced case, the driver's default, keeps the plain id. A scaling case, one job on N GPUs,
+is ``<group>-<model>-gpus<N>`` (``-k gpus2``).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pytest_gpu_pairs.experiment.schema import (
     Experiment,
     JobRef,
     PairSpec,
+    ScalingSpec,
 )
 from pytest_gpu_pairs.inputs import SettingsError
 
@@ -96,6 +98,28 @@ class Overrides:
     earlier_runs: Callable[[], Iterable[Mapping[str, Any]]] = field(default=tuple, compare=False)
 
 
+MIN_SCALED_STEPS = 4  # measured steps a scaled-down scaling case keeps: an interval needs several
+MIN_SCALED_PROBE = 2
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    """What a scaling case runs: its data-parallel processes and its bounded steps."""
+
+    gpus: int
+    warmup_steps: int
+    steps: int
+    comm_probe_steps: int
+
+    def scaled(self, scale: float) -> ScalingPlan:
+        """The steps at ``--gpu-pairs-scale``, rounded up: a quick run keeps a warm-up step and
+        enough measured and probe steps for their intervals, never more than the settings give."""
+        def part(count: int, floor: int) -> int:
+            return 0 if count == 0 else min(count, max(floor, math.ceil(count * scale)))
+        return replace(self, warmup_steps=part(self.warmup_steps, 1), steps=part(self.steps, MIN_SCALED_STEPS),
+                       comm_probe_steps=part(self.comm_probe_steps, MIN_SCALED_PROBE))
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -122,6 +146,7 @@ class Case:
     warmup_s: float = DEFAULTS.warmup_s
     source: str = ""
     note: str = ""
+    scaling: Optional[ScalingPlan] = None
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -294,8 +319,32 @@ def _mutation_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     return cases
 
 
+# --- scaling: one job data-parallel on each GPU count ---------------------------------------
+
+def scaling_case_id(group: str, model: str, gpus: int) -> str:
+    return f"{group}-{model}-gpus{gpus}"
+
+
+def _scaling_count_case(experiment: Experiment, spec: ScalingSpec, overrides: Overrides, gpus: int) -> Case:
+    d = experiment.defaults
+    return Case(id=scaling_case_id(spec.group, spec.workload.model, gpus), experiment=experiment.name,
+                design=experiment.design, group=spec.group, variant=f"gpus{gpus}", mode="scaling",
+                fg=job_config(experiment, spec.workload), bg=None,
+                vram_budget_mb=_first(overrides.vram_budget_mb, spec.vram_budget_mb, d.vram_budget_mb),
+                min_efficiency=0.0, runs_per_config=1, restart_delay_s=0.0, timeout_s=d.timeout_s,
+                cool_down_s=d.cool_down_s, ready_timeout_s=d.ready_timeout_s, method="steps",
+                source=experiment.source, note=spec.note or "",
+                scaling=ScalingPlan(gpus, spec.warmup_steps, spec.steps, spec.comm_probe_steps))
+
+
+def _scaling_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
+    """Each scaling entry once per GPU count, fewest GPUs first: the one-GPU case is the baseline
+    the others' scaling efficiency is taken against."""
+    return [_scaling_count_case(experiment, spec, overrides, gpus) for spec in experiment.scaling for gpus in spec.gpus]
+
+
 _DESIGNS = {"pairs": lambda experiment, overrides: [_pair_case(experiment, p, overrides) for p in experiment.pairs],
-            "hp_study": _hp_study_cases, "mutation": _mutation_cases}
+            "hp_study": _hp_study_cases, "mutation": _mutation_cases, "scaling": _scaling_cases}
 
 
 def expand(experiment: Experiment, overrides: Overrides = Overrides()) -> list[Case]:
@@ -311,9 +360,9 @@ def sharing_modes(experiment: Experiment, overrides: Overrides = Overrides()) ->
 
 def with_sharing(cases: Iterable[Case], modes_of: Callable[[Case], tuple[str, ...]]) -> list[Case]:
     """Each case once per sharing mechanism, side by side, so a pair is compared under both; a solo
-    case once and plain: nothing shares the card, and every baseline is measured without MPS."""
+    or scaling case once and plain: nothing shares its cards, and every baseline is measured without MPS."""
     return [replace(case, sharing=mode, id=sharing_case_id(case.id, mode)) for case in cases
-            for mode in (("timeslice",) if case.mode == "solo" else modes_of(case))]
+            for mode in (("timeslice",) if case.mode in ("solo", "scaling") else modes_of(case))]
 
 
 class DuplicateCaseError(ValueError):

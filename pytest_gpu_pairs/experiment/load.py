@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL, VALID
+from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL, NOT_DATA_PARALLEL, VALID
 from pytest_gpu_pairs.compat import models_config, seed_experiment
 from pytest_gpu_pairs.experiment.schema import (
     CommandWorkload,
@@ -176,6 +176,36 @@ def _check_references(experiment: Experiment) -> None:
         _check_job(experiment, pair.foreground, f"{where}.foreground")
         _check_job(experiment, pair.background, f"{where}.background")
         _check_design_keys(experiment, index, pair)
+    for index, spec in enumerate(experiment.scaling):
+        _check_data_parallel(experiment, spec.workload, f"$.scaling[{index}].workload")
+
+
+def _check_data_parallel(experiment: Experiment, job: JobRef, where: str) -> None:
+    """A scaling workload trains as one data-parallel job: a built-in that cannot (no single
+    forward and backward for DistributedDataParallel) is refused here, with the reason."""
+    _check_job(experiment, job, where)
+    if job.model not in experiment.workloads and job.model in NOT_DATA_PARALLEL:
+        raise SettingsError(experiment.source, f"{where}.model",
+                            f"expected a workload that trains data-parallel; {job.model} does not: "
+                            f"{NOT_DATA_PARALLEL[job.model]}")
+    if job.mps is not None:
+        raise SettingsError(experiment.source, f"{where}.mps",
+                            "expected no MPS limits: each rank of a scaling case has a GPU of its own")
+
+
+def _check_design_entries(data: dict[str, Any], source: str) -> None:
+    """Each design reads one list: ``scaling`` for the scaling design, ``pairs`` for every other;
+    a missing, empty or misplaced list is named by its path before the rest is read."""
+    design = data.get("design", "pairs")
+    if not isinstance(design, str):
+        return  # the schema says which designs exist
+    wanted, other = ("scaling", "pairs") if design == "scaling" else ("pairs", "scaling")
+    if other in data:
+        raise SettingsError(source, f"$.{other}", f"expected no '{other}' with design {design!r}, which reads '{wanted}'")
+    if wanted not in data:
+        raise SettingsError(source, f"$.{wanted}", "required key is missing")
+    if data[wanted] == []:
+        raise SettingsError(source, f"$.{wanted}", f"expected at least 1 entry for design {design!r}")
 
 
 _DESIGN_KEYS = {"vary": "hp_study", "mutate": "mutation", "mutations": "mutation"}
@@ -242,6 +272,7 @@ def parse_experiment(data: Any, source: str) -> Experiment:
     mutate_paths: list[str] = []
     if seed_experiment.is_seed_experiment(data):
         data, pair_paths, mutate_paths = seed_experiment.to_native(data, source)
+    _check_design_entries(data, source)
     try:
         experiment = Experiment.model_validate({**data, "source": source})
     except ValidationError as exc:

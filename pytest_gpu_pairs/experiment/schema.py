@@ -303,6 +303,35 @@ DEFAULTS = Defaults()  # what every case gets where its settings are silent
 # run to completion (one foreground epoch run beside the background loop) can answer.
 DESIGN_METHODS = {"pairs": "interleaved", "hp_study": "epoch", "mutation": "epoch"}
 
+MAX_GPUS = 1024  # data-parallel processes of one scaling case; more is a typo
+MAX_SCALING_STEPS = 20_000  # per stretch: every timed step travels in one protocol line of at most 1 MiB
+
+
+def _gpu_counts(counts: list[int]) -> list[int]:
+    if len(set(counts)) != len(counts):
+        raise ValueError(f"expected each GPU count once, got {counts}")
+    return sorted(counts)
+
+
+class ScalingSpec(_Strict):
+    """One training job measured data-parallel on each of ``gpus`` GPU counts (one case per count):
+    ``warmup_steps`` left out, then ``steps`` timed, then ``comm_probe_steps`` without gradient
+    synchronisation, which separate the all-reduce's share of a step."""
+
+    group: str = Field(pattern=_GROUP, max_length=NAME_MAX)
+    workload: JobRef
+    gpus: list[Annotated[StrictInt, Field(ge=1, le=MAX_GPUS)]] = Field([1, 2], min_length=1)
+    warmup_steps: StrictInt = Field(10, ge=0, le=MAX_SCALING_STEPS)
+    steps: StrictInt = Field(100, ge=2, le=MAX_SCALING_STEPS)
+    comm_probe_steps: StrictInt = Field(20, ge=0, le=MAX_SCALING_STEPS)
+    vram_budget_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)
+    note: Optional[str] = None
+
+    @field_validator("gpus")
+    @classmethod
+    def _each_count_once(cls, counts: list[int]) -> list[int]:
+        return _gpu_counts(counts)
+
 
 class MutationSettings(_Strict):
     """How the mutation design samples: seeded (stable case ids), deduplicated against history."""
@@ -316,13 +345,14 @@ class MutationSettings(_Strict):
 class Experiment(_Strict):
     name: Text = Field(min_length=1, max_length=ID_MAX)
     description: str = ""
-    design: Literal["pairs", "hp_study", "mutation"] = "pairs"
+    design: Literal["pairs", "hp_study", "mutation", "scaling"] = "pairs"
     defaults: Defaults = Field(default_factory=Defaults)
     workloads: dict[Name, CommandWorkload] = Field(default_factory=dict)
     vary: dict[Name, Factors] = Field(default_factory=lambda: dict(DEFAULT_VARY), min_length=1)
     mutation: MutationSettings = Field(default_factory=MutationSettings)
     workloads_file: list[Text] = Field(default_factory=list)
-    pairs: list[PairSpec] = Field(min_length=1)
+    pairs: list[PairSpec] = Field(default_factory=list)
+    scaling: list[ScalingSpec] = Field(default_factory=list)
     source: str = Field("", exclude=True)
     _pair_paths: list[str] = PrivateAttr(default_factory=list)
     _mutate_paths: list[str] = PrivateAttr(default_factory=list)
@@ -336,6 +366,16 @@ class Experiment(_Strict):
     @classmethod
     def _one_or_many(cls, value):
         return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _entries_of_its_design(self):
+        """A scaling file lists ``scaling`` entries and no pairs; every other design the reverse."""
+        wanted, other = ("scaling", "pairs") if self.design == "scaling" else ("pairs", "scaling")
+        if getattr(self, other):
+            raise ValueError(f"expected no '{other}' with design {self.design!r} (it reads '{wanted}')")
+        if not getattr(self, wanted):
+            raise ValueError(f"expected a non-empty '{wanted}' list for design {self.design!r}")
+        return self
 
     def pair_path(self, index: int) -> str:
         """Where pair ``index`` stands in the file the user wrote (a predecessor file numbers differently)."""

@@ -42,9 +42,8 @@ def gpu_pairs(request) -> GpuPairsSession:
 def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark):
     """``pair_run()`` measures the parametrised case and returns its ``CaseResult``; with
     ``--gpu-pairs-resume`` a case with a complete earlier result is skipped (and still reported)."""
-    from pytest_gpu_pairs.plugin.benchmark import describe_benchmark, never_timed, quiet_when_skipped, round_timer
+    from pytest_gpu_pairs.plugin.benchmark import describe_benchmark, never_timed, quiet_when_skipped
     from pytest_gpu_pairs.record.checks import CaseResult
-    from pytest_gpu_pairs.run.case import PairRun
 
     describe_benchmark(benchmark, gpu_pair_case)
     recorded = gpu_pairs.resumable(gpu_pair_case)
@@ -54,7 +53,7 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
         quiet_when_skipped(benchmark)
         pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
                     + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
-    run = PairRun(gpu_pair_case, gpu_pairs, benchmark, round_timer(request.node, benchmark))
+    run = _runner(gpu_pair_case, gpu_pairs, benchmark, request.node)
     live_line = gpu_pairs.environment().live
     if live_line is not None:
         live_line.case_started(*_place(gpu_pairs, gpu_pair_case.id))
@@ -66,6 +65,20 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
         quiet_when_skipped(benchmark)
     gpu_pairs.note_unfinished(gpu_pair_case)
     gpu_pairs.after_case(gpu_pair_case)
+
+
+def _runner(case: Case, session: GpuPairsSession, benchmark, node):
+    """The runner of a case's design: a scaling case trains one job on several GPUs, every other
+    case a pair or a solo job on one (its interleaved rounds handed to pytest-benchmark)."""
+    from pytest_gpu_pairs.plugin.benchmark import round_timer
+
+    if case.design == "scaling":
+        from pytest_gpu_pairs.run.scaling import ScalingRun
+
+        return ScalingRun(case, session, benchmark)
+    from pytest_gpu_pairs.run.case import PairRun
+
+    return PairRun(case, session, benchmark, round_timer(node, benchmark))
 
 
 def _place(session: GpuPairsSession, case_id: str) -> tuple[int, int, float]:

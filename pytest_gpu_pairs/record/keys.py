@@ -32,9 +32,9 @@ def _figures(group: str, rows: list[tuple]) -> list[Key]:
 IDENTITY = _figures("identity", [
     ("schema", "int", "", None, False, "version of this record's layout (2: every accuracy-like metric a fraction)"),
     ("case_id", "str", "", None, False, "stable id of the case: <group>-<fg>+<bg>-<variant>-<mode>[-mps]"),
-    ("design", "str", "", None, False, "the experiment's design: pairs, hp_study or mutation"),
+    ("design", "str", "", None, False, "the experiment's design: pairs, hp_study, mutation or scaling"),
     ("variant", "str", "", None, False, "which hyperparameter variant of the pair this case is"),
-    ("mode", "str", "", None, False, "concurrent (two jobs share the device) or solo (one job alone)"),
+    ("mode", "str", "", None, False, "concurrent (two jobs share the device), solo (one job alone) or scaling (one job data-parallel on gpus GPUs)"),
     ("sharing", "str", "", None, False, "how the jobs shared the GPU: timeslice (the driver's default) or mps"),
     ("fg_model", "str", "", None, False, "the foreground workload"),
     ("bg_model", "str", "", None, False, "the background workload (None for a solo case)"),
@@ -183,7 +183,41 @@ DERIVED = _figures("study", [
     ("sharing_energy_saved_j", "float", "J", "higher", True, "serial_energy_j - gpu_energy_j"),
 ])
 
-KEYS: dict[str, Key] = {k.name: k for k in IDENTITY + TIME + SHARING + ENERGY + MEMORY + OUTCOME + DEVICE + METHOD + DERIVED}
+SCALING = _figures("scaling", [
+    ("gpus", "int", "GPUs", None, False, "scaling cases: the job's data-parallel processes, one per GPU (on the CPU, processes)"),
+    ("backend", "str", "", None, False, "the torch.distributed backend the ranks used: nccl (GPUs) or gloo (CPU)"),
+    ("per_gpu_batch", "int", "samples", None, False, "samples each rank trains on per step (the job's batch_size)"),
+    ("global_batch", "int", "samples", None, False, "per_gpu_batch x gpus: the samples of one optimiser step"),
+    ("warmup_steps", "int", "steps", None, False, "steps before the measured ones, left out"),
+    ("measured_steps", "int", "steps", None, False, "steps step_time_s is the mean of"),
+    ("step_time_s", "float", "s", "lower", False, "mean time of one data-parallel step after the warm-up, each step "
+     "timed to the device's end of it and taken at its slowest rank"),
+    ("step_time_ci", "list", "s", None, False, "95 % interval of step_time_s (step_time_method)"),
+    ("step_time_blocks", "int", "blocks", None, False, "batch means the interval of step_time_s rests on (degrees of freedom + 1)"),
+    ("step_time_method", "str", "", None, False, "how step_time_s and its interval were taken"),
+    ("samples_per_s", "float", "samples/s", "higher", False, "global_batch / step_time_s"),
+    ("samples_per_s_ci", "list", "samples/s", None, False, "95 % interval of samples_per_s"),
+    ("scaling_efficiency", "float", "ratio", "higher", False, "samples_per_s / (gpus x samples_per_s of the "
+     "one-GPU case of the same workload) = its step time / step_time_s at a fixed per-GPU batch; 1.0 is linear"),
+    ("scaling_efficiency_ci", "list", "ratio", None, False, "95 % interval of scaling_efficiency (both step times' intervals)"),
+    ("no_sync_step_time_s", "float", "s", None, False, "mean step time of the probe steps run under DDP's no_sync(): no gradient all-reduce"),
+    ("comm_share", "float", "fraction", "lower", False, "share of a step spent on the gradient all-reduce that "
+     "backward did not hide: 1 - no_sync_step_time_s / step_time_s"),
+    ("comm_share_ci", "list", "fraction", None, False, "95 % interval of comm_share"),
+    ("comm_method", "str", "", None, False, "how comm_share was separated"),
+    ("peak_vram_per_gpu_mb", "list", "MB", None, False, "each GPU's peak NVML memory of the job's processes (contexts included), rank order"),
+    ("peak_mem_reserved_per_gpu_mb", "list", "MB", None, False, "each rank's torch peak reserved memory (built-ins)"),
+    ("card_memory_mb", "float", "MB", None, False, "one card's memory as the job saw it: the emulated size, else the GPU's total"),
+    ("peak_memory_fraction", "float", "fraction", "lower", False, "the fullest GPU's peak memory in use / card_memory_mb, "
+     "as nvidia-smi shows it on such a card (the driver's share included, the emulation's ballast not)"),
+    ("memory_headroom_mb", "float", "MB", "higher", False, "card_memory_mb minus the fullest GPU's peak memory in use"),
+    ("gpu_util_per_gpu_pct", "list", "%", None, False, "each GPU's mean NVML utilisation over the measured steps"),
+    ("gpus_energy_j", "float", "J", "lower", False, "energy of all the job's GPUs over the measured steps (NVML counters, idle included)"),
+    ("energy_per_sample_j", "float", "J/sample", "lower", False, "gpus_energy_j / the samples of the measured steps"),
+])
+
+KEYS: dict[str, Key] = {k.name: k for k in IDENTITY + TIME + SHARING + ENERGY + MEMORY + OUTCOME + DEVICE + METHOD
+                        + DERIVED + SCALING}
 PER_ROUND: tuple[str, ...] = tuple(k.name for k in KEYS.values() if k.per_round)
 COMPARISONS: tuple[str, ...] = ("concurrent_overhead", "concurrent_energy_overhead", "interference", "sharing_energy_saved_j")
 DERIVED_KEYS: tuple[str, ...] = tuple(k.name for k in DERIVED)

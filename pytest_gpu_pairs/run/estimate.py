@@ -206,7 +206,24 @@ class Planner:
                   f"at the {rule.max_seconds:g} s cap, which a host-bound pair usually reaches")
         return rule.max_seconds, _weakest(fg.basis, bg.basis), detail
 
+    def _scaling(self, case: Case) -> Estimate:
+        """A scaling case: its ranks start together and run their steps at the profiled step time of
+        the per-GPU batch; the all-reduce is not counted."""
+        earlier = self.earlier.rounds_s.get(case.id)
+        if earlier is not None:
+            return Estimate(case.id, earlier + case.cool_down_s, EARLIER, "as timed before")
+        plan = case.scaling.scaled(self.options.scale)
+        steps = plan.warmup_steps + plan.steps + plan.comm_probe_steps
+        job, epoch_steps = self.job(case.fg), _steps(case.fg, self.options.scale)
+        if job.basis == DEFAULT or not epoch_steps:
+            return Estimate(case.id, DEFAULT_JOB_S + case.cool_down_s, DEFAULT,
+                            f"{plan.gpus} rank(s); {DEFAULT_JOB_S:g} s assumed where nothing is known")
+        spent = job.startup_s + steps * job.train_s / epoch_steps + job.finish_s
+        return Estimate(case.id, spent + case.cool_down_s, job.basis, f"{plan.gpus} rank(s), {steps} steps")
+
     def case(self, case: Case) -> Estimate:
+        if case.scaling is not None:
+            return self._scaling(case)
         if case.mode == "concurrent" and case.method == "interleaved" and case.bg is not None:
             spent, basis, detail = self._interleaved(case)
             earlier = self.earlier.rounds_s.get(case.id)

@@ -1,0 +1,277 @@
+"""The scaling case runner: the case's GPUs (each made smaller by a ballast under
+``--gpu-pairs-gpu-memory-mb``), an NVML monitor on each, the job's ranks, then one record,
+whatever happens.
+
+Rank ``r`` trains on the ``r``-th GPU this session may use: the one ``--gpu-pairs-gpus`` (or an
+xdist worker) pins, else those ``CUDA_VISIBLE_DEVICES`` names, else every GPU NVML sees. A case
+that needs more is skipped with the count it found. On the CPU the ranks are processes on the
+host's cores (gloo), each with one intra-op thread, so that a rank stands for one device whatever
+the count (OpenMP threads that share a busy core wait on each other many times over), and every GPU
+figure is null with the reason.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from pytest_gpu_pairs.devices.cpus import BUILTIN_JOB_CPUS, CpuPlan, format_cpu_list, share_of_cores
+from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_gpu
+from pytest_gpu_pairs.experiment.cases import Case, describe
+from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
+from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
+from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement, scaling_record
+from pytest_gpu_pairs.record.store import (
+    StoreWriteError,
+    atomic_write_csv,
+    save_incomplete,
+    save_result,
+    save_samples,
+    typed,
+)
+from pytest_gpu_pairs.run import ballast
+from pytest_gpu_pairs.run.ballast import Ballast, BallastError
+from pytest_gpu_pairs.run.dataparallel import DataParallelJob, RankSetup
+from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.run.proctree import deferred_signals
+from pytest_gpu_pairs.run.session import GpuPairsSession, OutsideOutputFolder
+
+
+def usable_gpus(env: Environment) -> list[Gpu]:
+    """The GPUs this session's scaling cases may use, in rank order."""
+    if env.gpu is None or env.device != "cuda":
+        return []
+    if env.extra_env.get("CUDA_VISIBLE_DEVICES"):
+        return [env.gpu]
+    named = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    try:
+        return [open_gpu(entry) for entry in named] if named else [Gpu(index) for index in range(gpu_count())]
+    except NvmlUnavailable:
+        return [env.gpu]
+
+
+def visible_devices(gpus: list[Gpu]) -> str:
+    """CUDA_VISIBLE_DEVICES for the ranks: rank ``r``'s ``cuda:r`` is the ``r``-th of ``gpus``."""
+    return ",".join(gpu.info.uuid or str(gpu.info.index) for gpu in gpus)
+
+
+def rank_cpus(plan: CpuPlan, ranks: int, one_loop: bool) -> tuple[Optional[frozenset[int]], ...]:
+    """Each rank's CPUs: the jobs' cores of the session's plan (the harness keeps its own) split
+    into one block per rank, a rank driving a GPU narrowed as a job is; unpinned when there are
+    fewer cores than ranks."""
+    cores = [core for role in ("fg", "bg") for core in plan.jobs.get(role, ())]
+    if len(cores) < ranks:
+        return (None,) * ranks
+    chosen = []
+    for rank in range(ranks):
+        cpus: list[int] = []
+        for core in share_of_cores(cores, rank, ranks):
+            if one_loop and plan.narrow_loops and len(cpus) >= BUILTIN_JOB_CPUS:
+                break
+            cpus.extend(core)
+        chosen.append(frozenset(cpus))
+    return tuple(chosen)
+
+
+CPU_RANK_THREADS = "1"  # a rank on the CPU: one intra-op thread, as torchrun sets for several ranks
+
+
+class ScalingRun:
+    """Runs one scaling case; the fixture ``pair_run`` hands it to the test as it hands a pair's runner."""
+
+    def __init__(self, case: Case, session: GpuPairsSession, benchmark):
+        self.case, self.session, self.benchmark = case, session, benchmark
+        self.env = session.environment()
+        self.plan = case.scaling.scaled(self.env.scale)
+        self.job: Optional[DataParallelJob] = None
+        self.ballasts: list[Ballast] = []
+        self.samplers: list[Sampler] = []
+        self.timeline: dict[str, Any] = {}
+        self._recorded = False
+
+    def __call__(self) -> CaseResult:
+        gpus = self._gpus_or_skip()
+        try:
+            self.session.fresh_case_dir(self.case)
+        except OutsideOutputFolder as exc:
+            pytest.fail(f"{self.case.id}: {exc}", pytrace=False)
+        except OSError as exc:
+            pytest.fail(f"{self.case.id}: could not prepare its folder in {self.session.options.out_dir}: "
+                        f"{exc.strerror or exc}", pytrace=False)
+        self.timeline["cool_down_s"] = self.session.cool_down(self.case.cool_down_s)
+        self.timeline["case_start_t"] = time.time()
+        try:
+            return self._finish(self._measure(gpus))
+        except StoreWriteError as exc:
+            self.close()
+            pytest.fail(f"{self.case.id}: {exc}", pytrace=False)
+        except BaseException as exc:
+            if not self._recorded and not isinstance(exc, pytest.skip.Exception):
+                self.close()
+                self._save_incomplete(exc)
+            raise
+
+    def _gpus_or_skip(self) -> list[Gpu]:
+        if self.env.device != "cuda":
+            if self.session.options.gpu_memory_mb is not None:
+                pytest.skip(f"--gpu-pairs-gpu-memory-mb emulates a smaller GPU and needs one: {self.env.gpu_unavailable}")
+            return []
+        gpus = usable_gpus(self.env)
+        if len(gpus) < self.plan.gpus:
+            pytest.skip(f"{self.case.id} needs {self.plan.gpus} GPUs; this session may use {len(gpus)} "
+                        "(run it without -n and --gpu-pairs-gpus, on a machine with enough GPUs)")
+        return gpus[:self.plan.gpus]
+
+    def _save_incomplete(self, exc: BaseException) -> None:
+        with contextlib.suppress(StoreWriteError):
+            reason = (f"interrupted by Ctrl-C or SIGTERM ({str(exc) or 'KeyboardInterrupt'})"
+                      if isinstance(exc, KeyboardInterrupt) else f"the harness stopped the case: {type(exc).__name__}: {exc}")
+            save_incomplete(self.session.case_dir(self.case), {**describe(self.case), "timeline": self._times()}, reason)
+
+    def _measure(self, gpus: list[Gpu]) -> dict[str, Any]:
+        out = self.session.case_dir(self.case)
+        roles = PidRoles()
+        self._start_ballasts(gpus, out, roles)
+        self.samplers = [Sampler(gpu, self.env.sample_hz, roles).start() for gpu in gpus]
+        self.job = DataParallelJob(self._setup(gpus), out).start()
+        for pid, role, tag in self.job.roles():
+            roles.register(pid, role, tag)
+        try:
+            self.benchmark.pedantic(self.job.wait, rounds=1, iterations=1)
+        except BaseException:
+            self.benchmark.has_error = True  # as in the pair runner: a cut case has no timings to write
+            raise
+        measurement = self._measurement(gpus, out)
+        self.close()
+        self.session.release_device()
+        self.timeline["rounds"] = [_round_times(self.job, measurement)]
+        return scaling_record(self.case, measurement, self.env.device_name, self.env.scale, self._baseline())
+
+    def _setup(self, gpus: list[Gpu]) -> RankSetup:
+        env = dict(self.env.extra_env)
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = visible_devices(gpus)
+        elif "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = CPU_RANK_THREADS
+        cpus = rank_cpus(self.env.cpus, self.plan.gpus, self.env.one_loop(True)) if self.case.fg.is_builtin else ()
+        return RankSetup(self.case.fg, self.plan, self.env.device, self.env.scale, self.case.timeout_s, env, cpus)
+
+    def _start_ballasts(self, gpus: list[Gpu], out: Path, roles: PidRoles) -> None:
+        size = self.session.options.gpu_memory_mb
+        if size is None:
+            return
+        for rank, gpu in enumerate(gpus):
+            card = Ballast(size, gpu, out / f"gpu{rank}", {**self.env.extra_env, "CUDA_VISIBLE_DEVICES": visible_devices([gpu])})
+            self.ballasts.append(card)
+            try:
+                card.start()
+            except BallastError as exc:
+                self.close()
+                pytest.fail(f"{self.case.id}: --gpu-pairs-gpu-memory-mb on GPU {gpu.info.index}: {exc}", pytrace=False)
+            roles.register(card.pid, ballast.ROLE)
+
+    def _measurement(self, gpus: list[Gpu], out: Path) -> ScalingMeasurement:
+        for sampler in self.samplers:
+            sampler.stop()
+        traces = [GpuTrace(gpu.info.index, sampler.samples, *self._card(rank, gpu))
+                  for rank, (gpu, sampler) in enumerate(zip(gpus, self.samplers))]
+        for rank, trace in enumerate(traces):
+            if trace.samples:
+                save_samples(trace.samples, out / f"gpu{rank}")
+        ranks = self.job.outcomes()
+        results = [r.progress.result or {} for r in ranks]
+        _save_step_times(out, results)
+        backend = results[0].get("backend") if results and isinstance(results[0].get("backend"), str) else None
+        return ScalingMeasurement(self.plan, backend, ranks, traces, self.env.gpu_unavailable, self.job.stopped_because,
+                                  out, self.env.sample_hz, _per_gpu_batch(self.case, results))
+
+    def _card(self, rank: int, gpu: Gpu) -> tuple[float, Optional[float]]:
+        """(the card's memory as its rank saw it, what the ballast held of it)."""
+        size = self.session.options.gpu_memory_mb
+        if size is None:
+            return gpu.info.memory_total_mb, None
+        held = self.ballasts[rank].held_mb if rank < len(self.ballasts) else None
+        return size, held if held is not None else gpu.info.memory_total_mb - size
+
+    def _baseline(self) -> Optional[dict[str, Any]]:
+        """The record of this workload's one-GPU case in this session, if it ran and did not fail."""
+        for result in reversed(self.session.results):
+            record, case = result.record, result.case
+            if (case is not None and case.design == "scaling" and case.scaling is not None and case.scaling.gpus == 1
+                    and case.group == self.case.group and case.fg == self.case.fg and not record.get("failure")):
+                return dict(record)
+        return None
+
+    def _unpinned_reason(self) -> str:
+        if not self.case.fg.is_builtin:
+            return "torchrun starts a command workload's ranks"
+        return self.env.cpus.reason or f"fewer of the jobs' cores than the {self.plan.gpus} ranks"
+
+    def _times(self) -> dict[str, Any]:
+        return {**self.timeline, "case_end_t": time.time()}
+
+    def _finish(self, record: dict[str, Any]) -> CaseResult:
+        self.close()
+        cpus = _described_cpus(self.job.setup if self.job else None, self.env)
+        notes = dict(record.get("notes") or {})
+        if cpus is None:
+            notes["job_cpus"] = f"ranks not pinned: {self._unpinned_reason()}"
+        record = {**record, "timeline": self._times(), "gpu_memory_mb": self.session.options.gpu_memory_mb,
+                  "job_cpus": cpus, "notes": notes}
+        record = typed({"schema": SCHEMA_VERSION, **self.session.extended(self.case, record)})
+        self.benchmark.extra_info.update(record.to_dict())
+        path = save_result(self.session.case_dir(self.case), record)
+        self._recorded = True
+        result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)],
+                            enforce_vram=self.session.enforce_vram)
+        self.session.results.append(result)
+        return result
+
+    def close(self) -> None:
+        """Every rank, monitor and ballast ended; safe to call at any point and more than once."""
+        with deferred_signals():
+            if self.job is not None:
+                self.job.close()
+            for sampler in self.samplers:
+                sampler.stop()
+            for card in self.ballasts:
+                card.stop()
+
+
+def _round_times(job: DataParallelJob, m: ScalingMeasurement) -> dict[str, Any]:
+    """The job's phases in the names a pair's round uses, so ``gpu-pairs dead-time`` reads a scaling
+    case as it reads any: its ranks' start, their first and last steps (every stretch is training),
+    their end, and the end of the case's teardown."""
+    firsts = [r.progress.ready_t for r in m.ranks if r.progress.ready_t is not None]
+    lasts = [r.progress.last_t for r in m.ranks if r.progress.last_t is not None]
+    return {"fg_start_t": job.start_t, "fg_train_start_t": min(firsts) if firsts else None,
+            "fg_train_end_t": max(lasts) if lasts else None, "fg_end_t": job.end_t, "round_end_t": time.time()}
+
+
+def _per_gpu_batch(case: Case, results: list[dict[str, Any]]) -> Optional[int]:
+    reported = results[0].get("per_gpu_batch") if results else None
+    if isinstance(reported, int) and not isinstance(reported, bool):
+        return reported
+    declared = case.fg.hyperparameters.get("batch_size")
+    return declared if isinstance(declared, int) and not isinstance(declared, bool) else None
+
+
+def _described_cpus(setup: Optional[RankSetup], env: Environment) -> Optional[dict[str, str]]:
+    if setup is None or not setup.cpus or None in setup.cpus:
+        return None
+    return {**{f"rank{r}": format_cpu_list(cpus) for r, cpus in enumerate(setup.cpus)},
+            "harness": format_cpu_list(env.cpus.harness)}
+
+
+def _save_step_times(out: Path, results: list[dict[str, Any]]) -> None:
+    """``step_times.csv``: every timed step of every rank, warm-up and probe included."""
+    rows = [(rank, stretch, index, seconds) for rank, result in enumerate(results)
+            for stretch, key in (("warmup", "warmup_times_s"), ("measured", "step_times_s"), ("no_sync", "probe_times_s"))
+            for index, seconds in enumerate(result.get(key) or [])]
+    if rows:
+        atomic_write_csv(out / "step_times.csv", ("rank", "stretch", "step", "seconds"), rows)
