@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 from support.helpers import (  # noqa: F401 (re-exported)
     FAKE_MPS_CONTROL,
     PREDECESSOR_DATA,
@@ -20,12 +19,19 @@ from support.helpers import (  # noqa: F401 (re-exported)
 
 pytest_plugins = ["pytester"]
 
-settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-settings.register_profile("thorough", max_examples=2000, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
-
 SEED = PREDECESSOR_DATA  # the predecessor's seed files, kept in the repository (tests/data/predecessor)
 LEVELS = ("unit", "integration", "e2e")
+
+
+def pytest_configure(config):
+    """Hypothesis's profiles, loaded when a test session starts and not when this file is imported:
+    pytest-benchmark's ``compare`` command reads the repository's pytest configuration, conftests
+    included, in an environment of the README's install, which has no Hypothesis."""
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+    settings.register_profile("thorough", max_examples=2000, deadline=None)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 
 def pytest_collection_modifyitems(items):

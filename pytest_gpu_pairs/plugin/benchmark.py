@@ -14,11 +14,18 @@ A case resumed from a complete earlier result is not timed again, so pytest-benc
 entry for it; its record goes into the JSON under ``gpu_pairs_resumed`` instead, and when every
 case was resumed the plugin writes the JSON itself rather than leave pytest-benchmark to say
 "Not saving anything" over an empty file.
+
+pytest-benchmark's habits kept working: ``--benchmark-compare`` compares its own machine info at
+configure time, before a case has opened the device, so the GPU's part (``machine_info["gpu_pairs"]``,
+which a saved run holds) is set aside for that comparison and checked once the device is open,
+on what identifies the GPU; ``--benchmark-compare-fail`` ends in one line and exit status 1
+instead of pytest-benchmark's traceback; the JSON file is named by its path.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 import pytest
@@ -26,7 +33,9 @@ import pytest
 from pytest_gpu_pairs.record.store import RESUMED_KEY
 
 ROUND_FIGURE = "pair_s_per_solo_s"
+MACHINE_KEY = "gpu_pairs"  # our part of pytest-benchmark's machine_info
 _ROUND_CLOCK = [0.0]
+_COMPARED_GPUS = pytest.StashKey[list]()  # the gpu_pairs machine info of each run --benchmark-compare loaded
 
 
 def round_clock() -> float:
@@ -140,6 +149,7 @@ class ResumedCases:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session):
+        name_the_json_file(session.config)
         line = save_json_of_resumed_cases(session.config, self._results_of(session.config))
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if line and reporter is not None:
@@ -149,6 +159,89 @@ class ResumedCases:
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_json(self, config: pytest.Config, output_json: dict) -> None:
         add_resumed(output_json, self._results_of(config))
+
+
+@contextlib.contextmanager
+def gpu_info_set_aside(config: pytest.Config, current: dict[str, Any], saved: Any) -> Iterator[None]:
+    """pytest-benchmark's comparison of machine info without our part on either side; the saved
+    run's part is kept for ``warn_of_another_gpu``."""
+    saved = saved if isinstance(saved, dict) else {}
+    taken = current.pop(MACHINE_KEY, None), saved.pop(MACHINE_KEY, None)
+    if isinstance(taken[1], dict):
+        config.stash.setdefault(_COMPARED_GPUS, []).append(taken[1])
+    try:
+        yield
+    finally:
+        for info, value in zip((current, saved), taken):
+            if value is not None:
+                info[MACHINE_KEY] = value
+
+
+def warn_of_another_gpu(config: pytest.Config, current: dict[str, Any]) -> None:
+    """Once the device is open: a run ``--benchmark-compare`` loaded that was measured on another
+    GPU, driver, CUDA version or emulated card is one warning line (its numbers do not apply here)."""
+    bench = getattr(config, "_benchmarksession", None)
+    compared = config.stash.get(_COMPARED_GPUS, [])
+    if bench is None or not compared:
+        return
+    from pytest_gpu_pairs.analysis.compare import machine_differences
+    from pytest_gpu_pairs.record.store import Run
+
+    for saved in compared:
+        differences = machine_differences(Run("the compared run", {}, saved), Run("this session", {}, current))
+        if differences:
+            bench.logger.warning(f"--benchmark-compare: the compared run was measured on another machine "
+                                 f"({'; '.join(differences)}); its timings do not apply here")
+
+
+class JsonFileByName:
+    """pytest-benchmark 5.2 keeps ``--benchmark-json`` as the file argparse opened and prints it as
+    ``<_io.BufferedWriter name='...'>`` when it writes; this one writes to that file and prints as
+    its path."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+        self.name = handle.name
+
+    def __enter__(self):
+        return self._handle.__enter__()
+
+    def __exit__(self, *exc_info):
+        return self._handle.__exit__(*exc_info)
+
+    def __getattr__(self, name: str):
+        return getattr(self._handle, name)
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+
+def name_the_json_file(config: pytest.Config) -> None:
+    bench = getattr(config, "_benchmarksession", None)
+    handle = getattr(bench, "json", None)
+    if handle is not None and hasattr(handle, "write") and not isinstance(handle, JsonFileByName):
+        bench.json = JsonFileByName(handle)
+
+
+class ComparisonFailure:
+    """``--benchmark-compare-fail``: pytest-benchmark lists the regressions, then raises out of the
+    terminal summary (a traceback, as an internal error); here the list stays, the traceback
+    becomes one line, and the exit status is 1 even where every test passed."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        bench = getattr(session.config, "_benchmarksession", None)
+        if getattr(bench, "performance_regressions", None) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_terminal_summary(self, terminalreporter):
+        outcome = yield
+        failure = outcome.excinfo[1] if outcome.excinfo else None
+        if type(failure).__name__ == "PerformanceRegression":
+            outcome.force_result([])
+            terminalreporter.write_line(f"--benchmark-compare-fail: {failure} (the regressions are listed above); "
+                                        "exit status 1", red=True, bold=True)
 
 
 def refuse_unsupported(config: pytest.Config) -> None:

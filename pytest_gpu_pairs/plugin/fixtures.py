@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 def gpu_pairs(request) -> GpuPairsSession:
     """The session: options, device, solo baselines and results so far."""
     from pytest_gpu_pairs.plugin import live
-    from pytest_gpu_pairs.plugin.gate import refuse_foreign_baseline
+    from pytest_gpu_pairs.plugin.benchmark import warn_of_another_gpu
+    from pytest_gpu_pairs.plugin.gate import machine_info, refuse_foreign_baseline
     from pytest_gpu_pairs.record.store import StoreWriteError
     from pytest_gpu_pairs.run.session import DeviceRequestError
 
@@ -34,6 +35,7 @@ def gpu_pairs(request) -> GpuPairsSession:
     except StoreWriteError as exc:
         pytest.exit(f"gpu-pairs: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
     refuse_foreign_baseline(request.config, env)
+    warn_of_another_gpu(request.config, machine_info(env, session.options.gpu_memory_mb))
     live.attach(request.config, env, session)
     return session
 

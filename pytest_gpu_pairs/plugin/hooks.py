@@ -43,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
     benchmark.refuse_unsupported(config)
     if config.pluginmanager.has_plugin("benchmark"):
         config.pluginmanager.register(benchmark.ResumedCases(_results), "gpu-pairs-resumed-cases")
+        config.pluginmanager.register(benchmark.ComparisonFailure(), "gpu-pairs-benchmark-compare-fail")
     gate.configure(config)  # a worker refuses a foreign baseline before its first case; the controller compares
 
 
@@ -233,6 +234,17 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
         machine_info["gpu_pairs"] = gate.machine_info(env, session.options.gpu_memory_mb)
         config.hook.pytest_gpu_pairs_machine_info(config=config, machine_info=machine_info)
+
+
+@pytest.hookimpl(hookwrapper=True, optionalhook=True)
+def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession, machine_info: dict,
+                                          compared_benchmark: dict):
+    """pytest-benchmark compares machine info at configure, before a case opened the device: the
+    saved run's ``gpu_pairs`` part is set aside there and checked once the device is open."""
+    from pytest_gpu_pairs.plugin.benchmark import gpu_info_set_aside
+
+    with gpu_info_set_aside(config, machine_info, compared_benchmark.get("machine_info")):
+        yield
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:

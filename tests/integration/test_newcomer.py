@@ -4,8 +4,11 @@ the package, and pytest-benchmark's view of a case."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
-from support.helpers import SUITE, pair
+from support.helpers import REPO, SUITE, pair
 
 from integration.test_supervision import LONG_BG, OK_CASE, OK_PAIR, write_settings
 from integration.test_supervision import pair as command_pair
@@ -221,3 +224,58 @@ def test_plan_under_xdist_points_to_the_planner_for_several_gpus(pytester):
     assert result.ret == 4
     result.stderr.fnmatch_lines(["ERROR: --gpu-pairs-plan * does not combine with -n; for several GPUs run: "
                                  "gpu-pairs plan SETTINGS --gpus 1,2,4"])
+
+
+def test_benchmark_autosave_then_compare_on_one_machine_judges_without_a_machine_warning_and_fails_in_one_line(pytester):
+    """A pytest-benchmark user's habit: save a run, compare the next with it. The saved run holds
+    the GPU's part of machine_info, which a fresh session only knows once a case opened the device:
+    it must not be a 'machine_info is different' warning (an INTERNALERROR where warnings are errors),
+    and a regression ends in one line and exit status 1, not a traceback."""
+    tmp = pytester.path
+    pytester.makepyfile(test_suite=SUITE)
+    settings = write_settings(tmp, "quick", [OK_PAIR])
+    args = ["--gpu-pairs-settings", str(settings), "--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(tmp / "out"),
+            "-p", "no:cacheprovider", "--benchmark-storage", f"file://{tmp / 'saved'}"]
+    assert pytester.runpytest_subprocess(*args, "--benchmark-autosave", timeout=600).ret == 0
+    [saved] = (tmp / "saved").rglob("0001_*.json")
+    data = json.loads(saved.read_text())
+    assert data["machine_info"]["gpu_pairs"]["device"] == "cpu"
+    for entry in data["benchmarks"]:
+        entry["stats"]["mean"] /= 1000  # the saved run was a thousand times faster: any new run regressed
+    saved.write_text(json.dumps(data))
+
+    compared = pytester.runpytest_subprocess(*args, "--benchmark-compare", "--benchmark-compare-fail", "mean:5%",
+                                             "--benchmark-json", str(tmp / "b.json"),
+                                             "-W", "error::pytest_benchmark.logger.PytestBenchmarkWarning", timeout=600)
+    output = compared.stdout.str() + compared.stderr.str()
+    assert compared.ret == 1, output
+    assert "machine_info is different" not in output and "INTERNALERROR" not in output
+    compared.stdout.fnmatch_lines(["--benchmark-compare-fail: Performance has regressed. (the regressions are listed "
+                                   "above); exit status 1"])
+    assert "Traceback" not in output and "PerformanceRegression" not in output
+    assert f"Wrote benchmark data in: {tmp / 'b.json'}" in output and "<_io." not in output
+    assert json.loads((tmp / "b.json").read_text())["benchmarks"]
+
+
+SAVED_STATS = {"min": 0.5, "max": 0.7, "mean": 0.6, "stddev": 0.05, "rounds": 3, "median": 0.6, "iqr": 0.1, "q1": 0.55,
+               "q3": 0.65, "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": 0.5, "hd15iqr": 0.7,
+               "ops": 1.67, "total": 1.8, "iterations": 1}
+
+
+def test_pytest_benchmark_s_compare_command_runs_in_the_repository_without_hypothesis(tmp_path):
+    """``pytest-benchmark compare`` reads the repository's pytest configuration, conftests included;
+    the README's install has no Hypothesis, which only the plugin's own tests use."""
+    shadow = tmp_path / "shadow" / "hypothesis"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'hypothesis'\", name='hypothesis')\n")
+    saved = tmp_path / "0001_saved.json"
+    saved.write_text(json.dumps({"machine_info": {}, "commit_info": {}, "datetime": "2026-01-01T00:00:00", "version": "5",
+                                 "benchmarks": [{"group": "g00", "name": "test_pair[g00]", "fullname": "t.py::test_pair[g00]",
+                                                 "params": None, "param": None, "extra_info": {}, "options": {},
+                                                 "stats": SAVED_STATS}]}))
+    path = os.pathsep.join(filter(None, [str(shadow.parent), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-c", "import sys; from pytest_benchmark.cli import main; sys.exit(main())",
+                           "compare", str(saved)], cwd=REPO, env={**os.environ, "PYTHONPATH": path},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "test_pair[g00]" in done.stdout and "Traceback" not in done.stderr
