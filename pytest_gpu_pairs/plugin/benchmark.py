@@ -133,7 +133,7 @@ def save_json_of_resumed_cases(config: pytest.Config, results) -> Optional[str]:
     output = hook.pytest_benchmark_generate_json(config=config, benchmarks=[], include_data=True,
                                                  machine_info=bench.get_machine_info(), commit_info=commit_info)
     hook.pytest_benchmark_update_json(config=config, benchmarks=[], output_json=output)
-    name = getattr(bench.json, "name", str(bench.json))
+    name = bench.json.name if hasattr(bench.json, "write") else str(bench.json)  # an open file in 5.2, a path in 5.3
     bench.save_json(output)
     bench.json = None
     return (f"gpu-pairs: no case was timed in this session ({resumed} resumed from complete earlier results); "

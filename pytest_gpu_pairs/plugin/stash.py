@@ -35,7 +35,7 @@ def gpu_pairs_session(config: pytest.Config) -> GpuPairsSession:
             raise pytest.UsageError(str(exc)) from None
         session.record_extensions = lambda case, record: config.hook.pytest_gpu_pairs_record(case=case, record=record)
         config.stash[SESSION_KEY] = session
-        _install_sigterm_handler(config)
+        _install_interrupt_handlers(config)
         config.add_cleanup(session.close)  # cleanups run last-in first-out: closed before SIGTERM is restored
     return session
 
@@ -44,10 +44,16 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _install_sigterm_handler(config: pytest.Config) -> None:
-    """SIGTERM ends the session like Ctrl-C does, so every fixture and job is torn down."""
+def _install_interrupt_handlers(config: pytest.Config) -> None:
+    """SIGTERM ends the session like Ctrl-C does, so every fixture and job is torn down; and the
+    first Ctrl-C (SIGINT) does, also where pytest was started with SIGINT ignored (a command put in
+    the background by a script, which is how a runner or a shell loop starts it): the jobs it runs
+    hold a device for hours, and a session that cannot be stopped but by SIGKILL leaves them
+    running."""
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
+    for signum, ours, replaced in ((signal.SIGTERM, _raise_keyboard_interrupt, signal.SIG_DFL),
+                                   (signal.SIGINT, signal.default_int_handler, signal.SIG_IGN)):
+        if signal.getsignal(signum) is replaced:
+            signal.signal(signum, ours)
+            config.add_cleanup(lambda signum=signum, replaced=replaced: signal.signal(signum, replaced))
