@@ -50,18 +50,21 @@ def pytest_configure(config: pytest.Config) -> None:
 def _configure_controller(config: pytest.Config) -> None:
     """The workers' GPUs, one each; where the settings came from the ini alone (they may belong to
     the project's other tests) a refusal waits for a worker that collects the suite."""
-    from pytest_gpu_pairs.plugin.xdist import Gathered, check_workers
+    from pytest_gpu_pairs.plugin.xdist import Gathered, check_workers, cpu_workers_note
 
     if gpu_options.planning(config):
         raise pytest.UsageError("--gpu-pairs-plan estimates one session and does not combine with -n; "
                                 "for several GPUs run: gpu-pairs plan SETTINGS --gpus 1,2,4")
-    state: dict = {"gpus": None, "refusal": None, "gathered": Gathered(), "claimed": False, "collected": []}
+    state: dict = {"gpus": None, "refusal": None, "gathered": Gathered(), "claimed": False, "collected": [],
+                   "crowded": None}
     try:
         state["gpus"] = check_workers(config)
     except pytest.UsageError as exc:
         if gpu_options.asked_by_option(config):
             raise
         state["refusal"] = str(exc)
+    else:
+        state["crowded"] = cpu_workers_note(config, state["gpus"])
     config.stash[XDIST_KEY] = state
 
 
@@ -133,13 +136,22 @@ def _load_cases(config: pytest.Config):
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4."""
+    """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4.
+    Say before any case runs where xdist's workers are too many for the host's cores."""
+    _say_crowded(session.config)
     if gpu_options.in_use(session.config) and gpu_pairs_session(session.config).options.settings:
         _load_cases(session.config)
         if is_worker(session.config):
             from pytest_gpu_pairs.plugin.xdist import enable_worker_benchmarks
 
             enable_worker_benchmarks(session.config)
+
+
+def _say_crowded(config: pytest.Config) -> None:
+    state = config.stash.get(XDIST_KEY, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if state is not None and state["crowded"] and reporter is not None:
+        reporter.write_line(state["crowded"], yellow=True, bold=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

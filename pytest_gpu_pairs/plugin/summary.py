@@ -9,6 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, impossible
+
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
            ("eff", "concurrency_efficiency", "{:.2f}"), ("slow", "fg_slowdown", "{:.2f}"),
            ("bg", "bg_progress_ratio", "{:.2f}"), ("cov", "bg_coverage", "{:.2f}"),
@@ -23,7 +25,8 @@ LEGEND = ("status: passed, failed (the reason is in the test's failure), resumed
           "the card's energy for the pair's work over what the same work costs one job after the other "
           "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts); fg J/step, "
           "bg J/step: each job's share of the energy above idle per step it took beside the other; VRAM MB: "
-          "the pair's peak (NVML); oom: a job ran out of memory; -: not measured (see below)")
+          "the pair's peak (NVML); oom: a job ran out of memory; -: not measured (see below); !: a figure no "
+          "sharing can give (eff above 2, slow below 1), see below")
 MAX_KEYS_SHOWN = 4
 UNMEASURED_HEADING = "not measured here (why, then [the record keys left empty]; each key's reason: notes in result.json):"
 _NOT_MEASURABLE = re.compile(r"^not measurable(?: on this run)?: ")
@@ -81,9 +84,15 @@ def _half_width(ci: Any) -> str:
     return f"±{(ci[1] - ci[0]) / 2:.2g}"
 
 
+def _mark(key: str, value: Any) -> str:
+    """``!`` after a figure no sharing can give (its note in result.json says the likely cause)."""
+    return MARK if impossible(key, value) else ""
+
+
 def format_table(records: list[dict[str, Any]]) -> list[str]:
     rows = [[title for title, _, _ in COLUMNS]]
-    rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) for _, key, fmt in COLUMNS] for r in records]
+    rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) + _mark(key, r.get(key)) for _, key, fmt in COLUMNS]
+             for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
@@ -123,6 +132,20 @@ def interrupted_lines(session, args: list[str]) -> list[str]:
         return []
     return [f"interrupted (incomplete result.json): {', '.join(session.interrupted)}",
             f"  to finish the rest without repeating finished cases: {resume_command(args)}"]
+
+
+def impossible_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The cases with a figure no sharing can give, each with its figures: a session on a loaded
+    host must not pass such numbers on unremarked."""
+    lines = []
+    for record in records:
+        flagged = [f"{key} {record[key]:.2f}" for key in BOUNDS if impossible(key, record.get(key))]
+        if flagged:
+            lines.append(f"  {record.get('case_id')}: {', '.join(flagged)}")
+    if not lines:
+        return []
+    return ["figures no sharing can give (!), not findings: the solo and the shared measurements ran under "
+            "different conditions (the likely cause is in each key's note in result.json):"] + lines
 
 
 def plain_reason(note: str) -> str:
@@ -180,6 +203,8 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
         for line in format_table(table):
             reporter.write_line(line)
         reporter.write_line(LEGEND)
+    for line in impossible_lines(records):
+        reporter.write_line(line)
     for line in sharing_lines(records):
         reporter.write_line(line)
     for line in unmeasured_lines(records):

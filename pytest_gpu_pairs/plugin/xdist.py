@@ -36,6 +36,8 @@ from typing import Any, Optional
 
 import pytest
 
+from pytest_gpu_pairs.devices.cpus import ROLES
+
 WORKER_KEY = "gpu_pairs"
 GPU_KEY = "gpu_pairs_gpu"
 
@@ -101,6 +103,31 @@ def check_workers(config: pytest.Config) -> Optional[list[str]]:
         raise pytest.UsageError(f"-n {workers} asks for more workers than GPUs ({', '.join(gpus) or 'none'}): "
                                 "each worker owns one GPU; lower -n or name the GPUs with --gpu-pairs-gpus")
     return gpus
+
+
+def crowded_cpu(workers: int, cores: int) -> Optional[str]:
+    """What ``workers`` xdist workers running pairs on the CPU do to each other where ``cores``
+    physical cores cannot give each worker one for its harness and one for each of its two jobs:
+    their jobs compete for cores, a job alone and the same job in a pair run at different host
+    loads, and the figures can pass any bound (efficiencies above 2, slowdowns below 1)."""
+    per_worker = 1 + len(ROLES)
+    if workers < 2 or cores >= workers * per_worker:
+        return None
+    fits = max(1, cores // per_worker)
+    return (f"gpu-pairs: -n {workers} on the CPU, and {cores} physical core(s) here: each worker's pair needs "
+            f"{per_worker} (the harness and each job), so the workers' jobs will compete for cores and the "
+            f"figures cannot be trusted (efficiencies above 2, slowdowns below 1); run with -n {fits}"
+            + (" or without -n" if fits == 1 else ""))
+
+
+def cpu_workers_note(config: pytest.Config, gpus: Optional[list[str]]) -> Optional[str]:
+    """At the controller's configure, on the CPU only: ``crowded_cpu`` for this host and ``-n``."""
+    if gpus is not None:
+        return None
+    from pytest_gpu_pairs.devices.cpus import physical_cores, usable_cpus
+
+    usable = usable_cpus()
+    return crowded_cpu(len(config.getoption("tx") or ()), len(physical_cores(usable))) if usable else None
 
 
 def configure_node(node, gpus: Optional[list[str]]) -> None:

@@ -18,7 +18,8 @@ from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, InterleavedMeasurement, Measurement
-from pytest_gpu_pairs.record.phases import SPLIT_METHOD, case_figures, suspect_notes
+from pytest_gpu_pairs.record.phases import SPLIT_METHOD, case_figures
+from pytest_gpu_pairs.record.plausible import with_impossible_notes
 
 VRAM_SOURCE = "nvml_process_memory"
 IDLE_METHOD = "nvml_energy_counter_at_session_start"
@@ -347,7 +348,7 @@ def case_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo
     """A round's whole record: its figures, then the study's derived figures (for a concurrent
     round, against the foreground's solo record). Solo baselines and cases are built the same way."""
     record = round_record(case, m, solo_fg, solo_bg, env)
-    return with_derived(record, case.fg, None if case.mode == "solo" else solo_fg_record)
+    return with_impossible_notes(with_derived(record, case.fg, None if case.mode == "solo" else solo_fg_record))
 
 
 def _sharing_figures(case: Case, m: Measurement, notes: Notes) -> Optional[dict[str, Any]]:
@@ -406,7 +407,7 @@ def aggregate(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
         failures = [r["failure"] for r in rounds if r.get("failure")]
         record["failure"] = "; ".join(failures) or None
         record["rounds"] = [{k: r.get(k) for k in PER_ROUND + ("oom", "failure")} for r in rounds]
-    return record
+    return with_impossible_notes(record)
 
 
 
@@ -439,12 +440,11 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
                                    else achieved is not None and achieved <= record["precision_target"])
     _explain_unsampled(record, m, env, notes)
     record.update(_memory_figures(m.samples, {}, case.mode, notes))
-    notes.update(suspect_notes(record))
     _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
     _cpu_facts(record, notes, env, case)
     record["notes"] = dict(notes)
-    return record
+    return with_impossible_notes(record)
 
 
 def _restart_figures(m: InterleavedMeasurement) -> dict[str, Any]:

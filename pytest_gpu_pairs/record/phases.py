@@ -203,24 +203,6 @@ def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict
             "clock_event_reasons": clock_event_names(reasons if readable else None)}
 
 
-def suspect_notes(figures: dict[str, Any]) -> dict[str, str]:
-    """Figures no sharing can produce, flagged with the likely cause when their interval excludes
-    the bound: a pair cannot do more than two jobs' work, nor speed a job up."""
-    notes = {}
-    eff = figures.get("concurrency_efficiency_ci")
-    if eff and eff[0] > 2.0:
-        notes["concurrency_efficiency"] = (
-            f"suspect: the interval [{eff[0]:.3f}, {eff[1]:.3f}] lies above 2, which no sharing can give; likely a "
-            "host-bound job whose solo phases ran slower than in the pair (CPU frequency, data loading, Python "
-            "overhead) or too few step reports per phase: lengthen defaults.phase_s in the settings")
-    slow = figures.get("fg_slowdown_ci")
-    if slow and slow[1] < 1.0:
-        notes["fg_slowdown"] = (
-            f"suspect: the interval [{slow[0]:.3f}, {slow[1]:.3f}] lies below 1 (the foreground ran faster beside "
-            "another job); likely clock boost or host-side effects in the solo phases; see each round's clocks")
-    return notes
-
-
 def figure_rounds(m: InterleavedMeasurement, idle_w: Optional[float]) -> list[dict[str, Any]]:
     """The figures of every round that has a pair phase, each bracketed by the solo phases after
     it in its own segment; the closing solo phases are no round of their own."""

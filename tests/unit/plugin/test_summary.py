@@ -3,7 +3,13 @@ it leaves empty after it, every reason of the records shown once and kept in the
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.plugin.summary import MAX_KEYS_SHOWN, UNMEASURED_HEADING, unmeasured_lines
+from pytest_gpu_pairs.plugin.summary import (
+    MAX_KEYS_SHOWN,
+    UNMEASURED_HEADING,
+    format_table,
+    impossible_lines,
+    unmeasured_lines,
+)
 
 KEYS = st.sampled_from(["gpu_energy_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "peak_vram_mb", "cpu_energy_j",
                         "cpu_energy_method", "bg_perf", "fg_startup_s", "gpu_power_avg_w"])
@@ -50,3 +56,14 @@ def test_each_reason_is_one_line_naming_or_counting_every_key_it_empties(notes_p
         else:
             assert set(listed.split(", ")) == keys
         assert "not measurable" not in line
+
+
+def test_a_figure_no_sharing_can_give_is_marked_in_the_table_and_named_below_it():
+    records = [{"case_id": "g01-a+b", "concurrency_efficiency": 3.97, "fg_slowdown": 0.25},
+               {"case_id": "g03-c+d", "concurrency_efficiency": 1.4, "fg_slowdown": 1.3}]
+    table = format_table(records)
+    assert "3.97!" in table[1] and "0.25!" in table[1] and "!" not in table[2]
+    lines = impossible_lines(records)
+    assert lines[0].startswith("figures no sharing can give (!)")
+    assert lines[1:] == ["  g01-a+b: concurrency_efficiency 3.97, fg_slowdown 0.25"]
+    assert impossible_lines(records[1:]) == []

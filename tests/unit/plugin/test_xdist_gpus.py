@@ -159,3 +159,15 @@ def test_each_worker_takes_its_own_block_of_cores_and_a_session_without_workers_
     assert cpu_share(None) == (0, 1)
     assert cpu_share({"workerid": "gw5", "workercount": 2}) == (0, 1)  # not a worker of this count: no share
     assert cpu_share({"workerid": "node-a"}) == (0, 1)
+
+
+def test_cpu_workers_that_cannot_each_have_a_core_per_job_and_the_harness_are_named():
+    assert xdist.crowded_cpu(1, 1) is None  # one session: its two jobs share the CPU, which is what it measures
+    assert xdist.crowded_cpu(2, 6) is None and xdist.crowded_cpu(4, 16) is None
+    note = xdist.crowded_cpu(2, 2)
+    assert note.startswith("gpu-pairs: -n 2 on the CPU, and 2 physical core(s) here") and "run with -n 1 or without -n" in note
+    assert "run with -n 2" in xdist.crowded_cpu(3, 8)
+
+
+def test_the_note_is_for_the_cpu_only():
+    assert xdist.cpu_workers_note(Config(workers=8), ["0", "1"]) is None

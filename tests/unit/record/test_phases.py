@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
-from pytest_gpu_pairs.record.phases import case_figures, figure_rounds, round_figures, shapley_split, suspect_notes
+from pytest_gpu_pairs.record.phases import case_figures, figure_rounds, round_figures, shapley_split
 
 IDLE_W = 50.0
 
@@ -84,12 +84,6 @@ def test_the_case_is_the_mean_of_its_rounds_with_an_interval():
     assert figures["fg_slowdown"] == pytest.approx(2.25)
     low, high = figures["fg_slowdown_ci"]
     assert low < 2.0 and high > 2.5
-
-
-def test_figures_no_sharing_can_give_are_flagged_when_their_interval_excludes_the_bound():
-    notes = suspect_notes({"concurrency_efficiency_ci": [2.05, 2.2], "fg_slowdown_ci": [0.8, 0.95]})
-    assert "lies above 2" in notes["concurrency_efficiency"] and "lies below 1" in notes["fg_slowdown"]
-    assert suspect_notes({"concurrency_efficiency_ci": [1.9, 2.1], "fg_slowdown_ci": [0.9, 1.1]}) == {}
 
 
 def drifting_measurement():
