@@ -213,6 +213,7 @@ class Progress:
     first_problem: Optional[str] = None
     source: str = "protocol"  # or "log": read from the job's log with its progress_pattern
     skipped_bytes: int = 0  # of a log that ran ahead of its reader: the lines in them were not read
+    no_match: Optional[str] = None  # a log with lines and no step: its progress_pattern and a line it missed
     _line: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
@@ -250,7 +251,8 @@ class Progress:
         run is that run's own rate."""
         if len(runs) == 1:
             return runs[0]
-        chained = cls(ready_t=runs[0].ready_t, setup_t=runs[0].setup_t, source=runs[0].source)
+        chained = cls(ready_t=runs[0].ready_t, setup_t=runs[0].setup_t, source=runs[0].source,
+                      no_match=next((run.no_match for run in runs if run.no_match), None))
         offset = 0
         for run in runs:
             chained.steps += [(t, step + offset) for t, step in run.steps]

@@ -226,6 +226,12 @@ _PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report st
                  "pytest_gpu_pairs.progress")
 
 
+def _no_progress(model: str, progress: Progress) -> str:
+    """Why a job reported no steps: a progress_pattern that read nothing says so, with a line it
+    missed; a job without one is told how to report."""
+    return f"{model}'s log had lines but {progress.no_match}" if progress.no_match else _PROGRESS_FIX.format(model)
+
+
 def progress_source(progress: Progress) -> Optional[str]:
     """protocol or log, for a job that reported steps; None for one that reported none."""
     return progress.source if progress.steps else None
@@ -243,7 +249,8 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
     solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
     if steps is None:
         model = loop.runs[0].outcome.model if loop.runs else "the background"
-        notes.unmeasured("bg_progress_ratio", f"the background job reports no steps: {_PROGRESS_FIX.format(model)}")
+        progress = next((r.outcome.progress for r in loop.runs if r.outcome.progress.no_match), Progress())
+        notes.unmeasured("bg_progress_ratio", f"the background job reports no steps: {_no_progress(model, progress)}")
     elif solo_rate is None:
         notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate "
                                              "(fewer than two steps at this --gpu-pairs-scale, or none reported)")
@@ -300,7 +307,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["fg_progress_source"] = progress_source(fg.progress)
     if fg.duration_basis == "process":
         notes.unmeasured("duration_basis", "the foreground reports no progress, so durations are process wall times "
-                                           f"(startup included): {_PROGRESS_FIX.format(fg.model)}")
+                                           f"(startup included): {_no_progress(fg.model, fg.progress)}")
     if fg.progress.problem_note:
         notes.also("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
     record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None

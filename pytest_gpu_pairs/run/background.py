@@ -107,10 +107,13 @@ class ReadinessWatch:
 
 
 def _run_reason(run: BackgroundRun, ready_rule: str) -> str:
-    """Why a run counts towards the crash loop: how it failed, or that it ended before it was ready."""
+    """Why a run counts towards the crash loop: how it failed, or that it ended before it was ready
+    (and, where its log had lines its progress_pattern read nothing from, that)."""
     if run.outcome.failed or not run.ended_unready:
         return run.outcome.reason()
-    return f"exited with code {run.outcome.returncode} before it was ready ({ready_rule}); log: {run.outcome.log_path}"
+    missed = f"; its log had lines but {run.outcome.progress.no_match}" if run.outcome.progress.no_match else ""
+    return (f"exited with code {run.outcome.returncode} before it was ready ({ready_rule}{missed}); "
+            f"log: {run.outcome.log_path}")
 
 
 _LOOPS: weakref.WeakSet[BackgroundLoop] = weakref.WeakSet()
@@ -172,7 +175,14 @@ class BackgroundLoop:
         runs = list(self.runs)
         what = f"{len(runs)} finished run(s)" + (f", last: {runs[-1].outcome.reason()}" if runs else "")
         return (f"background {self.spec.model} did not become ready within {timeout_s:g} s ({what}); "
-                f"readiness comes from {self._readiness_source()}; see {self.out_dir}/bg-run-*.log")
+                f"readiness comes from {self._readiness_source()}{self._missed()}; see {self.out_dir}/bg-run-*.log")
+
+    def _missed(self) -> str:
+        """What the running (else the last) run's progress_pattern missed, where its log had lines."""
+        with self._lock:
+            current = self._current
+        progress = current.progress() if current is not None else (self.runs[-1].outcome.progress if self.runs else None)
+        return f"; its log had lines but {progress.no_match}" if progress is not None and progress.no_match else ""
 
     def _readiness_source(self) -> str:
         if self.spec.ready_pattern:
@@ -260,6 +270,8 @@ class BackgroundLoop:
             return "no ready event"
         if self.spec.ready_pattern:
             return "no ready event and no line matching its ready_pattern"
+        if self.spec.progress_pattern:
+            return "no ready event and no step read with its progress_pattern"
         return (f"no ready event, not {READY_FALLBACK_S:g} s alive after its first line, and not "
                 f"{FINISHED_RUN_MIN_S:g} s run before its exit")
 

@@ -189,7 +189,8 @@ class InterleavedPair:
             self._check_alive()
             if time.time() > deadline:
                 raise InterleavedFailure(f"{', '.join(waiting)} reported no training step within "
-                                         f"{self.case.ready_timeout_s:g} s (ready_timeout_s)")
+                                         f"{self.case.ready_timeout_s:g} s (ready_timeout_s)"
+                                         + "".join(self._missed(role) for role in waiting))
             self.sleep(POLL_S)
 
     def _warm_up(self) -> None:
@@ -306,7 +307,13 @@ class InterleavedPair:
         return (f"{role} {process.spec.model} finished its run (exit code 0) after {trained:.1f} s of training, too "
                 f"short to measure: every run must train through the warm-up ({self.case.warmup_s:g} s) and "
                 f"{MIN_ROUNDS_PER_RUN} rounds (about {round_s:.1f} s each here), about {needed:.0f} s; give each run "
-                f"more work (more epochs or iterations) or set a shorter defaults.warmup_s; log: {process.log_path}")
+                f"more work (more epochs or iterations) or set a shorter defaults.warmup_s{self._missed(role)}; "
+                f"log: {process.log_path}")
+
+    def _missed(self, role: str) -> str:
+        """Where the job's log had lines its progress_pattern read no step from: that, with a line it missed."""
+        no_match = self.jobs[role].progress().no_match
+        return f"; {role}'s log had lines but {no_match}" if no_match else ""
 
     def _enough(self) -> bool:
         efficiencies = [r["concurrency_efficiency"] for r in complete_rounds(self.snapshot(), self.env.idle_power_w)]

@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,9 @@ CHUNKS_PER_POLL = 16  # a poll reads at most this many chunks, the lock taken fo
 MAX_BACKLOG_BYTES = 32 * READ_CHUNK  # a log further ahead than this is skipped to its newest chunk
 MAX_LINE_BYTES = 64 * 1024  # a longer line is matched on its start; the rest up to its end is skipped
 MAX_NUMBER_CHARS = 32  # a step, batch or epoch written with more characters is no count of a training
+QUOTED_CHARS = 160  # of the line quoted where the pattern matched none
+MAX_SHAPES = 256  # kinds of unmatched line counted; a log of ever new shapes costs no more
+_DIGITS = re.compile(r"\d+")
 
 
 def _number(text: Optional[str]) -> Optional[float]:
@@ -54,8 +58,11 @@ class LogProgress:
     newest one always), so a job printing every millisecond costs what the protocol costs."""
 
     def __init__(self, pattern: str, ready_pattern: Optional[str] = None):
+        self._text = pattern
         self._pattern = compile_pattern(pattern)
         self._ready = compile_pattern(ready_pattern) if ready_pattern else None
+        self.lines = 0  # of the job's own, not blank
+        self._unmatched: dict[str, list] = {}  # shape (digits as #) -> [count, first line of that shape]
         self._groups = set(self._pattern.groupindex)
         self.ready_t: Optional[float] = None
         self.steps: list[tuple[float, float | int]] = []
@@ -71,10 +78,31 @@ class LogProgress:
         if self._ready is not None and self.ready_t is None and self._ready.search(line):
             self.ready_t = t
         match = self._pattern.search(line)
+        if line.strip():
+            self.lines += 1
+            if match is None and not self.steps:  # once a step is read the pattern works: no cost on later lines
+                self._keep_unmatched(line.strip())
         step = self._step_of(match.groupdict()) if match else None
         if step is not None and math.isfinite(step) and 0 <= step <= MAX_COUNT \
                 and (not self.steps or step >= self.steps[-1][1]):
             self._add(t, _plain(step))
+
+    def _keep_unmatched(self, line: str) -> None:
+        """Lines the pattern missed, counted by shape (their digits as ``#``): the line quoted is the
+        first of the most frequent shape, which is what a job prints at every step, not its banner."""
+        shape = _DIGITS.sub("#", line)[:QUOTED_CHARS]
+        if shape in self._unmatched:
+            self._unmatched[shape][0] += 1
+        elif len(self._unmatched) < MAX_SHAPES:
+            self._unmatched[shape] = [1, line[:QUOTED_CHARS]]
+
+    def no_match(self) -> Optional[str]:
+        """Where the log had lines and the pattern found no step in any: that, and a line it missed."""
+        if self.steps or not self.lines:
+            return None
+        counted = max(self._unmatched.values(), key=lambda entry: entry[0], default=None)
+        quoted = f"; one of them: {counted[1]!r}" if counted is not None else ""
+        return f"its progress_pattern {self._text!r} matched no step in the {self.lines} line(s) of its log{quoted}"
 
     def _step_of(self, values: dict[str, Optional[str]]) -> Optional[float]:
         numbers = {name: _number(text) for name, text in values.items()}
@@ -124,7 +152,8 @@ class LogProgress:
         """What the log said so far. Readiness is the ready_pattern's first match when the
         workload has one, else the first progress line."""
         ready_t = self.ready_t if self._ready is not None else (self.steps[0][0] if self.steps else None)
-        return Progress(ready_t=ready_t, steps=list(self.steps), source="log", skipped_bytes=self.skipped_bytes)
+        return Progress(ready_t=ready_t, steps=list(self.steps), source="log", skipped_bytes=self.skipped_bytes,
+                        no_match=self.no_match())
 
 
 class LogFollower:

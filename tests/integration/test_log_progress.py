@@ -7,6 +7,7 @@ Nothing here asserts a duration or a ratio of times.
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import sys
@@ -156,4 +157,22 @@ def test_a_background_without_progress_fails_a_minimum_efficiency_with_the_fix(p
     [record] = records(out).values()
     assert record["concurrency_efficiency"] is None and record["bg_progress_source"] is None
     assert record["fg_progress_source"] == "log"
+    assert jobs_started_under(out) == []
+
+
+def test_a_progress_pattern_that_reads_nothing_is_named_with_a_line_it_missed(pytester):
+    """Its log has lines, and its pattern matches none: as foreground the record's note says so
+    (durations fall back to process wall times), as background the case's failure does."""
+    mismatched = {**workload("mnist", True, "--step-s", "0.01"), "progress_pattern": r"^Iteration (?P<step>\d+)"}
+    settings = {"name": "mismatch", "defaults": {"method": "epoch", "restart_delay_s": 0.1, "ready_timeout_s": 120},
+                "workloads": {"printer": workload("mnist", False, "--step-s", "0.01"), "mismatched": mismatched},
+                "pairs": [{"group": "m1", "foreground": {"model": "mismatched"}, "background": {"model": "printer"}},
+                          {"group": "m2", "foreground": {"model": "printer"}, "background": {"model": "mismatched"}}]}
+    result, out = run_session(pytester, settings)
+    result.assert_outcomes(passed=1, failed=1)
+    said = "its progress_pattern '^Iteration (?P<step>\\\\d+)' matched no step in the * line(s) of its log; one of them: 'Train Epoch: *"
+    result.stdout.fnmatch_lines([f"*m2-printer+mismatched*ended before they were ready*its log had lines but {said}"])
+    found = records(out)
+    note = found["m1-mismatched+printer-default-concurrent"]["notes"]["duration_basis"]
+    assert fnmatch.fnmatch(note, f"*process wall times*: mismatched's log had lines but {said}"), note
     assert jobs_started_under(out) == []

@@ -228,3 +228,23 @@ def test_numbers_of_any_length_in_captured_groups_give_finite_counts(numbers):
         assert all(math.isfinite(s) and 0 <= s <= MAX_COUNT for _, s in progress.steps)
         logprogress.save(progress, "/dev/null")
         json.dumps([s for _, s in progress.steps], allow_nan=False)
+
+
+def test_a_pattern_that_reads_no_step_from_a_log_with_lines_says_so_and_quotes_a_line():
+    parser = LogProgress(r"^Iteration (?P<step>\d+)")
+    lines = [f"{HARNESS_LINE} start", "log job 1 of 2", "", "Train Epoch: 1 [640/60000]\tLoss: 1.36",
+             "Train Epoch: 1 [1280/60000]\tLoss: 1.02"]
+    for t, line in enumerate(lines):
+        parser.feed(line, float(t))
+    said = parser.progress().no_match
+    assert said == ("its progress_pattern '^Iteration (?P<step>\\\\d+)' matched no step in the 3 line(s) of its log; "
+                    "one of them: 'Train Epoch: 1 [640/60000]\\tLoss: 1.36'")  # the repeated kind, not the banner
+    parser.feed("Iteration 3", 9.0)
+    assert parser.progress().no_match is None and parser.progress().steps == [(9.0, 3)]
+
+
+def test_a_log_without_lines_of_its_own_is_no_pattern_problem():
+    parser = LogProgress(r"^Iteration (?P<step>\d+)")
+    parser.feed(f"{HARNESS_LINE} start", 0.0)
+    parser.feed("   ", 1.0)
+    assert parser.progress().no_match is None
