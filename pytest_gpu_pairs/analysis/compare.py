@@ -389,10 +389,12 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
 
 
 def _number(value: Optional[float], std: Optional[float]) -> str:
+    """The mean and its standard deviation as ``sd``: the terminal summary's ``±`` is the half width
+    of a 95 % interval, and one sign must not mean two things."""
     if value is None:
         return "-"
     text = f"{value:.4g}"
-    return f"{text}±{std:.2g}" if std else text
+    return f"{text} sd {std:.2g}" if std else text
 
 
 def _change(change: Optional[float]) -> str:
@@ -415,7 +417,8 @@ def format_table(comparison: Comparison) -> list[str]:
                        for r in comparison.rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    lines.append("limit: how much worse NEW may be than BASE; lower is better for energy, VRAM, time and "
+    lines.append("base, new: the mean over the rounds, sd its standard deviation; "
+                 "limit: how much worse NEW may be than BASE; lower is better for energy, VRAM, time and "
                  "slowdown, higher for efficiency, progress, coverage and accuracy-like perf metrics; a change "
                  "beyond it is a REGRESSION only when the 95 % intervals of the two runs' rounds lie apart")
     if comparison.missing_in_new:

@@ -31,7 +31,7 @@ def _figures(group: str, rows: list[tuple]) -> list[Key]:
 
 IDENTITY = _figures("identity", [
     ("schema", "int", "", None, False, "version of this record's layout (2: every accuracy-like metric a fraction)"),
-    ("case_id", "str", "", None, False, "stable id of the case: <group>-<fg>+<bg>-<variant>-<mode>[-mps]"),
+    ("case_id", "str", "", None, False, "stable id of the case: `<group>-<fg>+<bg>-<variant>-<mode>[-mps]`"),
     ("design", "str", "", None, False, "the experiment's design: pairs, hp_study, mutation or scaling"),
     ("variant", "str", "", None, False, "which hyperparameter variant of the pair this case is"),
     ("mode", "str", "", None, False, "concurrent (two jobs share the device), solo (one job alone) or scaling (one job data-parallel on gpus GPUs)"),
