@@ -36,8 +36,6 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.devices.cpus import ROLES
-
 WORKER_KEY = "gpu_pairs"
 GPU_KEY = "gpu_pairs_gpu"
 
@@ -110,6 +108,8 @@ def crowded_cpu(workers: int, cores: int) -> Optional[str]:
     physical cores cannot give each worker one for its harness and one for each of its two jobs:
     their jobs compete for cores, a job alone and the same job in a pair run at different host
     loads, and the figures can pass any bound (efficiencies above 2, slowdowns below 1)."""
+    from pytest_gpu_pairs.devices.cpus import ROLES  # a project that never uses gpu-pairs never loads it
+
     per_worker = 1 + len(ROLES)
     if workers < 2 or cores >= workers * per_worker:
         return None
