@@ -16,7 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pytest_gpu_pairs.analysis.report.command", "summary.csv, plots and a self-contained HTML report of runs"),
     "compare": ("pytest_gpu_pairs.analysis.compare", "compare two runs' metrics; exit 1 on a regression beyond --fail"),
     "workloads": ("pytest_gpu_pairs.experiment.listing", "list the built-in workloads: size, input, defaults, epoch length"),
-    "plan": ("pytest_gpu_pairs.analysis.plan", "predicted makespan, GPU-hours, idle time and memory headroom on 1..N GPUs"),
+    "plan": ("pytest_gpu_pairs.planning.plan", "predicted makespan, GPU-hours, idle time and memory headroom on 1..N GPUs"),
     "scale": ("pytest_gpu_pairs.analysis.scaling.command", "how one data-parallel job scales, and whether to move it to N GPUs"),
     "merge": ("pytest_gpu_pairs.analysis.merge", "join the results folders of shards or workers into one"),
     "dead-time": ("pytest_gpu_pairs.analysis.deadtime", "wall time of a results folder not spent training, vs the predecessor's sleeps"),

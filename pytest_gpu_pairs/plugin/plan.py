@@ -1,5 +1,5 @@
 """``--gpu-pairs-plan``: the selected cases with their estimated time, the total, and the cases
-that will run far longer than the rest, printed instead of running anything (``run.estimate``
+that will run far longer than the rest, printed instead of running anything (``planning.estimate``
 makes the figures)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from pytest_gpu_pairs.run.estimate import Estimate, estimate_cases, long_cases
+from pytest_gpu_pairs.planning.estimate import Estimate, estimate_cases, long_cases
 
 
 def planned_device(device: str) -> str:

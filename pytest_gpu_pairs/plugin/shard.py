@@ -22,8 +22,8 @@ def shard_items(config: pytest.Config, items: list[pytest.Item], case_fixture: s
     shard = config.getoption("gpu_pairs_shard")
     if shard is None:
         return
-    from pytest_gpu_pairs.run.estimate import Earlier, case_costs
-    from pytest_gpu_pairs.run.schedule import shard_ids
+    from pytest_gpu_pairs.planning.estimate import Earlier, case_costs
+    from pytest_gpu_pairs.planning.schedule import shard_ids
 
     index, count = shard
     options = gpu_pairs_session(config).options

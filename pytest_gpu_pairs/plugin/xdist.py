@@ -225,9 +225,9 @@ def write_benchmark_json(config: pytest.Config, gathered: Gathered) -> None:
 def longest_first(config: pytest.Config, items: list, case_fixture: str) -> None:
     """A worker's items in the hand-out order: cases by their estimate in a fresh session, longest
     first, ties by case id; other tests after them, in their order."""
+    from pytest_gpu_pairs.planning.estimate import case_costs
     from pytest_gpu_pairs.plugin.plan import planned_device
     from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
-    from pytest_gpu_pairs.run.estimate import case_costs
 
     options = gpu_pairs_session(config).options
     cases = {item.callspec.params[case_fixture].id: item.callspec.params[case_fixture] for item in items

@@ -30,9 +30,8 @@ import bisect
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from pytest_gpu_pairs.devices.nvml import clock_event_names
 from pytest_gpu_pairs.monitor.counters import EnergyCounter
-from pytest_gpu_pairs.monitor.samples import GpuSample
+from pytest_gpu_pairs.monitor.samples import GpuSample, clock_event_names
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
-from pytest_gpu_pairs.devices.cpus import CpuPlan, physical_cores, plan_job_cpus, share_of_cores, unpinned, usable_cpus
+from pytest_gpu_pairs.devices.cpus import physical_cores, usable_cpus
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu, visible_gpu
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
@@ -36,6 +36,7 @@ from pytest_gpu_pairs.record.store import (
 )
 from pytest_gpu_pairs.run.background import stop_all_loops
 from pytest_gpu_pairs.run.ballast import Ballast
+from pytest_gpu_pairs.run.cpus import CpuPlan, plan_job_cpus, share_of_cores, unpinned
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from pytest_gpu_pairs.analysis.planner import fit as learning
-from pytest_gpu_pairs.analysis.planner import memory, model
-from pytest_gpu_pairs.analysis.planner.measured import Measured, MeasuredPair, pair_key
-from pytest_gpu_pairs.analysis.planner.profiles import Profiles
+from pytest_gpu_pairs.planning import fit as learning
+from pytest_gpu_pairs.planning import memory, model
+from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
+from pytest_gpu_pairs.planning.profiles import Profiles
 
 MAX_EFFICIENCY = 2.0
 CLEARLY_BETTER = 0.1  # efficiency by which MPS must beat time-slicing when neither has an interval

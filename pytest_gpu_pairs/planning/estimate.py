@@ -6,9 +6,9 @@ Three bases, best first:
 
 - ``earlier result``: a complete record of the same case, scale and device in the results folder
   (its rounds as timed then), and solo baselines from any earlier record that measured the job;
-- ``profile``: the committed H100 workload profiles (step time at the profiled batch size, scaled
+- ``profile``: the package's H100 workload profiles (step time at the profiled batch size, scaled
   linearly with the batch size) and the start-up and finish times of the feasibility study's solo
-  baselines (``estimate_profiles.json``, made by ``tools/estimates/profiles.py``);
+  baselines, from the one table the planner reads too (``planning.profiles``);
 - ``default``: a job nothing is known about (a command workload, a device without profiles) is
   counted as ``DEFAULT_JOB_S``, and the table says so.
 
@@ -30,17 +30,16 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.planning.profiles import packaged
+from pytest_gpu_pairs.planning.schedule import CaseCost
 from pytest_gpu_pairs.record.store import case_records
 from pytest_gpu_pairs.run.options import GpuPairsOptions
-from pytest_gpu_pairs.run.schedule import CaseCost
 
-PROFILES = Path(__file__).with_name("estimate_profiles.json")
 DEFAULT_JOB_S = 60.0
 LONG_FACTOR = 3.0  # a case this many times the median case (and over LONG_MIN_S) is called out
 LONG_MIN_S = 120.0
@@ -81,11 +80,6 @@ class Earlier:
 
     rounds_s: Mapping[str, float] = field(default_factory=dict)
     solo_s: Mapping[tuple[str, str], float] = field(default_factory=dict)
-
-
-@cache
-def profiles() -> dict[str, Any]:
-    return json.loads(PROFILES.read_text())
 
 
 def _job_key(model: str, hparams: Mapping[str, Any]) -> tuple[str, str]:
@@ -135,18 +129,17 @@ def _steps(job: JobConfig, scale: float) -> Optional[int]:
 
 def job_cost(job: JobConfig, device: str, scale: float) -> JobCost:
     """One run of ``job`` from the profiles, or the stated default where they know nothing of it."""
-    table = profiles()
-    row = table["workloads"].get(job.model) if job.is_builtin else None
+    table = packaged()
+    row = table.get(job.model) if job.is_builtin else None
     steps = _steps(job, scale) if row is not None else None
-    profiled_device = row is not None and (row["device"] == device or row["device"] == "cpu")
-    if row is None or steps is None or not profiled_device:
+    profiled_device = row is not None and (row.device == device or row.device == "cpu")
+    if row is None or steps is None or not profiled_device or not row.step_time_s or not row.batch_size:
         return JobCost(0.0, DEFAULT_JOB_S, 0.0, DEFAULT)
-    batch = float(job.hyperparameters.get("batch_size") or row["batch_size"])
-    train_s = steps * row["step_time_s"] * batch / row["batch_size"]
-    typical = table["typical"]
-    return JobCost(row["startup_s"] if row["startup_s"] is not None else typical["startup_s"], train_s,
-                   row["finish_s"] if row["finish_s"] is not None else typical["finish_s"], PROFILE,
-                   row["util_pct"])
+    batch = float(job.hyperparameters.get("batch_size") or row.batch_size)
+    train_s = steps * row.step_time_s * batch / row.batch_size
+    startup = row.startup_s if row.startup_s is not None else table.typical_startup_s or 0.0
+    finish = row.finish_s if row.finish_s is not None else table.typical_finish_s or 0.0
+    return JobCost(startup, train_s, finish, PROFILE, round(row.util_pct or 0.0, 1))
 
 
 def _weakest(*bases: str) -> str:

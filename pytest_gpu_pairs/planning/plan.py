@@ -1,12 +1,12 @@
-"""`gpu-pairs plan SETTINGS [--gpu-memory-mb N] [--sharing ...] [--gpus 1,2,4]`: which pairs fit and how well they share, and on how many GPUs, before running anything.
+"""`gpu-pairs plan SETTINGS [--gpu-memory-mb N] [--sharing ...] [--gpus 1,2,4]`: which pairs fit, how well they share, on how many GPUs.
 
-For every pair of the selected cases (``analysis.planner``): its fit on a card of N MB with a
+For every pair of the selected cases (``planning``): its fit on a card of N MB with a
 margin, its predicted concurrency efficiency with an interval, the energy it saves, the mechanism
 to use and its rank, each saying whether it rests on a measured pair or on solo profiles only.
 The model learns from the measured pairs of every ``--results`` folder.
 
-With ``--gpus``, for each GPU count the selected cases' estimates (``run.estimate``) are list-scheduled longest
-first (``run.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
+With ``--gpus``, for each GPU count the selected cases' estimates (``planning.estimate``) are list-scheduled longest
+first (``planning.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
 held (every GPU is paid until the last case ends), the idle GPU time at the tail, the speedup over
 one GPU, and, where earlier results of the cases say how much memory they took, the memory headroom
 of the tightest GPU. Each GPU is a session of its own, so a solo baseline needed on two GPUs is
@@ -20,17 +20,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_gpu_pairs.analysis.planner.measured import read_measured
-from pytest_gpu_pairs.analysis.planner.model import MECHANISMS
-from pytest_gpu_pairs.analysis.planner.predict import Planner, plan_pairs
-from pytest_gpu_pairs.analysis.planner.profiles import read_profiles
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning.estimate import case_costs, earlier_results, standalone
+from pytest_gpu_pairs.planning.measured import read_measured
+from pytest_gpu_pairs.planning.model import MECHANISMS
+from pytest_gpu_pairs.planning.predict import Planner, plan_pairs
+from pytest_gpu_pairs.planning.profiles import read_profiles
+from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.record.store import StoreError, case_records, json_text, read_session
-from pytest_gpu_pairs.run.estimate import case_costs, earlier_results, standalone
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
-from pytest_gpu_pairs.run.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
 DEFAULT_GPUS = "1,2,4,6,8"

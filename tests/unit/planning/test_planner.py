@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.analysis.planner import fit as learning
-from pytest_gpu_pairs.analysis.planner import memory, model
-from pytest_gpu_pairs.analysis.planner.measured import FitEvidence, Measured, MeasuredPair
-from pytest_gpu_pairs.analysis.planner.predict import Planner, recommend
-from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile, parse, read_profiles
 from pytest_gpu_pairs.cli import main as gpu_pairs
 from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning import fit as learning
+from pytest_gpu_pairs.planning import memory, model
+from pytest_gpu_pairs.planning.measured import FitEvidence, Measured, MeasuredPair
+from pytest_gpu_pairs.planning.predict import Planner, recommend
+from pytest_gpu_pairs.planning.profiles import SoloProfile, parse, read_profiles
 
 fractions = st.floats(0, 1, allow_nan=False)
 CARD = model.Card(idle_w=70.0, limit_w=700.0)
@@ -125,11 +125,12 @@ def test_a_measured_pair_is_reported_as_measured_and_others_learn_from_it():
     assert planner.without(("a", "b")).pair(("a", "b"), 10240, ("timeslice",))["rests_on"] == "solo profiles"
 
 
-def test_the_packaged_profiles_are_the_committed_reference():
-    from tools.planner.profiles import SOURCE, TARGET, render
+def test_the_one_packaged_profile_table_is_the_committed_references_distilled():
+    from tools.workload_profiles.package import TARGET, render
 
-    assert TARGET.read_text() == render(json.loads(SOURCE.read_text()))
+    assert TARGET.read_text() == render()
     packaged = read_profiles()
+    assert packaged.get("resnet20").startup_s is not None and packaged.typical_startup_s > 0
     assert packaged.get("mnist").busy == pytest.approx(0.2203, abs=1e-3)
     assert packaged.get("mnist").min_fit_mb == 1648 and packaged.reserved_mb == 480
 

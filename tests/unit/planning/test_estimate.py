@@ -15,7 +15,7 @@ from support.helpers import H100_DATA, pair
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import expand_all
 from pytest_gpu_pairs.experiment.load import parse_experiment
-from pytest_gpu_pairs.run.estimate import (
+from pytest_gpu_pairs.planning.estimate import (
     DEFAULT,
     DEFAULT_JOB_S,
     EARLIER,
@@ -24,11 +24,10 @@ from pytest_gpu_pairs.run.estimate import (
     estimate_cases,
     job_cost,
     long_cases,
-    profiles,
     standalone,
 )
+from pytest_gpu_pairs.planning.profiles import packaged
 from pytest_gpu_pairs.run.options import GpuPairsOptions
-from tools.estimates import profiles as profile_tool
 
 CASE_ID = "g01-mnist_ff+resnet20-default-concurrent"
 
@@ -42,18 +41,14 @@ def cases(*pairs, **defaults):
     return expand_all([parse_experiment({"name": "t", "defaults": defaults, "pairs": list(pairs)}, "t.json")])
 
 
-def test_the_packaged_profiles_are_the_committed_references_collated():
-    assert json.loads(profile_tool.render()) == profiles()
-
-
 def test_a_profiled_job_costs_startup_steps_times_step_time_and_finish():
     job = cases(pair())[0].fg
-    row = profiles()["workloads"]["mnist_ff"]
+    row = packaged().get("mnist_ff")
     cost = job_cost(job, "cuda", 0.5)
     steps = math.ceil(1 * BUILTINS["mnist_ff"].steps_per_epoch(32) * 0.5)
     assert cost.basis == PROFILE
-    assert cost.train_s == steps * row["step_time_s"]
-    assert cost.total_s == row["startup_s"] + steps * row["step_time_s"] + row["finish_s"]
+    assert cost.train_s == steps * row.step_time_s
+    assert cost.total_s == row.startup_s + steps * row.step_time_s + row.finish_s
 
 
 def test_a_larger_batch_takes_proportionally_longer_per_step():
@@ -61,7 +56,7 @@ def test_a_larger_batch_takes_proportionally_longer_per_step():
     large = cases(pair(fg_hp={"epochs": 1, "batch_size": 64}))[0].fg
     steps_small = BUILTINS["mnist_ff"].steps_per_epoch(32)
     steps_large = BUILTINS["mnist_ff"].steps_per_epoch(64)
-    per_step = profiles()["workloads"]["mnist_ff"]["step_time_s"]
+    per_step = packaged().get("mnist_ff").step_time_s
     assert job_cost(large, "cuda", 1.0).train_s == steps_large * per_step * 2
     assert job_cost(small, "cuda", 1.0).train_s == steps_small * per_step
 
