@@ -1,9 +1,11 @@
 """`gpu-pairs plan SETTINGS [--gpu-memory-mb N] [--sharing ...] [--gpus 1,2,4]`: which pairs fit, how well they share, on how many GPUs.
 
-For every pair of the selected cases (``planning``): its fit on a card of N MB with a
-margin, its predicted concurrency efficiency with an interval, the energy it saves, the mechanism
-to use and its rank, each saying whether it rests on a measured pair or on solo profiles only.
-The model learns from the measured pairs of every ``--results`` folder.
+For every pair of the selected cases (``planning``): the groups that select it (``-k g10``), its
+fit on a card of N MB with a margin, its predicted concurrency efficiency with an interval, the
+energy it saves, the mechanism to use and its rank, each saying whether it rests on a measured pair
+or on solo profiles only. The model learns from the H100 reference pairs the package carries and
+from the measured pairs of every ``--results`` folder (which replace the reference's where both
+measured a pair).
 
 With ``--gpus``, for each GPU count the selected cases' estimates (``planning.estimate``) are list-scheduled longest
 first (``planning.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
@@ -24,7 +26,7 @@ from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import case_costs, earlier_results, standalone
-from pytest_gpu_pairs.planning.measured import read_measured
+from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.predict import Planner, plan_pairs
 from pytest_gpu_pairs.planning.profiles import read_profiles
@@ -75,6 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", action="append", default=[], metavar="DIR",
                         help="a --gpu-pairs-out folder (or benchmark JSON) of measured pairs the planner learns "
                              "from; repeatable. The first folder also gives --gpus its earlier timings and peak memory")
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="leave out the H100 reference pairs the package carries: learn only from --results")
     parser.add_argument("--method", choices=METHODS, default=None,
                         help="as --gpu-pairs-method: how the concurrent cases would be measured")
     parser.add_argument("--max-case-s", type=float, default=None, metavar="S",
@@ -147,14 +151,19 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _interval(figure: dict[str, Any], percent: bool = False) -> str:
+    """The value with its interval; where no interval could be estimated, the value alone and
+    ``(no interval)``, not the physical range, which says nothing."""
     value = figure["value"]
     if value is None:
         return "-"
     scale, unit = (100, " %") if percent else (1, "")
+    digits = 0 if percent else 2
     low, high = figure["interval"] or (None, None)
-    text = f"{value * scale:.{0 if percent else 2}f}"
+    text = f"{value * scale:.{digits}f}"
+    if not figure.get("interval_estimated", True):
+        return text + unit + " (no interval)"
     if low is not None and high is not None:
-        text += f" [{low * scale:.{0 if percent else 2}f}, {high * scale:.{0 if percent else 2}f}]"
+        text += f" [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
     return text + unit
 
 
@@ -165,48 +174,71 @@ def _fit_text(fit: dict[str, Any]) -> str:
 
 
 def pair_table(pairs: Sequence[dict[str, Any]], mechanisms: Sequence[str]) -> list[str]:
-    header = ("rank", "pair", "fit (need, basis)", *(f"{m} eff [95 %]" for m in mechanisms),
+    header = ("rank", "groups", "pair", "fit (need, basis)", *(f"{m} eff [95 %]" for m in mechanisms),
               *(f"{m} energy saved" for m in mechanisms), "use", "rests on")
     cells = [header]
     for p in pairs:
         figures = p["mechanisms"]
-        cells.append((str(p["rank"]), "+".join(p["pair"]), _fit_text(p["fit"]),
+        cells.append((str(p["rank"]), ",".join(p.get("groups") or ["-"]), "+".join(p["pair"]), _fit_text(p["fit"]),
                       *(_interval(figures[m]["efficiency"]) for m in mechanisms),
                       *(_interval(figures[m]["energy_saved"], percent=True) for m in mechanisms),
-                      p["recommended"] or "-", p["rests_on"]))
+                      p.get("use") or p["recommended"] or "-", p["rests_on"]))
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
 
 
-def _pairs_of(cases) -> dict[tuple[str, str], list[str]]:
-    found: dict[tuple[str, str], list[str]] = {}
+def _pairs_of(cases) -> dict[tuple[str, str], list]:
+    found: dict[tuple[str, str], list] = {}
     for case in cases:
         if case.bg is not None:
-            found.setdefault(tuple(sorted((case.fg.model, case.bg.model))), []).append(case.id)
+            found.setdefault(tuple(sorted((case.fg.model, case.bg.model))), []).append(case)
     return found
+
+
+def _with_reference(measured: Measured, profiles, wanted: bool) -> tuple[Measured, Optional[str]]:
+    """The measured pairs over the package's H100 reference, where the profiles are of the card
+    the reference was measured on (its corrections are residuals against those profiles)."""
+    if not wanted:
+        return measured, None
+    reference = read_reference()
+    if profiles.device_name != reference.device:
+        return measured, None
+    return measured.over(reference.measured), reference.source
 
 
 def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path]) -> dict[str, Any]:
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
     profiles = read_profiles(Path(args.profiles) if args.profiles else None)
-    measured = read_measured(results)
+    measured, reference = _with_reference(read_measured(results), profiles, getattr(args, "reference", True))
     planner = Planner(profiles, measured)
     card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
     pairs = _pairs_of(cases)
     predictions = plan_pairs(planner, list(pairs), card_mb, args.sharing)
     for p in predictions:
-        p["cases"] = pairs[tuple(p["pair"])]
+        selected = pairs[tuple(p["pair"])]
+        p["cases"] = [c.id for c in selected]
+        p["groups"] = sorted({c.group for c in selected})
     model = {"profiles": profiles.source, "profiled_device": profiles.device_name,
              "measured_pairs": {m: planner.measured_count(m) for m in args.sharing},
+             "reference_pairs": {m: measured.reference_count(m) for m in args.sharing},
+             "reference": reference,
              "other_method_records_skipped": measured.skipped,
              "efficiency_loo_rms": planner.efficiency_model.spread,
              "efficiency_interval_half_width": planner.efficiency_model.half_width}
     return {"card_mb": card_mb, "sharing": list(args.sharing), "model": model, "pairs": predictions}
 
 
+def _measured_text(model: dict[str, Any]) -> str:
+    parts = []
+    for mechanism, n in model["measured_pairs"].items():
+        reference = model["reference_pairs"].get(mechanism, 0)
+        parts.append(f"{n} {mechanism}" + (f" ({reference} of them the package's H100 reference)" if reference else ""))
+    return ", ".join(parts)
+
+
 def _print_pairs(plan: dict[str, Any]) -> None:
     model = plan["model"]
-    counts = ", ".join(f"{n} {m}" for m, n in model["measured_pairs"].items())
+    counts = _measured_text(model)
     skipped = model["other_method_records_skipped"]
     print(f"gpu-pairs plan: {len(plan['pairs'])} pair(s) on a {plan['card_mb']:.0f} MB card; solo profiles of "
           f"{model['profiled_device'] or 'an unnamed device'} ({model['profiles']}); measured pairs: {counts}"
@@ -216,8 +248,9 @@ def _print_pairs(plan: dict[str, Any]) -> None:
     notes = sorted({p["note"] for p in plan["pairs"] if p["note"]})
     for note in notes:
         print(f"note: {note}")
-    print("fit: fits, tight (within the margin: max(256 MB, 5 % of the card)), no; an interval is missing where too "
-          "few pairs were measured to estimate one (the physical range 0-2 applies)")
+    print("fit: fits, tight (within the margin: max(256 MB, 5 % of the card)), no; (no interval): too few pairs "
+          "measured under that mechanism to estimate one (the physical range 0-2 applies); groups: select a pair's "
+          "cases with -k GROUP")
 
 
 def _gpu_rows(cases, options, args, results: Optional[Path], earlier) -> tuple[list[dict[str, Any]], Counter]:
