@@ -5,7 +5,9 @@ fit on a card of N MB with a margin, its predicted concurrency efficiency with a
 energy it saves, the mechanism to use and its rank, each saying whether it rests on a measured pair
 or on solo profiles only. The model learns from the H100 reference pairs the package carries and
 from the measured pairs of every ``--results`` folder (which replace the reference's where both
-measured a pair).
+measured a pair). A workload the package's profiles do not know (a user's command workload) is
+taken from the profiles ``gpu-pairs profile`` stored in the results folder (the first ``--results``,
+else ``gpu-pairs-results``), and its rows say so.
 
 With ``--gpus``, for each GPU count the selected cases' estimates (``planning.estimate``) are list-scheduled longest
 first (``planning.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
@@ -28,6 +30,7 @@ from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import case_costs, earlier_results, standalone
 from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
 from pytest_gpu_pairs.planning.model import MECHANISMS
+from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles, with_own
 from pytest_gpu_pairs.planning.predict import Planner, plan_pairs
 from pytest_gpu_pairs.planning.profiles import read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
@@ -206,11 +209,13 @@ def _with_reference(measured: Measured, profiles, wanted: bool) -> tuple[Measure
     return measured.over(reference.measured), reference.source
 
 
-def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path]) -> dict[str, Any]:
+def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path],
+                   own: OwnProfiles = OwnProfiles()) -> dict[str, Any]:
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
-    profiles = read_profiles(Path(args.profiles) if args.profiles else None)
-    measured, reference = _with_reference(read_measured(results), profiles, getattr(args, "reference", True))
-    planner = Planner(profiles, measured)
+    table = read_profiles(Path(args.profiles) if args.profiles else None)
+    measured, reference = _with_reference(read_measured(results), table, getattr(args, "reference", True))
+    profiles, here = with_own(table, own, args.device)
+    planner = Planner(profiles, measured, here)
     card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
     pairs = _pairs_of(cases)
     predictions = plan_pairs(planner, list(pairs), card_mb, args.sharing)
@@ -222,6 +227,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path]) -> 
              "measured_pairs": {m: planner.measured_count(m) for m in args.sharing},
              "reference_pairs": {m: measured.reference_count(m) for m in args.sharing},
              "reference": reference,
+             "profiled_here": sorted(here),
              "other_method_records_skipped": measured.skipped,
              "efficiency_loo_rms": planner.efficiency_model.spread,
              "efficiency_interval_half_width": planner.efficiency_model.half_width}
@@ -243,6 +249,8 @@ def _print_pairs(plan: dict[str, Any]) -> None:
     print(f"gpu-pairs plan: {len(plan['pairs'])} pair(s) on a {plan['card_mb']:.0f} MB card; solo profiles of "
           f"{model['profiled_device'] or 'an unnamed device'} ({model['profiles']}); measured pairs: {counts}"
           + (f" ({skipped} record(s) of the epoch method not used)" if skipped else ""))
+    if model["profiled_here"]:
+        print(f"profiled here (gpu-pairs profile): {', '.join(model['profiled_here'])}")
     for line in pair_table(plan["pairs"], plan["sharing"]):
         print(line)
     notes = sorted({p["note"] for p in plan["pairs"] if p["note"]})
@@ -253,9 +261,10 @@ def _print_pairs(plan: dict[str, Any]) -> None:
           "cases with -k GROUP")
 
 
-def _gpu_rows(cases, options, args, results: Optional[Path], earlier) -> tuple[list[dict[str, Any]], Counter]:
-    costs = case_costs(cases, options, args.device, earlier)
-    bases = Counter(standalone(c, options, args.device, earlier).basis for c in cases)
+def _gpu_rows(cases, options, args, results: Optional[Path], earlier,
+              own: OwnProfiles) -> tuple[list[dict[str, Any]], Counter]:
+    costs = case_costs(cases, options, args.device, earlier, own)
+    bases = Counter(standalone(c, options, args.device, earlier, own).basis for c in cases)
     one = predict(costs, 1)
     rows = []
     for gpus in args.gpus:
@@ -276,8 +285,9 @@ def run(args: argparse.Namespace) -> int:
         wanted = set(select([c.id for c in cases], args.keyword))
         cases = [c for c in cases if c.id in wanted]
         earlier = earlier_results(results, options.scale, args.device)
-        pairs = plan_for_pairs(cases, args, folders) if cases else None
-        rows, bases = _gpu_rows(cases, options, args, results, earlier) if args.gpus and cases else ([], Counter())
+        own = read_own_profiles(options.out_dir)
+        pairs = plan_for_pairs(cases, args, folders, own) if cases else None
+        rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")
         return 2

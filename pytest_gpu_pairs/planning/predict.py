@@ -55,6 +55,7 @@ def _measured_basis(pair: MeasuredPair) -> str:
 class Planner:
     profiles: Profiles
     measured: Measured = field(default_factory=Measured)
+    profiled_here: frozenset[str] = frozenset()  # workloads whose solo profile ``gpu-pairs profile`` measured here
 
     def __post_init__(self) -> None:
         self.card = model.Card(self.profiles.idle_power_w, self.profiles.power_limit_w)
@@ -137,18 +138,22 @@ class Planner:
         return {"pair": list(key), "fit": {"verdict": fit.verdict, "need_mb": fit.need_mb, "spare_mb": fit.spare_mb,
                                           "basis": fit.basis},
                 "mechanisms": figures, "recommended": recommended, "use": use, "note": note,
-                "rests_on": rests_on({f["efficiency"]["basis"] for f in figures.values()})}
+                "rests_on": rests_on({f["efficiency"]["basis"] for f in figures.values()},
+                                     bool(self.profiled_here & set(key)))}
 
 
-def rests_on(bases: set[str]) -> str:
+def rests_on(bases: set[str], profiled_here: bool = False) -> str:
     """The strongest thing a pair's row rests on: a measurement of its own (the user's, or the H100
-    reference's), else the solo profiles, else nothing."""
+    reference's), else the solo profiles (one of them measured here by ``gpu-pairs profile``, where
+    it was), else nothing."""
     measured = [b for b in bases if b.startswith(MEASURED)]
     if any(REFERENCE_NAME not in b for b in measured):
         return "measured"
     if measured:
         return "measured (H100 reference)"
-    return "solo profiles" if any(b != NONE for b in bases) else "nothing"
+    if not any(b != NONE for b in bases):
+        return "nothing"
+    return "solo profiles (a profile measured here)" if profiled_here else "solo profiles"
 
 
 def mps_supported(figures: dict[str, dict[str, Any]]) -> bool:

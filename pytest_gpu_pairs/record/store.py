@@ -36,6 +36,8 @@ ROUND_FOLDER = re.compile(r"round-\d+")
 SESSION = "session.json"
 RESUMED_KEY = "gpu_pairs_resumed"  # benchmark JSON: the records of cases resumed, not timed, in its session
 SOLO_FOLDER = "_solo"
+PROFILES_FOLDER = "_profiles"  # gpu-pairs profile's records, one file per workload and device
+_PROFILE_NAME = re.compile(r"[^A-Za-z0-9_.+-]")
 _EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str": "a string or null",
              "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
 
@@ -226,6 +228,26 @@ def case_records(out_dir: str | Path, solo: bool = False,
 def duplicate_case_message(path: str | Path, where: str, case_id: str, first: str) -> str:
     return (f"{path}: {where}.case_id: expected one record per case, but case {case_id!r} is also recorded in "
             f"{first}; remove the stale copy")
+
+
+def profile_path(out_dir: str | Path, workload: str, device: str) -> Path:
+    """Where a workload's profile on ``device`` (cpu or cuda) lives: ``<out>/_profiles/<workload>.<device>.json``,
+    the name made safe for any file system."""
+    return Path(out_dir) / PROFILES_FOLDER / f"{_PROFILE_NAME.sub('_', workload)[:100]}.{device}.json"
+
+
+def save_profile(out_dir: str | Path, workload: str, device: str, profile: Mapping[str, Any]) -> Path:
+    path = profile_path(out_dir, workload, device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, profile)
+    return path
+
+
+def profile_paths(out_dir: Optional[str | Path]) -> list[Path]:
+    """Every stored profile of a results folder, in name order (none where there is no folder)."""
+    if out_dir is None or not (Path(out_dir) / PROFILES_FOLDER).is_dir():
+        return []
+    return sorted((Path(out_dir) / PROFILES_FOLDER).glob("*.json"))
 
 
 def complete_records(out_dir: str | Path) -> list[Record]:

@@ -69,7 +69,9 @@ class CardEmulationUnavailable(RuntimeError):
     """``--gpu-pairs-gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
 
 
-def _open_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], Optional[str]]:
+def open_device_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], Optional[str]]:
+    """The GPU jobs of ``device`` (auto, cuda, cpu) train on, or None with the reason; ``DeviceRequestError``
+    where cuda was asked for and no GPU is usable."""
     if device == "cpu":
         return None, "--gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply"
     try:
@@ -261,7 +263,7 @@ class GpuPairsSession:
     def environment(self) -> Environment:
         if self._env is None:
             self.orphans_killed = reap_orphans(self.options.out_dir)
-            gpu, reason = _open_gpu(self.options.device, self.options.gpu)
+            gpu, reason = open_device_gpu(self.options.device, self.options.gpu)
             device = "cuda" if gpu is not None else "cpu"
             env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
                               gpu=gpu, gpu_unavailable=reason,

@@ -21,7 +21,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {  # top to bottom; a layer imports the
     "cli": (),  # subcommands are wired by module name
     "plugin": ("planning", "analysis", "run", "record", "monitor", "devices", "experiment",
                "catalog", "inputs", "protocol"),
-    "planning": ("run", "record", "experiment", "catalog", "inputs"),
+    "planning": ("run", "record", "experiment", "catalog", "inputs", "protocol"),
     "analysis": ("record", "compat", "catalog", "inputs"),
     "run": ("record", "monitor", "devices", "experiment", "catalog", "inputs", "patterns", "protocol"),
     "record": ("monitor", "experiment", "compat", "catalog", "inputs", "protocol"),
