@@ -6,8 +6,8 @@ energy it saves, the mechanism to use and its rank, each saying whether it rests
 or on solo profiles only. The model learns from the H100 reference pairs the package carries and
 from the measured pairs of every ``--results`` folder (which replace the reference's where both
 measured a pair). A workload the package's profiles do not know (a user's command workload) is
-taken from the profiles ``gpu-pairs profile`` stored in the results folder (the first ``--results``,
-else ``gpu-pairs-results``), and its rows say so.
+taken from the profiles ``gpu-pairs profile`` stored in a results folder (``--out``, else the first
+``--results``, else ``gpu-pairs-results``), and its rows say so.
 
 With ``--gpus``, for each GPU count the selected cases' estimates (``planning.estimate``) are list-scheduled longest
 first (``planning.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
@@ -80,6 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", action="append", default=[], metavar="DIR",
                         help="a --gpu-pairs-out folder (or benchmark JSON) of measured pairs the planner learns "
                              "from; repeatable. The first folder also gives --gpus its earlier timings and peak memory")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="the results folder whose profiles (gpu-pairs profile) the plan uses "
+                             "(default: the first --results, else gpu-pairs-results)")
     parser.add_argument("--no-reference", dest="reference", action="store_false",
                         help="leave out the H100 reference pairs the package carries: learn only from --results")
     parser.add_argument("--method", choices=METHODS, default=None,
@@ -285,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
         wanted = set(select([c.id for c in cases], args.keyword))
         cases = [c for c in cases if c.id in wanted]
         earlier = earlier_results(results, options.scale, args.device)
-        own = read_own_profiles(options.out_dir)
+        own = read_own_profiles(Path(args.out) if args.out else options.out_dir)
         pairs = plan_for_pairs(cases, args, folders, own) if cases else None
         rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
