@@ -147,6 +147,13 @@ def _steps(job: JobConfig, scale: float) -> Optional[int]:
     return max(1, math.ceil(epochs * info.steps_per_epoch(hp.get("batch_size")) * scale))
 
 
+def clock(seconds: float) -> str:
+    """Seconds as the plans, the live line and the summary print them: M:SS, or H:MM:SS from an hour."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 def report_gap(step_s: float) -> float:
     """A built-in's time between step reports in steady-state mode: every step, at most twenty a second."""
     return step_s * max(1, math.ceil(STEADY_STEP_INTERVAL_S / step_s - 1e-9))

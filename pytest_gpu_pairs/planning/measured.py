@@ -19,6 +19,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+from pytest_gpu_pairs.record.metrics import measured_mean
 from pytest_gpu_pairs.record.store import load_run
 
 REFERENCE = Path(__file__).with_name("reference_pairs.json")
@@ -92,11 +93,6 @@ def _on_gpu(record) -> bool:
     return record.get("device") not in (None, "cpu")
 
 
-def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
-    found = [v for v in values if v is not None]
-    return statistics.fmean(found) if found else None
-
-
 def _ci(records: Sequence) -> Optional[tuple[float, float]]:
     intervals = [r.get("concurrency_efficiency_ci") for r in records]
     intervals = [tuple(i) for i in intervals if isinstance(i, list) and None not in i]
@@ -108,9 +104,9 @@ def _ci(records: Sequence) -> Optional[tuple[float, float]]:
 def _pair(models: tuple[str, str], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:
     records = [r for _, r in found]
     ran = [r for r in records if not r.get("oom")]
-    return MeasuredPair(models, sharing, _mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
-                        _mean(_number(r.get("energy_saved_vs_serial")) for r in ran),
-                        _mean(_number(r.get("peak_vram_mb")) for r in ran), len(records),
+    return MeasuredPair(models, sharing, measured_mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
+                        measured_mean(_number(r.get("energy_saved_vs_serial")) for r in ran),
+                        measured_mean(_number(r.get("peak_vram_mb")) for r in ran), len(records),
                         tuple(sorted({s for s, _ in found})))
 
 

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
-from pytest_gpu_pairs.planning.estimate import case_costs, earlier_results, standalone
+from pytest_gpu_pairs.planning.estimate import case_costs, clock, earlier_results, standalone
 from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles, with_own
@@ -124,12 +124,6 @@ def memory_headroom(results: Optional[Path], bins: Sequence[Sequence[str]]) -> O
         return {"memory_total_mb": total, "headroom_mb": None, "headroom_pct": None, "unknown": unknown}
     return {"memory_total_mb": total, "headroom_mb": total - worst, "headroom_pct": 100 * (total - worst) / total,
             "unknown": unknown}
-
-
-def clock(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def _row(p: Prediction, one: Prediction, memory: Optional[dict[str, Any]]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from pytest_gpu_pairs.inputs import open_regular
+from pytest_gpu_pairs.planning.estimate import clock
 from pytest_gpu_pairs.protocol import event_problem
 
 SAVE_CURSOR, RESTORE_CURSOR, ERASE_TO_END = "\0337", "\0338", "\033[K"
@@ -132,12 +133,6 @@ def snapshot(round_, started: float, now: float) -> Snapshot:
     return shot
 
 
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
-
-
 def render(shot: Snapshot, room: int) -> str:
     """The longest form of the line that fits in ``room`` columns ('' when none does)."""
     fg = "foreground starting" if shot.waiting else " ".join(
@@ -146,7 +141,7 @@ def render(shot: Snapshot, room: int) -> str:
     power = f"{shot.power_w:.0f} W" if shot.power_w is not None else ""
     vram = f"{shot.vram_mb:.0f} MB" if shot.vram_mb is not None else ""
     eta = f"ETA {shot.eta}" if shot.eta else ""
-    elapsed = _clock(shot.elapsed_s)
+    elapsed = clock(shot.elapsed_s)
 
     def line(*parts: str) -> str:
         return " | ".join(p for p in parts if p)
@@ -204,8 +199,8 @@ class LiveLine:
         epochs = (self._round.fg_job.hyperparameters.get("epochs") if self._round is not None else None)
         job_eta = job_eta_s(shot.epoch, epochs if isinstance(epochs, (int, float)) else None, shot.elapsed_s)
         session = self.session_eta(now)
-        parts = ([f"job ~{_clock(job_eta)}"] if job_eta is not None else []) + (
-            [f"session ~{_clock(session)}"] if session > 0 else [])
+        parts = ([f"job ~{clock(job_eta)}"] if job_eta is not None else []) + (
+            [f"session ~{clock(session)}"] if session > 0 else [])
         shot.eta = ", ".join(parts)
         return shot
 

@@ -10,7 +10,7 @@ from typing import Optional
 import pytest
 
 from pytest_gpu_pairs.inputs import SettingsError
-from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, estimate_cases, long_cases
+from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimate_cases, long_cases
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles
 
 
@@ -26,12 +26,6 @@ def planned_device(device: str) -> str:
     except NvmlUnavailable:
         return "cpu"
     return "cuda"
-
-
-def clock(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def profile_hint(estimates: Sequence[Estimate], device: str, scale: float, out_dir) -> list[str]:

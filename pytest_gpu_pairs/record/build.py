@@ -15,6 +15,7 @@ from pytest_gpu_pairs.monitor.counters import counter_energy_j, unwrap_counter
 from pytest_gpu_pairs.monitor.samples import JOB_ROLES
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.record.checks import PROGRESS_FIX
 from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, InterleavedMeasurement, Measurement
@@ -221,10 +222,6 @@ def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str)
     return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}
 
 
-_PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report steps with "
-                 "pytest_gpu_pairs.progress")
-
-
 def progress_source(progress: Progress) -> Optional[str]:
     """protocol or log, for a job that reported steps; None for one that reported none."""
     return progress.source if progress.steps else None
@@ -242,7 +239,7 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
     solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
     if steps is None:
         model = loop.runs[0].outcome.model if loop.runs else "the background"
-        notes.unmeasured("bg_progress_ratio", f"the background job reports no steps: {_PROGRESS_FIX.format(model)}")
+        notes.unmeasured("bg_progress_ratio", f"the background job reports no steps: {PROGRESS_FIX.format(model)}")
     elif solo_rate is None:
         notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate "
                                              "(fewer than two steps at this --gpu-pairs-scale, or none reported)")
@@ -299,7 +296,7 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     record["fg_progress_source"] = progress_source(fg.progress)
     if fg.duration_basis == "process":
         notes.unmeasured("duration_basis", "the foreground reports no progress, so durations are process wall times "
-                                           f"(startup included): {_PROGRESS_FIX.format(fg.model)}")
+                                           f"(startup included): {PROGRESS_FIX.format(fg.model)}")
     if fg.progress.problem_note:
         notes.also("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
     record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None

@@ -42,7 +42,7 @@ def test_the_line_shows_elapsed_epoch_step_power_and_vram(tmp_path):
     line.draw()
     out = stream.getvalue()
     assert out.startswith(SAVE_CURSOR) and out.endswith(ERASE_TO_END + RESTORE_CURSOR)
-    assert "[mnist+resnet20 pair 01:15] | fg epoch 0.37 step 420 | 212 W | 2100 MB" in out
+    assert "[mnist+resnet20 pair 1:15] | fg epoch 0.37 step 420 | 212 W | 2100 MB" in out
     line.round_ended(round_)
     assert stream.getvalue().endswith(RESTORE_CURSOR + ERASE_TO_END)
 
@@ -54,7 +54,7 @@ def test_before_the_foreground_starts_it_says_so_and_without_a_gpu_it_omits_powe
     line = LiveLine(stream, room=lambda: 100, clock=iter([0.0, 3.0]).__next__)
     line.round_started(round_)
     line.draw()
-    assert "[mnist solo 00:03] | fg foreground starting" in stream.getvalue()
+    assert "[mnist solo 0:03] | fg foreground starting" in stream.getvalue()
     assert " W" not in stream.getvalue()
 
 
@@ -110,11 +110,11 @@ def test_the_line_names_case_i_of_n_the_background_starting_and_the_etas(tmp_pat
     line.case_started(2, 12, remaining_estimate_s=600.0)
     line.round_started(round_)
     line.draw()
-    assert "[case 2/12 mnist+resnet20 pair: resnet20 starting 00:10] | fg foreground starting | ETA session ~10:00" \
+    assert "[case 2/12 mnist+resnet20 pair: resnet20 starting 0:10] | fg foreground starting | ETA session ~10:00" \
         in stream.getvalue()
     (tmp_path / "fg.progress.jsonl").write_text(json.dumps({"event": "step", "step": 50, "epoch": 0.5, "t": 15.0}) + "\n")
     line.draw()
-    assert "fg epoch 0.50 step 50 | ETA job ~01:00, session ~10:00" in stream.getvalue()
+    assert "fg epoch 0.50 step 50 | ETA job ~1:00, session ~10:00" in stream.getvalue()
 
 
 def test_job_eta_extrapolates_its_own_progress_and_the_session_eta_learns_from_finished_cases():
