@@ -154,16 +154,35 @@ def overhead(runs: pd.DataFrame, tests: list[dict]) -> pd.DataFrame:
 
 
 def _model_defaults(model: str, rows: pd.DataFrame, columns: list[str]) -> dict[str, str]:
+    """The baseline a one-at-a-time variation is read against: a hyperparameter study's own
+    default variant where the runs hold one (its bounds are factors of that baseline, e.g. 2
+    epochs where the built-in trains 200), else the built-in's defaults, else the commonest value."""
+    study = _study_baseline(rows)
     known = BUILTINS[model].defaults() if model in BUILTINS else {}
     defaults = {}
     for column in columns:
         name = column[3:]
-        if name in known:
+        if column in study:
+            defaults[column] = study[column]
+        elif name in known:
             defaults[column] = _text(known[name])
         else:
             common = rows[column].dropna()
             defaults[column] = _text(common.mode().iloc[0]) if len(common) else "-"
     return defaults
+
+
+def _study_baseline(rows: pd.DataFrame) -> dict[str, str]:
+    """Each hyperparameter of the hp_study runs of the default variant, where they agree on it."""
+    if "variant" not in rows or "experiment_source" not in rows:
+        return {}
+    baseline = rows[(rows["experiment_source"] == "hp_study") & (rows["variant"] == "default")]
+    values = {}
+    for column in _hp_columns(baseline):
+        seen = {_text(v) for v in baseline[column].dropna()}
+        if len(seen) == 1:
+            values[column] = seen.pop()
+    return values
 
 
 def one_at_a_time(rows: pd.DataFrame, model: str, hp: str) -> pd.DataFrame:

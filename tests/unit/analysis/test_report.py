@@ -177,3 +177,24 @@ def test_the_predecessors_percent_accuracy_and_our_old_records_compare_as_fracti
     values = loaded.runs.loc[loaded.runs["fg_model"] == "mnist_ff", "perf_value"]
     assert sorted(values) == [pytest.approx(0.975), 1.0]
     assert not any("off the scale" in note for note in loaded.notes)
+
+
+HP_STUDY = H100_DATA / "hp_study_hp06.json"  # the H100 hp_study pair: 2-epoch defaults, resnet20 varied
+
+
+def test_a_hyperparameter_study_is_read_against_its_own_baseline_so_every_varied_factor_is_analysed(tmp_path):
+    """resnet20's built-in trains 200 epochs; the study's baseline trains 2. Read against the
+    built-in, no run varies the learning rate alone; against the study's default variant, three
+    runs per mode do, and the report draws the learning-rate sensitivity as well as the epochs'."""
+    from pytest_gpu_pairs.analysis.report.analysis import analyse
+    from pytest_gpu_pairs.analysis.report.build import build_report
+    from pytest_gpu_pairs.analysis.report.load import load_runs
+
+    sensitivity = analyse(load_runs([HP_STUDY]).runs).sensitivity
+    for hp in ("learning_rate", "epochs"):
+        resnet = sensitivity[hp][sensitivity[hp]["fg_model"] == "resnet20"]
+        assert set(resnet["mode"]) == {"solo", "concurrent"} and (resnet["n"] == 3).all()
+    report = build_report([HP_STUDY], tmp_path / "report")
+    drawn = {p.name for p in report.plots if p.path is not None}
+    assert {"sensitivity_learning_rate_energy", "sensitivity_learning_rate_perf", "sensitivity_epochs_energy",
+            "sensitivity_epochs_perf"} <= drawn
