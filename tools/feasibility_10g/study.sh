@@ -31,8 +31,9 @@ case "${1:-status}" in
     grep -E "PASSED|FAILED|ERROR" "$WORK/pytest.txt" 2>/dev/null | tail -14 ;;
   collect)
     if [ ! -f "$WORK/done" ]; then
-      pkill -TERM -f "pytest benchmarks --gpu-pairs-settings settings/parallel_feasibility_test.json"
-      for _ in $(seq 60); do [ -f "$WORK/done" ] && break; sleep 1; done
+      if pkill -TERM -f "pytest benchmarks --gpu-pairs-settings settings/parallel_feasibility_test.json"; then
+        for _ in $(seq 60); do [ -f "$WORK/done" ] && break; sleep 1; done
+      fi
     fi
     cp "$WORK/pytest.txt" "$WORK/results/pytest-$(date +%s).txt" 2>/dev/null
     mkdir -p "$OUT/feasibility_10g"
