@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
-from pytest_gpu_pairs.record.metrics import mean_and_std
+from pytest_gpu_pairs.record.metrics import mean_and_std, relative_change
 from pytest_gpu_pairs.record.stats import interval_by, welch_p_value
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
@@ -178,15 +178,15 @@ def _std(record: dict[str, Any], metric: str) -> Optional[float]:
     return None if metric.startswith("perf.") else metric_value(record, f"{metric}_std")
 
 
-def relative_change(base: float, new: float) -> float:
-    if base == 0:
-        return 0.0 if new == 0 else math.copysign(math.inf, new)
-    return (new - base) / abs(base)
+def change_from(base: float, new: float) -> float:
+    """NEW relative to BASE, as the gate judges it (``record.metrics.relative_change``, whose
+    argument order is the other way round)."""
+    return relative_change(new, base, infinite_from_zero=True)
 
 
 def is_regression(base: float, new: float, threshold: Threshold) -> bool:
     """Worse than the baseline by more than the threshold, in the metric's bad direction."""
-    change = relative_change(base, new)
+    change = change_from(base, new)
     worse = change if threshold.direction == "lower" else -change
     return worse > threshold.pct / 100.0
 
@@ -208,7 +208,7 @@ class Row:
     def change(self) -> Optional[float]:
         if self.base is None or self.new is None:
             return None
-        return relative_change(self.base, self.new)
+        return change_from(self.base, self.new)
 
 
 def round_values(record: dict[str, Any], metric: str) -> list[float]:
@@ -287,7 +287,7 @@ def pace_note(old: dict[str, Any], cur: dict[str, Any]) -> Optional[str]:
     for role in ("fg", "bg"):
         base, new = metric_value(old, f"{role}_solo_steps_per_s"), metric_value(cur, f"{role}_solo_steps_per_s")
         if base and new is not None:
-            moved[role] = relative_change(base, new)
+            moved[role] = change_from(base, new)
     if not any(abs(change) > PACE_NOTE for change in moved.values()):
         return None
     changes = ", ".join(f"{role} {_change(change)}" for role, change in moved.items())
@@ -330,7 +330,7 @@ def _per_work_row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str,
               None if new_sd is None else new_sd * abs(at_base), limit)
     _judge(row, old, cur, ratios)
     measured = metric_value(cur, metric)
-    raw = f"; as measured {measured:.4g} ({_change(relative_change(base_value, measured))})" if measured is not None else ""
+    raw = f"; as measured {measured:.4g} ({_change(change_from(base_value, measured))})" if measured is not None else ""
     row.reason = "; ".join(filter(None, [row.reason, PER_WORK_TEXT + raw]))
     return row
 

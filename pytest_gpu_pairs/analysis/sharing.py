@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, case_records, load_run
+from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, case_records, load_run
 
 MECHANISMS = ("timeslice", "mps")
 FIGURES = ("concurrency_efficiency", "energy_saved_vs_serial", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j",
@@ -242,9 +242,7 @@ def write_report(records: list[dict[str, Any]], out: Path, sources: list[str]) -
     report = {"device": device, "sources": sources, "rule": RULE, "pairs": entries,
               "plot": png.name if plot_problem is None else None, "plot_problem": plot_problem}
     atomic_write_json(out.with_suffix(".json"), report)
-    tmp = out.with_suffix(".md.tmp")
-    tmp.write_text(markdown(entries, device, sources), encoding="utf-8")
-    tmp.replace(out.with_suffix(".md"))
+    atomic_write_text(out.with_suffix(".md"), markdown(entries, device, sources))
     return report
 
 

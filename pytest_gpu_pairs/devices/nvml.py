@@ -198,19 +198,3 @@ class Gpu:
         if start is None or end is None or end < start or t1 <= t0:
             return None
         return (end - start) / 1000 / (t1 - t0)
-
-
-CLOCK_EVENT_REASONS = {  # NVML's nvmlClocksEventReason bits, named as a reader of a record needs them
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-
-
-def clock_event_names(mask: Optional[int]) -> Optional[list[str]]:
-    """The names of the bits set in a clock-event mask; None when the mask was not readable."""
-    if mask is None:
-        return None
-    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
-    unknown = mask & ~sum(CLOCK_EVENT_REASONS)
-    return names + ([f"other_0x{unknown:x}"] if unknown else [])

@@ -1,6 +1,7 @@
 """``gpu-pairs workloads``: the built-in workloads with their size, input, defaults and epoch length.
 
-Everything comes from the torch-free catalog; ``--measure`` builds each model (importing torch)
+Everything comes from the torch-free catalog; ``--measure`` builds each model in a process of its
+own (``python -m pytest_gpu_pairs.workloads.params``, which imports torch; this module never does)
 and prints the counted parameters beside the catalog's. ``--workloads-file`` adds the command
 workloads of a workloads file (the predecessor's models_config.json or a native one).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from typing import Any, Optional
 
@@ -28,11 +30,18 @@ def builtin_row(info: BuiltinWorkload, measured: Optional[int] = None) -> dict[s
     return row
 
 
-def measure_params(name: str) -> Optional[int]:
-    from pytest_gpu_pairs.workloads.train import build, parameter_count
+COUNTER = "pytest_gpu_pairs.workloads.params"
 
-    workload = build(name, "cpu", 1e-9, epochs=1)
-    return parameter_count(workload.model) if hasattr(workload, "model") else BUILTINS[name].param_count
+
+def measure_params(names: list[str]) -> dict[str, Optional[int]]:
+    """Each model built and counted in a job process (torch stays out of this one);
+    ``RuntimeError`` with the counter's last line when it fails."""
+    done = subprocess.run([sys.executable, "-m", COUNTER, *names], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"counting parameters failed (exit code {done.returncode}): {last}")
+    counts = json.loads(done.stdout)
+    return {name: counts.get(name) for name in names}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -67,7 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = [builtin_row(info, measure_params(name) if args.measure else None) for name, info in BUILTINS.items()]
+    try:
+        measured = measure_params(list(BUILTINS)) if args.measure else {}
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rows = [builtin_row(info, measured.get(name)) for name, info in BUILTINS.items()]
     commands = []
     if args.workloads_file:
         from pytest_gpu_pairs.inputs import SettingsError

@@ -51,3 +51,19 @@ class GpuSample:
     @property
     def has_sm_data(self) -> bool:
         return bool(self.proc_sm_pct)
+
+
+CLOCK_EVENT_REASONS = {  # NVML's nvmlClocksEventReason bits, as a sample holds them, named as a reader of a record needs them
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+
+def clock_event_names(mask: Optional[int]) -> Optional[list[str]]:
+    """The names of the bits set in a clock-event mask; None when the mask was not readable."""
+    if mask is None:
+        return None
+    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
+    unknown = mask & ~sum(CLOCK_EVENT_REASONS)
+    return names + ([f"other_0x{unknown:x}"] if unknown else [])

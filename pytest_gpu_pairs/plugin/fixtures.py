@@ -83,11 +83,12 @@ def _runner(case: Case, session: GpuPairsSession, benchmark, node):
     return PairRun(case, session, benchmark, round_timer(node, benchmark))
 
 
-def _place(session: GpuPairsSession, case_id: str) -> tuple[int, int, float]:
-    """(i, N, estimated seconds of the cases after this one) for the live line."""
+def _place(session: GpuPairsSession, case_id: str) -> tuple[int, int, float, float]:
+    """(i, N, estimated seconds of the cases after this one, of this one) for the live line."""
     planned = session.planned or [case_id]
     index = planned.index(case_id) + 1 if case_id in planned else 1
-    return index, len(planned), sum(session.estimates.get(i, 0.0) for i in planned[index:])
+    return (index, len(planned), sum(session.estimates.get(i, 0.0) for i in planned[index:]),
+            session.estimates.get(case_id, 0.0))
 
 
 @pytest.fixture(scope="session")

@@ -21,21 +21,17 @@ from pytest_gpu_pairs.analysis.compare import (
     parse_thresholds,
     refusal,
 )
-from pytest_gpu_pairs.record.store import Run, StoreError, load_run
+from pytest_gpu_pairs.record.store import Run, StoreError, load_run, machine_from_session
 from pytest_gpu_pairs.run.environment import Environment
 
 GATE_KEY = pytest.StashKey["CompareGate"]()
 
 
 def machine_info(env: Environment, gpu_memory_mb: Optional[float] = None) -> dict[str, Any]:
-    """What identifies the measuring machine: benchmark ``machine_info["gpu_pairs"]`` and the gate.
-    ``gpu_memory_mb`` is the card size emulated with ``--gpu-pairs-gpu-memory-mb`` (None: the whole card)."""
-    gpu = env.gpu.info if env.gpu is not None and env.device == "cuda" else None
-    return {"device": env.device_name, "gpu_name": gpu.name if gpu else None, "driver": gpu.driver if gpu else None,
-            "cuda_driver_version": gpu.cuda_driver_version if gpu else None,
-            "memory_total_mb": gpu.memory_total_mb if gpu else None,
-            "power_limit_w": gpu.power_limit_w if gpu else None, "idle_power_w": env.idle_power_w,
-            "gpu_memory_mb": gpu_memory_mb}
+    """This session's machine, built as a run directory's is from its ``session.json``."""
+    gpu = env.gpu.info.__dict__ if env.gpu is not None and env.device == "cuda" else None
+    return machine_from_session({"device": env.device_name, "gpu": gpu, "idle_power_w": env.idle_power_w,
+                                 "gpu_memory_mb": gpu_memory_mb})
 
 
 @dataclass

@@ -93,7 +93,8 @@ def pytest_configure_node(node) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids) -> None:
-    """The controller locks the output folder once a worker has collected cases, before any runs."""
+    """The controller locks the output folder once a worker has collected cases, before any runs,
+    and says then where its workers are more than the host's cores allow."""
     state = node.config.stash.get(XDIST_KEY, None)
     if state is None or state["claimed"]:
         return
@@ -107,6 +108,7 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
     if not state["collected"]:
         return
     state["claimed"] = True
+    _say_crowded(node.config, state)
     try:
         session.claim_output_folder()
     except OutputFolderUnavailable as exc:
@@ -136,9 +138,7 @@ def _load_cases(config: pytest.Config):
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4.
-    Say before any case runs where xdist's workers are too many for the host's cores."""
-    _say_crowded(session.config)
+    """Validate the experiment files before collecting: a bad file is one ERROR line, exit code 4."""
     if gpu_options.in_use(session.config) and gpu_pairs_session(session.config).options.settings:
         _load_cases(session.config)
         if is_worker(session.config):
@@ -147,10 +147,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             enable_worker_benchmarks(session.config)
 
 
-def _say_crowded(config: pytest.Config) -> None:
-    state = config.stash.get(XDIST_KEY, None)
+def _say_crowded(config: pytest.Config, state: dict) -> None:
+    """Once, before any case runs: xdist's workers are more than the host's cores allow."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if state is not None and state["crowded"] and reporter is not None:
+    if state["crowded"] and reporter is not None:
         reporter.write_line(state["crowded"], yellow=True, bold=True)
 
 

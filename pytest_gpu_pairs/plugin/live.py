@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from pytest_gpu_pairs.inputs import open_regular
+from pytest_gpu_pairs.planning.estimate import clock
 from pytest_gpu_pairs.protocol import event_problem
 
 SAVE_CURSOR, RESTORE_CURSOR, ERASE_TO_END = "\0337", "\0338", "\033[K"
@@ -42,13 +43,14 @@ class Snapshot:
 
 @dataclass
 class CaseContext:
-    """Where the session stands: the running case's place, and the estimates of the cases to come
-    scaled by how the finished cases compared with theirs."""
+    """Where the session stands: the running case's place and estimate, and the estimates of the
+    cases after it."""
 
     index: int
     total: int
     remaining_estimate_s: float = 0.0
     started: float = 0.0
+    estimate_s: float = 0.0
 
 
 def job_eta_s(epoch: Optional[float], epochs: Optional[float], elapsed_s: float) -> Optional[float]:
@@ -58,12 +60,38 @@ def job_eta_s(epoch: Optional[float], epochs: Optional[float], elapsed_s: float)
     return elapsed_s * (epochs - epoch) / epoch
 
 
-def session_eta_s(case_eta: Optional[float], remaining_estimate_s: float, finished_actual_s: float,
-                  finished_estimate_s: float) -> float:
-    """Cases still to come at their estimate, corrected by the ratio actual/estimate of the cases
-    finished so far (a default-based estimate gets better as the session goes on)."""
-    ratio = finished_actual_s / finished_estimate_s if finished_estimate_s > 0 and finished_actual_s > 0 else 1.0
-    return (case_eta or 0.0) + remaining_estimate_s * ratio
+@dataclass(frozen=True)
+class Pace:
+    """How the session's cases have compared with their estimates: seconds actually taken against
+    seconds estimated, over the finished cases, with one typical case of prior belief that the
+    estimates are right (``prior_s``), so one odd case moves the ratio only part of the way."""
+
+    actual_s: float = 0.0
+    estimate_s: float = 0.0
+    prior_s: float = 0.0
+
+    def ratio(self, running_s: float = 0.0, running_estimate_s: float = 0.0) -> float:
+        """Actual over estimated, the running case counted for what it has shown: seconds it ran,
+        against the part of its estimate they cover (an overrun counts as it grows, an early
+        finish only once the case has ended)."""
+        shown = min(running_s, running_estimate_s) if running_estimate_s > 0 else 0.0
+        counted = running_s if running_estimate_s > 0 else 0.0
+        actual, estimate = self.actual_s + counted + self.prior_s, self.estimate_s + shown + self.prior_s
+        return actual / estimate if estimate > 0 and actual > 0 else 1.0
+
+    def finished(self, actual_s: float, estimate_s: float) -> Pace:
+        return Pace(self.actual_s + actual_s, self.estimate_s + estimate_s, self.prior_s)
+
+
+def session_eta_s(case: CaseContext, now: float, pace: Pace) -> float:
+    """The running case's estimate less what it has run, and the cases after it at their estimates,
+    both at the session's pace so far. Only finished time and the running case's own overrun move
+    the pace, and an overrun moves it continuously, so the figure falls as time passes and does not
+    jump by factors when a round, a solo baseline or a job's epoch begins; the job's own ETA is shown
+    beside it, not added to it."""
+    running = max(0.0, now - case.started)
+    ratio = pace.ratio(running, case.estimate_s)
+    return max(0.0, case.estimate_s * ratio - running) + case.remaining_estimate_s * ratio
 
 
 def last_progress(path: Path) -> Optional[dict[str, Any]]:
@@ -105,12 +133,6 @@ def snapshot(round_, started: float, now: float) -> Snapshot:
     return shot
 
 
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
-
-
 def render(shot: Snapshot, room: int) -> str:
     """The longest form of the line that fits in ``room`` columns ('' when none does)."""
     fg = "foreground starting" if shot.waiting else " ".join(
@@ -119,7 +141,7 @@ def render(shot: Snapshot, room: int) -> str:
     power = f"{shot.power_w:.0f} W" if shot.power_w is not None else ""
     vram = f"{shot.vram_mb:.0f} MB" if shot.vram_mb is not None else ""
     eta = f"ETA {shot.eta}" if shot.eta else ""
-    elapsed = _clock(shot.elapsed_s)
+    elapsed = clock(shot.elapsed_s)
 
     def line(*parts: str) -> str:
         return " | ".join(p for p in parts if p)
@@ -144,7 +166,7 @@ class LiveLine:
         self._started = 0.0
         self._drawn = False
         self._case: Optional[CaseContext] = None
-        self._finished_actual_s = self._finished_estimate_s = 0.0
+        self._pace = Pace()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -154,30 +176,37 @@ class LiveLine:
         self._thread.start()
         return self
 
-    def case_started(self, index: int, total: int, remaining_estimate_s: float) -> None:
-        """Case ``index`` of ``total`` begins; ``remaining_estimate_s``: the estimates of the cases after it."""
+    def case_started(self, index: int, total: int, remaining_estimate_s: float, estimate_s: float = 0.0) -> None:
+        """Case ``index`` of ``total`` begins, estimated at ``estimate_s``; ``remaining_estimate_s``:
+        the estimates of the cases after it. The first case sets the pace's prior: one case of the
+        session's mean estimate."""
         with self._lock:
-            self._case = CaseContext(index, total, remaining_estimate_s, self.clock())
+            if not self._pace.prior_s and total:
+                self._pace = Pace(prior_s=(estimate_s + remaining_estimate_s) / max(1, total - index + 1))
+            self._case = CaseContext(index, total, remaining_estimate_s, self.clock(), estimate_s)
 
     def case_ended(self, estimate_s: Optional[float]) -> None:
         with self._lock:
             if self._case is not None and estimate_s:
-                self._finished_actual_s += self.clock() - self._case.started
-                self._finished_estimate_s += estimate_s
+                self._pace = self._pace.finished(self.clock() - self._case.started, estimate_s)
             self._case = None
 
-    def _decorate(self, shot: Snapshot) -> Snapshot:
+    def _decorate(self, shot: Snapshot, now: float) -> Snapshot:
         case = self._case
         if case is None:
             return shot
         shot.case = f"case {case.index}/{case.total}"
         epochs = (self._round.fg_job.hyperparameters.get("epochs") if self._round is not None else None)
         job_eta = job_eta_s(shot.epoch, epochs if isinstance(epochs, (int, float)) else None, shot.elapsed_s)
-        session = session_eta_s(job_eta, case.remaining_estimate_s, self._finished_actual_s, self._finished_estimate_s)
-        parts = ([f"job ~{_clock(job_eta)}"] if job_eta is not None else []) + (
-            [f"session ~{_clock(session)}"] if session > 0 else [])
+        session = self.session_eta(now)
+        parts = ([f"job ~{clock(job_eta)}"] if job_eta is not None else []) + (
+            [f"session ~{clock(session)}"] if session > 0 else [])
         shot.eta = ", ".join(parts)
         return shot
+
+    def session_eta(self, now: float) -> float:
+        """Seconds the session has left as the line shows them (0 between cases)."""
+        return session_eta_s(self._case, now, self._pace) if self._case is not None else 0.0
 
     def round_started(self, round_) -> None:
         with self._lock:
@@ -199,7 +228,8 @@ class LiveLine:
             if self._round is None:
                 return
             try:
-                shot = self._decorate(snapshot(self._round, self._started, self.clock()))
+                now = self.clock()
+                shot = self._decorate(snapshot(self._round, self._started, now), now)
                 text = render(shot, self.room() - 1)
                 if text:
                     self._write(f"{SAVE_CURSOR} {text}{ERASE_TO_END}{RESTORE_CURSOR}")

@@ -51,7 +51,7 @@ def _precision(text: str) -> float:
 
 
 def _shard(text: str) -> tuple[int, int]:
-    from pytest_gpu_pairs.run.schedule import parse_shard
+    from pytest_gpu_pairs.planning.schedule import parse_shard
 
     try:
         return parse_shard(text)

@@ -1,13 +1,17 @@
 """``--gpu-pairs-plan``: the selected cases with their estimated time, the total, and the cases
-that will run far longer than the rest, printed instead of running anything (``run.estimate``
-makes the figures)."""
+that will run far longer than the rest, printed instead of running anything (``planning.estimate``
+makes the figures, from earlier results and the profiles ``gpu-pairs profile`` stored in the
+results folder where there are any)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Optional
 
 import pytest
 
-from pytest_gpu_pairs.run.estimate import Estimate, estimate_cases, long_cases
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimate_cases, long_cases
+from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles
 
 
 def planned_device(device: str) -> str:
@@ -24,28 +28,46 @@ def planned_device(device: str) -> str:
     return "cuda"
 
 
-def clock(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+def profile_hint(estimates: Sequence[Estimate], device: str, scale: float, out_dir) -> list[str]:
+    """Where estimates rest on the default, the command that measures what they lack."""
+    unknown = [e for e in estimates if e.basis == DEFAULT]
+    if not unknown:
+        return []
+    return [f"note: {len(unknown)} case(s) rest on the default; measure each workload's rate in seconds first: "
+            f"gpu-pairs profile SETTINGS --device {device} --scale {scale:g} --out {out_dir} (the same -k)"]
 
 
-def plan_lines(estimates: Sequence[Estimate], device: str, scale: float) -> list[str]:
+def plan_lines(estimates: Sequence[Estimate], device: str, scale: float, out_dir=None,
+               own: OwnProfiles = OwnProfiles()) -> list[str]:
     rows = [("case", "estimate", "basis", "what it counts")]
     rows += [(e.case_id, clock(e.seconds), e.basis, e.detail) for e in estimates]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:3], widths)), row[3]]).rstrip() for row in rows]
     total = sum(e.seconds for e in estimates)
     lines.append(f"total: {clock(total)} for {len(estimates)} case(s) on {device} at scale {scale:g}")
+    if own.profiles:
+        lines.append(f"profiles measured here: {len(own.profiles)} in {own.sources[0].rsplit('/', 1)[0]}")
     for e in long_cases(estimates):
         lines.append(f"warning: {e.case_id} is estimated at {clock(e.seconds)}, far longer than the other cases; "
                      f"deselect it with -k 'not {e.case_id}' or lower --gpu-pairs-scale")
-    return lines
+    return lines + profile_hint(estimates, device, scale, out_dir or "gpu-pairs-results")
 
 
-def estimate_session(session, cases: Sequence) -> list[Estimate]:
+def own_profiles(session, strict: bool) -> OwnProfiles:
+    """The profiles stored in the results folder; a bad one stops a plan (one line), while a
+    session that runs cases goes on without them (the estimates only feed the live line)."""
+    try:
+        return read_own_profiles(session.options.out_dir)
+    except SettingsError as exc:
+        if strict:
+            raise pytest.UsageError(f"gpu-pairs: {exc}") from None
+        return OwnProfiles()
+
+
+def estimate_session(session, cases: Sequence, own: Optional[OwnProfiles] = None) -> list[Estimate]:
     """The selected cases' estimates, kept on the session for the live line's ETA."""
-    estimates = estimate_cases(cases, session.options, planned_device(session.options.device))
+    own = own if own is not None else own_profiles(session, strict=False)
+    estimates = estimate_cases(cases, session.options, planned_device(session.options.device), own=own)
     session.estimates = {e.case_id: e.seconds for e in estimates}
     return estimates
 
@@ -53,10 +75,11 @@ def estimate_session(session, cases: Sequence) -> list[Estimate]:
 def write_plan(config: pytest.Config, session, cases: Sequence) -> None:
     options = session.options
     device = planned_device(options.device)
-    estimates = estimate_session(session, cases)
+    own = own_profiles(session, strict=True)
+    estimates = estimate_session(session, cases, own)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
     reporter.write_sep("=", "gpu-pairs plan (estimates; nothing runs)")
-    for line in plan_lines(estimates, device, options.scale):
+    for line in plan_lines(estimates, device, options.scale, options.out_dir, own):
         reporter.write_line(line)

@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.planning.estimate import clock
 from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, impossible
 
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
@@ -47,12 +48,8 @@ def duration_s(record: dict[str, Any]) -> Optional[float]:
     return end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
 
 
-def _clock(seconds: Optional[float]) -> Optional[str]:
-    if seconds is None:
-        return None
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+def _duration(seconds: Optional[float]) -> Optional[str]:
+    return clock(seconds) if seconds is not None else None
 
 
 def status(result) -> str:
@@ -65,7 +62,7 @@ def status(result) -> str:
 
 def rows(results) -> list[dict[str, Any]]:
     """One flat row per case: the record's headline figures with its status and duration."""
-    return [{**r.record, **energy_vs_serial(r.record), "status": status(r), "duration": _clock(duration_s(r.record)),
+    return [{**r.record, **energy_vs_serial(r.record), "status": status(r), "duration": _duration(duration_s(r.record)),
              "duration_s": duration_s(r.record)} for r in results]
 
 

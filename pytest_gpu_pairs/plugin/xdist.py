@@ -108,7 +108,7 @@ def crowded_cpu(workers: int, cores: int) -> Optional[str]:
     physical cores cannot give each worker one for its harness and one for each of its two jobs:
     their jobs compete for cores, a job alone and the same job in a pair run at different host
     loads, and the figures can pass any bound (efficiencies above 2, slowdowns below 1)."""
-    from pytest_gpu_pairs.devices.cpus import ROLES  # a project that never uses gpu-pairs never loads it
+    from pytest_gpu_pairs.run.cpus import ROLES  # a project that never uses gpu-pairs never loads it
 
     per_worker = 1 + len(ROLES)
     if workers < 2 or cores >= workers * per_worker:
@@ -252,15 +252,17 @@ def write_benchmark_json(config: pytest.Config, gathered: Gathered) -> None:
 def longest_first(config: pytest.Config, items: list, case_fixture: str) -> None:
     """A worker's items in the hand-out order: cases by their estimate in a fresh session, longest
     first, ties by case id; other tests after them, in their order."""
-    from pytest_gpu_pairs.plugin.plan import planned_device
+    from pytest_gpu_pairs.planning.estimate import case_costs
+    from pytest_gpu_pairs.plugin.plan import own_profiles, planned_device
     from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
-    from pytest_gpu_pairs.run.estimate import case_costs
 
-    options = gpu_pairs_session(config).options
+    session = gpu_pairs_session(config)
+    options = session.options
     cases = {item.callspec.params[case_fixture].id: item.callspec.params[case_fixture] for item in items
              if hasattr(item, "callspec") and case_fixture in item.callspec.params}
     device = "cpu" if options.device == "cpu" else ("cuda" if options.gpu is not None else planned_device(options.device))
-    cost = {c.case_id: c.fresh_s for c in case_costs(list(cases.values()), options, device)}
+    own = own_profiles(session, strict=False)
+    cost = {c.case_id: c.fresh_s for c in case_costs(list(cases.values()), options, device, own=own)}
 
     def key(pair):
         position, item = pair

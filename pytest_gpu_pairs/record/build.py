@@ -15,6 +15,7 @@ from pytest_gpu_pairs.monitor.counters import counter_energy_j, unwrap_counter
 from pytest_gpu_pairs.monitor.samples import JOB_ROLES
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.record.checks import PROGRESS_FIX
 from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, InterleavedMeasurement, Measurement
@@ -222,14 +223,10 @@ def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str)
     return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}
 
 
-_PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report steps with "
-                 "pytest_gpu_pairs.progress")
-
-
 def _no_progress(model: str, progress: Progress) -> str:
     """Why a job reported no steps: a progress_pattern that read nothing says so, with a line it
     missed; a job without one is told how to report."""
-    return f"{model}'s log had lines but {progress.no_match}" if progress.no_match else _PROGRESS_FIX.format(model)
+    return f"{model}'s log had lines but {progress.no_match}" if progress.no_match else PROGRESS_FIX.format(model)
 
 
 def progress_source(progress: Progress) -> Optional[str]:

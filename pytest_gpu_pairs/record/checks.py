@@ -11,8 +11,8 @@ from typing import Any, Optional
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case
 
-PROGRESS_FIX = ("give {} a progress_pattern (the log lines that say its step) or report steps with "
-                "pytest_gpu_pairs.progress")
+PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report steps with "
+                "pytest_gpu_pairs.progress")  # the fix named in a record's notes and in a failed check
 
 
 @dataclass

@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from pytest_gpu_pairs.devices.cpus import CpuPlan
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 
@@ -160,6 +159,14 @@ class BackgroundRuns:
         return [r for r in self.runs if r.outcome.oom]
 
 
+class JobCpus(Protocol):
+    """Which CPUs the jobs were pinned to, as the record says it (the run layer's ``CpuPlan``)."""
+
+    reason: Optional[str]  # why there was no pinning
+
+    def described(self, one_loop: dict[str, bool]) -> Optional[dict[str, str]]: ...
+
+
 class DeviceFacts(Protocol):
     """What a record says about where it was measured (the run layer's ``Environment`` has these)."""
 
@@ -168,7 +175,7 @@ class DeviceFacts(Protocol):
     sample_hz: float
     idle_power_w: Optional[float]
     gpu_unavailable: Optional[str]
-    cpus: CpuPlan
+    cpus: JobCpus
 
     def one_loop(self, builtin: bool) -> bool: ...
 

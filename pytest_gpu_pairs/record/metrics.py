@@ -139,6 +139,13 @@ def peak(values: Iterable[Optional[float]]) -> Optional[float]:
     return max(present) if present else None
 
 
+def measured_mean(values: Iterable[Optional[float]]) -> Optional[float]:
+    """The mean of the values that were measured; None if none was (a bracket with one side
+    missing falls back to the side it has)."""
+    xs = [v for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
 def mean_and_std(values: Sequence[Optional[float]]) -> tuple[Optional[float], Optional[float]]:
     """Mean and sample standard deviation of the measured values (None entries left out)."""
     present = [float(v) for v in values if v is not None]
@@ -147,10 +154,15 @@ def mean_and_std(values: Sequence[Optional[float]]) -> tuple[Optional[float], Op
     return statistics.fmean(present), statistics.stdev(present) if len(present) > 1 else 0.0
 
 
-def relative_change(value: Optional[float], reference: Optional[float]) -> Optional[float]:
-    """(value - reference) / |reference|: 0.1 is 10 % more than the reference."""
-    if value is None or reference is None or reference == 0:
+def relative_change(value: Optional[float], reference: Optional[float], *,
+                    infinite_from_zero: bool = False) -> Optional[float]:
+    """(value - reference) / |reference|: 0.1 is 10 % more than the reference. From a zero
+    reference there is no relative change: None for a record's key, or, for a comparison that must
+    judge it (``infinite_from_zero``), 0 to 0 and an infinite change, signed, to anything else."""
+    if value is None or reference is None:
         return None
+    if reference == 0:
+        return (0.0 if value == 0 else math.copysign(math.inf, value)) if infinite_from_zero else None
     return (value - reference) / abs(reference)
 
 

@@ -30,9 +30,8 @@ import bisect
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from pytest_gpu_pairs.devices.nvml import clock_event_names
 from pytest_gpu_pairs.monitor.counters import EnergyCounter
-from pytest_gpu_pairs.monitor.samples import GpuSample
+from pytest_gpu_pairs.monitor.samples import GpuSample, clock_event_names
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
@@ -121,8 +120,8 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
     solo = {role: [p for p in (r.phase(role), after.phase(role) if after else None) if p is not None]
             for role in ("fg", "bg")}
     gap = m.report_gap_s.get
-    fg_solo_rate = _mean(rate(m.fg, p, gap("fg")) for p in solo["fg"])
-    bg_solo_rate = _mean(rate(m.bg, p, gap("bg")) for p in solo["bg"])
+    fg_solo_rate = metrics.measured_mean(rate(m.fg, p, gap("fg")) for p in solo["fg"])
+    bg_solo_rate = metrics.measured_mean(rate(m.bg, p, gap("bg")) for p in solo["bg"])
     fg_pair_rate, bg_pair_rate = rate(m.fg, pair, gap("fg")), rate(m.bg, pair, gap("bg"))
     slowdown = metrics.per_unit(fg_solo_rate, fg_pair_rate)
     progress = metrics.per_unit(bg_pair_rate, bg_solo_rate)
@@ -157,19 +156,12 @@ def _times(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a * b if a is not None and b is not None else None
 
 
-def _mean(values) -> Optional[float]:
-    """The mean of the values that were measured; None if none was: a bracket with one side
-    missing falls back to the side it has."""
-    xs = [v for v in values if v is not None]
-    return sum(xs) / len(xs) if xs else None
-
-
 def _solo_per_step(counter: EnergyCounter, phases: Sequence[Phase], progress: Progress,
                    idle_w: Optional[float], usual_gap_s: Optional[float]) -> tuple[Optional[float], Optional[float]]:
     """A job's energy per step alone, of the whole card and above idle: the mean over its solo
     phases around the pair phase."""
     each = [_per_step(counter, phase, rate(progress, phase, usual_gap_s), idle_w) for phase in phases]
-    return _mean(total for total, _ in each), _mean(above for _, above in each)
+    return metrics.measured_mean(total for total, _ in each), metrics.measured_mean(above for _, above in each)
 
 
 def _per_step(counter: EnergyCounter, phase: Phase, job_rate: Optional[float],

@@ -36,6 +36,8 @@ ROUND_FOLDER = re.compile(r"round-\d+")
 SESSION = "session.json"
 RESUMED_KEY = "gpu_pairs_resumed"  # benchmark JSON: the records of cases resumed, not timed, in its session
 SOLO_FOLDER = "_solo"
+PROFILES_FOLDER = "_profiles"  # gpu-pairs profile's records, one file per workload and device
+_PROFILE_NAME = re.compile(r"[^A-Za-z0-9_.+-]")
 _EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str": "a string or null",
              "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
 
@@ -65,6 +67,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     _atomic_write(Path(path), lambda handle: handle.write(text))
 
 
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """A binary file (a report's PNG) written as every results file is."""
+    _atomic_write(Path(path), lambda handle: handle.write(data), binary=True)
+
+
 def atomic_write_csv(path: str | Path, header: tuple[str, ...], rows: Iterable) -> None:
     def write(handle) -> None:
         writer = csv.writer(handle)
@@ -92,7 +99,7 @@ def _umask() -> int:
     return 0o022
 
 
-def _atomic_write(path: Path, write) -> None:
+def _atomic_write(path: Path, write, binary: bool = False) -> None:
     """A temporary file in the same folder, renamed over ``path``: a reader never sees half a file,
     and a failed write leaves the earlier file. The file gets the umask's mode like the logs
     beside it (``mkstemp`` alone would make it 0600: colleagues could not read the results)."""
@@ -103,7 +110,7 @@ def _atomic_write(path: Path, write) -> None:
         raise StoreWriteError(f"could not write {path}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -228,6 +235,26 @@ def duplicate_case_message(path: str | Path, where: str, case_id: str, first: st
             f"{first}; remove the stale copy")
 
 
+def profile_path(out_dir: str | Path, workload: str, device: str) -> Path:
+    """Where a workload's profile on ``device`` (cpu or cuda) lives: ``<out>/_profiles/<workload>.<device>.json``,
+    the name made safe for any file system."""
+    return Path(out_dir) / PROFILES_FOLDER / f"{_PROFILE_NAME.sub('_', workload)[:100]}.{device}.json"
+
+
+def save_profile(out_dir: str | Path, workload: str, device: str, profile: Mapping[str, Any]) -> Path:
+    path = profile_path(out_dir, workload, device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, profile)
+    return path
+
+
+def profile_paths(out_dir: Optional[str | Path]) -> list[Path]:
+    """Every stored profile of a results folder, in name order (none where there is no folder)."""
+    if out_dir is None or not (Path(out_dir) / PROFILES_FOLDER).is_dir():
+        return []
+    return sorted((Path(out_dir) / PROFILES_FOLDER).glob("*.json"))
+
+
 def complete_records(out_dir: str | Path) -> list[Record]:
     """The complete records of a results folder, solo baselines included; unreadable ones are left out."""
     found, _ = case_records(out_dir, solo=True)
@@ -303,11 +330,16 @@ def _store_reason(problem: JsonProblem, what: str) -> str:
     return problem.reason
 
 
-def machine_from_session(session: dict[str, Any]) -> dict[str, Any]:
-    """The machine of a run directory, from its ``session.json``."""
+def machine_from_session(session: Mapping[str, Any]) -> dict[str, Any]:
+    """What identifies the measuring machine, from a ``session.json`` or the same facts of the
+    running session: the one builder of benchmark ``machine_info["gpu_pairs"]``, of the gate's
+    machines and of a run directory's. ``gpu_memory_mb`` is the card size emulated with
+    ``--gpu-pairs-gpu-memory-mb`` (None: the whole card)."""
     gpu = session.get("gpu") or {}
     return {"device": session.get("device"), "gpu_name": gpu.get("name"), "driver": gpu.get("driver"),
-            "cuda_driver_version": gpu.get("cuda_driver_version"), "gpu_memory_mb": session.get("gpu_memory_mb")}
+            "cuda_driver_version": gpu.get("cuda_driver_version"), "memory_total_mb": gpu.get("memory_total_mb"),
+            "power_limit_w": gpu.get("power_limit_w"), "idle_power_w": session.get("idle_power_w"),
+            "gpu_memory_mb": session.get("gpu_memory_mb")}
 
 
 def _session_machine(run_dir: Path) -> dict[str, Any]:

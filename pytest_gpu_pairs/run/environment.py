@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from pytest_gpu_pairs.devices.cpus import CpuPlan, unpinned
 from pytest_gpu_pairs.devices.nvml import Gpu
+from pytest_gpu_pairs.run.cpus import CpuPlan, unpinned
 
 
 @dataclass

@@ -119,6 +119,7 @@ class InterleavedPair:
         self.started_t = self.warm_t = 0.0
         self.phase_s, self.settle_s = case.phase_s, case.settle_s
         self.report_gap_s: dict[str, float] = {}
+        self._phases_settled = False  # a round was complete: the phase lengths stay
         self.stop_reason: Optional[str] = None
         self.failure: Optional[str] = None
         self._closed = False
@@ -256,10 +257,12 @@ class InterleavedPair:
         steps more slowly than its warm-up cadence promised (a loaded host, a slower stretch of its
         data): the phases and the settling double, up to ``MAX_PHASE_GROWTH`` times the settings'.
         Once a round is complete the lengths stay, so that a case's rounds all have the same phases."""
-        if self.phase_s * 2 > MAX_PHASE_GROWTH * self.case.phase_s or complete_rounds(self.snapshot(), self.env.idle_power_w):
+        if self._phases_settled or self.phase_s * 2 > MAX_PHASE_GROWTH * self.case.phase_s:
             return
-        if any(_reports_in(self._progress(role), phase) < 2 for phase in last.phases
-               for role in (ROLES if phase.name == "pair" else (phase.name,))):
+        if complete_rounds(self.snapshot(), self.env.idle_power_w):
+            self._phases_settled = True
+        elif any(_reports_in(self._progress(role), phase) < 2 for phase in last.phases
+                 for role in (ROLES if phase.name == "pair" else (phase.name,))):
             self.phase_s, self.settle_s = self.phase_s * 2, self.settle_s * 2
 
     def _restart(self, role: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.devices.cpus import BUILTIN_JOB_CPUS, CpuPlan, format_cpu_list, share_of_cores
+from pytest_gpu_pairs.devices.cpus import format_cpu_list
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_gpu
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
@@ -36,6 +36,7 @@ from pytest_gpu_pairs.record.store import (
 )
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
+from pytest_gpu_pairs.run.cpus import BUILTIN_JOB_CPUS, CpuPlan, share_of_cores
 from pytest_gpu_pairs.run.dataparallel import DataParallelJob, RankSetup
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.proctree import deferred_signals

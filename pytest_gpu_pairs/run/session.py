@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
-from pytest_gpu_pairs.devices.cpus import CpuPlan, physical_cores, plan_job_cpus, share_of_cores, unpinned, usable_cpus
+from pytest_gpu_pairs.devices.cpus import physical_cores, usable_cpus
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu, visible_gpu
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
@@ -36,6 +36,7 @@ from pytest_gpu_pairs.record.store import (
 )
 from pytest_gpu_pairs.run.background import stop_all_loops
 from pytest_gpu_pairs.run.ballast import Ballast
+from pytest_gpu_pairs.run.cpus import CpuPlan, plan_job_cpus, share_of_cores, unpinned
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid
@@ -68,7 +69,9 @@ class CardEmulationUnavailable(RuntimeError):
     """``--gpu-pairs-gpu-memory-mb`` on a run without a GPU: the case is skipped with this reason."""
 
 
-def _open_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], Optional[str]]:
+def open_device_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], Optional[str]]:
+    """The GPU jobs of ``device`` (auto, cuda, cpu) train on, or None with the reason; ``DeviceRequestError``
+    where cuda was asked for and no GPU is usable."""
     if device == "cpu":
         return None, "--gpu-pairs-device cpu: jobs train on the CPU, GPU figures do not apply"
     try:
@@ -260,7 +263,7 @@ class GpuPairsSession:
     def environment(self) -> Environment:
         if self._env is None:
             self.orphans_killed = reap_orphans(self.options.out_dir)
-            gpu, reason = _open_gpu(self.options.device, self.options.gpu)
+            gpu, reason = open_device_gpu(self.options.device, self.options.gpu)
             device = "cuda" if gpu is not None else "cpu"
             env = Environment(device=device, scale=self.options.scale, sample_hz=self.options.sample_hz,
                               gpu=gpu, gpu_unavailable=reason,

@@ -19,6 +19,14 @@ def test_workloads_listing_shows_every_builtin_without_importing_torch():
     assert rows["vulberta_mlp"]["defaults"]["batch_size"] == 2 and rows["bug_localization"]["cpu_only"]
 
 
+def test_parameters_are_counted_in_a_job_process_and_the_listing_process_stays_torch_free():
+    code = ("import sys; from pytest_gpu_pairs.experiment.listing import measure_params; "
+            "print(measure_params(['resnet20'])); print('TORCH', 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["{'resnet20': 269722}", "TORCH False"]
+
+
 def test_workloads_listing_table_and_command_workloads(tmp_path):
     (tmp_path / "w.json").write_text(json.dumps({"workloads": {"mine": {"command": ["python", "train.py"]}}}))
     done = subprocess.run([sys.executable, "-m", "pytest_gpu_pairs.cli", "workloads", "--workloads-file",

@@ -72,5 +72,5 @@ def test_in_a_real_terminal_the_line_is_drawn_and_erased(tmp_path, standalone_py
     shown = _run_in_a_terminal(["-m", "pytest", "-p", "no:cacheprovider", "--gpu-pairs-device", "cpu",
                                 "--gpu-pairs-out", str(tmp_path / "out"), "test_tty.py"], tmp_path)
     assert "1 passed" in shown
-    assert SAVE_CURSOR + " [mnist solo 00:0" in shown and "fg epoch 0.50 step 7" in shown
+    assert SAVE_CURSOR + " [mnist solo 0:0" in shown and "fg epoch 0.50 step 7" in shown
     assert RESTORE_CURSOR + ERASE_TO_END in shown

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from support.helpers import REPO, SUITE, pair
+from support.helpers import REPO, SUITE, jobs_started_under, pair
 
 from integration.test_supervision import LONG_BG, OK_CASE, OK_PAIR, write_settings
 from integration.test_supervision import pair as command_pair
@@ -281,13 +281,14 @@ def test_pytest_benchmark_s_compare_command_runs_in_the_repository_without_hypot
     assert "test_pair[g00]" in done.stdout and "Traceback" not in done.stderr
 
 
-def test_more_cpu_workers_than_the_cores_allow_are_named_before_the_session_starts(pytester):
+def test_more_cpu_workers_than_the_cores_allow_are_named_before_the_first_case(pytester):
     pytester.makepyfile(test_suite=SUITE)
     settings = write_settings(pytester.path, "crowded", [OK_PAIR])
     one_cpu = ("import os, sys, pytest; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
                "sys.exit(pytest.console_main())")
     result = pytester.run(sys.executable, "-c", one_cpu, "--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",
-                          "-n", "2", "--co", "-p", "no:cacheprovider", timeout=300)
+                          "--gpu-pairs-out", pytester.path / "out", "-n", "2", "-p", "no:cacheprovider", "-rA", timeout=300)
     out = result.stdout.str()
     said = out.find("gpu-pairs: -n 2 on the CPU, and 1 physical core(s) here")
-    assert result.ret == 0 and 0 <= said < out.find(OK_CASE), out
+    assert result.ret == 0 and 0 <= said < out.find(f"PASSED test_suite.py::test_pair[{OK_CASE}]"), out
+    assert jobs_started_under(pytester.path / "out") == []

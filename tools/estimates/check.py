@@ -3,6 +3,10 @@ estimated against measured wall time (the case's own timeline; the session's wal
 total), written as ``estimates.json`` and ``estimates.md``.
 
     python -m tools.estimates.check -k densenet --dest DIR [-- extra pytest options]
+    python -m tools.estimates.check -k c01 --dest DIR --profile SETTINGS -- --gpu-pairs-settings SETTINGS
+
+``--profile`` first runs ``gpu-pairs profile`` on the selection's workloads into the fresh results
+folder, so the estimate is the one a user gets for their own script after profiling it once.
 
 The estimate is taken first, in this process (no torch, no device opened); the selection then runs
 in a pytest subprocess of its own, with a fresh results folder so no earlier result of the same
@@ -46,6 +50,15 @@ def estimate(select: str, out: Path, extra: list[str]) -> dict[str, float]:
     if code not in (0, 5):
         raise SystemExit(f"the plan failed: pytest exit code {code}")
     return grab.estimates
+
+
+def profile(settings: Path, select: str, out: Path, extra: list[str], log: Path) -> None:
+    device = extra[extra.index("--gpu-pairs-device") + 1] if "--gpu-pairs-device" in extra else "auto"
+    with open(log, "w") as handle:
+        code = subprocess.call([sys.executable, "-m", "pytest_gpu_pairs.cli", "profile", str(settings), "-k", select,
+                                "--out", str(out), "--device", device], stdout=handle, stderr=subprocess.STDOUT)
+    if code != 0:
+        raise SystemExit(f"gpu-pairs profile failed (exit code {code}); see {log}")
 
 
 def measure(select: str, out: Path, extra: list[str], log: Path) -> tuple[float, int]:
@@ -96,10 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", dest="select", required=True)
     parser.add_argument("--dest", type=Path, required=True, help="folder for estimates.json, estimates.md, the log")
     parser.add_argument("--out", type=Path, default=Path("/tmp/estimates_check"), help="results folder (emptied)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="SETTINGS",
+                        help="profile the selection's workloads of this experiment file first")
     parser.add_argument("extra", nargs="*", help="more pytest options, after --")
     args = parser.parse_args(argv)
     shutil.rmtree(args.out, ignore_errors=True)
     args.dest.mkdir(parents=True, exist_ok=True)
+    if args.profile is not None:
+        profile(args.profile, args.select, args.out, args.extra, args.dest / "profile.log")
     estimates = estimate(args.select, args.out, args.extra)
     print(json.dumps({"estimates_s": estimates}, indent=1), flush=True)
     session_s, code = measure(args.select, args.out, args.extra, args.dest / "pytest.log")

@@ -7,8 +7,11 @@
 #   CARRIED=.carry/feasibility_10g bash tools/feasibility_10g/study.sh start
 #   bash tools/feasibility_10g/study.sh status
 #   bash tools/feasibility_10g/study.sh collect   # stops a running case (SIGTERM), then $OUT/feasibility_10g/results.tgz
-# EXTRA passes further options (e.g. the MPS compute emulation: --gpu-pairs-sharing mps --gpu-pairs-mps-threads 52).
-WORK=/tmp/feasibility_10g
+# EXTRA passes further options (e.g. the MPS compute emulation: --gpu-pairs-sharing mps --gpu-pairs-mps-threads 52),
+# WORK names another folder for such a variant, SETTINGS another experiment file, SELECT a -k expression.
+WORK=${WORK:-/tmp/feasibility_10g}
+NAME=$(basename "$WORK")
+SETTINGS=${SETTINGS:-settings/parallel_feasibility_test.json}
 case "${1:-status}" in
   start)
     rm -rf "$WORK"; mkdir -p "$WORK/results"
@@ -20,8 +23,8 @@ case "${1:-status}" in
     nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu \
       --format=csv,noheader >> "$WORK/results/gpu.txt" 2>&1
     # shellcheck disable=SC2086
-    python3 -m pytest benchmarks --gpu-pairs-settings settings/parallel_feasibility_test.json \
-      --gpu-pairs-gpu-memory-mb 10240 --gpu-pairs-out "$WORK/results" --gpu-pairs-resume $EXTRA \
+    python3 -m pytest benchmarks --gpu-pairs-settings "$SETTINGS" \
+      --gpu-pairs-gpu-memory-mb 10240 --gpu-pairs-out "$WORK/results" --gpu-pairs-resume ${SELECT:+-k "$SELECT"} $EXTRA \
       --benchmark-json "$WORK/results/bench-$(date +%s).json" -p no:cacheprovider -q -rA > "$WORK/pytest.txt" 2>&1
     echo "pytest exit code: $?" >> "$WORK/pytest.txt"
     echo done > "$WORK/done" ;;
@@ -31,12 +34,13 @@ case "${1:-status}" in
     grep -E "PASSED|FAILED|ERROR" "$WORK/pytest.txt" 2>/dev/null | tail -14 ;;
   collect)
     if [ ! -f "$WORK/done" ]; then
-      pkill -TERM -f "pytest benchmarks --gpu-pairs-settings settings/parallel_feasibility_test.json"
-      for _ in $(seq 60); do [ -f "$WORK/done" ] && break; sleep 1; done
+      if pkill -TERM -f "pytest benchmarks --gpu-pairs-settings $SETTINGS"; then
+        for _ in $(seq 60); do [ -f "$WORK/done" ] && break; sleep 1; done
+      fi
     fi
     cp "$WORK/pytest.txt" "$WORK/results/pytest-$(date +%s).txt" 2>/dev/null
-    mkdir -p "$OUT/feasibility_10g"
-    tar -czf "$OUT/feasibility_10g/results.tgz" --exclude='*samples.csv' --exclude='*.progress.jsonl' -C "$WORK" results
-    echo "collected into $OUT/feasibility_10g/results.tgz" ;;
+    mkdir -p "$OUT/$NAME"
+    tar -czf "$OUT/$NAME/results.tgz" --exclude='*samples.csv' --exclude='*.progress.jsonl' -C "$WORK" results
+    echo "collected into $OUT/$NAME/results.tgz" ;;
   *) echo "usage: study.sh start|status|collect"; exit 2 ;;
 esac

@@ -9,7 +9,7 @@ reads ``workload_profiles_raw.json`` (min fits merged), the records under ``pair
 predictions to tell the model's error from the short measurement's). The card's
 reserve (what the driver held before the ballast) comes from those records where the profile lacks
 it, and the profile so completed is written beside the report as ``workload_profiles.json``, from
-which ``tools.planner.profiles`` distils the package's planner.
+which ``tools.workload_profiles.package`` distils the package's one profile table.
 For every measured pair, it predicts the efficiency, and the fit on each emulated card the pair
 ran or ran out of memory on, from a planner that never saw the pair, and writes ``validation.json``
 and ``validation.md``: the table of predicted vs measured, the median absolute error, the share of
@@ -26,10 +26,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_gpu_pairs.analysis.planner.measured import Measured, pair_key, read_measured
-from pytest_gpu_pairs.analysis.planner.predict import Planner
-from pytest_gpu_pairs.analysis.planner.profiles import parse
 from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.planning.measured import Measured, pair_key, read_measured
+from pytest_gpu_pairs.planning.predict import Planner
+from pytest_gpu_pairs.planning.profiles import parse
 
 CARD_MB = 10240.0
 FIT_CARDS_MB = (CARD_MB, 8192.0)

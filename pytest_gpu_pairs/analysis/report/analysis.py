@@ -154,16 +154,35 @@ def overhead(runs: pd.DataFrame, tests: list[dict]) -> pd.DataFrame:
 
 
 def _model_defaults(model: str, rows: pd.DataFrame, columns: list[str]) -> dict[str, str]:
+    """The baseline a one-at-a-time variation is read against: a hyperparameter study's own
+    default variant where the runs hold one (its bounds are factors of that baseline, e.g. 2
+    epochs where the built-in trains 200), else the built-in's defaults, else the commonest value."""
+    study = _study_baseline(rows)
     known = BUILTINS[model].defaults() if model in BUILTINS else {}
     defaults = {}
     for column in columns:
         name = column[3:]
-        if name in known:
+        if column in study:
+            defaults[column] = study[column]
+        elif name in known:
             defaults[column] = _text(known[name])
         else:
             common = rows[column].dropna()
             defaults[column] = _text(common.mode().iloc[0]) if len(common) else "-"
     return defaults
+
+
+def _study_baseline(rows: pd.DataFrame) -> dict[str, str]:
+    """Each hyperparameter of the hp_study runs of the default variant, where they agree on it."""
+    if "variant" not in rows or "experiment_source" not in rows:
+        return {}
+    baseline = rows[(rows["experiment_source"] == "hp_study") & (rows["variant"] == "default")]
+    values = {}
+    for column in _hp_columns(baseline):
+        seen = {_text(v) for v in baseline[column].dropna()}
+        if len(seen) == 1:
+            values[column] = seen.pop()
+    return values
 
 
 def one_at_a_time(rows: pd.DataFrame, model: str, hp: str) -> pd.DataFrame:
@@ -211,6 +230,58 @@ def interaction_test(x: np.ndarray, y: np.ndarray, concurrent: np.ndarray) -> Op
         return None  # y is constant or fitted exactly: F would be rounding noise (its sign even depends on the BLAS)
     f_value = max(0.0, rss[0] - rss[1]) / (rss[1] / (n - 4))
     return f_value, float(stats.f.sf(f_value, 1, n - 4)), n
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """How much sharing changes a slope: the concurrent slope of y over x minus the solo one, with
+    its 95 % interval and the two-sided p of "no change"."""
+
+    estimate: float
+    low: float
+    high: float
+    p: float
+    n: int
+    se: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"estimate": self.estimate, "ci95": [self.low, self.high], "p": self.p, "n_runs": self.n,
+                "se": self.se}
+
+
+def interaction_estimate(x: np.ndarray, y: np.ndarray, concurrent: np.ndarray) -> Optional[Interaction]:
+    """The x-by-mode coefficient of y ~ 1 + x + mode + x*mode by least squares, with a Student-t
+    interval on its standard error (n - 4 degrees of freedom); None where the data cannot say
+    (fewer than two x values in a mode, or no residual freedom)."""
+    n = len(y)
+    if n < 5 or len(np.unique(x[concurrent])) < 2 or len(np.unique(x[~concurrent])) < 2:
+        return None
+    m = concurrent.astype(float)
+    design = np.column_stack([np.ones(n), x, m, x * m])
+    coef, _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
+    if rank < 4:
+        return None
+    residual = y - design @ coef
+    variance = float(residual @ residual) / (n - 4)
+    se = math.sqrt(variance * float(np.linalg.inv(design.T @ design)[3, 3]))
+    half = float(stats.t.ppf(0.975, n - 4)) * se
+    p = float(2 * stats.t.sf(abs(coef[3]) / se, n - 4)) if se > 0 else (1.0 if coef[3] == 0 else 0.0)
+    return Interaction(float(coef[3]), float(coef[3] - half), float(coef[3] + half), p, n, se)
+
+
+def pooled_interaction(parts: list[Interaction]) -> Optional[Interaction]:
+    """Several pairs' interactions as one fixed-effect, inverse-variance weighted estimate (normal
+    interval and p): the pooled answer to "does sharing change the slope", where the parts are on
+    one scale (relative to each pair's solo baseline)."""
+    usable = [part for part in parts if part.se > 0]
+    if len(usable) < 2:
+        return None
+    weights = [1.0 / part.se ** 2 for part in usable]
+    estimate = sum(w * part.estimate for w, part in zip(weights, usable)) / sum(weights)
+    se = math.sqrt(1.0 / sum(weights))
+    half = float(stats.norm.ppf(0.975)) * se
+    p = float(2 * stats.norm.sf(abs(estimate) / se))
+    return Interaction(estimate, estimate - half, estimate + half, p, sum(part.n for part in usable), se)
 
 
 def sensitivity_subset(rows: pd.DataFrame, model: str, hp: str, metric: str) -> tuple[pd.DataFrame, Optional[str]]:

@@ -13,6 +13,7 @@ from pytest_gpu_pairs.analysis.report.html import render
 from pytest_gpu_pairs.analysis.report.load import load_runs
 from pytest_gpu_pairs.analysis.report.plots import Plot, draw_all
 from pytest_gpu_pairs.compat import raw_data as seed
+from pytest_gpu_pairs.record.store import atomic_write_text
 
 OUR_SUMMARY_COLUMNS = (
     "case_id", "pair", "sharing", "campaign", "fg_slowdown", "slowdown_basis", "solo_duration_s", "solo_gpu_energy_j", "solo_n",
@@ -46,12 +47,6 @@ def summary_table(runs: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
     return pd.concat([seed_part.reindex(columns=lead + rest), ours], axis=1)
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def build_report(inputs: Iterable[str | Path], out_dir: str | Path, title: Optional[str] = None,
                  device_label: Optional[str] = None) -> Report:
     out_dir = Path(out_dir)
@@ -64,9 +59,9 @@ def build_report(inputs: Iterable[str | Path], out_dir: str | Path, title: Optio
     notes = loaded.notes + analysis.notes
     plots = draw_all(analysis, out_dir / "plots")
     summary, stats_path, html_path = out_dir / "summary.csv", out_dir / "stats.csv", out_dir / "report.html"
-    _write_text(summary, summary_table(runs, analysis).to_csv(index=False))
-    _write_text(stats_path, analysis.tests.to_csv(index=False))
+    atomic_write_text(summary, summary_table(runs, analysis).to_csv(index=False))
+    atomic_write_text(stats_path, analysis.tests.to_csv(index=False))
     title = title or f"gpu-pairs report: {', '.join(Path(str(i)).name for i in inputs)}"
-    _write_text(html_path, render(title, analysis, plots, loaded.inputs, notes, device_label))
+    atomic_write_text(html_path, render(title, analysis, plots, loaded.inputs, notes, device_label))
     files = [summary, stats_path, html_path] + [p.path for p in plots if p.path is not None]
     return Report(out_dir, analysis, plots, notes, files)

@@ -39,6 +39,7 @@ COLUMNS: dict[str, str] = {
     "success": "the run finished without failure or OOM",
     "failure": "why it failed",
     "experiment_source": "the predecessor's experiment_source, or our design",
+    "variant": "our case's hyperparameter variant (default, lr_min, epochs_max, ...; empty for predecessor rows)",
     "campaign": "the batch of runs this one belongs to (seed: the experiment_id prefix); only runs of one "
                 "campaign are compared with each other",
     "mutated_param": "the predecessor's mutated hyperparameter",
@@ -115,7 +116,8 @@ def record_run(record: dict[str, Any], source: str, kind: str, index: int, machi
         "case_id": record["case_id"], "timestamp": record.get("timestamp"), "mode": record.get("mode"),
         "fg_model": record.get("fg_model"), "bg_model": record.get("bg_model"),
         "success": not failure and not record.get("oom"), "failure": failure,
-        "experiment_source": record.get("design"), "mutated_param": None, "oom": record.get("oom"),
+        "experiment_source": record.get("design"), "variant": record.get("variant"), "mutated_param": None,
+        "oom": record.get("oom"),
         "sharing": record.get("sharing"),
         "device": record.get("device") or machine.get("device"), "gpu_name": machine.get("gpu_name"),
         "driver": machine.get("driver"), "cuda_driver_version": machine.get("cuda_driver_version")}

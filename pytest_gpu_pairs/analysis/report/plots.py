@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from pytest_gpu_pairs.analysis.report.analysis import LOG_HPS, SENSITIVITY_HPS, Analysis, sensitivity_subset
+from pytest_gpu_pairs.record.store import atomic_write_bytes
 
 DPI = 80
 SOLO, CONCURRENT, SHARE = "#1f77b4", "#ff7f0e", "#2ca02c"
@@ -323,6 +324,6 @@ def save_png(figure: Figure, path: Path) -> None:
     figure.savefig(buffer, dpi=DPI, bbox_inches="tight", metadata={"Software": None})
     buffer.seek(0)
     image = Image.open(buffer).convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
-    tmp = path.with_name(f".{path.name}.tmp")
-    image.save(tmp, format="PNG", optimize=True)
-    tmp.replace(path)
+    palette = io.BytesIO()
+    image.save(palette, format="PNG", optimize=True)
+    atomic_write_bytes(path, palette.getvalue())

@@ -177,3 +177,49 @@ def test_the_predecessors_percent_accuracy_and_our_old_records_compare_as_fracti
     values = loaded.runs.loc[loaded.runs["fg_model"] == "mnist_ff", "perf_value"]
     assert sorted(values) == [pytest.approx(0.975), 1.0]
     assert not any("off the scale" in note for note in loaded.notes)
+
+
+HP_STUDY = H100_DATA / "hp_study_hp06.json"  # the H100 hp_study pair: 2-epoch defaults, resnet20 varied
+
+
+def test_a_hyperparameter_study_is_read_against_its_own_baseline_so_every_varied_factor_is_analysed(tmp_path):
+    """resnet20's built-in trains 200 epochs; the study's baseline trains 2. Read against the
+    built-in, no run varies the learning rate alone; against the study's default variant, three
+    runs per mode do, and the report draws the learning-rate sensitivity as well as the epochs'."""
+    from pytest_gpu_pairs.analysis.report.analysis import analyse
+    from pytest_gpu_pairs.analysis.report.build import build_report
+    from pytest_gpu_pairs.analysis.report.load import load_runs
+
+    sensitivity = analyse(load_runs([HP_STUDY]).runs).sensitivity
+    for hp in ("learning_rate", "epochs"):
+        resnet = sensitivity[hp][sensitivity[hp]["fg_model"] == "resnet20"]
+        assert set(resnet["mode"]) == {"solo", "concurrent"} and (resnet["n"] == 3).all()
+    report = build_report([HP_STUDY], tmp_path / "report")
+    drawn = {p.name for p in report.plots if p.path is not None}
+    assert {"sensitivity_learning_rate_energy", "sensitivity_learning_rate_perf", "sensitivity_epochs_energy",
+            "sensitivity_epochs_perf"} <= drawn
+
+
+@given(st.floats(-2.0, 2.0), st.floats(-2.0, 2.0), st.floats(-1.0, 1.0), st.integers(0, 2**32 - 1))
+def test_the_interaction_estimate_recovers_a_known_change_of_slope(slope, change, offset, seed):
+    """Three x levels, both modes, three repeats each, small noise: the estimate lies within its
+    interval of the true change of slope, and the interval is a Student-t one around it."""
+    from pytest_gpu_pairs.analysis.report.analysis import interaction_estimate
+
+    rng = np.random.default_rng(seed)
+    x = np.tile(np.repeat([0.0, 1.0, 2.0], 3), 2)
+    concurrent = np.repeat([False, True], 9)
+    y = 1.0 + slope * x + offset * concurrent + change * x * concurrent + rng.normal(0, 0.01, len(x))
+    found = interaction_estimate(x, y, concurrent)
+    assert found is not None and found.n == 18
+    assert found.low < found.estimate < found.high and abs(found.estimate - change) < 0.05
+    assert found.low - 0.05 < change < found.high + 0.05
+
+
+def test_pooling_weighs_each_pair_by_its_precision():
+    from pytest_gpu_pairs.analysis.report.analysis import Interaction, pooled_interaction
+
+    precise, vague = Interaction(0.1, 0.08, 0.12, 0.001, 18, 0.01), Interaction(1.0, 0.0, 2.0, 0.05, 18, 0.5)
+    pooled = pooled_interaction([precise, vague])
+    assert 0.1 < pooled.estimate < 0.11 and pooled.se < precise.se and pooled.n == 36
+    assert pooled_interaction([precise]) is None

@@ -2,13 +2,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.devices.cpus import (
-    format_cpu_list,
-    parse_cpu_list,
-    physical_cores,
-    plan_job_cpus,
-    share_of_cores,
-)
+from pytest_gpu_pairs.devices.cpus import format_cpu_list, parse_cpu_list, physical_cores
+from pytest_gpu_pairs.run.cpus import plan_job_cpus, share_of_cores
 from pytest_gpu_pairs.run.session import job_cpu_plan
 
 

@@ -239,7 +239,7 @@ def test_the_sampler_thread_samples_at_its_rate_and_stops():
 
 
 def test_clock_event_reasons_are_named_and_unknown_bits_kept():
-    from pytest_gpu_pairs.devices.nvml import clock_event_names
+    from pytest_gpu_pairs.monitor.samples import clock_event_names
 
     assert clock_event_names(None) is None and clock_event_names(0) == []
     assert clock_event_names(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]

@@ -5,12 +5,18 @@ import json
 import time
 from types import SimpleNamespace
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.plugin.live import (
     ERASE_TO_END,
     RESTORE_CURSOR,
     SAVE_CURSOR,
+    CaseContext,
     LiveLine,
+    Pace,
     Snapshot,
     job_eta_s,
     last_progress,
@@ -36,7 +42,7 @@ def test_the_line_shows_elapsed_epoch_step_power_and_vram(tmp_path):
     line.draw()
     out = stream.getvalue()
     assert out.startswith(SAVE_CURSOR) and out.endswith(ERASE_TO_END + RESTORE_CURSOR)
-    assert "[mnist+resnet20 pair 01:15] | fg epoch 0.37 step 420 | 212 W | 2100 MB" in out
+    assert "[mnist+resnet20 pair 1:15] | fg epoch 0.37 step 420 | 212 W | 2100 MB" in out
     line.round_ended(round_)
     assert stream.getvalue().endswith(RESTORE_CURSOR + ERASE_TO_END)
 
@@ -48,7 +54,7 @@ def test_before_the_foreground_starts_it_says_so_and_without_a_gpu_it_omits_powe
     line = LiveLine(stream, room=lambda: 100, clock=iter([0.0, 3.0]).__next__)
     line.round_started(round_)
     line.draw()
-    assert "[mnist solo 00:03] | fg foreground starting" in stream.getvalue()
+    assert "[mnist solo 0:03] | fg foreground starting" in stream.getvalue()
     assert " W" not in stream.getvalue()
 
 
@@ -104,15 +110,46 @@ def test_the_line_names_case_i_of_n_the_background_starting_and_the_etas(tmp_pat
     line.case_started(2, 12, remaining_estimate_s=600.0)
     line.round_started(round_)
     line.draw()
-    assert "[case 2/12 mnist+resnet20 pair: resnet20 starting 00:10] | fg foreground starting | ETA session ~10:00" \
+    assert "[case 2/12 mnist+resnet20 pair: resnet20 starting 0:10] | fg foreground starting | ETA session ~10:00" \
         in stream.getvalue()
     (tmp_path / "fg.progress.jsonl").write_text(json.dumps({"event": "step", "step": 50, "epoch": 0.5, "t": 15.0}) + "\n")
     line.draw()
-    assert "fg epoch 0.50 step 50 | ETA job ~01:00, session ~11:00" in stream.getvalue()
+    assert "fg epoch 0.50 step 50 | ETA job ~1:00, session ~10:00" in stream.getvalue()
 
 
 def test_job_eta_extrapolates_its_own_progress_and_the_session_eta_learns_from_finished_cases():
     assert job_eta_s(0.25, 1, 30.0) == 90.0
     assert job_eta_s(None, 1, 30.0) is None and job_eta_s(1.0, 1, 30.0) is None and job_eta_s(0.5, None, 3) is None
-    assert session_eta_s(None, 100.0, 0.0, 0.0) == 100.0
-    assert session_eta_s(10.0, 100.0, finished_actual_s=60.0, finished_estimate_s=30.0) == 210.0
+    case = CaseContext(2, 3, remaining_estimate_s=100.0, started=0.0, estimate_s=50.0)
+    assert session_eta_s(case, 20.0, Pace()) == 130.0
+    pace = 80 / 50  # a finished case took twice its estimate; the running one's 20 s so far count as estimated
+    assert session_eta_s(case, 20.0, Pace(actual_s=60.0, estimate_s=30.0)) == pytest.approx(50 * pace - 20 + 100 * pace)
+    damped = 110 / 80  # one typical case of belief in the estimates damps the pace
+    assert session_eta_s(case, 20.0, Pace(60.0, 30.0, prior_s=30.0)) == pytest.approx(50 * damped - 20 + 100 * damped)
+    assert session_eta_s(case, 70.0, Pace()) == pytest.approx(100 * 70 / 50)  # its own overrun slows the rest
+
+
+def play(estimates, factors, tick_s=1.0):
+    """A session at a fake clock: each case takes its estimate times its factor; the ETA at every tick."""
+    now = [0.0]
+    line = LiveLine(io.StringIO(), room=lambda: 200, clock=lambda: now[0])
+    seen = []
+    for index, (estimate, factor) in enumerate(zip(estimates, factors), 1):
+        line.case_started(index, len(estimates), sum(estimates[index:]), estimate)
+        end = now[0] + estimate * factor
+        while now[0] < end:
+            seen.append((now[0], line.session_eta(now[0])))
+            now[0] = min(end, now[0] + tick_s)
+        line.case_ended(estimate)
+    return seen
+
+
+@given(st.lists(st.floats(5.0, 500.0), min_size=1, max_size=8), st.data())
+def test_the_session_eta_never_jumps_up_and_is_exact_when_the_estimates_are(estimates, data):
+    factors = data.draw(st.lists(st.floats(0.25, 4.0), min_size=len(estimates), max_size=len(estimates)))
+    seen = play(estimates, factors)
+    for (t0, a), (t1, b) in zip(seen, seen[1:]):
+        assert b <= a + (t1 - t0) * len(estimates) + 1e-6  # an overrun raises it second by second, never at once
+    exact = play(estimates, [1.0] * len(estimates))
+    total = sum(estimates)
+    assert all(eta == pytest.approx(total - t, abs=1e-6) for t, eta in exact)

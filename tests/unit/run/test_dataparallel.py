@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpu_pairs.devices.cpus import CpuPlan, unpinned
 from pytest_gpu_pairs.experiment.cases import JobConfig, ScalingPlan
 from pytest_gpu_pairs.experiment.schema import CommandWorkload
 from pytest_gpu_pairs.run import scaling
+from pytest_gpu_pairs.run.cpus import CpuPlan, unpinned
 from pytest_gpu_pairs.run.dataparallel import (
     NCCL_ENV,
     RankSetup,

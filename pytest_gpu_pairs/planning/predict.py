@@ -2,8 +2,11 @@
 energy saved, the mechanism to use, and a rank; each figure says what it rests on.
 
 A pair measured under a mechanism is reported as measured (its mean, and its interval where the
-records have one). Any other pair is predicted: the base model from its solo profiles plus the
-correction learned from all measured pairs, with an interval from their leave-one-out residuals.
+records have one), saying whether the measurement is the package's H100 reference or the user's
+own. Any other pair is predicted: the base model from its solo profiles plus the correction
+learned from all measured pairs, with an interval from their leave-one-out residuals. MPS is
+recommended only where measured MPS pairs support it; without them the row says time-slicing,
+and that MPS was not measured.
 """
 from __future__ import annotations
 
@@ -11,14 +14,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from pytest_gpu_pairs.analysis.planner import fit as learning
-from pytest_gpu_pairs.analysis.planner import memory, model
-from pytest_gpu_pairs.analysis.planner.measured import Measured, MeasuredPair, pair_key
-from pytest_gpu_pairs.analysis.planner.profiles import Profiles
+from pytest_gpu_pairs.planning import fit as learning
+from pytest_gpu_pairs.planning import memory, model
+from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
+from pytest_gpu_pairs.planning.profiles import Profiles
 
 MAX_EFFICIENCY = 2.0
 CLEARLY_BETTER = 0.1  # efficiency by which MPS must beat time-slicing when neither has an interval
 MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
+REFERENCE_NAME = "H100 reference"
+USE_TEXT = {"timeslice": "time-slicing", "mps": "MPS"}  # what a row says to use
 
 
 def _clip(value: float, low: float, high: float) -> float:
@@ -33,16 +38,24 @@ class Figure:
     low: Optional[float]
     high: Optional[float]
     basis: str
+    estimated: bool = True  # False: no spread could be estimated and the interval is the physical range
 
     def as_dict(self) -> dict[str, Any]:
         return {"value": self.value, "interval": [self.low, self.high] if self.value is not None else None,
+                "interval_estimated": self.estimated,
                 "basis": self.basis}
+
+
+def _measured_basis(pair: MeasuredPair) -> str:
+    origin = f"{REFERENCE_NAME}, " if pair.reference else ""
+    return f"{MEASURED} ({origin}{pair.records} record(s))"
 
 
 @dataclass
 class Planner:
     profiles: Profiles
     measured: Measured = field(default_factory=Measured)
+    profiled_here: frozenset[str] = frozenset()  # workloads whose solo profile ``gpu-pairs profile`` measured here
 
     def __post_init__(self) -> None:
         self.card = model.Card(self.profiles.idle_power_w, self.profiles.power_limit_w)
@@ -85,14 +98,14 @@ class Planner:
         width = learned.half_width if self.measured_count(sharing) >= learning.MIN_PAIRS else None
         basis = f"{LEARNED} ({learned.n})" if learned.n else SOLO_ONLY
         if width is None:
-            return Figure(value, low, high, basis)
+            return Figure(value, low, high, basis, estimated=False)
         return Figure(value, _clip(value - width, low, high), _clip(value + width, low, high), basis)
 
     def efficiency(self, models: tuple[str, str], sharing: str) -> Figure:
         pair = self.measured.of(models, sharing)
         if pair is not None and pair.efficiency is not None:
             low, high = pair.efficiency_ci or (None, None)
-            return Figure(pair.efficiency, low, high, f"{MEASURED} ({pair.records} record(s))")
+            return Figure(pair.efficiency, low, high, _measured_basis(pair))
         base = self._base(pair_key(*models), sharing)
         if base is None:
             return Figure(None, None, None, NONE)
@@ -102,7 +115,7 @@ class Planner:
     def energy_saved(self, models: tuple[str, str], sharing: str) -> Figure:
         pair: Optional[MeasuredPair] = self.measured.of(models, sharing)
         if pair is not None and pair.energy_saved is not None:
-            return Figure(pair.energy_saved, None, None, f"{MEASURED} ({pair.records} record(s))")
+            return Figure(pair.energy_saved, None, None, _measured_basis(pair))
         key = pair_key(*models)
         base = self._base(key, sharing)
         value = self._base_energy(key, base) if base is not None else None
@@ -121,32 +134,63 @@ class Planner:
         figures = {m: {"efficiency": self.efficiency(key, m).as_dict(), "energy_saved": self.energy_saved(key, m).as_dict(),
                        "measured_pairs": self.measured_count(m)} for m in mechanisms}
         fit = self.fit(key, card_mb)
-        recommended, note = recommend(figures)
-        bases = {f["efficiency"]["basis"] for f in figures.values()}
+        recommended, note, use = recommend(figures)
         return {"pair": list(key), "fit": {"verdict": fit.verdict, "need_mb": fit.need_mb, "spare_mb": fit.spare_mb,
                                           "basis": fit.basis},
-                "mechanisms": figures, "recommended": recommended, "note": note,
-                "rests_on": "measured" if any(b.startswith(MEASURED) for b in bases) else
-                            "solo profiles" if any(b != NONE for b in bases) else "nothing"}
+                "mechanisms": figures, "recommended": recommended, "use": use, "note": note,
+                "rests_on": rests_on({f["efficiency"]["basis"] for f in figures.values()},
+                                     bool(self.profiled_here & set(key)))}
 
 
-def recommend(figures: dict[str, dict[str, Any]]) -> tuple[Optional[str], str]:
-    """Time-slicing, the driver's default that needs no daemon, unless MPS is predicted clearly
-    better: above the top of time-slicing's interval, or, where no interval could be estimated,
-    by more than ``CLEARLY_BETTER``. The note says when MPS has no measurement behind it."""
+def rests_on(bases: set[str], profiled_here: bool = False) -> str:
+    """The strongest thing a pair's row rests on: a measurement of its own (the user's, or the H100
+    reference's), else the solo profiles (one of them measured here by ``gpu-pairs profile``, where
+    it was), else nothing."""
+    measured = [b for b in bases if b.startswith(MEASURED)]
+    if any(REFERENCE_NAME not in b for b in measured):
+        return "measured"
+    if measured:
+        return "measured (H100 reference)"
+    if not any(b != NONE for b in bases):
+        return "nothing"
+    return "solo profiles (a profile measured here)" if profiled_here else "solo profiles"
+
+
+def mps_supported(figures: dict[str, dict[str, Any]]) -> bool:
+    """Measured MPS pairs stand behind the MPS figure: the pair itself was measured under MPS, or
+    enough pairs were (``MIN_PAIRS``) to teach the correction and give it an interval."""
+    mps = figures.get("mps")
+    return mps is not None and (mps["efficiency"]["basis"].startswith(MEASURED)
+                                or mps["measured_pairs"] >= learning.MIN_PAIRS)
+
+
+def _use(mechanism: str, figures: dict[str, dict[str, Any]]) -> str:
+    if "mps" not in figures or mps_supported(figures):
+        return USE_TEXT[mechanism]
+    return "MPS (not measured: solo profiles only)" if mechanism == "mps" else "time-slicing (MPS not measured)"
+
+
+def recommend(figures: dict[str, dict[str, Any]]) -> tuple[Optional[str], str, str]:
+    """(mechanism, note, what the row says to use). Time-slicing, the driver's default that needs
+    no daemon, unless MPS is predicted clearly better (above the top of time-slicing's interval,
+    or, where no interval could be estimated, by more than ``CLEARLY_BETTER``) and measured MPS
+    pairs support that prediction; a prediction from solo profiles alone recommends nothing the
+    project never measured."""
     known = {m: f["efficiency"] for m, f in figures.items() if f["efficiency"]["value"] is not None}
     if not known:
-        return None, "no solo profile of one of the jobs: nothing to predict from"
+        return None, "no solo profile of one of the jobs: nothing to predict from", "-"
     notes = []
     if "mps" in figures and figures["mps"]["measured_pairs"] == 0:
         notes.append("MPS has no measured pair behind it: solo profiles only")
     if len(known) == 1:
-        return next(iter(known)), "; ".join(notes)
+        only = next(iter(known))
+        return only, "; ".join(notes), _use(only, figures)
     slicing, mps = known["timeslice"], known["mps"]
     interval = slicing["interval"] or [None, None]
     informative = None not in interval and interval != [0.0, MAX_EFFICIENCY]
     bar = interval[1] if informative else slicing["value"] + CLEARLY_BETTER
-    return ("mps" if mps["value"] > bar else "timeslice"), "; ".join(notes)
+    chosen = "mps" if mps["value"] > bar and mps_supported(figures) else "timeslice"
+    return chosen, "; ".join(notes), _use(chosen, figures)
 
 
 def rank(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ import json
 import pytest
 from support.helpers import H100_DATA, REPO
 
-from pytest_gpu_pairs.analysis.plan import select
 from pytest_gpu_pairs.cli import main as gpu_pairs
+from pytest_gpu_pairs.planning.plan import select
 
 SETTINGS = [str(REPO / "settings" / "parallel_feasibility_test.json"), str(REPO / "settings" / "slice_pairs.json")]
 

@@ -1,7 +1,12 @@
 """Measured pairs in: every concurrent case of any number of results folders (or benchmark JSON
-files), through ``record.store``, the only reader of records. A pair's figures are the mean over
-the records of the same two workloads and mechanism; fit evidence comes from the records made on an
-emulated card (``gpu_memory_mb``). A bad record is one line naming the file and the JSON path.
+files), through ``record.store``, the only reader of records, and the H100 reference pairs the
+package carries. A pair's figures are the mean over the records of the same two workloads and
+mechanism; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``). A
+bad record or reference file is one line naming the file and the JSON path.
+
+The reference (``reference_pairs.json``, made by ``tools/planner/reference.py``) is the 27 pairs
+the planner was validated on, measured on an H100 with the interleaved method; a pair measured in
+a results folder of the user's replaces the reference's figures of the same pair and mechanism.
 """
 from __future__ import annotations
 
@@ -11,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, ValidationError
+
+from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+from pytest_gpu_pairs.record.metrics import measured_mean
 from pytest_gpu_pairs.record.store import load_run
+
+REFERENCE = Path(__file__).with_name("reference_pairs.json")
 
 
 def pair_key(a: str, b: str) -> tuple[str, str]:
@@ -31,6 +42,7 @@ class MeasuredPair:
     peak_vram_mb: Optional[float]
     records: int
     sources: tuple[str, ...]
+    reference: bool = False  # from the package's H100 reference, not from a results folder given
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,14 @@ class Measured:
     def count(self, sharing: str) -> int:
         return sum(1 for (_, s), p in self.pairs.items() if s == sharing and p.efficiency is not None)
 
+    def reference_count(self, sharing: str) -> int:
+        return sum(1 for (_, s), p in self.pairs.items() if s == sharing and p.efficiency is not None and p.reference)
+
+    def over(self, reference: Measured) -> Measured:
+        """These measured pairs over ``reference``: a pair and mechanism measured here replaces the
+        reference's, and so does fit evidence of the same pair."""
+        return Measured({**reference.pairs, **self.pairs}, {**reference.fit, **self.fit}, self.skipped)
+
 
 def _number(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -73,11 +93,6 @@ def _on_gpu(record) -> bool:
     return record.get("device") not in (None, "cpu")
 
 
-def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
-    found = [v for v in values if v is not None]
-    return statistics.fmean(found) if found else None
-
-
 def _ci(records: Sequence) -> Optional[tuple[float, float]]:
     intervals = [r.get("concurrency_efficiency_ci") for r in records]
     intervals = [tuple(i) for i in intervals if isinstance(i, list) and None not in i]
@@ -89,9 +104,9 @@ def _ci(records: Sequence) -> Optional[tuple[float, float]]:
 def _pair(models: tuple[str, str], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:
     records = [r for _, r in found]
     ran = [r for r in records if not r.get("oom")]
-    return MeasuredPair(models, sharing, _mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
-                        _mean(_number(r.get("energy_saved_vs_serial")) for r in ran),
-                        _mean(_number(r.get("peak_vram_mb")) for r in ran), len(records),
+    return MeasuredPair(models, sharing, measured_mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
+                        measured_mean(_number(r.get("energy_saved_vs_serial")) for r in ran),
+                        measured_mean(_number(r.get("peak_vram_mb")) for r in ran), len(records),
                         tuple(sorted({s for s, _ in found})))
 
 
@@ -132,3 +147,74 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = ("interleaved"
     for models, records in emulated.items():
         measured.fit[models] = _fit_evidence(records)
     return measured
+
+
+_Number = Optional[StrictFloat]
+
+
+class _ReferencePair(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    models: list[StrictStr]
+    sharing: StrictStr
+    efficiency: _Number = None
+    efficiency_ci: Optional[list[StrictFloat]] = None
+    energy_saved: _Number = None
+    peak_vram_mb: _Number = None
+    records: StrictInt
+
+
+class _ReferenceFit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    models: list[StrictStr]
+    ran_mb: _Number = None
+    oom_mb: _Number = None
+
+
+class _ReferenceFile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    device: StrictStr
+    pairs: list[_ReferencePair]
+    fit: list[_ReferenceFit] = []
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The package's measured pairs and the card they were measured on."""
+
+    device: str
+    measured: Measured
+    source: str
+
+
+def _shape(data: _ReferenceFile, source: str) -> None:
+    for index, pair in enumerate(data.pairs):
+        if len(pair.models) != 2:
+            raise SettingsError(source, f"$.pairs[{index}].models", f"expected two model names, got {pair.models!r}")
+        if pair.efficiency_ci is not None and len(pair.efficiency_ci) != 2:
+            raise SettingsError(source, f"$.pairs[{index}].efficiency_ci", "expected [low, high]")
+    for index, fit in enumerate(data.fit):
+        if len(fit.models) != 2:
+            raise SettingsError(source, f"$.fit[{index}].models", f"expected two model names, got {fit.models!r}")
+
+
+def parse_reference(raw: object, source: str) -> Reference:
+    """A reference-pairs file; ``SettingsError`` in one line when it is unusable."""
+    try:
+        data = _ReferenceFile.model_validate(raw)
+    except ValidationError as exc:
+        raise first_error(exc, source) from None
+    _shape(data, source)
+    pairs = {}
+    for p in data.pairs:
+        models = pair_key(*p.models)
+        ci = tuple(p.efficiency_ci) if p.efficiency_ci else None
+        pairs[(models, p.sharing)] = MeasuredPair(models, p.sharing, p.efficiency, ci, p.energy_saved, p.peak_vram_mb,
+                                                  p.records, (source,), reference=True)
+    fit = {pair_key(*f.models): FitEvidence(f.ran_mb, f.oom_mb) for f in data.fit}
+    return Reference(data.device, Measured(pairs, fit), source)
+
+
+def read_reference(path: Optional[Path] = None) -> Reference:
+    """The measured pairs the package carries (or a file in their format)."""
+    path = Path(path) if path is not None else REFERENCE
+    return parse_reference(read_json(path), str(path))

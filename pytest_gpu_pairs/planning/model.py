@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile
 from pytest_gpu_pairs.experiment.vocabulary import SHARING_MODES
+from pytest_gpu_pairs.planning.profiles import SoloProfile
 
 ITERATIONS = 200
 MECHANISMS = SHARING_MODES

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from pytest_gpu_pairs.analysis.planner.measured import FitEvidence
-from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile
+from pytest_gpu_pairs.planning.measured import FitEvidence
+from pytest_gpu_pairs.planning.profiles import SoloProfile
 
 RESOLUTION_MB = 256  # the min-fit bisection's resolution
 

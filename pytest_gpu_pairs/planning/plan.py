@@ -1,12 +1,16 @@
-"""`gpu-pairs plan SETTINGS [--gpu-memory-mb N] [--sharing ...] [--gpus 1,2,4]`: which pairs fit and how well they share, and on how many GPUs, before running anything.
+"""`gpu-pairs plan SETTINGS [--gpu-memory-mb N] [--sharing ...] [--gpus 1,2,4]`: which pairs fit, how well they share, on how many GPUs.
 
-For every pair of the selected cases (``analysis.planner``): its fit on a card of N MB with a
-margin, its predicted concurrency efficiency with an interval, the energy it saves, the mechanism
-to use and its rank, each saying whether it rests on a measured pair or on solo profiles only.
-The model learns from the measured pairs of every ``--results`` folder.
+For every pair of the selected cases (``planning``): the groups that select it (``-k g10``), its
+fit on a card of N MB with a margin, its predicted concurrency efficiency with an interval, the
+energy it saves, the mechanism to use and its rank, each saying whether it rests on a measured pair
+or on solo profiles only. The model learns from the H100 reference pairs the package carries and
+from the measured pairs of every ``--results`` folder (which replace the reference's where both
+measured a pair). A workload the package's profiles do not know (a user's command workload) is
+taken from the profiles ``gpu-pairs profile`` stored in a results folder (``--out``, else the first
+``--results``, else ``gpu-pairs-results``), and its rows say so.
 
-With ``--gpus``, for each GPU count the selected cases' estimates (``run.estimate``) are list-scheduled longest
-first (``run.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
+With ``--gpus``, for each GPU count the selected cases' estimates (``planning.estimate``) are list-scheduled longest
+first (``planning.schedule``), as the xdist workers take them: the predicted makespan, the GPU-hours
 held (every GPU is paid until the last case ends), the idle GPU time at the tail, the speedup over
 one GPU, and, where earlier results of the cases say how much memory they took, the memory headroom
 of the tightest GPU. Each GPU is a session of its own, so a solo baseline needed on two GPUs is
@@ -20,17 +24,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_gpu_pairs.analysis.planner.measured import read_measured
-from pytest_gpu_pairs.analysis.planner.model import MECHANISMS
-from pytest_gpu_pairs.analysis.planner.predict import Planner, plan_pairs
-from pytest_gpu_pairs.analysis.planner.profiles import read_profiles
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning.estimate import case_costs, clock, earlier_results, standalone
+from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
+from pytest_gpu_pairs.planning.model import MECHANISMS
+from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles, with_own
+from pytest_gpu_pairs.planning.predict import Planner, plan_pairs
+from pytest_gpu_pairs.planning.profiles import read_profiles
+from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.record.store import StoreError, case_records, json_text, read_session
-from pytest_gpu_pairs.run.estimate import case_costs, earlier_results, standalone
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
-from pytest_gpu_pairs.run.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
 DEFAULT_GPUS = "1,2,4,6,8"
@@ -75,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", action="append", default=[], metavar="DIR",
                         help="a --gpu-pairs-out folder (or benchmark JSON) of measured pairs the planner learns "
                              "from; repeatable. The first folder also gives --gpus its earlier timings and peak memory")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="the results folder whose profiles (gpu-pairs profile) the plan uses "
+                             "(default: the first --results, else gpu-pairs-results)")
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="leave out the H100 reference pairs the package carries: learn only from --results")
     parser.add_argument("--method", choices=METHODS, default=None,
                         help="as --gpu-pairs-method: how the concurrent cases would be measured")
     parser.add_argument("--max-case-s", type=float, default=None, metavar="S",
@@ -116,12 +126,6 @@ def memory_headroom(results: Optional[Path], bins: Sequence[Sequence[str]]) -> O
             "unknown": unknown}
 
 
-def clock(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
-
-
 def _row(p: Prediction, one: Prediction, memory: Optional[dict[str, Any]]) -> dict[str, Any]:
     return {"gpus": p.gpus, "makespan_s": p.makespan_s, "gpu_hours": p.gpu_hours, "busy_gpu_hours": p.busy_s / 3600,
             "idle_s": p.idle_s, "speedup": one.makespan_s / p.makespan_s if p.makespan_s else None,
@@ -147,14 +151,19 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _interval(figure: dict[str, Any], percent: bool = False) -> str:
+    """The value with its interval; where no interval could be estimated, the value alone and
+    ``(no interval)``, not the physical range, which says nothing."""
     value = figure["value"]
     if value is None:
         return "-"
     scale, unit = (100, " %") if percent else (1, "")
+    digits = 0 if percent else 2
     low, high = figure["interval"] or (None, None)
-    text = f"{value * scale:.{0 if percent else 2}f}"
+    text = f"{value * scale:.{digits}f}"
+    if not figure.get("interval_estimated", True):
+        return text + unit + " (no interval)"
     if low is not None and high is not None:
-        text += f" [{low * scale:.{0 if percent else 2}f}, {high * scale:.{0 if percent else 2}f}]"
+        text += f" [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
     return text + unit
 
 
@@ -165,64 +174,94 @@ def _fit_text(fit: dict[str, Any]) -> str:
 
 
 def pair_table(pairs: Sequence[dict[str, Any]], mechanisms: Sequence[str]) -> list[str]:
-    header = ("rank", "pair", "fit (need, basis)", *(f"{m} eff [95 %]" for m in mechanisms),
+    header = ("rank", "groups", "pair", "fit (need, basis)", *(f"{m} eff [95 %]" for m in mechanisms),
               *(f"{m} energy saved" for m in mechanisms), "use", "rests on")
     cells = [header]
     for p in pairs:
         figures = p["mechanisms"]
-        cells.append((str(p["rank"]), "+".join(p["pair"]), _fit_text(p["fit"]),
+        cells.append((str(p["rank"]), ",".join(p.get("groups") or ["-"]), "+".join(p["pair"]), _fit_text(p["fit"]),
                       *(_interval(figures[m]["efficiency"]) for m in mechanisms),
                       *(_interval(figures[m]["energy_saved"], percent=True) for m in mechanisms),
-                      p["recommended"] or "-", p["rests_on"]))
+                      p.get("use") or p["recommended"] or "-", p["rests_on"]))
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
 
 
-def _pairs_of(cases) -> dict[tuple[str, str], list[str]]:
-    found: dict[tuple[str, str], list[str]] = {}
+def _pairs_of(cases) -> dict[tuple[str, str], list]:
+    found: dict[tuple[str, str], list] = {}
     for case in cases:
         if case.bg is not None:
-            found.setdefault(tuple(sorted((case.fg.model, case.bg.model))), []).append(case.id)
+            found.setdefault(tuple(sorted((case.fg.model, case.bg.model))), []).append(case)
     return found
 
 
-def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path]) -> dict[str, Any]:
+def _with_reference(measured: Measured, profiles, wanted: bool) -> tuple[Measured, Optional[str]]:
+    """The measured pairs over the package's H100 reference, where the profiles are of the card
+    the reference was measured on (its corrections are residuals against those profiles)."""
+    if not wanted:
+        return measured, None
+    reference = read_reference()
+    if profiles.device_name != reference.device:
+        return measured, None
+    return measured.over(reference.measured), reference.source
+
+
+def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path],
+                   own: OwnProfiles = OwnProfiles()) -> dict[str, Any]:
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
-    profiles = read_profiles(Path(args.profiles) if args.profiles else None)
-    measured = read_measured(results)
-    planner = Planner(profiles, measured)
+    table = read_profiles(Path(args.profiles) if args.profiles else None)
+    measured, reference = _with_reference(read_measured(results), table, getattr(args, "reference", True))
+    profiles, here = with_own(table, own, args.device)
+    planner = Planner(profiles, measured, here)
     card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
     pairs = _pairs_of(cases)
     predictions = plan_pairs(planner, list(pairs), card_mb, args.sharing)
     for p in predictions:
-        p["cases"] = pairs[tuple(p["pair"])]
+        selected = pairs[tuple(p["pair"])]
+        p["cases"] = [c.id for c in selected]
+        p["groups"] = sorted({c.group for c in selected})
     model = {"profiles": profiles.source, "profiled_device": profiles.device_name,
              "measured_pairs": {m: planner.measured_count(m) for m in args.sharing},
+             "reference_pairs": {m: measured.reference_count(m) for m in args.sharing},
+             "reference": reference,
+             "profiled_here": sorted(here),
              "other_method_records_skipped": measured.skipped,
              "efficiency_loo_rms": planner.efficiency_model.spread,
              "efficiency_interval_half_width": planner.efficiency_model.half_width}
     return {"card_mb": card_mb, "sharing": list(args.sharing), "model": model, "pairs": predictions}
 
 
+def _measured_text(model: dict[str, Any]) -> str:
+    parts = []
+    for mechanism, n in model["measured_pairs"].items():
+        reference = model["reference_pairs"].get(mechanism, 0)
+        parts.append(f"{n} {mechanism}" + (f" ({reference} of them the package's H100 reference)" if reference else ""))
+    return ", ".join(parts)
+
+
 def _print_pairs(plan: dict[str, Any]) -> None:
     model = plan["model"]
-    counts = ", ".join(f"{n} {m}" for m, n in model["measured_pairs"].items())
+    counts = _measured_text(model)
     skipped = model["other_method_records_skipped"]
     print(f"gpu-pairs plan: {len(plan['pairs'])} pair(s) on a {plan['card_mb']:.0f} MB card; solo profiles of "
           f"{model['profiled_device'] or 'an unnamed device'} ({model['profiles']}); measured pairs: {counts}"
           + (f" ({skipped} record(s) of the epoch method not used)" if skipped else ""))
+    if model["profiled_here"]:
+        print(f"profiled here (gpu-pairs profile): {', '.join(model['profiled_here'])}")
     for line in pair_table(plan["pairs"], plan["sharing"]):
         print(line)
     notes = sorted({p["note"] for p in plan["pairs"] if p["note"]})
     for note in notes:
         print(f"note: {note}")
-    print("fit: fits, tight (within the margin: max(256 MB, 5 % of the card)), no; an interval is missing where too "
-          "few pairs were measured to estimate one (the physical range 0-2 applies)")
+    print("fit: fits, tight (within the margin: max(256 MB, 5 % of the card)), no; (no interval): too few pairs "
+          "measured under that mechanism to estimate one (the physical range 0-2 applies); groups: select a pair's "
+          "cases with -k GROUP")
 
 
-def _gpu_rows(cases, options, args, results: Optional[Path], earlier) -> tuple[list[dict[str, Any]], Counter]:
-    costs = case_costs(cases, options, args.device, earlier)
-    bases = Counter(standalone(c, options, args.device, earlier).basis for c in cases)
+def _gpu_rows(cases, options, args, results: Optional[Path], earlier,
+              own: OwnProfiles) -> tuple[list[dict[str, Any]], Counter]:
+    costs = case_costs(cases, options, args.device, earlier, own)
+    bases = Counter(standalone(c, options, args.device, earlier, own).basis for c in cases)
     one = predict(costs, 1)
     rows = []
     for gpus in args.gpus:
@@ -243,8 +282,9 @@ def run(args: argparse.Namespace) -> int:
         wanted = set(select([c.id for c in cases], args.keyword))
         cases = [c for c in cases if c.id in wanted]
         earlier = earlier_results(results, options.scale, args.device)
-        pairs = plan_for_pairs(cases, args, folders) if cases else None
-        rows, bases = _gpu_rows(cases, options, args, results, earlier) if args.gpus and cases else ([], Counter())
+        own = read_own_profiles(Path(args.out) if args.out else options.out_dir)
+        pairs = plan_for_pairs(cases, args, folders, own) if cases else None
+        rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")
         return 2

@@ -15,7 +15,7 @@ from support.helpers import H100_DATA, pair
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import expand_all
 from pytest_gpu_pairs.experiment.load import parse_experiment
-from pytest_gpu_pairs.run.estimate import (
+from pytest_gpu_pairs.planning.estimate import (
     DEFAULT,
     DEFAULT_JOB_S,
     EARLIER,
@@ -24,11 +24,12 @@ from pytest_gpu_pairs.run.estimate import (
     estimate_cases,
     job_cost,
     long_cases,
-    profiles,
+    phases,
+    play_rounds,
     standalone,
 )
+from pytest_gpu_pairs.planning.profiles import packaged
 from pytest_gpu_pairs.run.options import GpuPairsOptions
-from tools.estimates import profiles as profile_tool
 
 CASE_ID = "g01-mnist_ff+resnet20-default-concurrent"
 
@@ -42,18 +43,14 @@ def cases(*pairs, **defaults):
     return expand_all([parse_experiment({"name": "t", "defaults": defaults, "pairs": list(pairs)}, "t.json")])
 
 
-def test_the_packaged_profiles_are_the_committed_references_collated():
-    assert json.loads(profile_tool.render()) == profiles()
-
-
 def test_a_profiled_job_costs_startup_steps_times_step_time_and_finish():
     job = cases(pair())[0].fg
-    row = profiles()["workloads"]["mnist_ff"]
+    row = packaged().get("mnist_ff")
     cost = job_cost(job, "cuda", 0.5)
     steps = math.ceil(1 * BUILTINS["mnist_ff"].steps_per_epoch(32) * 0.5)
     assert cost.basis == PROFILE
-    assert cost.train_s == steps * row["step_time_s"]
-    assert cost.total_s == row["startup_s"] + steps * row["step_time_s"] + row["finish_s"]
+    assert cost.train_s == steps * row.step_time_s
+    assert cost.total_s == row.startup_s + steps * row.step_time_s + row.finish_s
 
 
 def test_a_larger_batch_takes_proportionally_longer_per_step():
@@ -61,7 +58,7 @@ def test_a_larger_batch_takes_proportionally_longer_per_step():
     large = cases(pair(fg_hp={"epochs": 1, "batch_size": 64}))[0].fg
     steps_small = BUILTINS["mnist_ff"].steps_per_epoch(32)
     steps_large = BUILTINS["mnist_ff"].steps_per_epoch(64)
-    per_step = profiles()["workloads"]["mnist_ff"]["step_time_s"]
+    per_step = packaged().get("mnist_ff").step_time_s
     assert job_cost(large, "cuda", 1.0).train_s == steps_large * per_step * 2
     assert job_cost(small, "cuda", 1.0).train_s == steps_small * per_step
 
@@ -82,23 +79,48 @@ def test_a_solo_baseline_is_charged_once_to_the_first_case_that_needs_it(tmp_pat
     assert len(alone.solo_jobs) == 2 and alone.seconds > second.seconds
 
 
-def test_an_interleaved_case_is_capped_by_the_time_cap(tmp_path):
+def _phase_s(case, device="cuda"):
+    jobs = (job_cost(case.fg, device, 1.0), job_cost(case.bg, device, 1.0))
+    phase, settle = phases(case, jobs)
+    return max(j.startup_s for j in jobs), phase + settle
+
+
+def test_an_interleaved_case_always_completes_its_first_round_and_stops_at_the_next_check_past_its_cap(tmp_path):
     case = cases(pair(), method="interleaved", phase_s=600)[0]
+    startup, phase = _phase_s(case)
     estimate = estimate_cases([case], options(tmp_path, max_case_s=100.0), "cuda")[0]
-    assert estimate.seconds == pytest.approx(100.0 + case.cool_down_s)  # the stopping rule never starts a round past it
-    fixed = estimate_cases([case], options(tmp_path, max_case_s=100.0, precision_off=True), "cuda")[0]
-    assert fixed.seconds == pytest.approx(100.0 + case.cool_down_s)
-    short = cases(pair(), method="interleaved")[0]
-    quick = estimate_cases([short], options(tmp_path), "cpu")[0]
-    assert "3 rounds" in quick.detail and quick.solo_jobs == ()
+    assert estimate.seconds == pytest.approx(startup + case.warmup_s + 5 * phase + case.cool_down_s)
+    assert "stopped by the 100 s cap" in estimate.detail and "1 rounds" in estimate.detail
 
 
-def test_an_interleaved_case_with_a_precision_target_is_counted_at_its_cap(tmp_path):
+def test_an_interleaved_case_on_the_cpu_counts_three_rounds(tmp_path):
     case = cases(pair(), method="interleaved")[0]
-    capped = estimate_cases([case], options(tmp_path, max_case_s=110.0), "cuda")[0]
-    assert capped.seconds == pytest.approx(110.0 + case.cool_down_s) and "110 s cap" in capped.detail
-    longer = estimate_cases([case], options(tmp_path, max_case_s=170.0), "cuda")[0]
-    assert longer.seconds > capped.seconds
+    quick = estimate_cases([case], options(tmp_path), "cpu")[0]
+    assert "3 rounds" in quick.detail and "fixed" in quick.detail and quick.solo_jobs == ()
+    assert quick.basis == DEFAULT and "gpu-pairs profile" in quick.detail
+
+
+def test_an_interleaved_case_on_a_gpu_counts_the_typical_rounds_to_its_target_not_the_cap(tmp_path):
+    case = cases(pair(), method="interleaved")[0]
+    startup, phase = _phase_s(case)
+    rounds = math.ceil(packaged().precision_rounds)
+    estimate = estimate_cases([case], options(tmp_path), "cuda")[0]
+    assert estimate.seconds == pytest.approx(startup + case.warmup_s + (3 * rounds + 2) * phase)
+    assert estimate.seconds < 180.0 and f"{rounds} rounds" in estimate.detail
+    capped = estimate_cases([case], options(tmp_path, max_case_s=40.0), "cuda")[0]
+    assert capped.seconds <= 40.0 and "40 s cap" in capped.detail
+
+
+@given(st.floats(0.0, 100.0), st.floats(0.05, 50.0), st.integers(1, 80), st.integers(1, 80), st.floats(1.0, 400.0))
+def test_played_rounds_never_start_a_round_past_the_cap_and_only_the_first_may_run_over(start, phase, target, most,
+                                                                                         cap):
+    played = play_rounds(start, phase, target, most, cap)
+    assert played.count >= 1
+    assert played.seconds == pytest.approx(start + (3 * played.count + 2) * phase)
+    if played.count >= 2:
+        assert played.seconds <= cap + 1e-6  # the check before the last round passed: it ended within the cap
+    if played.count < min(target, most):
+        assert played.seconds + played.round_s > cap
 
 
 def _earlier_record(out: Path, scale: float) -> None:

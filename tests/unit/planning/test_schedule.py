@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.run.schedule import CaseCost, parse_shard, predict, schedule, shard_ids
+from pytest_gpu_pairs.planning.schedule import CaseCost, parse_shard, predict, schedule, shard_ids
 
 solo_keys = st.sampled_from(["mnist", "resnet20", "densenet121", "vulberta"])
 costs_strategy = st.lists(
@@ -99,7 +99,7 @@ def test_shards_of_real_selections_partition_them(indices, count, device):
     """Random selections of the suite's own cases, costed by the estimator as the plugin costs them."""
     from pathlib import Path
 
-    from pytest_gpu_pairs.run.estimate import Earlier, case_costs
+    from pytest_gpu_pairs.planning.estimate import Earlier, case_costs
     from pytest_gpu_pairs.run.options import GpuPairsOptions
 
     options = GpuPairsOptions(settings=(), device=device, scale=1.0, vram_budget_mb=None, min_efficiency=None,

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.analysis.planner import fit as learning
-from pytest_gpu_pairs.analysis.planner import memory, model
-from pytest_gpu_pairs.analysis.planner.measured import FitEvidence, Measured, MeasuredPair
-from pytest_gpu_pairs.analysis.planner.predict import Planner, recommend
-from pytest_gpu_pairs.analysis.planner.profiles import SoloProfile, parse, read_profiles
 from pytest_gpu_pairs.cli import main as gpu_pairs
 from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning import fit as learning
+from pytest_gpu_pairs.planning import memory, model
+from pytest_gpu_pairs.planning.measured import FitEvidence, Measured, MeasuredPair, read_reference
+from pytest_gpu_pairs.planning.predict import Planner, recommend
+from pytest_gpu_pairs.planning.profiles import SoloProfile, parse, read_profiles
 
 fractions = st.floats(0, 1, allow_nan=False)
 CARD = model.Card(idle_w=70.0, limit_w=700.0)
@@ -125,11 +125,12 @@ def test_a_measured_pair_is_reported_as_measured_and_others_learn_from_it():
     assert planner.without(("a", "b")).pair(("a", "b"), 10240, ("timeslice",))["rests_on"] == "solo profiles"
 
 
-def test_the_packaged_profiles_are_the_committed_reference():
-    from tools.planner.profiles import SOURCE, TARGET, render
+def test_the_one_packaged_profile_table_is_the_committed_references_distilled():
+    from tools.workload_profiles.package import TARGET, render
 
-    assert TARGET.read_text() == render(json.loads(SOURCE.read_text()))
+    assert TARGET.read_text() == render()
     packaged = read_profiles()
+    assert packaged.get("resnet20").startup_s is not None and packaged.typical_startup_s > 0
     assert packaged.get("mnist").busy == pytest.approx(0.2203, abs=1e-3)
     assert packaged.get("mnist").min_fit_mb == 1648 and packaged.reserved_mb == 480
 
@@ -193,6 +194,7 @@ def test_plan_predicts_every_pair_on_a_10_gb_card_from_fixture_profiles_and_reco
     assert plan["card_mb"] == 10240 and len(pairs) == 12 and plan["model"]["measured_pairs"]["timeslice"] == 3
     measured = pairs[("mnist_ff", "resnet20")]
     assert measured["rests_on"] == "measured" and measured["cases"] == ["g01-mnist_ff+resnet20-default-concurrent"]
+    assert measured["groups"] == ["g01"] and plan["model"]["reference"] is None  # another card: no H100 reference
     assert measured["mechanisms"]["timeslice"]["efficiency"]["interval"] == [pytest.approx(1.85), pytest.approx(1.95)]
     assert pairs[("mnist_ff", "resnet20")]["fit"]["verdict"] == "fits"
     assert pairs[("mnist_rnn", "pcb")]["rests_on"] == "nothing"  # mnist_rnn has no fixture profile
@@ -206,7 +208,8 @@ def test_plan_predicts_every_pair_on_a_10_gb_card_from_fixture_profiles_and_reco
     assert gpu_pairs(args) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("gpu-pairs plan: 12 pair(s) on a 10240 MB card; solo profiles of fixture card")
-    assert out[1].split()[:2] == ["rank", "pair"] and any(line.startswith("note: MPS has no measured pair") for line in out)
+    assert out[1].split()[:3] == ["rank", "groups", "pair"]
+    assert any(line.startswith("note: MPS has no measured pair") for line in out)
 
 
 def test_a_bad_record_stops_the_plan_with_one_line_naming_file_and_path(tmp_path, capsys):
@@ -225,14 +228,60 @@ def test_a_bad_sharing_word_is_refused_by_the_parser(capsys):
     assert "expected timeslice, mps or timeslice,mps" in capsys.readouterr().err
 
 
-def _mechanisms(slicing, mps, mps_measured=0):
+def _mechanisms(slicing, mps, mps_measured=3, mps_basis=""):
     return {"timeslice": {"efficiency": {"value": slicing[0], "interval": slicing[1], "basis": ""}, "measured_pairs": 1},
-            "mps": {"efficiency": {"value": mps[0], "interval": mps[1], "basis": ""}, "measured_pairs": mps_measured}}
+            "mps": {"efficiency": {"value": mps[0], "interval": mps[1], "basis": mps_basis},
+                    "measured_pairs": mps_measured}}
 
 
-def test_mps_is_recommended_only_when_clearly_better_than_time_slicing():
+def test_mps_is_recommended_only_when_clearly_better_than_time_slicing_and_measured():
     assert recommend(_mechanisms((1.93, [1.86, 2.0]), (2.0, [0.0, 2.0])))[0] == "timeslice"
     assert recommend(_mechanisms((1.43, [1.38, 1.48]), (1.73, [0.0, 2.0])))[0] == "mps"
     assert recommend(_mechanisms((1.54, [0.0, 2.0]), (1.60, [0.0, 2.0])))[0] == "timeslice"
-    assert recommend(_mechanisms((1.54, [0.0, 2.0]), (1.76, [0.0, 2.0])))[0] == "mps"
-    assert "no measured pair" in recommend(_mechanisms((1.5, None), (1.9, None)))[1]
+    assert recommend(_mechanisms((1.54, [0.0, 2.0]), (1.76, [0.0, 2.0])))[2] == "MPS"
+    unmeasured = recommend(_mechanisms((1.5, None), (1.9, None), mps_measured=0))
+    assert unmeasured[0] == "timeslice" and unmeasured[2] == "time-slicing (MPS not measured)"
+    assert "no measured pair" in unmeasured[1]
+    itself = recommend(_mechanisms((1.5, None), (1.9, None), mps_measured=1, mps_basis="measured pair (2 record(s))"))
+    assert itself[0] == "mps"
+
+
+efficiencies = st.floats(0.0, 2.0)
+
+
+@given(efficiencies, efficiencies, st.integers(0, learning.MIN_PAIRS - 1), st.booleans())
+def test_without_measured_mps_pairs_mps_is_never_recommended(slicing, mps, measured, interval):
+    figures = _mechanisms((slicing, [max(0.0, slicing - 0.1), min(2.0, slicing + 0.1)] if interval else None),
+                          (mps, None), mps_measured=measured, mps_basis="solo profiles only")
+    chosen, _, use = recommend(figures)
+    assert chosen == "timeslice" and use == "time-slicing (MPS not measured)"
+
+
+def test_the_packaged_reference_pairs_are_the_committed_validation_records_distilled():
+    from tools.planner.reference import TARGET, render
+
+    assert TARGET.read_text() == render()
+    reference = read_reference()
+    assert reference.measured.count("timeslice") == 27 and reference.measured.count("mps") == 0
+    assert reference.measured.fit[("pcb", "vulberta_mlp")].oom_mb == 8192
+
+
+def test_a_fresh_install_plans_from_the_reference_pairs_with_intervals_groups_and_no_unmeasured_mps(capsys):
+    assert gpu_pairs(["plan", SETTINGS, "--gpu-memory-mb", "10240", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["model"]["measured_pairs"] == {"timeslice": 27, "mps": 0}
+    slicing = [p["mechanisms"]["timeslice"]["efficiency"] for p in plan["pairs"]]
+    narrower = [f for f in slicing if f["interval"] and None not in f["interval"] and f["interval"] != [0.0, 2.0]]
+    assert len(narrower) > len(slicing) / 2
+    assert all(p["recommended"] == "timeslice" and p["use"] == "time-slicing (MPS not measured)" for p in plan["pairs"])
+    assert sorted(g for p in plan["pairs"] for g in p["groups"]) == [f"g{i:02d}" for i in range(1, 13)]
+    assert gpu_pairs(["plan", SETTINGS, "--gpu-memory-mb", "10240", "--json", "--no-reference"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["measured_pairs"] == {"timeslice": 0, "mps": 0}
+
+
+def test_a_bad_reference_file_is_one_line_with_its_json_path(tmp_path):
+    path = tmp_path / "reference.json"
+    path.write_text(json.dumps({"device": "x", "pairs": [{"models": ["a"], "sharing": "timeslice", "records": 1}]}))
+    with pytest.raises(SettingsError) as caught:
+        read_reference(path)
+    assert str(caught.value).startswith(f"{path}: $.pairs[0].models: ") and "\n" not in str(caught.value)

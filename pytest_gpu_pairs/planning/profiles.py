@@ -1,13 +1,17 @@
-"""Solo workload profiles in: the format ``tools/workload_profiles`` writes, read as untrusted input.
+"""Solo workload profiles in: the one table the estimator and the planner both read, the package's
+H100 profiles or a profile file of the user's own card, read as untrusted input.
 
-A profile file is ``{"device": {...}, "idle_power_w": W, "workloads": [{"model": ..., ...}],
-"pairs": [{"models": [a, b], "min_fit_mb": N}]}``; every figure may be missing or null (an older
-profile, a figure that could not be measured), and the planner says what it did without it.
-A bad file is one line naming the file, the JSON path and what was expected.
+A profile file is ``{"device": {...}, "idle_power_w": W, "typical": {"startup_s": S, "finish_s": S},
+"workloads": [{"model": ..., ...}], "pairs": [{"models": [a, b], "min_fit_mb": N}]}``, the format
+``tools/workload_profiles`` writes; every figure may be missing or null (an older profile, a
+figure that could not be measured), and the estimator and the planner say what they did without
+it. The packaged file is made by ``tools/workload_profiles/package.py``. A bad file is one line
+naming the file, the JSON path and what was expected.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Optional
 
@@ -15,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictStr, 
 
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 
-PACKAGED = Path(__file__).with_name("solo_profiles.json")
+PACKAGED = Path(__file__).with_name("workload_profiles.json")
 _Number = Optional[StrictFloat]  # whole numbers are accepted, strings and booleans not
 
 
@@ -37,6 +41,8 @@ class _Workload(BaseModel):
     torch_peak_reserved_mb: _Number = None
     seed_vram_mb: _Number = None
     min_fit_mb: _Number = None
+    startup_s: _Number = None
+    finish_s: _Number = None
 
 
 class _PairFit(BaseModel):
@@ -53,9 +59,17 @@ class _Device(BaseModel):
     reserved_mb: _Number = None
 
 
+class _Typical(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    startup_s: _Number = None
+    finish_s: _Number = None
+    precision_rounds: _Number = None  # interleaved rounds a case takes to its precision target
+
+
 class _File(BaseModel):
     model_config = ConfigDict(extra="allow")
     device: _Device = _Device()
+    typical: _Typical = _Typical()
     idle_power_w: _Number = None
     min_fit_method: Optional[StrictStr] = None
     workloads: list[_Workload]
@@ -80,6 +94,9 @@ class SoloProfile:
     peak_vram_mb: Optional[float]
     min_fit_mb: Optional[float]
     seed_vram_mb: Optional[float]
+    startup_s: Optional[float] = None  # process start to the first training step
+    finish_s: Optional[float] = None  # last training step to the process's exit
+    util_pct: Optional[float] = None  # NVML utilisation as measured (the estimator's time-slicing rule)
 
     @property
     def on_gpu(self) -> bool:
@@ -113,6 +130,9 @@ class Profiles:
     reserved_mb: Optional[float]  # what the card holds before any job: the driver's share (NVML)
     workloads: dict[str, SoloProfile]
     pair_min_fit_mb: dict[frozenset, float]
+    typical_startup_s: Optional[float] = None
+    typical_finish_s: Optional[float] = None
+    precision_rounds: Optional[float] = None
 
     def get(self, model: str) -> Optional[SoloProfile]:
         return self.workloads.get(model)
@@ -143,7 +163,7 @@ def _profile(entry: _Workload) -> SoloProfile:
                        entry.step_time_s, busy, _fraction(entry.mem_util_avg_pct),
                        _per_busy(entry.gpm_sm_util_pct, busy), _per_busy(entry.gpm_dram_bw_pct, busy),
                        entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
-                       entry.min_fit_mb, entry.seed_vram_mb)
+                       entry.min_fit_mb, entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct)
 
 
 def _check_ranges(data: _File, source: str) -> None:
@@ -152,7 +172,7 @@ def _check_ranges(data: _File, source: str) -> None:
             value = getattr(entry, key)
             if value is not None and not 0 <= value <= 100:
                 raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a percentage 0-100, got {value!r}")
-        for key in ("step_time_s", "power_avg_w", "min_fit_mb", "peak_vram_nvml_mb"):
+        for key in ("step_time_s", "power_avg_w", "min_fit_mb", "peak_vram_nvml_mb", "startup_s", "finish_s"):
             value = getattr(entry, key)
             if value is not None and value < 0:
                 raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a number >= 0, got {value!r}")
@@ -172,11 +192,19 @@ def parse(raw: object, source: str) -> Profiles:
     workloads = {entry.model: _profile(entry) for entry in data.workloads if entry.ok is not False}
     pairs = {frozenset(p.models): float(p.min_fit_mb) for p in data.pairs if p.min_fit_mb is not None}
     return Profiles(source, data.device.name, data.device.memory_total_mb, data.device.power_limit_w,
-                    data.idle_power_w, data.min_fit_method, data.device.reserved_mb, workloads, pairs)
+                    data.idle_power_w, data.min_fit_method, data.device.reserved_mb, workloads, pairs,
+                    data.typical.startup_s, data.typical.finish_s, data.typical.precision_rounds)
 
 
 def read_profiles(path: Optional[Path] = None) -> Profiles:
     """A profile file, or the profiles the package carries (the H100 reference); ``SettingsError``
     in one line when the file is unusable."""
-    path = Path(path) if path is not None else PACKAGED
-    return parse(read_json(path), str(path))
+    if path is None:
+        return packaged()
+    return parse(read_json(Path(path)), str(path))
+
+
+@cache
+def packaged() -> Profiles:
+    """The package's own table, read once per process (the estimator asks for it per job)."""
+    return parse(read_json(PACKAGED), str(PACKAGED))

@@ -1,0 +1,157 @@
+"""Profiles measured here: what ``gpu-pairs profile`` stored of a workload run alone, found by the
+next session in ``<results folder>/_profiles/`` and read as untrusted input.
+
+One file per workload and device (``<workload>.<device>.json``, the newest profile replacing the
+one before): start-up, seconds per step and the time between step reports, the epoch length in
+steps where known, the whole run where it ended inside the profile, peak memory, power, and a
+reason for every figure that could not be measured. The estimator uses a profile for a job of the
+same workload (and, for a command workload, the same command) on the same device; the planner
+uses the GPU ones. A bad file is one line naming the file, the JSON path and what was expected.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+
+from pytest_gpu_pairs.experiment.cases import JobConfig
+from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile
+from pytest_gpu_pairs.record.store import profile_paths
+
+KIND = "gpu-pairs workload profile"
+VERSION = 1
+BASIS = "profile (measured here)"
+_Seconds = Optional[float]
+
+
+def _number(value: Any) -> Optional[float]:
+    return None if value is None else float(value)
+
+
+class _File(BaseModel):
+    """The stored profile's shape; every figure may be null (the ``unmeasured`` reasons say why)."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["gpu-pairs workload profile"]
+    version: Literal[1]
+    workload: StrictStr = Field(min_length=1, max_length=200)
+    builtin: StrictBool
+    command: Optional[list[StrictStr]] = None
+    hyperparameters: dict[StrictStr, Any] = {}
+    device: Literal["cpu", "cuda"]
+    device_name: Optional[StrictStr] = None
+    measured_at: Optional[StrictStr] = None
+    scale: Optional[StrictFloat] = Field(None, gt=0)
+    batch_size: Optional[StrictInt] = Field(None, gt=0)
+    steps_per_epoch: Optional[StrictInt] = Field(None, gt=0)
+    startup_s: Optional[StrictFloat] = Field(None, ge=0)
+    step_time_s: Optional[StrictFloat] = Field(None, gt=0)
+    report_gap_s: Optional[StrictFloat] = Field(None, ge=0)
+    run_s: Optional[StrictFloat] = Field(None, ge=0)
+    run_steps: Optional[StrictInt] = Field(None, ge=0)
+    peak_memory_mb: Optional[StrictFloat] = Field(None, ge=0)
+    memory_kind: Optional[StrictStr] = None
+    util_avg_pct: Optional[StrictFloat] = Field(None, ge=0, le=100)
+    power_avg_w: Optional[StrictFloat] = Field(None, ge=0)
+    energy_per_step_j: Optional[StrictFloat] = Field(None, ge=0)
+    min_fit_mb: Optional[StrictFloat] = Field(None, gt=0)
+    unmeasured: dict[StrictStr, StrictStr] = {}
+
+
+@dataclass(frozen=True)
+class OwnProfile:
+    """One workload alone on this machine's device, as the estimator and the planner use it."""
+
+    workload: str
+    builtin: bool
+    command: Optional[tuple[str, ...]]
+    device: str
+    device_name: Optional[str]
+    source: str
+    scale: Optional[float] = None
+    batch_size: Optional[int] = None
+    steps_per_epoch: Optional[int] = None
+    startup_s: _Seconds = None
+    step_time_s: _Seconds = None
+    report_gap_s: _Seconds = None
+    run_s: _Seconds = None
+    run_steps: Optional[int] = None
+    peak_memory_mb: Optional[float] = None
+    util_avg_pct: Optional[float] = None
+    power_avg_w: Optional[float] = None
+    energy_per_step_j: Optional[float] = None
+    min_fit_mb: Optional[float] = None
+
+    def matches(self, job: JobConfig, device: str) -> bool:
+        """Same workload on the same device; a command workload also by the same command."""
+        if self.workload != job.model or self.device != device or self.builtin != job.is_builtin:
+            return False
+        return job.is_builtin or self.command == tuple(job.command.command)
+
+    def run_train_s(self) -> Optional[float]:
+        """The training part of a whole run that ended inside the profile (start-up left out)."""
+        if self.run_s is None:
+            return None
+        return max(0.0, self.run_s - (self.startup_s or 0.0))
+
+
+@dataclass(frozen=True)
+class OwnProfiles:
+    profiles: tuple[OwnProfile, ...] = ()
+    sources: tuple[str, ...] = field(default=())
+
+    def for_job(self, job: JobConfig, device: str) -> Optional[OwnProfile]:
+        return next((p for p in self.profiles if p.matches(job, device)), None)
+
+    def on(self, device: str) -> dict[str, OwnProfile]:
+        return {p.workload: p for p in self.profiles if p.device == device}
+
+
+def solo_profile(own: OwnProfile) -> SoloProfile:
+    """A profile measured here as the planner's model reads one: NVML's utilisation is its busy
+    share on a GPU; a CPU job occupies no GPU. Figures a short profile cannot take (GPM shares,
+    memory utilisation) stay unknown, and the model does without them."""
+    on_gpu = own.device == "cuda"
+    busy = own.util_avg_pct / 100.0 if on_gpu and own.util_avg_pct is not None else (None if on_gpu else 0.0)
+    return SoloProfile(own.workload, own.device, own.batch_size, own.step_time_s, busy, None, None, None, None,
+                       own.power_avg_w if on_gpu else None, own.energy_per_step_j if on_gpu else None,
+                       own.peak_memory_mb if on_gpu else None, own.min_fit_mb, None, own.startup_s, None,
+                       own.util_avg_pct if on_gpu else None)
+
+
+def with_own(profiles: Profiles, own: OwnProfiles, device: str) -> tuple[Profiles, frozenset[str]]:
+    """The table with the workloads it lacks (a user's command workload) taken from the profiles
+    measured here on ``device``, and the names so added. A workload the table has keeps the
+    table's figures: the corrections learned from the reference pairs are residuals against them."""
+    added = {name: solo_profile(p) for name, p in own.on(device).items() if profiles.get(name) is None}
+    if not added:
+        return profiles, frozenset()
+    return replace(profiles, workloads={**profiles.workloads, **added}), frozenset(added)
+
+
+def parse_profile(raw: object, source: str) -> OwnProfile:
+    try:
+        data = _File.model_validate(raw)
+    except ValidationError as exc:
+        raise first_error(exc, source) from None
+    if not data.builtin and not data.command:
+        raise SettingsError(source, "$.command", "expected the command of a command workload (a list of strings)")
+    return OwnProfile(data.workload, data.builtin, tuple(data.command) if data.command else None, data.device,
+                      data.device_name, source, data.scale, data.batch_size, data.steps_per_epoch,
+                      _number(data.startup_s), _number(data.step_time_s), _number(data.report_gap_s),
+                      _number(data.run_s), data.run_steps, _number(data.peak_memory_mb), _number(data.util_avg_pct),
+                      _number(data.power_avg_w), _number(data.energy_per_step_j), _number(data.min_fit_mb))
+
+
+def read_profile(path: Path) -> OwnProfile:
+    return parse_profile(read_json(path), str(path))
+
+
+def read_own_profiles(out_dir: Optional[Path]) -> OwnProfiles:
+    """Every profile stored under ``out_dir``; ``SettingsError`` in one line for the first bad one."""
+    paths: Sequence[Path] = profile_paths(out_dir)
+    return OwnProfiles(tuple(read_profile(p) for p in paths), tuple(str(p) for p in paths))

@@ -1,0 +1,192 @@
+"""`gpu-pairs profile SETTINGS [-k EXPR] [--device auto|cuda|cpu] [--out DIR]`: each selected workload run alone, briefly, and stored for the next plan.
+
+Every workload of the selected cases (built-in or command; the first case naming it gives its
+hyperparameters) is started alone as a real job process, trained for ``--warmup`` seconds after
+its first step, then measured for ``--seconds`` (``run.profiling``), and ended with every process
+of it. What the estimator and the planner need is stored in ``<out>/_profiles/<workload>.<device>.json``,
+where ``--gpu-pairs-plan``, the live line's estimates and ``gpu-pairs plan`` of the same results
+folder find it: start-up, seconds per step, the epoch length in steps where known, peak memory,
+power, and with ``--min-fit`` (on a GPU) the smallest emulated card it runs on. A figure that
+could not be measured is null with its reason under ``unmeasured``.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import socket
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.cases import DuplicateCaseError, JobConfig
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning.own_profiles import KIND, VERSION, read_profile
+from pytest_gpu_pairs.planning.plan import select
+from pytest_gpu_pairs.record.store import StoreWriteError, json_text, save_profile
+from pytest_gpu_pairs.run.jobs import kill_all_jobs
+from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
+from pytest_gpu_pairs.run.profiling import SoloRun, cpu_name, min_fit, profile_job
+from pytest_gpu_pairs.run.session import DeviceRequestError, GpuPairsSession, open_device_gpu
+
+DEFAULT_OUT = "gpu-pairs-results"
+WARMUP_S = 3.0
+WINDOW_S = 8.0
+READY_TIMEOUT_S = 600.0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"expected seconds above 0 and at most 3600, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("settings", nargs="+", metavar="SETTINGS", help="experiment files, as --gpu-pairs-settings")
+    parser.add_argument("-k", dest="keyword", default=None, metavar="EXPR",
+                        help="select cases as pytest's -k does; their workloads are profiled")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                        help="where the workloads train, as --gpu-pairs-device (default: auto)")
+    parser.add_argument("--scale", type=float, default=1.0, help="as --gpu-pairs-scale (default: 1)")
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help=f"the results folder the profiles are stored in, as --gpu-pairs-out (default: {DEFAULT_OUT})")
+    parser.add_argument("--warmup", type=_seconds, default=WARMUP_S, metavar="S",
+                        help=f"seconds of training after the first step left out (default: {WARMUP_S:g})")
+    parser.add_argument("--seconds", type=_seconds, default=WINDOW_S, metavar="S",
+                        help=f"seconds of steady training measured (default: {WINDOW_S:g})")
+    parser.add_argument("--min-fit", action="store_true",
+                        help="on a GPU, also bisect the smallest emulated card each workload runs on (minutes each)")
+    parser.add_argument("--json", action="store_true", help="print the stored profiles as JSON")
+
+
+def workloads_of(cases) -> list[JobConfig]:
+    """Each workload of the cases once, with the hyperparameters of the first case that names it."""
+    found: dict[str, JobConfig] = {}
+    for case in cases:
+        for job in (case.fg, case.bg):
+            if job is not None:
+                found.setdefault(job.model, job)
+    return list(found.values())
+
+
+def _epoch_length(job: JobConfig) -> tuple[Optional[int], Optional[str]]:
+    info = BUILTINS.get(job.model)
+    if job.is_builtin and info is not None and "batch_size" in info.hyperparameters:
+        return info.steps_per_epoch(job.hyperparameters.get("batch_size")), None
+    return None, "a command workload's epoch length in steps is not known to the harness (its whole run is, " \
+                 "where it ended within the profile: run_s, run_steps)"
+
+
+def record_of(job: JobConfig, run: SoloRun, device_name: str, scale: float, warmup_s: float) -> dict[str, Any]:
+    """The stored profile: what the run measured, and for every figure it could not, why."""
+    steps_per_epoch, no_epoch = _epoch_length(job)
+    unmeasured = dict(run.unmeasured)
+    if no_epoch:
+        unmeasured["steps_per_epoch"] = no_epoch
+    batch = job.hyperparameters.get("batch_size") if job.is_builtin else None
+    return {"kind": KIND, "version": VERSION, "workload": job.model, "builtin": job.is_builtin,
+            "command": list(job.command.command) if job.command is not None else None,
+            "hyperparameters": job.hyperparameters, "device": run.device, "device_name": device_name,
+            "host": socket.gethostname(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "scale": scale,
+            "warmup_s": warmup_s, "window_s": run.window_s, "steps_in_window": run.steps_in_window,
+            "batch_size": batch if isinstance(batch, int) else None, "steps_per_epoch": steps_per_epoch,
+            "startup_s": run.startup_s, "step_time_s": run.step_time_s, "report_gap_s": run.report_gap_s,
+            "run_s": run.run_s, "run_steps": run.run_steps, "peak_memory_mb": run.peak_memory_mb,
+            "memory_kind": run.memory_kind, "util_avg_pct": run.util_avg_pct, "power_avg_w": run.power_avg_w,
+            "energy_per_step_j": run.energy_per_step_j, "cpu_package_power_w": run.cpu_package_power_w,
+            "min_fit_mb": None, "log": run.log_path, "unmeasured": unmeasured}
+
+
+def _add_min_fit(record: dict[str, Any], job: JobConfig, gpu, work_dir: Path) -> None:
+    if gpu is None:
+        record["unmeasured"]["min_fit_mb"] = "a min fit is bisected over emulated GPU cards: no GPU here"
+        return
+    found, how = min_fit(job, gpu, work_dir / "min-fit", record["peak_memory_mb"])
+    if found is None:
+        record["unmeasured"]["min_fit_mb"] = how
+    else:
+        record["min_fit_mb"], record["min_fit_method"] = float(found), how
+
+
+def _load(args: argparse.Namespace, out: Path):
+    options = GpuPairsOptions(settings=tuple(Path(p) for p in args.settings), device=args.device, scale=args.scale,
+                              vram_budget_mb=None, min_efficiency=None, sample_hz=10.0, out_dir=out)
+    cases = GpuPairsSession(options).cases()
+    wanted = set(select([c.id for c in cases], args.keyword))
+    return [c for c in cases if c.id in wanted]
+
+
+def _row(record: dict[str, Any]) -> tuple[str, ...]:
+    def number(key: str, digits: int, unit: str = "") -> str:
+        value = record.get(key)
+        return "-" if value is None else f"{value:.{digits}f}{unit}"
+    rate = f"{1 / record['step_time_s']:.1f}" if record.get("step_time_s") else "-"
+    return (record["workload"], record["device"], number("startup_s", 1, " s"), number("step_time_s", 4, " s"), rate,
+            number("peak_memory_mb", 0, " MB"), number("power_avg_w", 0, " W"))
+
+
+def _print_table(records: list[dict[str, Any]]) -> None:
+    rows = [("workload", "device", "start-up", "per step", "steps/s", "peak memory", "power")]
+    rows += [_row(r) for r in records]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def _profile_all(jobs: list[JobConfig], args: argparse.Namespace, out: Path, gpu, device: str,
+                 device_name: str) -> tuple[list[dict[str, Any]], list[str]]:
+    records, failures = [], []
+    work_dir = out / "_profiles" / "runs"
+    for job in jobs:
+        run = profile_job(job, device, args.scale, work_dir / job.model, args.warmup, args.seconds,
+                          READY_TIMEOUT_S, gpu)
+        if run.failure or run.step_time_s is None:
+            failures.append(run.failure or f"{job.model}: {run.unmeasured.get('step_time_s')}; log: {run.log_path}")
+            continue
+        record = record_of(job, run, device_name, args.scale, args.warmup)
+        if args.min_fit:
+            _add_min_fit(record, job, gpu, work_dir / job.model)
+        else:
+            record["unmeasured"]["min_fit_mb"] = "not asked for (--min-fit)"
+        path = save_profile(out, job.model, device, record)
+        read_profile(path)  # what is stored must read back as the next session will read it
+        records.append(record)
+    return records, failures
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out).absolute()
+    try:
+        cases = _load(args, out)
+        gpu, reason = open_device_gpu(args.device)
+    except (SettingsError, DuplicateCaseError, OptionsError, ValueError, DeviceRequestError) as exc:
+        print(f"error: {exc}")
+        return 2
+    if not cases:
+        print("error: no case selected")
+        return 2
+    device = "cuda" if gpu is not None else "cpu"
+    device_name = gpu.info.name if gpu is not None else cpu_name() or platform.machine() or "cpu"
+    jobs = workloads_of(cases)
+    print(f"gpu-pairs profile: {len(jobs)} workload(s) alone on {device} ({device_name}), "
+          f"{args.warmup:g} s warm-up and {args.seconds:g} s measured each" + (f"; {reason}" if reason else ""))
+    try:
+        records, failures = _profile_all(jobs, args, out, gpu, device, device_name)
+    except (StoreWriteError, SettingsError) as exc:
+        print(f"error: {exc}")
+        return 2
+    finally:
+        kill_all_jobs()
+    if args.json:
+        print(json_text({"profiles": records, "failures": failures}))
+    else:
+        _print_table(records)
+        print(f"stored in {out / '_profiles'}: --gpu-pairs-plan, gpu-pairs plan and the live line of a session "
+              f"with this results folder use them")
+    for failure in failures:
+        print(f"error: {failure}")
+    return 1 if failures else 0

@@ -1,0 +1,77 @@
+"""`gpu-pairs profile` on the CPU: a user's command workloads run alone for seconds, their profiles
+stored in the results folder, read back by `--gpu-pairs-plan` and `gpu-pairs plan` (basis "profile
+(measured here)"), and every process started is ended, whether the job trained, ended by itself or
+failed before its first step. Nothing here asserts a duration."""
+from __future__ import annotations
+
+import json
+import sys
+
+from support.helpers import FAKE_JOB, SUITE, jobs_started_under
+
+from pytest_gpu_pairs.cli import main as gpu_pairs
+from pytest_gpu_pairs.planning.own_profiles import BASIS, read_own_profiles
+
+SHORT = ["--warmup", "0.5", "--seconds", "1.5"]
+
+
+def _job(*extra: str) -> dict:
+    return {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--step-s", "0.02", *extra]}
+
+
+def _settings(path, trainer=None, loader=None):
+    path.write_text(json.dumps({
+        "name": "mine", "defaults": {"method": "interleaved", "min_efficiency": 0.0},
+        "workloads": {"trainer": trainer or _job("--steps", "100000"), "loader": loader or _job("--steps", "100000")},
+        "pairs": [{"group": "p1", "foreground": {"model": "trainer"}, "background": {"model": "loader"}}]}))
+    return str(path)
+
+
+def test_a_command_workload_profiled_on_the_cpu_is_what_the_plans_rest_on(pytester, capsys):
+    settings, out = _settings(pytester.path / "mine.json"), pytester.path / "out"
+    assert gpu_pairs(["profile", settings, "--device", "cpu", "--out", str(out), *SHORT]) == 0
+    printed = capsys.readouterr().out
+    assert "2 workload(s) alone on cpu" in printed and f"stored in {out / '_profiles'}" in printed
+    assert jobs_started_under(out) == []
+    own = read_own_profiles(out)
+    assert sorted(p.workload for p in own.profiles) == ["loader", "trainer"]
+    assert all(p.device == "cpu" and p.step_time_s > 0 and p.startup_s >= 0 for p in own.profiles)
+    stored = json.loads((out / "_profiles" / "trainer.cpu.json").read_text())
+    assert stored["steps_per_epoch"] is None and "epoch length" in stored["unmeasured"]["steps_per_epoch"]
+    assert "GPU only" in stored["unmeasured"]["power_avg_w"]
+
+    pytester.makepyfile(test_suite=SUITE)
+    plan = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",
+                                         "--gpu-pairs-out", out, "--gpu-pairs-plan", "-p", "no:cacheprovider")
+    plan.stdout.fnmatch_lines([f"p1-trainer+loader-default-concurrent *{BASIS}*", "profiles measured here: 2 in *"])
+
+    capsys.readouterr()
+    assert gpu_pairs(["plan", settings, "--device", "cpu", "--out", str(out), "--gpus", "1", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["bases"] == {BASIS: 1} and planned["model"]["profiled_here"] == ["loader", "trainer"]
+    assert planned["pairs"][0]["rests_on"] == "solo profiles (a profile measured here)"
+
+
+def test_a_run_that_ends_inside_the_profile_is_stored_with_its_length(tmp_path, capsys):
+    settings = _settings(tmp_path / "mine.json", trainer=_job("--steps", "30"))
+    assert gpu_pairs(["profile", settings, "-k", "p1", "--device", "cpu", "--out", str(tmp_path / "out"), *SHORT]) == 0
+    trainer = json.loads((tmp_path / "out" / "_profiles" / "trainer.cpu.json").read_text())
+    assert trainer["run_steps"] == 30 and trainer["run_s"] > 0 and "run_s" not in trainer["unmeasured"]
+    loader = json.loads((tmp_path / "out" / "_profiles" / "loader.cpu.json").read_text())
+    assert loader["run_s"] is None and "did not end" in loader["unmeasured"]["run_s"]
+    assert jobs_started_under(tmp_path / "out") == []
+
+
+def test_a_workload_that_fails_before_its_first_step_is_named_and_nothing_is_stored_of_it(tmp_path, capsys):
+    settings = _settings(tmp_path / "mine.json", trainer=_job("--fault", "crash", "--fault-runs", "1-"))
+    assert gpu_pairs(["profile", settings, "--device", "cpu", "--out", str(tmp_path / "out"), *SHORT]) == 1
+    errors = [line for line in capsys.readouterr().out.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "trainer" in errors[0] and "log: " in errors[0]
+    assert sorted(p.name for p in (tmp_path / "out" / "_profiles").glob("*.json")) == ["loader.cpu.json"]
+    assert jobs_started_under(tmp_path / "out") == []
+
+
+def test_no_case_selected_is_one_line(tmp_path, capsys):
+    settings = _settings(tmp_path / "mine.json")
+    assert gpu_pairs(["profile", settings, "-k", "nothing_like_it", "--device", "cpu", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().out == "error: no case selected\n"

@@ -1,0 +1,159 @@
+"""Collate the hyperparameter pilot: does sharing the GPU change how the learning rate and the
+epochs act on a run's energy and on its accuracy?
+
+For each pair, factor (learning_rate, epochs) and outcome (the foreground's GPU energy above idle
+for its whole run, ``fg_gpu_energy_j``; its accuracy, the workload's primary metric), the runs that
+vary that factor alone (the default variant and the factor's two bounds, solo and concurrent,
+every repeat) are fitted with ``y ~ 1 + x + mode + x*mode`` (x: log10 of the learning rate, the
+epochs as they are); the interaction coefficient, the concurrent slope minus the solo slope, is the
+answer, with its 95 % Student-t interval and p-value. Energy is taken relative to the pair's solo
+baseline run (so pairs compare, and a slope reads "fraction of the baseline's energy per unit of
+x"); accuracy as a fraction. Pooled over the pairs: the fixed-effect, inverse-variance weighted
+estimate with a normal interval.
+
+    python -m tools.hp_pilot.collate RESULTS_FOLDER... --out reports/reference/hp_pilot
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from pytest_gpu_pairs.analysis.report.analysis import interaction_estimate, pooled_interaction
+from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, load_run
+
+FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
+OUTCOMES = ("energy", "accuracy")
+
+
+def round_records(record: dict[str, Any], folder: Optional[Path]) -> list[dict[str, Any]]:
+    """Each repeat of a case: its round folders' records where it has them, else the record itself."""
+    if folder is not None:
+        rounds = sorted(folder.glob("round-*/result.json"))
+        if rounds:
+            return [load_run(path).records[record["case_id"]] for path in rounds]
+    return [record]
+
+
+def observations(paths: list[Path]) -> list[dict[str, Any]]:
+    """One row per repeat: pair, variant, mode, the varied hyperparameters, energy and accuracy."""
+    rows = []
+    for path in paths:
+        run = load_run(path)
+        for case_id, record in run.records.items():
+            folder = path / case_id if path.is_dir() else None
+            for repeat, r in enumerate(round_records(record, folder), start=1):
+                metric = record.get("perf_metric")
+                perf = (r.get("perf") or {}).get(metric) if metric else None
+                rows.append({"pair": case_id.split("-")[0], "case_id": case_id, "variant": record.get("variant"),
+                             "mode": record.get("mode"), "model": record.get("fg_model"), "repeat": repeat,
+                             "hparams": record.get("fg_hparams") or {}, "energy": _number(r.get("fg_gpu_energy_j")),
+                             "accuracy": _number(perf), "metric": metric, "failure": r.get("failure")})
+    return rows
+
+
+def _number(value: Any) -> Optional[float]:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _varied_model(rows: list[dict[str, Any]]) -> Optional[str]:
+    varied = {r["model"] for r in rows if r["variant"] not in (None, "default", "bg_default")}
+    return varied.pop() if len(varied) == 1 else None
+
+
+def factor_rows(rows: list[dict[str, Any]], factor: str) -> list[dict[str, Any]]:
+    """The repeats of the varied model at its default and at the factor's two bounds."""
+    model = _varied_model(rows)
+    wanted = ("default", *FACTORS[factor])
+    return [r for r in rows if r["model"] == model and r["variant"] in wanted and r["failure"] is None]
+
+
+def _x(row: dict[str, Any], factor: str) -> float:
+    value = float(row["hparams"][factor])
+    return math.log10(value) if factor == "learning_rate" else value
+
+
+def pair_answer(rows: list[dict[str, Any]], factor: str, outcome: str) -> Optional[dict[str, Any]]:
+    data = [r for r in factor_rows(rows, factor) if r[outcome] is not None]
+    if not data:
+        return None
+    y = np.array([r[outcome] for r in data])
+    if outcome == "energy":
+        baseline = [r["energy"] for r in data if r["variant"] == "default" and r["mode"] == "solo"]
+        if not baseline:
+            return None
+        y = y / (sum(baseline) / len(baseline))
+    x = np.array([_x(r, factor) for r in data])
+    found = interaction_estimate(x, y, np.array([r["mode"] == "concurrent" for r in data]))
+    return None if found is None else {**found.as_dict(), "_found": found}
+
+
+def collate(paths: list[Path]) -> dict[str, Any]:
+    rows = observations(paths)
+    pairs = sorted({r["pair"] for r in rows})
+    summary: dict[str, Any] = {"pairs": {}, "pooled": {}, "n_runs": len(rows),
+                               "model": "y ~ 1 + x + mode + x*mode; x = log10(learning_rate) or epochs; energy "
+                                        "relative to the pair's solo baseline, accuracy as a fraction; pooled: "
+                                        "fixed-effect inverse-variance"}
+    found: dict[tuple[str, str], list] = {}
+    for pair in pairs:
+        mine = [r for r in rows if r["pair"] == pair]
+        summary["pairs"][pair] = {"n_runs": len(mine), "varied": _varied_model(mine)}
+        for factor in FACTORS:
+            for outcome in OUTCOMES:
+                answer = pair_answer(mine, factor, outcome)
+                if answer is not None:
+                    found.setdefault((factor, outcome), []).append(answer.pop("_found"))
+                summary["pairs"][pair].setdefault(factor, {})[outcome] = answer
+    for (factor, outcome), parts in found.items():
+        pooled = pooled_interaction(parts)
+        summary["pooled"].setdefault(factor, {})[outcome] = None if pooled is None else pooled.as_dict()
+    return summary
+
+
+def _cell(answer: Optional[dict[str, Any]]) -> str:
+    if not answer:
+        return "-"
+    low, high = answer["ci95"]
+    return f"{answer['estimate']:+.3f} [{low:+.3f}, {high:+.3f}], p={answer['p']:.2g}, n={answer['n_runs']}"
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["# Hyperparameter pilot: the change sharing makes to each slope", "",
+             "concurrent slope minus solo slope, 95 % interval, p, runs", "",
+             "| pair | factor | energy (fraction of the solo baseline per unit of x) | accuracy (fraction per unit of x) |",
+             "|---|---|---|---|"]
+    for pair, entry in summary["pairs"].items():
+        for factor in FACTORS:
+            answers = entry.get(factor, {})
+            lines.append(f"| {pair} ({entry['varied']}) | {factor} | {_cell(answers.get('energy'))} | "
+                         f"{_cell(answers.get('accuracy'))} |")
+    for factor, answers in summary["pooled"].items():
+        lines.append(f"| pooled | {factor} | {_cell(answers.get('energy'))} | {_cell(answers.get('accuracy'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("inputs", nargs="+", type=Path, help="results folders or benchmark JSON of the pilot")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        summary = collate(args.inputs)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(args.out / "summary.json", summary)
+    atomic_write_text(args.out / "summary.md", markdown(summary))
+    print(markdown(summary), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
