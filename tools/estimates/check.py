@@ -52,11 +52,16 @@ def estimate(select: str, out: Path, extra: list[str]) -> dict[str, float]:
     return grab.estimates
 
 
+def _option(extra: list[str], name: str, default: str) -> str:
+    return extra[extra.index(name) + 1] if name in extra[:-1] else default
+
+
 def profile(settings: Path, select: str, out: Path, extra: list[str], log: Path) -> None:
-    device = extra[extra.index("--gpu-pairs-device") + 1] if "--gpu-pairs-device" in extra else "auto"
+    """Profiled on the device and at the scale the selection then runs at."""
+    argv = [sys.executable, "-m", "pytest_gpu_pairs.cli", "profile", str(settings), "-k", select, "--out", str(out),
+            "--device", _option(extra, "--gpu-pairs-device", "auto"), "--scale", _option(extra, "--gpu-pairs-scale", "1")]
     with open(log, "w") as handle:
-        code = subprocess.call([sys.executable, "-m", "pytest_gpu_pairs.cli", "profile", str(settings), "-k", select,
-                                "--out", str(out), "--device", device], stdout=handle, stderr=subprocess.STDOUT)
+        code = subprocess.call(argv, stdout=handle, stderr=subprocess.STDOUT)
     if code != 0:
         raise SystemExit(f"gpu-pairs profile failed (exit code {code}); see {log}")
 
