@@ -29,7 +29,7 @@ from pytest_gpu_pairs.inputs import (
 )
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
 from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
-from pytest_gpu_pairs.record.model import Record, ValidationError
+from pytest_gpu_pairs.record.model import Record, ValidationError, unknown_key_text, unknown_keys
 
 RESULT = "result.json"
 ROUND_FOLDER = re.compile(r"round-\d+")
@@ -125,10 +125,15 @@ def _atomic_write(path: Path, write, binary: bool = False) -> None:
 
 
 def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = "$") -> Record:
-    """The record as the typed model; ``StoreError`` naming the first key that does not fit. A number
+    """The record as the typed model; ``StoreError`` naming the first key that does not fit, or that
+    the record does not declare (a misspelt key must not read back as a missing figure). A number
     JSON cannot hold (NaN, Infinity, an integer beyond a float's range: a job's metric, a ratio over
     a zero duration) becomes null with a note saying what it was."""
     data = _finite_record(record.to_dict() if isinstance(record, Record) else dict(record))
+    unknown = unknown_keys(data)
+    if unknown:
+        raise StoreError(f"{source}: {at}{json_path((unknown[0],))[1:]}: expected a gpu-pairs result record "
+                         f"({unknown_key_text(unknown[0])})")
     try:
         return Record.model_validate(data)
     except ValidationError as exc:

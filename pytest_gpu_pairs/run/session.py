@@ -25,6 +25,7 @@ from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
+from pytest_gpu_pairs.record.model import KNOWN
 from pytest_gpu_pairs.record.store import (
     SOLO_FOLDER,
     StoreError,
@@ -208,11 +209,14 @@ class GpuPairsSession:
             self._lock = None
 
     def extended(self, case: Case, record: dict[str, Any]) -> dict[str, Any]:
-        """The record with the keys other plugins add (``pytest_gpu_pairs_record``); ours win."""
+        """The record with the keys other plugins add (``pytest_gpu_pairs_record``); ours win. The
+        added keys the record does not declare are named in ``plugin_keys``, the one way past the
+        typed record's refusal of unknown keys."""
         added: dict[str, Any] = {}
         for extra in self.record_extensions(case, dict(record)):
             added.update(extra or {})
-        return {**added, **record}
+        foreign = sorted(key for key in added if key not in record and key not in KNOWN)
+        return {**added, **record, **({"plugin_keys": foreign} if foreign else {})}
 
     def cases(self) -> list[Case]:
         if self._cases is None:
