@@ -78,19 +78,32 @@ def _x(row: dict[str, Any], factor: str) -> float:
     return math.log10(value) if factor == "learning_rate" else value
 
 
-def pair_answer(rows: list[dict[str, Any]], factor: str, outcome: str) -> Optional[dict[str, Any]]:
-    data = [r for r in factor_rows(rows, factor) if r[outcome] is not None]
+def _missing(reason: str) -> dict[str, Any]:
+    return {"estimate": None, "reason": reason}
+
+
+def pair_answer(rows: list[dict[str, Any]], factor: str, outcome: str) -> dict[str, Any]:
+    """The interaction for one pair, factor and outcome, or a null estimate with the reason."""
+    varied = factor_rows(rows, factor)
+    if not {r["variant"] for r in varied} - {"default"}:
+        return _missing(f"no run varies {factor} (its bounds have not run yet)")
+    data = [r for r in varied if r[outcome] is not None]
     if not data:
-        return None
+        unit = "GPU energy (measured on a GPU only)" if outcome == "energy" else "an accuracy"
+        return _missing(f"no run of this factor recorded {unit}")
     y = np.array([r[outcome] for r in data])
+    if np.ptp(y) == 0:
+        return _missing(f"every run's {outcome} was the same ({y[0]:g}): no slope to compare")
     if outcome == "energy":
         baseline = [r["energy"] for r in data if r["variant"] == "default" and r["mode"] == "solo"]
         if not baseline:
-            return None
+            return _missing("no solo baseline run recorded energy")
         y = y / (sum(baseline) / len(baseline))
     x = np.array([_x(r, factor) for r in data])
     found = interaction_estimate(x, y, np.array([r["mode"] == "concurrent" for r in data]))
-    return None if found is None else {**found.as_dict(), "_found": found}
+    if found is None:
+        return _missing(f"too few runs: {len(data)}, and two values of {factor} in each mode are needed")
+    return {**found.as_dict(), "_found": found}
 
 
 def collate(paths: list[Path]) -> dict[str, Any]:
@@ -107,18 +120,20 @@ def collate(paths: list[Path]) -> dict[str, Any]:
         for factor in FACTORS:
             for outcome in OUTCOMES:
                 answer = pair_answer(mine, factor, outcome)
-                if answer is not None:
+                if "_found" in answer:
                     found.setdefault((factor, outcome), []).append(answer.pop("_found"))
                 summary["pairs"][pair].setdefault(factor, {})[outcome] = answer
-    for (factor, outcome), parts in found.items():
-        pooled = pooled_interaction(parts)
-        summary["pooled"].setdefault(factor, {})[outcome] = None if pooled is None else pooled.as_dict()
+    for factor in FACTORS:
+        for outcome in OUTCOMES:
+            pooled = pooled_interaction(found.get((factor, outcome), []))
+            summary["pooled"].setdefault(factor, {})[outcome] = (
+                _missing("fewer than two pairs have an estimate") if pooled is None else pooled.as_dict())
     return summary
 
 
-def _cell(answer: Optional[dict[str, Any]]) -> str:
-    if not answer:
-        return "-"
+def _cell(answer: dict[str, Any]) -> str:
+    if answer.get("estimate") is None:
+        return f"not estimated: {answer['reason']}"
     low, high = answer["ci95"]
     return f"{answer['estimate']:+.3f} [{low:+.3f}, {high:+.3f}], p={answer['p']:.2g}, n={answer['n_runs']}"
 
