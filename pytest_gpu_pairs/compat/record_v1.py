@@ -5,6 +5,10 @@ Rank@1/Rank@5 of the re-identification ones, in percent, next to fractions for e
 accuracy-like metric. Layout 2 records them all as fractions (0-1), so a comparison of an old
 run with a new one, or a report over both, must see the old percents divided by 100; energy per
 unit of such a metric grows by the same factor.
+
+Layout 1's benchmark entries also carried ``learning_rate`` (the foreground's, as in
+``fg_hparams``) and ``perf_value`` (``perf[perf_metric]``, in layout 1's units): both repeat what
+the record holds, so they are dropped rather than declared.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ PERCENT_METRICS: Mapping[str, tuple[str, ...]] = {
 }
 """Built-in -> its metrics that layout 1 recorded in percent."""
 PER_PERF = ("fg_energy_per_perf_j", "fg_energy_per_perf_j_std")
+REPEATED = ("learning_rate", "perf_value")  # layout 1's copies of fg_hparams.learning_rate and perf[perf_metric]
 LAYOUT = 2
 
 
@@ -63,7 +68,7 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
         return data
     model = data.get("fg_model")
     percent_metric = data.get("perf_metric") in _percent_metrics(model)
-    out = _figures(data, model, percent_metric)
+    out = _figures({k: v for k, v in data.items() if k not in REPEATED}, model, percent_metric)
     if "bg_perf" in out:
         out["bg_perf"] = _fractions(out["bg_perf"], data.get("bg_model"))
     if isinstance(out.get("rounds"), list):

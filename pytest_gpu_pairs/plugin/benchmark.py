@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.record.store import RESUMED_KEY
+from pytest_gpu_pairs.record.store import RESUMED_KEY, save_benchmark_json
 
 ROUND_FIGURE = "pair_s_per_solo_s"
 MACHINE_KEY = "gpu_pairs"  # our part of pytest-benchmark's machine_info
@@ -110,7 +110,7 @@ def resumed_entries(results) -> list[dict[str, Any]]:
     """The resumed cases as the benchmark JSON holds them: names, params and group as a timed
     entry has, the record from its ``result.json`` as ``extra_info``, and no timing statistics."""
     return [{"name": f"test_pair[{r.case.id}]", "group": r.case.group, "params": case_params(r.case),
-             "extra_info": dict(r.record)} for r in results if r.resumed]
+             "extra_info": r.record.to_dict()} for r in results if r.resumed]
 
 
 def add_resumed(output_json: dict[str, Any], results) -> None:
@@ -134,7 +134,7 @@ def save_json_of_resumed_cases(config: pytest.Config, results) -> Optional[str]:
                                                  machine_info=bench.get_machine_info(), commit_info=commit_info)
     hook.pytest_benchmark_update_json(config=config, benchmarks=[], output_json=output)
     name = bench.json.name if hasattr(bench.json, "write") else str(bench.json)  # an open file in 5.2, a path in 5.3
-    bench.save_json(output)
+    save_benchmark_json(bench, output)
     bench.json = None
     return (f"gpu-pairs: no case was timed in this session ({resumed} resumed from complete earlier results); "
             f"{name} holds their records under {RESUMED_KEY} (no timing statistics)")

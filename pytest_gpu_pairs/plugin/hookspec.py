@@ -11,7 +11,8 @@ import pytest
 def pytest_gpu_pairs_record(case: Any, record: dict[str, Any]) -> dict[str, Any] | None:
     """Keys to add to a case's record before it is saved (``result.json`` and the benchmark's
     ``extra_info``). Return a dict of new keys, or None. A key the record already has is kept as
-    gpu-pairs measured it: plugins add, they do not overwrite."""
+    gpu-pairs measured it: plugins add, they do not overwrite. The record names the added keys in
+    ``plugin_keys``, so that reading it back accepts them while refusing a misspelt key of its own."""
 
 
 @pytest.hookspec

@@ -170,7 +170,7 @@ def worker_output(config: pytest.Config, session) -> None:
     if bench is not None:
         benchmarks = [b.as_dict(include_data=True) for b in bench.benchmarks if b and not b.has_error]
         machine = bench.get_machine_info() if benchmarks else {}
-    results = [{"case_id": r.case.id, "record": dict(r.record), "resumed": r.resumed,
+    results = [{"case_id": r.case.id, "record": r.record.to_dict(), "resumed": r.resumed,
                 "enforce_efficiency": r.enforce_efficiency, "enforce_vram": r.enforce_vram} for r in session.results]
     session_file = session.own_dir / "session.json"
     config.workeroutput[WORKER_KEY] = _plain({
@@ -236,6 +236,8 @@ def write_session_file(session, gathered: Gathered) -> None:
 def write_benchmark_json(config: pytest.Config, gathered: Gathered) -> None:
     """``--benchmark-json`` with every worker's benchmarks, in pytest-benchmark's own schema (its
     ``pytest_benchmark_generate_json`` hook makes the frame, the workers' entries fill it)."""
+    from pytest_gpu_pairs.record.store import save_benchmark_json
+
     bench = getattr(config, "_benchmarksession", None)
     if bench is None or not bench.json:
         return
@@ -246,7 +248,7 @@ def write_benchmark_json(config: pytest.Config, gathered: Gathered) -> None:
     output_json = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=[], include_data=True,
                                                              machine_info=machine, commit_info=commit)
     output_json["benchmarks"] = benchmarks
-    bench.save_json(output_json)  # pytest-benchmark's own writer: an open file in 5.2, a path in 5.3
+    save_benchmark_json(bench, output_json)
 
 
 def longest_first(config: pytest.Config, items: list, case_fixture: str) -> None:

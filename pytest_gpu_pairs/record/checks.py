@@ -6,10 +6,12 @@ with the reason the figure is missing and what would make it measurable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case
+from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.store import typed
 
 PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report steps with "
                 "pytest_gpu_pairs.progress")  # the fix named in a record's notes and in a failed check
@@ -18,57 +20,73 @@ PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report ste
 @dataclass
 class CaseResult:
     """``enforce_efficiency``: the efficiency minimum applies (a GPU, or the option given);
-    ``enforce_vram``: the VRAM budget applies (a GPU, or the option given)."""
+    ``enforce_vram``: the VRAM budget applies (a GPU, or the option given). The record is always the
+    typed ``Record`` (a worker's, sent as JSON, is typed on arrival), and the thresholds checked are
+    the record's own, so what ``result.json`` says and what the check judged cannot differ."""
 
     case: Case
-    record: dict[str, Any]
+    record: Record
     enforce_efficiency: bool = True
     artifacts: list[str] = field(default_factory=list)
     resumed: bool = False
     enforce_vram: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.record, Record):
+            self.record = typed(self.record)
+
+    @property
+    def min_efficiency(self) -> float:
+        """The minimum the record holds (a case's, or the session's for a resumed case)."""
+        recorded = self.record.min_efficiency
+        return self.case.min_efficiency if recorded is None else recorded
+
+    @property
+    def vram_budget_mb(self) -> float:
+        recorded = self.record.vram_budget_mb
+        return self.case.vram_budget_mb if recorded is None else recorded
+
     def problems(self) -> list[str]:
         """Everything that makes this case fail, each in words an operator can act on."""
         r, found = self.record, []
-        if r.get("oom"):
-            found.append(f"OOM: {r.get('failure') or 'a job ran out of memory'}")
-        elif r.get("failure"):
-            found.append(r["failure"])
-        peak = r.get("peak_vram_mb")
-        if peak is not None and peak > self.case.vram_budget_mb:
-            found.append(f"peak VRAM {peak:.0f} MB exceeds the budget of {self.case.vram_budget_mb:.0f} MB "
+        if r.oom:
+            found.append(f"OOM: {r.failure or 'a job ran out of memory'}")
+        elif r.failure:
+            found.append(r.failure)
+        if r.peak_vram_mb is not None and r.peak_vram_mb > self.vram_budget_mb:
+            found.append(f"peak VRAM {r.peak_vram_mb:.0f} MB exceeds the budget of {self.vram_budget_mb:.0f} MB "
                          f"(NVML per-process memory, CUDA contexts included)")
-        eff = r.get("concurrency_efficiency")
-        if self.enforce_efficiency and self.case.mode == "concurrent" and eff is not None \
-                and eff < self.case.min_efficiency:
-            found.append(f"concurrency efficiency {eff:.3f} is below the minimum {self.case.min_efficiency:.3f} "
-                         f"(fg_slowdown {r.get('fg_slowdown'):.3f}, bg_progress_ratio {r.get('bg_progress_ratio'):.3f})")
+        eff = r.concurrency_efficiency
+        if self.enforce_efficiency and self.case.mode == "concurrent" and eff is not None and eff < self.min_efficiency:
+            found.append(f"concurrency efficiency {eff:.3f} is below the minimum {self.min_efficiency:.3f} "
+                         f"(fg_slowdown {r.fg_slowdown:.3f}, bg_progress_ratio {r.bg_progress_ratio:.3f})")
         if not found:
             found += [p for p in (self._unevaluated_efficiency(), self._unevaluated_vram()) if p]
         return found
 
     def _note(self, key: str) -> str:
-        return (self.record.get("notes") or {}).get(key) or "not measured"
+        return (self.record.notes or {}).get(key) or "not measured"
 
     def _unevaluated_efficiency(self) -> Optional[str]:
         """The minimum applies and the efficiency is None (a case that failed says so already)."""
         r = self.record
-        if not self.enforce_efficiency or self.case.mode != "concurrent" or r.get("concurrency_efficiency") is not None:
+        if not self.enforce_efficiency or self.case.mode != "concurrent" or r.concurrency_efficiency is not None:
             return None
-        silent = [r.get(f"{role}_model") for role in ("fg", "bg")
-                  if f"{role}_progress_source" in r and r.get(f"{role}_progress_source") is None]
+        silent = [model for model, source, given in ((r.fg_model, r.fg_progress_source, "fg_progress_source" in r),
+                                                     (r.bg_model, r.bg_progress_source, "bg_progress_source" in r))
+                  if given and source is None]
         fix = PROGRESS_FIX.format(" and ".join(silent)) if silent else "see notes.concurrency_efficiency"
-        return (f"the minimum efficiency {self.case.min_efficiency:.3f} could not be checked: concurrency_efficiency "
+        return (f"the minimum efficiency {self.min_efficiency:.3f} could not be checked: concurrency_efficiency "
                 f"is null ({self._note('concurrency_efficiency')}); {fix}")
 
     def _unevaluated_vram(self) -> Optional[str]:
         r = self.record
-        if not self.enforce_vram or r.get("peak_vram_mb") is not None or self._needs_no_gpu():
+        if not self.enforce_vram or r.peak_vram_mb is not None or self._needs_no_gpu():
             return None
-        fix = ("memory is measured on a GPU only: run there, or leave out --gpu-pairs-vram-budget-mb" if r.get("device") == "cpu"
+        fix = ("memory is measured on a GPU only: run there, or leave out --gpu-pairs-vram-budget-mb" if r.device == "cpu"
                else "NVML must list the jobs' processes with their memory (in a container: share the host's pid "
                     "namespace, e.g. docker run --pid=host)")
-        return (f"the VRAM budget of {self.case.vram_budget_mb:.0f} MB could not be checked: peak_vram_mb is null "
+        return (f"the VRAM budget of {self.vram_budget_mb:.0f} MB could not be checked: peak_vram_mb is null "
                 f"({self._note('peak_vram_mb')}); {fix}")
 
     def _needs_no_gpu(self) -> bool:

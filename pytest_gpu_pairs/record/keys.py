@@ -47,6 +47,8 @@ IDENTITY = _figures("identity", [
     ("rounds", "list", "", None, False, "with repeats: each round's figures"),
     ("timeline", "dict", "", None, False, "wall-clock stamps of every phase of the case (read by dead-time)"),
     ("notes", "dict", "", None, False, "key -> why that key is None, or what qualifies it"),
+    ("plugin_keys", "list", "", None, False, "keys other plugins added through the pytest_gpu_pairs_record hook, "
+     "kept as they gave them (any other key outside this table is refused)"),
 ])
 
 TIME = _figures("time", [

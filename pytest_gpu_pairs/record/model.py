@@ -2,12 +2,15 @@
 way to disk and on its way back. Values of the wrong type are refused, not coerced: a
 ``"concurrency_efficiency": "1.2"`` read from disk is a broken record, not the number 1.2.
 
-Keys outside the table (other plugins' keys through ``pytest_gpu_pairs_record``, ``<key>_std``
-of a figure per round) are kept as they are. Reading works by attribute (``record.fg_slowdown``)
-or, for code that handles keys by name (the gate, the tables), by ``record.get(name)``.
+A key outside the table is refused, naming it and the nearest key that exists: a misspelt key is
+an error where the record is made, not a None where it is read. The one exception is a key another
+plugin adds through ``pytest_gpu_pairs_record``: the record names those in ``plugin_keys`` and
+keeps them as they are. Reading works by attribute (``record.fg_slowdown``) or, for code that
+handles keys by name (the gate, the tables), by ``record.get(name)``.
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from typing import Annotated, Any, Optional, Union
 
@@ -21,6 +24,7 @@ from pydantic import (
     StrictStr,
     ValidationError,
     create_model,
+    model_validator,
 )
 
 from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND
@@ -30,7 +34,16 @@ _TYPES: dict[str, Any] = {"float": Union[StrictInt, StrictFloat], "int": StrictI
 
 
 class _RecordBase(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)  # plugin_keys only
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = unknown_keys(data)
+            if unknown:
+                raise ValueError(unknown_key_text(unknown[0]))
+        return data
 
     def get(self, name: str, default: Any = None) -> Any:
         value = self.to_dict().get(name)
@@ -76,4 +89,21 @@ _FIELDS.update({f"{name}_ci": (Optional[_INTERVAL], None) for name in PER_ROUND}
 Record = create_model("Record", __base__=_RecordBase, **_FIELDS)
 Record.__doc__ = "One case's (or one round's) result, every key typed as ``record.keys`` declares it."
 
-__all__ = ["Record", "ValidationError"]
+KNOWN: frozenset[str] = frozenset(_FIELDS) | {"schema"}
+
+
+def unknown_keys(data: dict[str, Any]) -> list[str]:
+    """The keys of ``data`` the record does not declare, besides those ``plugin_keys`` names."""
+    added = data.get("plugin_keys")
+    added = set(added) if isinstance(added, list) and all(isinstance(k, str) for k in added) else set()
+    return [key for key in data if key not in KNOWN and key not in added]
+
+
+def unknown_key_text(key: str) -> str:
+    """Why ``key`` is refused, with the declared key it was probably meant to be."""
+    near = difflib.get_close_matches(key, sorted(KNOWN), n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"{key!r} is not a key of the record, which record/keys.py declares{hint}"
+
+
+__all__ = ["KNOWN", "Record", "ValidationError", "unknown_key_text", "unknown_keys"]

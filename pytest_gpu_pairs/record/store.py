@@ -1,5 +1,9 @@
 """The only reader and writer of results folders, session files and benchmark JSON.
 
+pytest-benchmark writes the benchmark JSON; the records in it are handed over by ``record_benchmark``,
+and the files gpu-pairs writes itself (every case resumed, the workers' gathered) go through
+``save_benchmark_json``.
+
 Everything is written atomically (a temporary file in the same folder, then a rename), so a
 reader never sees half a file, and every result record is written and read through the typed
 ``Record``: a record on disk that does not fit it is reported in one line, never half-trusted.
@@ -29,7 +33,7 @@ from pytest_gpu_pairs.inputs import (
 )
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
 from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
-from pytest_gpu_pairs.record.model import Record, ValidationError
+from pytest_gpu_pairs.record.model import Record, ValidationError, unknown_key_text, unknown_keys
 
 RESULT = "result.json"
 ROUND_FOLDER = re.compile(r"round-\d+")
@@ -125,10 +129,15 @@ def _atomic_write(path: Path, write, binary: bool = False) -> None:
 
 
 def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = "$") -> Record:
-    """The record as the typed model; ``StoreError`` naming the first key that does not fit. A number
+    """The record as the typed model; ``StoreError`` naming the first key that does not fit, or that
+    the record does not declare (a misspelt key must not read back as a missing figure). A number
     JSON cannot hold (NaN, Infinity, an integer beyond a float's range: a job's metric, a ratio over
     a zero duration) becomes null with a note saying what it was."""
     data = _finite_record(record.to_dict() if isinstance(record, Record) else dict(record))
+    unknown = unknown_keys(data)
+    if unknown:
+        raise StoreError(f"{source}: {at}{json_path((unknown[0],))[1:]}: expected a gpu-pairs result record "
+                         f"({unknown_key_text(unknown[0])})")
     try:
         return Record.model_validate(data)
     except ValidationError as exc:
@@ -174,6 +183,29 @@ def write_record(out_dir: str | Path, record: Record) -> Path:
     path = Path(out_dir) / RESULT
     atomic_write_json(path, typed(record, path).to_dict())
     return path
+
+
+def record_benchmark(benchmark: Any, record: Record) -> None:
+    """A case's record as pytest-benchmark's ``extra_info`` (its public place for a test's own
+    data), typed as ``result.json`` is: the benchmark JSON's copy of the record is this one."""
+    benchmark.extra_info.update(typed(record).to_dict())
+
+
+def benchmark_entries_typed(output_json: dict[str, Any], source: str = "--benchmark-json") -> dict[str, Any]:
+    """``output_json`` with the record of every entry (timed or resumed) typed in place."""
+    for where in ("benchmarks", RESUMED_KEY):
+        for index, entry in enumerate(output_json.get(where) or []):
+            info = entry.get("extra_info") if isinstance(entry, dict) else None
+            if isinstance(info, dict) and "case_id" in info:
+                entry["extra_info"] = typed(info, source, f"$.{where}[{index}].extra_info").to_dict()
+    return output_json
+
+
+def save_benchmark_json(bench: Any, output_json: dict[str, Any]) -> None:
+    """The benchmark JSON gpu-pairs writes itself (every case resumed, or the workers' gathered),
+    its records typed, written by pytest-benchmark's own ``save_json`` (an open file in 5.2, a path
+    in 5.3), so the file is pytest-benchmark's in every other respect."""
+    bench.save_json(benchmark_entries_typed(output_json, str(getattr(bench.json, "name", bench.json))))
 
 
 def _plain(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record,
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
 from pytest_gpu_pairs.record.measurement import Measurement
-from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete, save_result, typed
+from pytest_gpu_pairs.record.store import StoreWriteError, record_benchmark, save_incomplete, save_result, typed
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.interleaved import InterleavedPair
@@ -243,7 +243,7 @@ class PairRun:
             record["benchmark_figure"] = EPOCH_BENCHMARK_FIGURE
         record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
         record = typed({"schema": SCHEMA_VERSION, **self.session.extended(self.case, record)})
-        self.benchmark.extra_info.update(record.to_dict())
+        record_benchmark(self.benchmark, record)
         path = save_result(self.session.case_dir(self.case), record)
         self._recorded = True
         result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)],

@@ -29,6 +29,7 @@ from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement, scalin
 from pytest_gpu_pairs.record.store import (
     StoreWriteError,
     atomic_write_csv,
+    record_benchmark,
     save_incomplete,
     save_result,
     save_samples,
@@ -225,7 +226,7 @@ class ScalingRun:
         record = {**record, "timeline": self._times(), "gpu_memory_mb": self.session.options.gpu_memory_mb,
                   "job_cpus": cpus, "notes": notes}
         record = typed({"schema": SCHEMA_VERSION, **self.session.extended(self.case, record)})
-        self.benchmark.extra_info.update(record.to_dict())
+        record_benchmark(self.benchmark, record)
         path = save_result(self.session.case_dir(self.case), record)
         self._recorded = True
         result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)],

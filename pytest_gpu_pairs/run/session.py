@@ -25,6 +25,7 @@ from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
+from pytest_gpu_pairs.record.model import KNOWN, Record
 from pytest_gpu_pairs.record.store import (
     SOLO_FOLDER,
     StoreError,
@@ -32,6 +33,8 @@ from pytest_gpu_pairs.record.store import (
     load_result,
     read_record,
     save_result,
+    typed,
+    write_record,
     write_session,
 )
 from pytest_gpu_pairs.run.background import stop_all_loops
@@ -208,11 +211,14 @@ class GpuPairsSession:
             self._lock = None
 
     def extended(self, case: Case, record: dict[str, Any]) -> dict[str, Any]:
-        """The record with the keys other plugins add (``pytest_gpu_pairs_record``); ours win."""
+        """The record with the keys other plugins add (``pytest_gpu_pairs_record``); ours win. The
+        added keys the record does not declare are named in ``plugin_keys``, the one way past the
+        typed record's refusal of unknown keys."""
         added: dict[str, Any] = {}
         for extra in self.record_extensions(case, dict(record)):
             added.update(extra or {})
-        return {**added, **record}
+        foreign = sorted(key for key in added if key not in record and key not in KNOWN)
+        return {**added, **record, **({"plugin_keys": foreign} if foreign else {})}
 
     def cases(self) -> list[Case]:
         if self._cases is None:
@@ -339,7 +345,7 @@ class GpuPairsSession:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    def resumable(self, case: Case) -> Optional[dict[str, Any]]:
+    def resumable(self, case: Case) -> Optional[Record]:
         """With ``--gpu-pairs-resume``: the case's complete earlier result, if it measured the same
         thing (models, hyperparameters, sharing, scale, device, emulated card size); else None and
         the case runs again."""
@@ -354,7 +360,21 @@ class GpuPairsSession:
         same = {**json.loads(json.dumps(dict(describe(case)), default=str)), "scale": self.options.scale,
                 "device": self.environment().device_name, "gpu_memory_mb": self.options.gpu_memory_mb}
         recorded = {"method": "epoch", **record.to_dict()}  # records older than the method key measured one epoch
-        return record if all(recorded.get(key) == value for key, value in same.items()) else None
+        if not all(recorded.get(key) == value for key, value in same.items()):
+            return None
+        return self._under_current_checks(case, record)
+
+    def _under_current_checks(self, case: Case, record: Record) -> Record:
+        """A resumed case is checked against this session's minimum efficiency and VRAM budget, so
+        its ``result.json`` is rewritten to hold them: the report must show the thresholds the
+        case passed or failed under, not those of the session that measured it."""
+        current = {"min_efficiency": case.min_efficiency, "vram_budget_mb": case.vram_budget_mb}
+        changed = {key: value for key, value in current.items() if key in record and record.get(key) != value}
+        if not changed:
+            return record
+        rechecked = typed({**record.to_dict(), **changed})
+        write_record(self.case_dir(case), rechecked)
+        return rechecked
 
     def solo_dir(self, job: JobConfig) -> Path:
         digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, self.options.scale],

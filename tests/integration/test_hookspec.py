@@ -34,7 +34,7 @@ def test_a_plugin_adds_record_keys_and_machine_info_but_keeps_ours(pytester):
     result.assert_outcomes(passed=1)
     record = json.loads((out / "h1-trainer+loader-default-concurrent" / "result.json").read_text())
     assert record["cluster_node"] == "node-7" and record["seen_case"] == "h1-trainer+loader-default-concurrent"
-    assert record["fg_model"] == "trainer"
+    assert record["fg_model"] == "trainer" and record["plugin_keys"] == ["cluster_node", "seen_case"]
     saved = json.loads(bench.read_text())
     assert saved["benchmarks"][0]["extra_info"]["cluster_node"] == "node-7"
     assert saved["machine_info"]["gpu_pairs"]["rack"] == "r12"

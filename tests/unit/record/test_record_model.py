@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND, SCHEMA_VERSION, comparable, direction, markdown_table
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.store import StoreError, load_result, read_record, save_result, typed
+from pytest_gpu_pairs.record.store import StoreError, load_result, load_run, read_record, save_result, typed
 
 WRONG = {"float": "1.2", "int": 1.5, "str": 3, "bool": "yes", "dict": [1], "list": {"a": 1}}
 RECORD = {"case_id": "g01-a+b-default-concurrent", "mode": "concurrent", "concurrency_efficiency": 1.4,
@@ -46,7 +46,8 @@ def test_a_broken_file_on_disk_is_one_line_naming_the_file(tmp_path):
 
 
 def test_keys_of_other_plugins_and_spreads_are_kept():
-    record = Record.model_validate({**RECORD, "my_plugin_key": [1, 2], "gpu_energy_j_std": 0.5})
+    record = Record.model_validate({**RECORD, "plugin_keys": ["my_plugin_key"], "my_plugin_key": [1, 2],
+                                    "gpu_energy_j_std": 0.5})
     assert record.get("my_plugin_key") == [1, 2] and record.gpu_energy_j_std == 0.5
 
 
@@ -66,3 +67,26 @@ def test_the_gate_knows_every_figure_with_a_direction_and_the_docs_list_every_ke
     assert direction("case_id") is None
     table = markdown_table()
     assert all(f"`{name}`" in table for name in KEYS)
+
+
+def test_a_misspelt_key_is_refused_naming_it_and_the_key_meant():
+    with pytest.raises(StoreError) as caught:
+        typed({"case_id": "x", "concurency_efficiency": 1.2}, "out/c/result.json")
+    assert str(caught.value).startswith("out/c/result.json: $.concurency_efficiency: expected a gpu-pairs result record")
+    assert "did you mean 'concurrency_efficiency'" in str(caught.value)
+    with pytest.raises(ValueError, match="'concurency_efficiency' is not a key of the record"):
+        Record.model_validate({"case_id": "x", "concurency_efficiency": 1.2})
+
+
+def test_a_misspelt_key_on_disk_names_the_file_and_where_in_the_benchmark_json(tmp_path):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"benchmarks": [{"extra_info": {"case_id": "x", "fg_slowdwn": 1.1}}]}))
+    with pytest.raises(StoreError, match=r"bench.json: \$\.benchmarks\[0\]\.extra_info\.fg_slowdwn: .*'fg_slowdown'"):
+        load_run(path)
+
+
+def test_keys_another_plugin_added_are_kept_where_the_record_names_them():
+    record = typed({"case_id": "x", "plugin_keys": ["cluster_node"], "cluster_node": "node-7"})
+    assert record.get("cluster_node") == "node-7"
+    with pytest.raises(StoreError, match=r"\$\.rack: "):
+        typed({"case_id": "x", "plugin_keys": ["cluster_node"], "rack": "r12"})

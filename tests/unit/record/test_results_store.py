@@ -17,31 +17,31 @@ from pytest_gpu_pairs.run.session import GpuPairsSession
 
 
 def test_a_failed_write_leaves_the_previous_result_whole_and_no_temporary_file(tmp_path, monkeypatch):
-    save_result(tmp_path, {"case_id": "c", "value": 1})
+    save_result(tmp_path, {"case_id": "c", "fg_slowdown": 1})
 
     def broken_replace(src, dst):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
-        save_result(tmp_path, {"case_id": "c", "value": 2})
-    assert json.loads((tmp_path / "result.json").read_text())["value"] == 1
+        save_result(tmp_path, {"case_id": "c", "fg_slowdown": 2})
+    assert json.loads((tmp_path / "result.json").read_text())["fg_slowdown"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
 
 
 def test_a_full_disk_is_one_line_naming_the_file_and_keeps_the_earlier_result(tmp_path, monkeypatch):
-    save_result(tmp_path, {"case_id": "c", "value": 1})
+    save_result(tmp_path, {"case_id": "c", "fg_slowdown": 1})
 
     def disk_full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(StoreWriteError) as info:
-        save_result(tmp_path, {"case_id": "c", "value": 2})
+        save_result(tmp_path, {"case_id": "c", "fg_slowdown": 2})
     assert str(info.value) == (f"could not write {tmp_path / 'result.json'}: No space left on device; "
                                "the earlier file, if any, is unchanged")
     assert info.value.__cause__ is None and info.value.__suppress_context__
-    assert json.loads((tmp_path / "result.json").read_text())["value"] == 1
+    assert json.loads((tmp_path / "result.json").read_text())["fg_slowdown"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
 
 

@@ -1,0 +1,37 @@
+"""Every record the repository keeps (reference runs, test data, layout 1 included) still reads
+through the store: the typed record refuses unknown keys, so a key an older version wrote must be
+upgraded by ``compat``, not dropped on the floor or left to fail a reader later."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_gpu_pairs.record.store import load_run
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _record_files() -> list[Path]:
+    """The committed result.json files and benchmark JSONs (any JSON holding records)."""
+    found = []
+    for path in sorted([*ROOT.joinpath("reports").rglob("*.json"), *ROOT.joinpath("tests", "data").rglob("*.json")]):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and ("benchmarks" in data or "case_id" in data):
+            found.append(path)
+    return found
+
+
+RECORD_FILES = _record_files()
+
+
+def test_the_repository_keeps_records_of_both_kinds():
+    assert sum(p.name == "result.json" for p in RECORD_FILES) >= 40
+    assert sum(p.name != "result.json" for p in RECORD_FILES) >= 10
+
+
+@pytest.mark.parametrize("path", RECORD_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_committed_record_file_loads_through_the_store(path):
+    run = load_run(path)
+    assert run.records and all(record.case_id == case_id for case_id, record in run.records.items())
