@@ -267,7 +267,21 @@ class InterleavedPair:
 
     def _restart(self, role: str) -> None:
         """The ended run's tail discarded, a new run started while the other job waits paused, and
-        both warmed up again before the next segment's rounds."""
+        both warmed up again before the next segment's rounds. Two scripts may end together: one
+        that ends while the other is being restarted is restarted too, and both warm up again."""
+        renewed: list[str] = []
+        pending: Optional[str] = role
+        while pending is not None:
+            since = self._replace_run(pending)
+            renewed = [*dict.fromkeys([*renewed, pending])]
+            try:
+                self._warm_up_again(renewed, since)
+                pending = None
+            except JobEnded as ended:
+                pending = ended.role
+
+    def _replace_run(self, role: str) -> float:
+        """Stop the ended run, keep what it measured, start the next one; when it started."""
         ended = self.jobs[role]
         ended.stop()  # whatever its tree left behind
         progress = ended.progress()
@@ -275,18 +289,28 @@ class InterleavedPair:
             raise InterleavedFailure(self._too_short(role))
         discarded = self._discard_after(progress.last_t)
         self._ended_progress[role].append(progress)
-        other = "bg" if role == "fg" else "fg"
-        self.jobs[other].pause()
+        for other in ROLES:
+            if other != role:
+                self.jobs[other].pause()
         restart_t = time.time()
         self._start_job(role)
         self.restarts.append(Restart(role, len(self.runs[role]) - 1, ended.end_t, progress.last_t,
                                      _trained_s(progress), discarded, restart_t))
         self.segment += 1
+        return restart_t
+
+    def _warm_up_again(self, renewed: Sequence[str], since: float) -> None:
+        """The new runs train (the others wait paused meanwhile), then ``warmup_s`` more of both."""
+        waiting = [role for role in ROLES if role not in renewed]
+        for role in renewed:  # a run renewed before this one was paused while this one started
+            self.jobs[role].resume()
         try:
-            self._await_first_steps((role,), restart_t)
+            self._await_first_steps(tuple(renewed), since)
         finally:
-            self.jobs[other].resume()
-        self.jobs[role].pin_tree()
+            for role in waiting:
+                self.jobs[role].resume()
+        for role in renewed:
+            self.jobs[role].pin_tree()
         self._hold(self.case.warmup_s)
 
     def _rounds_in_run(self, role: str, last_step_t: Optional[float]) -> int:

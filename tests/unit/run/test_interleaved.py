@@ -40,3 +40,26 @@ def test_never_shorter_than_the_settings(cadences, phase_s, settle_s):
     phase, settle = phase_lengths(progresses, 0.0, 20.0, phase_s, settle_s)
     assert phase >= phase_s and settle >= settle_s
     assert math.isclose(phase / phase_s, round(phase / phase_s))  # a whole multiple: the same in every session
+
+
+def test_a_job_that_ends_while_the_other_is_restarted_is_restarted_too():
+    """Two scripts that end together: the second's end, met while the first one's new run warms up,
+    restarts it as well, and both new runs warm up together before the rounds go on."""
+    from pytest_gpu_pairs.run.interleaved import InterleavedPair, JobEnded
+
+    pair = InterleavedPair.__new__(InterleavedPair)
+    replaced, warmed = [], []
+
+    def replace_run(role):
+        replaced.append(role)
+        return float(len(replaced))
+
+    def warm_up_again(renewed, since):
+        warmed.append((list(renewed), since))
+        if len(warmed) == 1:
+            raise JobEnded("bg")
+
+    pair._replace_run, pair._warm_up_again = replace_run, warm_up_again
+    pair._restart("fg")
+    assert replaced == ["fg", "bg"]
+    assert warmed == [(["fg"], 1.0), (["fg", "bg"], 2.0)]
