@@ -273,7 +273,8 @@ class InterleavedPair:
         pending: Optional[str] = role
         while pending is not None:
             since = self._replace_run(pending)
-            renewed = [*dict.fromkeys([*renewed, pending])]
+            if pending not in renewed:
+                renewed.append(pending)
             try:
                 self._warm_up_again(renewed, since)
                 pending = None
