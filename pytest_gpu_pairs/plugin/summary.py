@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.planning.estimate import clock
+from pytest_gpu_pairs.record.keys import label, meaning
 from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, impossible
 
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
@@ -18,16 +19,29 @@ COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "dura
            ("E/serial", "energy_vs_serial", "{:.2f}"), ("fg J/step", "fg_gpu_energy_per_step_j", "{:.3g}"),
            ("bg J/step", "bg_gpu_energy_per_step_j", "{:.3g}"),
            ("VRAM MB", "peak_vram_mb", "{:.0f}"), ("oom", "oom", "{}"))
-LEGEND = ("status: passed, failed (the reason is in the test's failure), resumed (recorded earlier); "
-          "time: the case's wall time; eff: concurrency efficiency = 1/slow + bg (2.0: sharing is free, "
-          "under 1.0: one after the other is faster), ±: half width of its 95 % interval; slow: the "
-          "foreground's time beside the background over its time alone; bg: the background's progress "
-          "beside the foreground over alone; cov: share of the window the background trained; E/serial: "
-          "the card's energy for the pair's work over what the same work costs one job after the other "
-          "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts); fg J/step, "
-          "bg J/step: each job's share of the energy above idle per step it took beside the other; VRAM MB: "
-          "the pair's peak (NVML); oom: a job ran out of memory; -: not measured (see below); !: a figure no "
-          "sharing can give (eff above 2, slow below 1), see below")
+OWN_LEGEND = {
+    "status": "passed, failed (the reason is in the test's failure), resumed (recorded earlier)",
+    "time": "the case's wall time",
+    "E/serial": "the card's energy for the pair's work over what the same work costs one job after the other "
+                "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts)",
+}
+MARKS_LEGEND = ("±: half width of a figure's 95 % interval; -: not measured (see below); !: a figure no sharing "
+                "can give (eff above 2, slow below 1), see below")
+
+
+def legend_entry(title: str, key: str) -> str:
+    """One column's explanation: its own text for a column of the table's making, the record key's
+    label and meaning (from the key table) for a record key."""
+    if title in OWN_LEGEND:
+        return f"{title}: {OWN_LEGEND[title]}"
+    return f"{title}: {label(key)} ({meaning(key)})"
+
+
+def legend() -> str:
+    """The legend under the table: every column but the case id, then the marks a cell can carry."""
+    return "; ".join([*(legend_entry(title, key) for title, key, _ in COLUMNS[1:]), MARKS_LEGEND])
+
+
 MAX_KEYS_SHOWN = 4
 UNMEASURED_HEADING = "not measured here (why, then [the record keys left empty]; each key's reason: notes in result.json):"
 _NOT_MEASURABLE = re.compile(r"^not measurable(?: on this run)?: ")
@@ -199,7 +213,7 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
     if table:
         for line in format_table(table):
             reporter.write_line(line)
-        reporter.write_line(LEGEND)
+        reporter.write_line(legend())
     for line in impossible_lines(records):
         reporter.write_line(line)
     for line in sharing_lines(records):

@@ -1,14 +1,15 @@
-"""Every key of the result record, declared once: its type, unit, which direction is better, and
-what it means. The typed record model, the aggregation over rounds, the comparison gate's
-directions and the documentation's key reference are all read from this table, so none of them
-can drift from the others.
+"""Every key of the result record, declared once: its type, unit, which direction is better, what
+it means, and a short label where a reader has no room for the meaning. The typed record model,
+the aggregation over rounds, the comparison gate's directions, the documentation's key reference,
+the report's glossary, columns and axes, and the terminal summary's legend are all read from this
+table, so none of them can drift from the others.
 
 A figure that could not be measured is ``None``; the reason is under the same key in ``notes``.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 SCHEMA_VERSION = 2  # 2: every accuracy-like metric a fraction (compat/record_v1.py reads layout 1)
@@ -23,6 +24,7 @@ class Key:
     per_round: bool = False  # a figure of each round: a case with repeats holds the mean and <name>_std
     text: str = ""
     group: str = ""
+    label: str = ""  # a few words for a column header, an axis or a legend; empty: the name itself
 
 
 def _figures(group: str, rows: list[tuple]) -> list[Key]:
@@ -64,10 +66,11 @@ TIME = _figures("time", [
 ])
 
 SHARING = _figures("sharing", [
-    ("fg_slowdown", "float", "ratio", "lower", True, "fg_duration_s / fg_solo_duration_s"),
+    ("fg_slowdown", "float", "ratio", "lower", True, "fg_duration_s / fg_solo_duration_s: the foreground's time beside the background over its time alone"),
     ("bg_progress_ratio", "float", "ratio", "higher", True, "background steps in the window / (window_s x its solo step rate)"),
     ("bg_speed_ratio", "float", "ratio", "higher", True, "bg_progress_ratio over the time the background was training only"),
-    ("concurrency_efficiency", "float", "ratio", "higher", True, "1 / fg_slowdown + bg_progress_ratio: above 1, sharing did more work than one job alone"),
+    ("concurrency_efficiency", "float", "ratio", "higher", True, "1 / fg_slowdown + bg_progress_ratio: above 1, sharing did more work than one job "
+     "alone; 2.0: sharing is free"),
     ("bg_coverage", "float", "fraction", "higher", True, "fraction of the window in which the background was training"),
     ("bg_runs", "float", "count", None, True, "background runs started during the case"),
     ("bg_failures", "float", "count", "lower", True, "background runs that failed"),
@@ -218,8 +221,31 @@ SCALING = _figures("scaling", [
     ("energy_per_sample_j", "float", "J/sample", "lower", False, "gpus_energy_j / the samples of the measured steps"),
 ])
 
-KEYS: dict[str, Key] = {k.name: k for k in IDENTITY + TIME + SHARING + ENERGY + MEMORY + OUTCOME + DEVICE + METHOD
-                        + DERIVED + SCALING}
+LABELS: dict[str, str] = {
+    "fg_slowdown": "foreground slowdown",
+    "bg_progress_ratio": "background progress",
+    "concurrency_efficiency": "concurrency efficiency",
+    "bg_coverage": "background coverage",
+    "gpu_energy_j": "GPU energy",
+    "fg_gpu_energy_j": "foreground's GPU energy",
+    "fg_gpu_energy_per_step_j": "foreground energy per step",
+    "bg_gpu_energy_per_step_j": "background energy per step",
+    "peak_vram_mb": "peak VRAM",
+    "fg_peak_vram_mb": "foreground peak",
+    "bg_peak_vram_mb": "background peak",
+    "vram_budget_mb": "VRAM budget",
+    "min_efficiency": "minimum efficiency",
+    "oom": "out of memory",
+}
+
+
+def _labelled(keys: list[Key]) -> dict[str, Key]:
+    """The table by name, each key with its short label (kept apart above so the rows stay readable)."""
+    return {k.name: replace(k, label=LABELS.get(k.name, "")) for k in keys}
+
+
+KEYS: dict[str, Key] = _labelled(IDENTITY + TIME + SHARING + ENERGY + MEMORY + OUTCOME + DEVICE + METHOD
+                                 + DERIVED + SCALING)
 PER_ROUND: tuple[str, ...] = tuple(k.name for k in KEYS.values() if k.per_round)
 COMPARISONS: tuple[str, ...] = ("concurrent_overhead", "concurrent_energy_overhead", "interference", "sharing_energy_saved_j")
 DERIVED_KEYS: tuple[str, ...] = tuple(k.name for k in DERIVED)
@@ -240,6 +266,22 @@ def direction(name: str) -> Optional[str]:
         return "higher" if perf_higher_is_better(name[5:]) else "lower"
     key = KEYS.get(name)
     return key.better if key is not None else None
+
+
+def meaning(name: str) -> str:
+    """What a record key means, for every reader that explains one (a KeyError for an undeclared key)."""
+    return KEYS[name].text
+
+
+def label(name: str) -> str:
+    """A record key's short label, or its name where it has none."""
+    return KEYS[name].label or name
+
+
+def axis_label(name: str, unit: str = "") -> str:
+    """``label (unit)`` for an axis; ``unit`` replaces the declared one where a reader scales the value."""
+    shown = unit or KEYS[name].unit
+    return f"{label(name)} ({shown})" if shown else label(name)
 
 
 def comparable() -> list[str]:

@@ -13,6 +13,7 @@ import pandas as pd
 from pytest_gpu_pairs.analysis.report.analysis import Analysis
 from pytest_gpu_pairs.analysis.report.load import Input
 from pytest_gpu_pairs.analysis.report.plots import Plot
+from pytest_gpu_pairs.record.keys import meaning
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;max-width:1150px;
@@ -67,16 +68,24 @@ def _headline(a: Analysis) -> str:
 
 
 NO_VRAM = "no input records a peak VRAM (the predecessor's CSV has no memory column; runs on the CPU have none)"
-DEFINITIONS = [
-    ("fg_slowdown", "foreground duration concurrent / solo (predecessor rows: against solo runs of the same model and "
-                    "hyperparameters, random seed aside; per epoch where only epochs differ)"),
-    ("concurrency_efficiency", "1/fg_slowdown + bg_progress_ratio; 2.0 = sharing is free, below 1.0 serial is faster"),
-    ("energy ratio", "card energy during a concurrent foreground job / the same job's solo card energy"),
-    ("gpu_energy_j", "whole-card energy during the foreground job, from the NVML energy counter (seed: its "
-                     "energy_gpu_total_joules)"),
-    ("peak_vram_mb", "maximum over samples of both jobs' summed NVML process memory; the budget check uses it"),
-    ("q (BH)", "Benjamini-Hochberg adjusted p over every test of this report"),
-]
+KEY_DEFINITIONS = {  # record keys: the key table's meaning, then what this report adds about its inputs
+    "fg_slowdown": "predecessor rows: against solo runs of the same model and hyperparameters, random seed aside; "
+                   "per epoch where only epochs differ",
+    "concurrency_efficiency": "below 1.0 serial is faster",
+    "gpu_energy_j": "predecessor rows: whole-card energy during the foreground job, the CSV's energy_gpu_total_joules",
+    "peak_vram_mb": "maximum over samples; the budget check uses it",
+}
+OWN_DEFINITIONS = {  # the report's own columns, which are no record keys
+    "energy ratio": "card energy during a concurrent foreground job / the same job's solo card energy",
+    "q (BH)": "Benjamini-Hochberg adjusted p over every test of this report",
+}
+
+
+def definitions() -> list[tuple[str, str]]:
+    """The glossary: each record key's meaning read from the key table, so it cannot drift from the
+    record's documentation, then the report's own columns."""
+    keys = [(name, f"{meaning(name)}; {extra}") for name, extra in KEY_DEFINITIONS.items()]
+    return keys + list(OWN_DEFINITIONS.items())
 
 
 def render(title: str, analysis: Analysis, plots: list[Plot], inputs: list[Input], notes: list[str],
@@ -107,6 +116,6 @@ def render(title: str, analysis: Analysis, plots: list[Plot], inputs: list[Input
               "alone, so read q (Benjamini-Hochberg) as well.</p>",
               _table(analysis.tests, "the inputs have too few repeats for any test"),
               "<h2>Definitions</h2><dl>",
-              *(f"<dt><code>{_e(k)}</code></dt><dd>{_e(v)}</dd>" for k, v in DEFINITIONS),
+              *(f"<dt><code>{_e(k)}</code></dt><dd>{_e(v)}</dd>" for k, v in definitions()),
               "</dl></body></html>"]
     return "\n".join(parts)

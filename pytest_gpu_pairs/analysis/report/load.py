@@ -21,50 +21,66 @@ import pandas as pd
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.compat import raw_data as seed
 from pytest_gpu_pairs.inputs import open_regular
-from pytest_gpu_pairs.record.keys import perf_higher_is_better
+from pytest_gpu_pairs.record.keys import meaning, perf_higher_is_better
 from pytest_gpu_pairs.record.store import StoreError, load_run
 
+
+def _key(name: str, source: str = "") -> str:
+    """A record key's column text: its meaning from the key table, then where the report's inputs
+    take it from when that differs between them."""
+    return f"{meaning(name)} ({source})" if source else meaning(name)
+
+
+# A record key's text is the key table's meaning (with where each input takes it from); only the
+# report's own columns are written here.
 COLUMNS: dict[str, str] = {
     "source": "the input (file or folder) the row came from",
     "source_kind": "benchmark_json | run_dir | result_json | seed_csv",
     "source_row": "position of the row in its input",
     "run_id": "the predecessor's experiment_id, or our case_id",
-    "case_id": "our case id (empty for predecessor rows)",
+    "case_id": _key("case_id", "empty for predecessor rows"),
     "timestamp": "when the run started, where the input says",
-    "mode": "solo | concurrent",
-    "fg_model": "foreground workload (built-in name; repo/model for a seed model we do not know)",
-    "bg_model": "background workload; empty where the input does not name it",
+    "mode": _key("mode", "predecessor rows: solo or concurrent"),
+    "fg_model": _key("fg_model", "built-in name; repo/model for a seed model we do not know"),
+    "bg_model": _key("bg_model", "empty where the input does not name it"),
     "pair": "fg_model+bg_model for a concurrent run with a known background, [mps] when not time-sliced",
-    "sharing": "how the jobs shared the GPU: timeslice or mps (predecessor rows: timeslice, the driver's default)",
+    "sharing": _key("sharing", "predecessor rows: timeslice, the driver's default"),
     "success": "the run finished without failure or OOM",
-    "failure": "why it failed",
+    "failure": _key("failure"),
     "experiment_source": "the predecessor's experiment_source, or our design",
-    "variant": "our case's hyperparameter variant (default, lr_min, epochs_max, ...; empty for predecessor rows)",
+    "variant": _key("variant", "empty for predecessor rows"),
     "campaign": "the batch of runs this one belongs to (seed: the experiment_id prefix); only runs of one "
                 "campaign are compared with each other",
     "mutated_param": "the predecessor's mutated hyperparameter",
-    "fg_duration_s": "foreground duration (seed: duration_seconds / fg_duration_seconds)",
-    "fg_solo_duration_s": "the foreground's solo duration as measured by the run (ours only)",
-    "fg_slowdown": "fg_duration_s / fg_solo_duration_s (ours; the analysis fills it for predecessor rows)",
-    "bg_progress_ratio": "background steps/s in the window over its solo steps/s (ours only)",
-    "concurrency_efficiency": "1/fg_slowdown + bg_progress_ratio (ours only)",
-    "concurrent_overhead": "the record's concurrent_overhead key, where present",
-    "gpu_energy_j": "whole-card GPU energy during the foreground job (seed: energy_gpu_total_joules)",
-    "gpu_energy_above_idle_j": "the same minus idle power times the window (ours only)",
-    "fg_gpu_energy_j": "energy above idle attributed to the foreground (ours only)",
-    "bg_gpu_energy_j": "energy above idle attributed to the background (ours only)",
-    "cpu_energy_j": "CPU energy (seed: energy_cpu_total_joules; ours: RAPL)",
-    "gpu_power_avg_w": "mean GPU power", "gpu_power_max_w": "peak GPU power",
-    "gpu_util_avg_pct": "mean GPU utilisation", "gpu_temp_max_c": "peak GPU temperature",
-    "peak_vram_mb": "peak summed NVML memory of both jobs (ours only)",
-    "fg_peak_vram_mb": "the foreground's peak", "bg_peak_vram_mb": "the background's peak",
-    "vram_budget_mb": "the case's VRAM budget", "min_efficiency": "the case's minimum efficiency",
-    "oom": "out of memory in either job",
+    "fg_duration_s": _key("fg_duration_s", "seed: duration_seconds / fg_duration_seconds"),
+    "fg_solo_duration_s": _key("fg_solo_duration_s", "ours only"),
+    "fg_slowdown": _key("fg_slowdown", "ours; the analysis fills it for predecessor rows"),
+    "bg_progress_ratio": _key("bg_progress_ratio", "ours only"),
+    "concurrency_efficiency": _key("concurrency_efficiency", "ours only"),
+    "concurrent_overhead": _key("concurrent_overhead"),
+    "gpu_energy_j": _key("gpu_energy_j", "seed: energy_gpu_total_joules"),
+    "gpu_energy_above_idle_j": _key("gpu_energy_above_idle_j", "ours only"),
+    "fg_gpu_energy_j": _key("fg_gpu_energy_j", "ours only"),
+    "bg_gpu_energy_j": _key("bg_gpu_energy_j", "ours only"),
+    "cpu_energy_j": _key("cpu_energy_j", "seed: energy_cpu_total_joules"),
+    "gpu_power_avg_w": _key("gpu_power_avg_w"),
+    "gpu_power_max_w": _key("gpu_power_max_w"),
+    "gpu_util_avg_pct": _key("gpu_util_avg_pct"),
+    "gpu_temp_max_c": _key("gpu_temp_max_c"),
+    "peak_vram_mb": _key("peak_vram_mb"),
+    "fg_peak_vram_mb": _key("fg_peak_vram_mb"),
+    "bg_peak_vram_mb": _key("bg_peak_vram_mb"),
+    "vram_budget_mb": _key("vram_budget_mb"),
+    "min_efficiency": _key("min_efficiency"),
+    "oom": _key("oom", "in either job"),
     "perf_name": "the foreground model's primary metric (the same for every run of one model)",
-    "perf_value": "its value", "perf_higher_is_better": "False for losses, errors, perplexities",
-    "device": "GPU name or cpu", "gpu_name": "GPU model", "driver": "NVIDIA driver",
+    "perf_value": "its value",
+    "perf_higher_is_better": "False for losses, errors, perplexities",
+    "device": _key("device"),
+    "gpu_name": "GPU model",
+    "driver": "NVIDIA driver",
     "cuda_driver_version": "CUDA version of the driver",
-    "repeats": "rounds the record averages",
+    "repeats": _key("repeats"),
     "duplicate_of": "run_id of an identical row kept instead (same model, mode, duration and energy)",
 }
 RECORD_NUMBERS = ("fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio",

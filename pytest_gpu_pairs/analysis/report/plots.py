@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from pytest_gpu_pairs.analysis.report.analysis import LOG_HPS, SENSITIVITY_HPS, Analysis, sensitivity_subset
+from pytest_gpu_pairs.record.keys import axis_label, label, meaning
 from pytest_gpu_pairs.record.store import atomic_write_bytes
 
 DPI = 80
@@ -76,7 +77,7 @@ def efficiency_figure(a: Analysis) -> tuple[Figure, str]:
     y = np.arange(len(table))
     if measured.any():
         ax.barh(y[measured], table["value"][measured], xerr=table["efficiency sd"][measured].fillna(0),
-                color=CONCURRENT, label="concurrency efficiency (mean ± sd)")
+                color=CONCURRENT, label=f"{label('concurrency_efficiency')} (mean ± sd)")
     if (~measured).any():
         ax.barh(y[~measured], table["value"][~measured], color="none", edgecolor=CONCURRENT, hatch="//",
                 label="lower bound 1/fg_slowdown, geometric mean (background progress not recorded)")
@@ -86,7 +87,7 @@ def efficiency_figure(a: Analysis) -> tuple[Figure, str]:
     limit = table["min_efficiency"].dropna()
     if len(limit):
         ax.plot(limit, y[table["min_efficiency"].notna()], "r|", markersize=16, markeredgewidth=2,
-                label="min_efficiency")
+                label=label("min_efficiency"))
     ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
     ax.axvline(2.0, color="grey", linestyle=":", linewidth=1)
     ax.set_yticks(y, table["pair"], fontsize=8)
@@ -94,7 +95,7 @@ def efficiency_figure(a: Analysis) -> tuple[Figure, str]:
     ax.set_xlim(0, max(2.2, float(table["value"].max()) * 1.25))
     _legend_below(ax)
     ax.set_title("Concurrency efficiency per pair (foreground+background)")
-    caption = ("concurrency_efficiency = 1/fg_slowdown + bg_progress_ratio (normalised throughput of the pair). "
+    caption = (f"concurrency_efficiency: {meaning('concurrency_efficiency')} (normalised throughput of the pair). "
                "Where the background's progress was not recorded (the predecessor's runs), the hatched bar is 1/fg_slowdown,"
                " a lower bound of it.")
     return figure, caption
@@ -119,9 +120,9 @@ def slowdown_heatmap(a: Analysis) -> tuple[Figure, str]:
     ax.set_yticks(range(mean.shape[0]), mean.index, fontsize=8)
     ax.set_xlabel("background")
     ax.set_ylabel("foreground")
-    figure.colorbar(image, ax=ax, label="fg_slowdown (geometric mean)")
+    figure.colorbar(image, ax=ax, label=f"{label('fg_slowdown')} (geometric mean)")
     ax.set_title("Foreground slowdown by background")
-    return figure, ("Geometric mean of fg_slowdown (concurrent duration / solo duration) per pair, with the number of"
+    return figure, (f"Geometric mean of fg_slowdown ({meaning('fg_slowdown')}) per pair, with the number of"
                     " runs; blue: the foreground ran faster than its solo baseline.")
 
 
@@ -143,18 +144,18 @@ def energy_figure(a: Analysis) -> tuple[Figure, str]:
     series = ((-width, "solo, same hyperparameters and campaign", SOLO, "solo_gpu_energy_j", matched),
               (0.0, "concurrent, whole card (background included)", CONCURRENT, "gpu_energy_j", matched),
               (width, "concurrent, foreground's share above idle", SHARE, "fg_gpu_energy_j", share))
-    for offset, label, color, column, data in series:
+    for offset, legend, color, column, data in series:
         if data.empty:
             continue
         means = [_geomean(data.loc[data["fg_model"] == m, column]) / 1000 for m in models]
-        ax.bar(x + offset, means, width, color=color, alpha=0.85, label=label)
+        ax.bar(x + offset, means, width, color=color, alpha=0.85, label=legend)
         for xi, model in zip(x + offset, models):
             values = data.loc[data["fg_model"] == model, column].dropna() / 1000
             ax.scatter(np.full(len(values), xi), values, s=6, color="black", alpha=0.5, zorder=3)
     counts = [int((matched["fg_model"] == m).sum() or (share["fg_model"] == m).sum()) for m in models]
     ax.set_yscale("log")
     ax.set_xticks(x, [f"{m}\nn={n}" for m, n in zip(models, counts)], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("GPU energy per foreground job (kJ)")
+    ax.set_ylabel(f"{label('gpu_energy_j')} per foreground job (kJ)")
     ax.legend(fontsize=8)
     ax.set_title("Energy per job: solo vs concurrent")
     caption = ("Bars: geometric means of the card energy during the foreground job; dots: single runs. Concurrent "
@@ -171,16 +172,16 @@ def _sensitivity_data(a: Analysis, hp: str, metric: str) -> list[tuple[str, pd.D
     for model, rows in a.runs.groupby("fg_model"):
         data, campaign = sensitivity_subset(rows, str(model), hp, metric)
         if len(data) >= 3 and pd.to_numeric(data[f"hp_{hp}"]).nunique() >= 2:
-            label = metric if metric != "perf_value" else str(data["perf_name"].dropna().iloc[0])
-            panels.append((str(model), data, label, campaign))
+            name = metric if metric != "perf_value" else str(data["perf_name"].dropna().iloc[0])
+            panels.append((str(model), data, name, campaign))
     return panels
 
 
-def _interaction_p(a: Analysis, model: str, label: str, hp: str) -> str:
+def _interaction_p(a: Analysis, model: str, metric: str, hp: str) -> str:
     tests = a.tests
     if tests.empty:
         return ""
-    found = tests[(tests["subject"] == f"{model} {label} ~ {hp}") & tests["test"].str.startswith("ANCOVA")]
+    found = tests[(tests["subject"] == f"{model} {metric} ~ {hp}") & tests["test"].str.startswith("ANCOVA")]
     return f"\ninteraction p={found['p'].iloc[0]:.2g} (n={int(found['n'].iloc[0])})" if len(found) else ""
 
 
@@ -190,7 +191,7 @@ def sensitivity_figure(hp: str, metric: str) -> Callable[[Analysis], tuple[Figur
         if not panels:
             raise NoData(f"no model has 3 or more runs that vary {hp} alone with {metric} recorded")
         figure, axes = _grid(len(panels))
-        for ax, (model, data, label, campaign) in zip(axes, panels):
+        for ax, (model, data, name, campaign) in zip(axes, panels):
             for mode, color, marker in (("solo", SOLO, "o"), ("concurrent", CONCURRENT, "^")):
                 part = data[data["mode"] == mode]
                 x = pd.to_numeric(part[f"hp_{hp}"]).to_numpy(dtype=float)
@@ -200,9 +201,9 @@ def sensitivity_figure(hp: str, metric: str) -> Callable[[Analysis], tuple[Figur
             if hp in LOG_HPS:
                 _log_x(ax)
             source = "" if campaign in (None, "-") else f" [{campaign}]"
-            ax.set_title(f"{model}{source}{_interaction_p(a, model, label, hp)}", fontsize=8)
+            ax.set_title(f"{model}{source}{_interaction_p(a, model, name, hp)}", fontsize=8)
             ax.set_xlabel(hp, fontsize=8)
-            ax.set_ylabel("GPU energy (kJ)" if metric == "gpu_energy_j" else label, fontsize=8)
+            ax.set_ylabel(axis_label("gpu_energy_j", "kJ") if metric == "gpu_energy_j" else name, fontsize=8)
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6)
         what = "card energy" if metric == "gpu_energy_j" else "the primary performance metric"
@@ -244,7 +245,7 @@ def pareto_figure(a: Analysis) -> tuple[Figure, str]:
         _log_x(ax)
         better = "higher" if group["perf_higher_is_better"].iloc[0] is not False else "lower"
         ax.set_title(f"{model}", fontsize=8)
-        ax.set_xlabel("GPU energy (kJ)", fontsize=8)
+        ax.set_xlabel(axis_label("gpu_energy_j", "kJ"), fontsize=8)
         ax.set_ylabel(f"{group['perf_name'].iloc[0]} ({better} is better)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6)
@@ -264,18 +265,18 @@ def vram_figure(a: Analysis) -> tuple[Figure, str]:
     y = np.arange(len(table))
     split = table["fg_peak_vram_mb"].notna() & table["bg_peak_vram_mb"].notna()
     if split.any():
-        ax.barh(y[split], table["fg_peak_vram_mb"][split], color=SOLO, label="foreground peak")
+        ax.barh(y[split], table["fg_peak_vram_mb"][split], color=SOLO, label=label("fg_peak_vram_mb"))
         ax.barh(y[split], table["bg_peak_vram_mb"][split], left=table["fg_peak_vram_mb"][split], color=CONCURRENT,
-                label="background peak (stacked)")
+                label=f"{label('bg_peak_vram_mb')} (stacked)")
     if (~split).any():
         ax.barh(y[~split], table["peak_vram_mb"][~split], color="grey", label="peak (no split)")
-    ax.plot(table["peak_vram_mb"], y, "kD", markersize=5, label="peak of the sum (NVML, both jobs)")
-    ax.plot(table["vram_budget_mb"], y, "r|", markersize=16, markeredgewidth=2, label="budget")
+    ax.plot(table["peak_vram_mb"], y, "kD", markersize=5, label=f"{label('peak_vram_mb')} (NVML, both jobs)")
+    ax.plot(table["vram_budget_mb"], y, "r|", markersize=16, markeredgewidth=2, label=label("vram_budget_mb"))
     for yi, (_, row) in zip(y, table.iterrows()):
         ax.text(row["peak_vram_mb"], yi, f"  {row['peak_vram_mb']:.0f} MB (n={int(row['n'])})", va="center",
                 fontsize=8)
     ax.set_yticks(y, table["label"], fontsize=8)
-    ax.set_xlabel("MB")
+    ax.set_xlabel(axis_label("peak_vram_mb"))
     ax.set_xlim(0, max(float(table["vram_budget_mb"].max(skipna=True) or 0), float(table["peak_vram_mb"].max())) * 1.3)
     _legend_below(ax)
     ax.set_title("Peak VRAM per pair against the budget")
@@ -289,9 +290,9 @@ FIGURES: list[tuple[str, str, Callable[[Analysis], tuple[Figure, str]]]] = [
     ("efficiency", "Efficiency per pair", efficiency_figure),
     ("slowdown_heatmap", "Slowdown heatmap (foreground x background)", slowdown_heatmap),
     ("energy_solo_vs_concurrent", "Energy per job, solo vs concurrent", energy_figure),
-    *[(f"sensitivity_{hp}_{short}", f"Sensitivity to {hp}: {label}, solo vs concurrent",
+    *[(f"sensitivity_{hp}_{short}", f"Sensitivity to {hp}: {what}, solo vs concurrent",
        sensitivity_figure(hp, metric))
-      for hp in SENSITIVITY_HPS for short, metric, label in (("energy", "gpu_energy_j", "energy"),
+      for hp in SENSITIVITY_HPS for short, metric, what in (("energy", "gpu_energy_j", "energy"),
                                                              ("perf", "perf_value", "performance"))],
     ("pareto", "Energy vs performance with the Pareto front", pareto_figure),
     ("vram", "Peak VRAM per pair against the budget", vram_figure),
