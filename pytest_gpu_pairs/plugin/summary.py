@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.planning.estimate import clock
 from pytest_gpu_pairs.record.keys import label, meaning
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, impossible
 
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
@@ -56,8 +57,8 @@ def _cell(fmt: str, value: Any) -> str:
     return fmt.format(value)
 
 
-def duration_s(record: dict[str, Any]) -> Optional[float]:
-    timeline = record.get("timeline") or {}
+def duration_s(record: Record) -> Optional[float]:
+    timeline = record.timeline or {}
     start, end = timeline.get("case_start_t"), timeline.get("case_end_t")
     return end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
 
@@ -70,7 +71,7 @@ def status(result) -> str:
     if result.resumed:
         return "resumed"
     if getattr(result, "case", None) is None:  # a result another plugin handed in without its case
-        return "failed" if result.record.get("failure") or result.record.get("oom") else "passed"
+        return "failed" if result.record.failure or result.record.oom else "passed"
     return "failed" if result.problems() else "passed"
 
 
@@ -80,9 +81,9 @@ def rows(results) -> list[dict[str, Any]]:
              "duration_s": duration_s(r.record)} for r in results]
 
 
-def energy_vs_serial(record: dict[str, Any]) -> dict[str, Any]:
+def energy_vs_serial(record: Record) -> dict[str, Any]:
     """The pair's energy over the serial energy of its work (1 - energy_saved_vs_serial), with its interval."""
-    saved, ci = record.get("energy_saved_vs_serial"), record.get("energy_saved_vs_serial_ci")
+    saved, ci = record.energy_saved_vs_serial, record.energy_saved_vs_serial_ci
     ratio = 1.0 - saved if isinstance(saved, (int, float)) and not isinstance(saved, bool) else None
     interval = [1.0 - ci[1], 1.0 - ci[0]] if isinstance(ci, list) and len(ci) == 2 and None not in ci else None
     return {"energy_vs_serial": ratio, "energy_vs_serial_ci": interval}
@@ -145,14 +146,14 @@ def interrupted_lines(session, args: list[str]) -> list[str]:
             f"  to finish the rest without repeating finished cases: {resume_command(args)}"]
 
 
-def impossible_lines(records: list[dict[str, Any]]) -> list[str]:
+def impossible_lines(records: list[Record]) -> list[str]:
     """The cases with a figure no sharing can give, each with its figures: a session on a loaded
     host must not pass such numbers on unremarked."""
     lines = []
     for record in records:
-        flagged = [f"{key} {record[key]:.2f}" for key in BOUNDS if impossible(key, record.get(key))]
+        flagged = [f"{key} {getattr(record, key):.2f}" for key in BOUNDS if impossible(key, getattr(record, key))]
         if flagged:
-            lines.append(f"  {record.get('case_id')}: {', '.join(flagged)}")
+            lines.append(f"  {record.case_id}: {', '.join(flagged)}")
     if not lines:
         return []
     return ["figures no sharing can give (!), not findings: the solo and the shared measurements ran under "
@@ -164,17 +165,18 @@ def plain_reason(note: str) -> str:
     return _NOT_MEASURABLE.sub("", str(note))
 
 
-def unmeasured(records: list[dict[str, Any]]) -> dict[str, set[str]]:
-    """reason -> keys, over all cases, so a CPU run says once why GPU figures are missing."""
+def unmeasured(records: list[Record]) -> dict[str, set[str]]:
+    """reason -> keys, over all cases, so a CPU run says once why GPU figures are missing. A note may
+    name a key another plugin added, which the record holds as an extra: hence the default."""
     by_reason: dict[str, set[str]] = defaultdict(set)
     for record in records:
-        for key, reason in (record.get("notes") or {}).items():
-            if record.get(key) is None:
+        for key, reason in (record.notes or {}).items():
+            if getattr(record, key, None) is None:
                 by_reason[plain_reason(reason)].add(key)
     return by_reason
 
 
-def unmeasured_lines(records: list[dict[str, Any]]) -> list[str]:
+def unmeasured_lines(records: list[Record]) -> list[str]:
     """One line per reason, the reason first and the keys it leaves empty after it, the widest
     reason first; each key's own note stays in its ``result.json``."""
     missing = unmeasured(records)
@@ -203,7 +205,7 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
     table = rows(session.results)
     reporter.write_sep("=", "gpu-pairs results")
     env = session.opened_environment
-    device: Optional[str] = records[0].get("device") if records else (env.device_name if env is not None else None)
+    device: Optional[str] = records[0].device if records else (env.device_name if env is not None else None)
     card = session.options.gpu_memory_mb
     emulated = f"   emulated card: {card:.0f} MB (--gpu-pairs-gpu-memory-mb)" if card is not None else ""
     csv_note = ""

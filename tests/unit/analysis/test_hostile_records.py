@@ -59,8 +59,8 @@ def test_a_record_that_is_not_utf8_is_refused_in_one_line(tmp_path):
 
 
 def test_the_summary_formats_whatever_a_valid_record_holds():
-    records = [r.to_dict() for _, r in case_records(RUN)[0]]
-    assert format_table(records) and isinstance(unmeasured(records), dict)
+    records = [r for _, r in case_records(RUN)[0]]
+    assert format_table([r.to_dict() for r in records]) and isinstance(unmeasured(records), dict)
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),

@@ -1,5 +1,6 @@
 """The summary's "not measured here" section: one line per reason, the reason first and the keys
 it leaves empty after it, every reason of the records shown once and kept in the records."""
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -10,6 +11,7 @@ from pytest_gpu_pairs.plugin.summary import (
     impossible_lines,
     unmeasured_lines,
 )
+from pytest_gpu_pairs.record.store import typed
 
 KEYS = st.sampled_from(["gpu_energy_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "peak_vram_mb", "cpu_energy_j",
                         "cpu_energy_method", "bg_perf", "fg_startup_s", "gpu_power_avg_w"])
@@ -24,7 +26,7 @@ def test_a_cpu_run_reads_plainly():
                   "peak_vram_mb": "not measurable on this run: --gpu-pairs-device cpu: GPU figures do not apply",
                   "cpu_energy_j": "not measurable: no RAPL interface", "cpu_energy_method": "not measurable: no RAPL interface",
                   "bg_perf": "no background run finished on its own during the case"}}
-    assert unmeasured_lines([record]) == [
+    assert unmeasured_lines([typed(record)]) == [
         UNMEASURED_HEADING,
         "  --gpu-pairs-device cpu: GPU figures do not apply  [gpu_energy_j, peak_vram_mb]",
         "  no RAPL interface  [cpu_energy_j, cpu_energy_method]",
@@ -33,12 +35,12 @@ def test_a_cpu_run_reads_plainly():
 
 def test_a_measured_key_is_not_listed_though_its_note_qualifies_it():
     record = {"gpu_energy_j": 10.0, "notes": {"gpu_energy_j": "the card's, background included"}}
-    assert unmeasured_lines([record]) == []
+    assert unmeasured_lines([typed(record)]) == []
 
 
 @given(st.lists(st.dictionaries(KEYS, REASONS, max_size=6), max_size=4))
 def test_each_reason_is_one_line_naming_or_counting_every_key_it_empties(notes_per_record):
-    records = [{**{key: None for key in notes}, "notes": notes} for notes in notes_per_record]
+    records = [typed({**{key: None for key in notes}, "notes": notes}) for notes in notes_per_record]
     lines = unmeasured_lines(records)
     expected: dict[str, set[str]] = {}
     for notes in notes_per_record:
@@ -59,11 +61,18 @@ def test_each_reason_is_one_line_naming_or_counting_every_key_it_empties(notes_p
 
 
 def test_a_figure_no_sharing_can_give_is_marked_in_the_table_and_named_below_it():
-    records = [{"case_id": "g01-a+b", "concurrency_efficiency": 3.97, "fg_slowdown": 0.25},
-               {"case_id": "g03-c+d", "concurrency_efficiency": 1.4, "fg_slowdown": 1.3}]
+    records = [typed({"case_id": "g01-a+b", "concurrency_efficiency": 3.97, "fg_slowdown": 0.25}),
+               typed({"case_id": "g03-c+d", "concurrency_efficiency": 1.4, "fg_slowdown": 1.3})]
     table = format_table(records)
     assert "3.97!" in table[1] and "0.25!" in table[1] and "!" not in table[2]
     lines = impossible_lines(records)
     assert lines[0].startswith("figures no sharing can give (!)")
     assert lines[1:] == ["  g01-a+b: concurrency_efficiency 3.97, fg_slowdown 0.25"]
     assert impossible_lines(records[1:]) == []
+
+
+def test_a_misspelt_figure_is_an_error_where_it_is_read():
+    record = typed({"case_id": "g01-a+b", "concurrency_efficiency": 1.2})
+    assert record.concurrency_efficiency == 1.2
+    with pytest.raises(AttributeError, match="concurency_efficiency"):
+        record.concurency_efficiency  # noqa: B018 - the read is the test
