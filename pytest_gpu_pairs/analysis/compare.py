@@ -33,6 +33,7 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
 from pytest_gpu_pairs.record.metrics import mean_and_std, relative_change
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.stats import interval_by, welch_p_value
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
@@ -84,7 +85,7 @@ def parse_thresholds(text: str, source: str = "--fail") -> list[Threshold]:
 
 
 def _device_of(run: Run) -> Optional[str]:
-    devices = {r.get("device") for r in run.records.values() if r.get("device")}
+    devices = {r.device for r in run.records.values() if r.device}
     return run.machine.get("device") or (devices.pop() if len(devices) == 1 else None)
 
 
@@ -137,18 +138,18 @@ PER_WORK_TEXT = ("judged per unit of work: each round's energy over what the sam
                  "that round; NEW shown at BASE's work")
 
 
-def work_ratios(record: dict[str, Any], metric: str) -> list[float]:
+def work_ratios(record: Record, metric: str) -> list[float]:
     """Each complete round's energy-per-work ratio for ``metric``; empty where it cannot be taken
     (not an interleaved record, or one written before the stand-alone energies were recorded)."""
     ratio = PER_WORK.get(metric)
-    rounds = record.get("rounds")
-    if ratio is None or record.get("method") != "interleaved" or not isinstance(rounds, list):
+    rounds = record.rounds
+    if ratio is None or record.method != "interleaved" or not isinstance(rounds, list):
         return []
     used = [r for r in rounds if isinstance(r, dict) and r.get("complete", True)]
     return [v for r in used if (v := ratio(r)) is not None]
 
 
-def phase_factor(base_record: dict[str, Any], new_record: dict[str, Any]) -> Optional[float]:
+def phase_factor(base_record: Record, new_record: Record) -> Optional[float]:
     """BASE's phase length over NEW's, where both are interleaved and their phases differ."""
     base_s, new_s = metric_value(base_record, "phase_s"), metric_value(new_record, "phase_s")
     if not base_s or not new_s or math.isclose(base_s, new_s, rel_tol=0.01):
@@ -156,15 +157,15 @@ def phase_factor(base_record: dict[str, Any], new_record: dict[str, Any]) -> Opt
     return base_s / new_s
 
 
-def _scaled(record: dict[str, Any], factor: float) -> dict[str, Any]:
+def _scaled(record: Record, factor: float) -> Record:
     """``record`` with its per-phase energies, their spreads and every round's scaled alike, so
     that the interval test on the rounds judges the same quantity as the table shows."""
     keys = [k for m in PER_PHASE_ENERGY for k in (m, f"{m}_std")]
-    out = {**record, **{k: record[k] * factor for k in keys if metric_value(record, k) is not None}}
-    if isinstance(record.get("rounds"), list):
+    out = {k: getattr(record, k) * factor for k in keys if metric_value(record, k) is not None}
+    if isinstance(record.rounds, list):
         out["rounds"] = [{**r, **{m: r[m] * factor for m in PER_PHASE_ENERGY if metric_value(r, m) is not None}}
-                         if isinstance(r, dict) else r for r in record["rounds"]]
-    return out
+                         if isinstance(r, dict) else r for r in record.rounds]
+    return record.model_copy(update=out)
 
 
 def metric_value(record: dict[str, Any], metric: str) -> Optional[float]:
@@ -211,9 +212,9 @@ class Row:
         return change_from(self.base, self.new)
 
 
-def round_values(record: dict[str, Any], metric: str) -> list[float]:
+def round_values(record: Record, metric: str) -> list[float]:
     """The metric's value in each of the record's rounds; a record without rounds is one round."""
-    rounds = record.get("rounds") if not metric.startswith("perf.") else None
+    rounds = record.rounds if not metric.startswith("perf.") else None
     if isinstance(rounds, list):
         values = [v for r in rounds if isinstance(r, dict) and (v := metric_value(r, metric)) is not None]
         if values:
@@ -222,17 +223,17 @@ def round_values(record: dict[str, Any], metric: str) -> list[float]:
     return [] if value is None else [value]
 
 
-def _bracketed(record: dict[str, Any]) -> bool:
-    return record.get("interval_method") == "student_t_lag1"
+def _bracketed(record: Record) -> bool:
+    return record.interval_method == "student_t_lag1"
 
 
-def _rounds_interval(record: dict[str, Any], values: list[float]):
+def _rounds_interval(record: Record, values: list[float]):
     """The interval the record's own figures were reported with, over the same rounds."""
-    method = record.get("interval_method")
+    method = record.interval_method
     return interval_by(method if isinstance(method, str) else None)(values)
 
 
-def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, Any],
+def _noise_verdict(row: Row, base_record: Record, new_record: Record,
                    values: Optional[tuple[list[float], list[float]]] = None) -> None:
     """A change beyond the limit is a regression only if the rounds say it is real: the 95 %
     intervals of the two runs' rounds lie apart, NEW's on the bad side. Sessions differ by more
@@ -254,17 +255,17 @@ def _noise_verdict(row: Row, base_record: dict[str, Any], new_record: dict[str, 
         row.status, row.reason = "within noise", f"95 % intervals overlap; {evidence}"
 
 
-def _judge(row: Row, base_record: dict[str, Any], new_record: dict[str, Any],
+def _judge(row: Row, base_record: Record, new_record: Record,
            values: Optional[tuple[list[float], list[float]]] = None) -> None:
     t = row.limit
     if row.base is None and row.new is None:
         row.status, row.regression = ("NOT MEASURED in either", True) if t else ("not measured in either", False)
-        row.reason = (new_record.get("notes") or {}).get(row.metric, "") if t else ""
+        row.reason = (new_record.notes or {}).get(row.metric, "") if t else ""
     elif row.base is None:
         row.status, row.regression = ("NO BASELINE VALUE", True) if t else ("no baseline value", False)
-        row.reason = (base_record.get("notes") or {}).get(row.metric, "") if t else ""
+        row.reason = (base_record.notes or {}).get(row.metric, "") if t else ""
     elif row.new is None:
-        row.reason = (new_record.get("notes") or {}).get(row.metric, "")
+        row.reason = (new_record.notes or {}).get(row.metric, "")
         row.status, row.regression = ("NOT MEASURED", True) if t else ("not measured", False)
     elif t is None:
         row.status = ""
@@ -279,7 +280,7 @@ PACE_NOTE = 0.05  # a solo pace that moved by more than this is named beside the
 SHARING_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio")
 
 
-def pace_note(old: dict[str, Any], cur: dict[str, Any]) -> Optional[str]:
+def pace_note(old: Record, cur: Record) -> Optional[str]:
     """How far each job's solo step rate moved between the runs, where one moved by more than
     ``PACE_NOTE``: a host (or a change to a job) that runs the jobs faster alone gives a pair that
     contends for the GPU less to gain from sharing, and moves its efficiency and energy with it."""
@@ -294,7 +295,7 @@ def pace_note(old: dict[str, Any], cur: dict[str, Any]) -> Optional[str]:
     return f"the jobs' solo pace moved ({changes}): a pair that contends for the GPU shares better on a slower host"
 
 
-def _row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], limit: Optional[Threshold]) -> Row:
+def _row(case_id: str, metric: str, old: Record, cur: Record, limit: Optional[Threshold]) -> Row:
     """One metric of one case, judged (an energy per unit of work where both runs allow it, else
     as recorded, a per-phase energy at BASE's phase length), with the jobs' solo pace named where
     it moved."""
@@ -305,7 +306,7 @@ def _row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], li
     return row
 
 
-def _judged_row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], limit: Optional[Threshold]) -> Row:
+def _judged_row(case_id: str, metric: str, old: Record, cur: Record, limit: Optional[Threshold]) -> Row:
     ratios = work_ratios(old, metric), work_ratios(cur, metric)
     if all(ratios) and metric_value(old, metric) is not None and mean_and_std(ratios[0])[0] > 0:
         return _per_work_row(case_id, metric, old, cur, limit, ratios)
@@ -320,7 +321,7 @@ def _judged_row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, A
     return row
 
 
-def _per_work_row(case_id: str, metric: str, old: dict[str, Any], cur: dict[str, Any], limit: Optional[Threshold],
+def _per_work_row(case_id: str, metric: str, old: Record, cur: Record, limit: Optional[Threshold],
                   ratios: tuple[list[float], list[float]]) -> Row:
     """BASE as recorded; NEW as the same work would have cost at NEW's energy per unit of work."""
     base_value = metric_value(old, metric)
@@ -380,8 +381,8 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
     rows, failed = [], {}
     for case_id in sorted(set(base.records) & set(new.records)):
         old, cur = base.records[case_id], new.records[case_id]
-        if cur.get("failure") or cur.get("oom"):
-            failed[case_id] = cur.get("failure") or "out of memory"
+        if cur.failure or cur.oom:
+            failed[case_id] = cur.failure or "out of memory"
         rows += [_row(case_id, metric, old, cur, by_metric.get(metric)) for metric in names]
     wanted = set(base.records) if expected is None else set(base.records) & set(expected)
     return Comparison(base, new, rows, sorted(wanted - set(new.records)),

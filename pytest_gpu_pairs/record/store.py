@@ -331,11 +331,16 @@ def _check_session(path: Path, data: dict[str, Any]) -> None:
 
 @dataclass
 class Run:
-    """The records of one run, by case id, and the machine they were measured on."""
+    """The records of one run, by case id, and the machine they were measured on. A record handed
+    in as a plain dict (a session's own, a test's) is typed here, so readers can rely on attributes."""
 
     source: str
-    records: dict[str, dict[str, Any]]
+    records: dict[str, Record]
     machine: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.records = {case_id: r if isinstance(r, Record) else typed(r, self.source, f"$[{case_id!r}]")
+                        for case_id, r in self.records.items()}
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -399,7 +404,7 @@ def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
     resumed = data.get(RESUMED_KEY, [])
     if not isinstance(resumed, list):
         raise StoreError(f"{path}: $.{RESUMED_KEY}: expected a list of resumed cases' entries")
-    records: dict[str, dict] = {}
+    records: dict[str, Record] = {}
     claimed: dict[str, str] = {}
     for where, entries in (("benchmarks", benchmarks), (RESUMED_KEY, resumed)):
         for index, bench in enumerate(entries):
