@@ -16,7 +16,6 @@ import argparse
 import itertools
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,8 @@ from pytest_benchmark.utils import parse_compare_fail
 
 from pytest_gpu_pairs.analysis.compare import compare_runs, parse_thresholds, refusal
 from pytest_gpu_pairs.plugin.summary import energy_vs_serial
-from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, load_run
+from pytest_gpu_pairs.record.store import load_run
+from tools.summary_files import write_collated
 
 ENERGY_GATE = "gpu_energy_j:5%,fg_gpu_energy_j:5%,bg_gpu_energy_j:5%"
 BENCHMARK_GATE = "mean:5%"
@@ -175,16 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="the study folder: session-N.json, session-N.gpu.txt, session-N.pytest.txt")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        summary = collate(args.folder)
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(args.out / "summary.json", summary)
-    atomic_write_text(args.out / "summary.md", markdown(summary))
-    print(markdown(summary), end="")
-    return 0
+    return write_collated(lambda: collate(args.folder), markdown, args.out)
 
 
 if __name__ == "__main__":

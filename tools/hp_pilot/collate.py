@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
 from pytest_gpu_pairs.analysis.report.analysis import interaction_estimate, pooled_interaction
-from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, load_run
+from pytest_gpu_pairs.record.store import load_run
+from tools.summary_files import write_collated
 
 FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
 OUTCOMES = ("energy", "accuracy")
@@ -158,16 +158,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("inputs", nargs="+", type=Path, help="results folders or benchmark JSON of the pilot")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        summary = collate(args.inputs)
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(args.out / "summary.json", summary)
-    atomic_write_text(args.out / "summary.md", markdown(summary))
-    print(markdown(summary), end="")
-    return 0
+    return write_collated(lambda: collate(args.inputs), markdown, args.out)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from typing import Any
 
 from pytest_gpu_pairs.record.metrics import energy_per_step
 from pytest_gpu_pairs.record.stats import interval
-from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, load_run
+from pytest_gpu_pairs.record.store import load_run
+from tools.summary_files import write_collated
 
 HEADLINE = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
             "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
@@ -116,15 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sessions", nargs="+", type=Path, help="each session's pytest-benchmark JSON")
     parser.add_argument("--out", type=Path, required=True, help="folder for summary.json and summary.md")
     args = parser.parse_args(argv)
-    try:
-        summary = collate(args.sessions)
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    atomic_write_json(args.out / "summary.json", summary)
-    atomic_write_text(args.out / "summary.md", markdown(summary))
-    print(markdown(summary))
-    return 0
+    return write_collated(lambda: collate(args.sessions), markdown, args.out)
 
 
 if __name__ == "__main__":
