@@ -11,9 +11,8 @@ import pytest
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
-from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
 from pytest_gpu_pairs.record.measurement import Measurement
-from pytest_gpu_pairs.record.store import StoreWriteError, record_benchmark, save_incomplete, save_result, typed
+from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete, save_result
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.interleaved import InterleavedPair
@@ -242,13 +241,8 @@ class PairRun:
         if self.case.method == "epoch" and self.measurements:
             record["benchmark_figure"] = EPOCH_BENCHMARK_FIGURE
         record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
-        record = typed({"schema": SCHEMA_VERSION, **self.session.extended(self.case, record)})
-        record_benchmark(self.benchmark, record)
-        path = save_result(self.session.case_dir(self.case), record)
+        result = self.session.conclude(self.case, record, self.benchmark)
         self._recorded = True
-        result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)],
-                            enforce_vram=self.session.enforce_vram)
-        self.session.results.append(result)
         return result
 
     def close(self) -> None:

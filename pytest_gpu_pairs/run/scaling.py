@@ -24,16 +24,12 @@ from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.record.checks import CaseResult
-from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
 from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement, scaling_record
 from pytest_gpu_pairs.record.store import (
     StoreWriteError,
     atomic_write_csv,
-    record_benchmark,
     save_incomplete,
-    save_result,
     save_samples,
-    typed,
 )
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
@@ -225,13 +221,8 @@ class ScalingRun:
             notes["job_cpus"] = f"ranks not pinned: {self._unpinned_reason()}"
         record = {**record, "timeline": self._times(), "gpu_memory_mb": self.session.options.gpu_memory_mb,
                   "job_cpus": cpus, "notes": notes}
-        record = typed({"schema": SCHEMA_VERSION, **self.session.extended(self.case, record)})
-        record_benchmark(self.benchmark, record)
-        path = save_result(self.session.case_dir(self.case), record)
+        result = self.session.conclude(self.case, record, self.benchmark)
         self._recorded = True
-        result = CaseResult(self.case, record, self.session.enforce_efficiency, [str(path)],
-                            enforce_vram=self.session.enforce_vram)
-        self.session.results.append(result)
         return result
 
     def close(self) -> None:

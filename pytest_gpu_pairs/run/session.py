@@ -24,6 +24,7 @@ from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.model import KNOWN, Record
 from pytest_gpu_pairs.record.store import (
@@ -32,6 +33,7 @@ from pytest_gpu_pairs.record.store import (
     complete_records,
     load_result,
     read_record,
+    record_benchmark,
     save_result,
     typed,
     write_record,
@@ -219,6 +221,16 @@ class GpuPairsSession:
             added.update(extra or {})
         foreign = sorted(key for key in added if key not in record and key not in KNOWN)
         return {**added, **record, **({"plugin_keys": foreign} if foreign else {})}
+
+    def conclude(self, case: Case, record: dict[str, Any], benchmark: Any) -> CaseResult:
+        """A finished case's record, the other plugins' keys in it, typed and left where every reader
+        finds it: pytest-benchmark's entry, ``result.json`` and this session's results."""
+        typed_record = typed({"schema": SCHEMA_VERSION, **self.extended(case, record)})
+        record_benchmark(benchmark, typed_record)
+        path = save_result(self.case_dir(case), typed_record)
+        result = CaseResult(case, typed_record, self.enforce_efficiency, [str(path)], enforce_vram=self.enforce_vram)
+        self.results.append(result)
+        return result
 
     def cases(self) -> list[Case]:
         if self._cases is None:

@@ -1,6 +1,7 @@
 """``--gpu-pairs-gpu-memory-mb``: the ballast process's life (ready, held, stopped on every path) and the option."""
 import json
 import sys
+from functools import partial
 from types import SimpleNamespace
 
 import psutil
@@ -10,6 +11,7 @@ from support.helpers import SUITE, pair
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.case import PairRun
 from pytest_gpu_pairs.run.jobs import live_jobs
+from pytest_gpu_pairs.run.session import GpuPairsSession
 
 STAND_IN = """\
 import json, os, sys, time
@@ -113,6 +115,7 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
                               has_solo=lambda job: False, cool_down=lambda seconds: 0.0, release_device=lambda: None,
                               results=[], enforce_efficiency=True, enforce_vram=True,
                               extended=lambda case, record: record)
+    session.conclude = partial(GpuPairsSession.conclude, session)
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a", hyperparameters={}), bg=None,
                            timeout_s=60, cool_down_s=0.0, sharing="timeslice", design="pairs", variant="default",
                            mode="concurrent", method="epoch")
