@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from pytest_gpu_pairs.analysis.report.analysis import interaction_estimate, pooled_interaction
+from pytest_gpu_pairs.analysis.report.analysis import interaction_estimate, joint_interaction
 from pytest_gpu_pairs.record.store import load_run
 from tools.summary_files import write_collated
 
@@ -82,52 +82,90 @@ def _missing(reason: str) -> dict[str, Any]:
     return {"estimate": None, "reason": reason}
 
 
-def pair_answer(rows: list[dict[str, Any]], factor: str, outcome: str) -> dict[str, Any]:
-    """The interaction for one pair, factor and outcome, or a null estimate with the reason."""
+def pair_rows(rows: list[dict[str, Any]], pair: str) -> list[dict[str, Any]]:
+    """A pair's own runs and the solo runs of its varied model, wherever they ran: a solo job that
+    several pairs need is one case, recorded under the first pair that needs it."""
+    mine = [r for r in rows if r["pair"] == pair]
+    model = _varied_model(mine)
+    shared = [r for r in rows if r["pair"] != pair and r["mode"] == "solo" and r["model"] == model]
+    return mine + shared
+
+
+def prepared(rows: list[dict[str, Any]], factor: str, outcome: str) -> tuple[list[dict[str, Any]], Optional[str]]:
+    """The runs that can answer for this factor and outcome, each with its ``x`` and ``y`` (energy
+    relative to the solo baseline), or none and the reason."""
     varied = factor_rows(rows, factor)
     if not {r["variant"] for r in varied} - {"default"}:
-        return _missing(f"no run varies {factor} (its bounds have not run yet)")
+        return [], f"no run varies {factor} (its bounds have not run yet)"
     data = [r for r in varied if r[outcome] is not None]
     if not data:
         unit = "GPU energy (measured on a GPU only)" if outcome == "energy" else "an accuracy"
-        return _missing(f"no run of this factor recorded {unit}")
-    y = np.array([r[outcome] for r in data])
-    if np.ptp(y) == 0:
-        return _missing(f"every run's {outcome} was the same ({y[0]:g}): no slope to compare")
+        return [], f"no run of this factor recorded {unit}"
+    values = [r[outcome] for r in data]
+    if max(values) == min(values):
+        return [], f"every run's {outcome} was the same ({values[0]:g}): no slope to compare"
+    scale = 1.0
     if outcome == "energy":
         baseline = [r["energy"] for r in data if r["variant"] == "default" and r["mode"] == "solo"]
         if not baseline:
-            return _missing("no solo baseline run recorded energy")
-        y = y / (sum(baseline) / len(baseline))
-    x = np.array([_x(r, factor) for r in data])
-    found = interaction_estimate(x, y, np.array([r["mode"] == "concurrent" for r in data]))
+            return [], "no solo baseline run recorded energy"
+        scale = sum(baseline) / len(baseline)
+    return [{**r, "x": _x(r, factor), "y": r[outcome] / scale} for r in data], None
+
+
+def _arrays(data: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.array([r["x"] for r in data]), np.array([r["y"] for r in data]),
+            np.array([r["mode"] == "concurrent" for r in data]))
+
+
+def pair_answer(rows: list[dict[str, Any]], factor: str, outcome: str) -> dict[str, Any]:
+    """The interaction for one pair, factor and outcome, or a null estimate with the reason."""
+    data, reason = prepared(rows, factor, outcome)
+    if reason:
+        return _missing(reason)
+    found = interaction_estimate(*_arrays(data))
     if found is None:
         return _missing(f"too few runs: {len(data)}, and two values of {factor} in each mode are needed")
-    return {**found.as_dict(), "_found": found}
+    return found.as_dict()
+
+
+def pooled_answer(rows: list[dict[str, Any]], pairs: list[str], factor: str, outcome: str) -> dict[str, Any]:
+    """One interaction over the pairs that each gave one, fitted together with every run once."""
+    runs: dict[tuple, dict[str, Any]] = {}
+    answered = []
+    for pair in pairs:
+        data, reason = prepared(pair_rows(rows, pair), factor, outcome)
+        if reason or interaction_estimate(*_arrays(data)) is None:
+            continue
+        answered.append(pair)
+        for r in data:
+            runs[(r["case_id"], r["repeat"])] = {**r, "fit_pair": pair}
+    if len(answered) < 2:
+        return _missing("fewer than two pairs have an estimate")
+    data = list(runs.values())
+    found = joint_interaction(*_arrays(data), np.array([r["model"] for r in data]),
+                              np.array([r["fit_pair"] for r in data]))
+    if found is None:
+        return _missing("the joint fit has no residual freedom")
+    return {**found.as_dict(), "pairs": answered}
 
 
 def collate(paths: list[Path]) -> dict[str, Any]:
     rows = observations(paths)
     pairs = sorted({r["pair"] for r in rows})
-    summary: dict[str, Any] = {"pairs": {}, "pooled": {}, "n_runs": len(rows),
-                               "model": "y ~ 1 + x + mode + x*mode; x = log10(learning_rate) or epochs; energy "
-                                        "relative to the pair's solo baseline, accuracy as a fraction; pooled: "
-                                        "fixed-effect inverse-variance"}
-    found: dict[tuple[str, str], list] = {}
+    summary: dict[str, Any] = {
+        "pairs": {}, "pooled": {}, "n_runs": len(rows),
+        "model": "y ~ 1 + x + mode + x*mode per pair; x = log10(learning_rate) or epochs; energy relative to the "
+                 "varied model's solo baseline, accuracy as a fraction; pooled: one least-squares fit over the "
+                 "pairs that gave an estimate, a solo line per varied model, a concurrent offset per pair and one "
+                 "common x*mode term, every run once (pairs that vary one model share its solo runs)"}
     for pair in pairs:
-        mine = [r for r in rows if r["pair"] == pair]
-        summary["pairs"][pair] = {"n_runs": len(mine), "varied": _varied_model(mine)}
+        mine = pair_rows(rows, pair)
+        entry = summary["pairs"][pair] = {"n_runs": len(mine), "varied": _varied_model(mine)}
         for factor in FACTORS:
-            for outcome in OUTCOMES:
-                answer = pair_answer(mine, factor, outcome)
-                if "_found" in answer:
-                    found.setdefault((factor, outcome), []).append(answer.pop("_found"))
-                summary["pairs"][pair].setdefault(factor, {})[outcome] = answer
+            entry[factor] = {outcome: pair_answer(mine, factor, outcome) for outcome in OUTCOMES}
     for factor in FACTORS:
-        for outcome in OUTCOMES:
-            pooled = pooled_interaction(found.get((factor, outcome), []))
-            summary["pooled"].setdefault(factor, {})[outcome] = (
-                _missing("fewer than two pairs have an estimate") if pooled is None else pooled.as_dict())
+        summary["pooled"][factor] = {outcome: pooled_answer(rows, pairs, factor, outcome) for outcome in OUTCOMES}
     return summary
 
 

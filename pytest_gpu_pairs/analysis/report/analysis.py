@@ -269,19 +269,28 @@ def interaction_estimate(x: np.ndarray, y: np.ndarray, concurrent: np.ndarray) -
     return Interaction(float(coef[3]), float(coef[3] - half), float(coef[3] + half), p, n, se)
 
 
-def pooled_interaction(parts: list[Interaction]) -> Optional[Interaction]:
-    """Several pairs' interactions as one fixed-effect, inverse-variance weighted estimate (normal
-    interval and p): the pooled answer to "does sharing change the slope", where the parts are on
-    one scale (relative to each pair's solo baseline)."""
-    usable = [part for part in parts if part.se > 0]
-    if len(usable) < 2:
+def joint_interaction(x: np.ndarray, y: np.ndarray, concurrent: np.ndarray, model: np.ndarray,
+                      pair: np.ndarray) -> Optional[Interaction]:
+    """One interaction over several pairs fitted together: each varied model its own solo line,
+    each pair its own concurrent offset, one common change of slope when shared. Pairs that vary
+    the same model share its solo runs, which enter once, so their estimates are not counted as
+    independent (an inverse-variance pool of the per-pair fits would be)."""
+    columns = []
+    for name in np.unique(model):
+        mine = (model == name).astype(float)
+        columns += [mine, mine * x]
+    columns += [(concurrent & (pair == name)).astype(float) for name in np.unique(pair[concurrent])]
+    columns.append(x * concurrent)
+    design = np.column_stack(columns)
+    n, k = design.shape
+    coef, _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
+    if rank < k or n <= k:
         return None
-    weights = [1.0 / part.se ** 2 for part in usable]
-    estimate = sum(w * part.estimate for w, part in zip(weights, usable)) / sum(weights)
-    se = math.sqrt(1.0 / sum(weights))
-    half = float(stats.norm.ppf(0.975)) * se
-    p = float(2 * stats.norm.sf(abs(estimate) / se))
-    return Interaction(estimate, estimate - half, estimate + half, p, sum(part.n for part in usable), se)
+    residual = y - design @ coef
+    se = math.sqrt(float(residual @ residual) / (n - k) * float(np.linalg.inv(design.T @ design)[-1, -1]))
+    half = float(stats.t.ppf(0.975, n - k)) * se
+    p = float(2 * stats.t.sf(abs(coef[-1]) / se, n - k)) if se > 0 else (1.0 if coef[-1] == 0 else 0.0)
+    return Interaction(float(coef[-1]), float(coef[-1] - half), float(coef[-1] + half), p, n, se)
 
 
 def sensitivity_subset(rows: pd.DataFrame, model: str, hp: str, metric: str) -> tuple[pd.DataFrame, Optional[str]]:

@@ -216,10 +216,26 @@ def test_the_interaction_estimate_recovers_a_known_change_of_slope(slope, change
     assert found.low - 0.05 < change < found.high + 0.05
 
 
-def test_pooling_weighs_each_pair_by_its_precision():
-    from pytest_gpu_pairs.analysis.report.analysis import Interaction, pooled_interaction
+@given(st.floats(-2.0, 2.0), st.floats(-2.0, 2.0), st.floats(-1.0, 1.0), st.integers(0, 2**32 - 1))
+def test_the_joint_fit_recovers_one_change_of_slope_from_pairs_that_share_solo_runs(slope, change, offset, seed):
+    """Two pairs vary one model: its nine solo runs enter once, each pair has its own concurrent
+    offset, and the common change of slope is found within its interval."""
+    from pytest_gpu_pairs.analysis.report.analysis import joint_interaction
 
-    precise, vague = Interaction(0.1, 0.08, 0.12, 0.001, 18, 0.01), Interaction(1.0, 0.0, 2.0, 0.05, 18, 0.5)
-    pooled = pooled_interaction([precise, vague])
-    assert 0.1 < pooled.estimate < 0.11 and pooled.se < precise.se and pooled.n == 36
-    assert pooled_interaction([precise]) is None
+    rng = np.random.default_rng(seed)
+    levels = np.repeat([0.0, 1.0, 2.0], 3)
+    x = np.tile(levels, 3)
+    concurrent = np.repeat([False, True, True], 9)
+    pair = np.repeat(["a", "a", "b"], 9)
+    shift = np.where(pair == "b", offset, -offset) * concurrent
+    y = 1.0 + slope * x + shift + change * x * concurrent + rng.normal(0, 0.01, len(x))
+    found = joint_interaction(x, y, concurrent, np.repeat("mrt_oast", len(x)), pair)
+    assert found is not None and found.n == 27
+    assert found.low < found.estimate < found.high and abs(found.estimate - change) < 0.05
+
+
+def test_the_joint_fit_needs_residual_freedom():
+    from pytest_gpu_pairs.analysis.report.analysis import joint_interaction
+
+    x, concurrent = np.array([0.0, 1.0, 0.0, 1.0]), np.array([False, False, True, True])
+    assert joint_interaction(x, x, concurrent, np.repeat("m", 4), np.repeat("a", 4)) is None

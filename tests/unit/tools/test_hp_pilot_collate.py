@@ -53,3 +53,30 @@ def test_an_outcome_that_never_moves_is_not_fitted():
 def test_a_factor_whose_bounds_have_not_run_says_so():
     answer = pair_answer(_rows(_slope_energy(0.1, 0.1)), "epochs", "energy")
     assert answer["estimate"] is None and "no run varies epochs" in answer["reason"]
+
+
+def test_a_pair_without_solo_cases_of_its_own_reads_the_solo_runs_of_its_varied_model():
+    from tools.hp_pilot.collate import pair_answer, pair_rows
+
+    rows = _rows(_slope_energy(0.1, 0.1))
+    for row in rows:
+        row["case_id"] = f"{row['pair']}-{row['variant']}-{row['mode']}"
+    borrowed = [{**row, "pair": "hp03", "case_id": "hp03-" + row["case_id"]} for row in rows
+                if row["mode"] == "concurrent"]
+    mine = pair_rows(rows + borrowed, "hp03")
+    assert {r["pair"] for r in mine if r["mode"] == "solo"} == {"hp02"}
+    assert pair_answer(mine, "learning_rate", "energy")["n_runs"] == 18
+
+
+def test_the_pooled_answer_counts_shared_solo_runs_once():
+    from tools.hp_pilot.collate import pooled_answer
+
+    rows = _rows(_slope_energy(0.1, 0.3))
+    for row in rows:
+        row["case_id"] = f"{row['pair']}-{row['variant']}-{row['mode']}"
+    borrowed = [{**row, "pair": "hp03", "case_id": "hp03-" + row["case_id"]} for row in rows
+                if row["mode"] == "concurrent"]
+    answer = pooled_answer(rows + borrowed, ["hp02", "hp03"], "learning_rate", "energy")
+    assert answer["n_runs"] == 27 and answer["pairs"] == ["hp02", "hp03"]
+    assert answer["ci95"][0] < 0.2 < answer["ci95"][1]
+    assert pooled_answer(rows, ["hp02"], "learning_rate", "energy")["estimate"] is None
