@@ -11,7 +11,7 @@ handles keys by name (the gate, the tables), by ``record.get(name)``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Optional, Union
 
 from pydantic import (
@@ -64,6 +64,11 @@ class _RecordBase(BaseModel):
         """The record as JSON-ready data: keys that were never set are left out, as on disk."""
         return self.model_dump(exclude_unset=True, by_alias=True)
 
+    def updated(self, **changes: Any) -> _RecordBase:
+        """A copy with ``changes``, checked as a new record is: ``model_copy(update=...)`` would
+        keep a misspelt key unchecked until the record is written."""
+        return self.model_validate({**self.to_dict(), **changes})
+
 
 def _field(kind: str) -> tuple[Any, None]:
     return (Optional[_TYPES[kind]], None)
@@ -92,6 +97,14 @@ Record.__doc__ = "One case's (or one round's) result, every key typed as ``recor
 KNOWN: frozenset[str] = frozenset(_FIELDS) | {"schema"}
 
 
+def built(data: Mapping[str, Any]) -> Record:
+    """A record a builder put together, checked where it is made: an unknown key raises here, in
+    the builder's test, and not as a None in a reader. A number JSON cannot hold stays as it was
+    measured (a mean over rounds reads what each round gave); ``store.typed`` turns it into null
+    with a note when the record is written."""
+    return Record.model_validate(dict(data))
+
+
 def unknown_keys(data: dict[str, Any]) -> list[str]:
     """The keys of ``data`` the record does not declare, besides those ``plugin_keys`` names."""
     added = data.get("plugin_keys")
@@ -106,4 +119,4 @@ def unknown_key_text(key: str) -> str:
     return f"{key!r} is not a key of the record, which record/keys.py declares{hint}"
 
 
-__all__ = ["KNOWN", "Record", "ValidationError", "unknown_key_text", "unknown_keys"]
+__all__ = ["KNOWN", "Record", "ValidationError", "built", "unknown_key_text", "unknown_keys"]

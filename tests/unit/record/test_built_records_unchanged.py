@@ -14,6 +14,7 @@ import pytest
 from support.helpers import DATA
 
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record, round_record
+from pytest_gpu_pairs.record.model import built
 from pytest_gpu_pairs.record.scaling import scaling_record
 from pytest_gpu_pairs.record.store import save_result
 from unit.record import test_phases as phases
@@ -44,7 +45,7 @@ def _interleaved_record() -> dict:
 
 
 def _scaling_records() -> dict:
-    one = {"step_time_s": 0.05, "step_time_ci": [0.049, 0.051], "step_time_blocks": 10}
+    one = built({"step_time_s": 0.05, "step_time_ci": [0.049, 0.051], "step_time_blocks": 10})
     two_gpus = scaling.measurement(scaling.builtin_ranks(slow_rank_extra=0.01), [scaling.gpu(0), scaling.gpu(1)])
     return {"scaling_two_gpus": scaling_record(scaling.case(), two_gpus, "NVIDIA H200", 1.0, baseline=one),
             "scaling_cpu": scaling_record(scaling.case(), scaling.measurement(scaling.builtin_ranks()), "cpu", 1.0)}
