@@ -117,3 +117,12 @@ def test_an_update_keeps_every_other_key_and_leaves_the_record_as_it_was():
     changed = record.updated(concurrency_efficiency=1.1, reused_measurement="here")
     assert changed.to_dict() == {**RECORD, "concurrency_efficiency": 1.1, "reused_measurement": "here"}
     assert record.to_dict() == RECORD
+
+
+def test_a_round_is_checked_as_a_record_is_and_stays_a_dict():
+    rounds = [{"round": 1, "bracketed": True, "fg_slowdown": 2.0, "phases": [{"name": "pair", "start": 1.0}]}]
+    assert built({**RECORD, "rounds": rounds}).rounds == rounds
+    with pytest.raises(ValidationError, match="round: 'fg_slowdwn' is not a key.*did you mean 'fg_slowdown'"):
+        built({**RECORD, "rounds": [{"round": 1, "fg_slowdwn": 2.0}]})
+    with pytest.raises(StoreError, match=r"result.json: \$\.rounds\[0\]\.fg_slowdown: expected"):
+        typed({**RECORD, "rounds": [{"fg_slowdown": "2.0"}]}, "result.json")
