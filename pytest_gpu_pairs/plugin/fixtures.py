@@ -54,7 +54,7 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
                                             enforce_vram=gpu_pairs.enforce_vram))
         quiet_when_skipped(benchmark)
         pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
-                    + (f" (recorded failure: {recorded['failure']})" if recorded.get("failure") else ""))
+                    + (f" (recorded failure: {recorded.failure})" if recorded.failure else ""))
     run = _runner(gpu_pair_case, gpu_pairs, benchmark, request.node)
     live_line = gpu_pairs.environment().live
     if live_line is not None:

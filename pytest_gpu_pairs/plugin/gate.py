@@ -21,6 +21,7 @@ from pytest_gpu_pairs.analysis.compare import (
     parse_thresholds,
     refusal,
 )
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run, machine_from_session
 from pytest_gpu_pairs.run.environment import Environment
 
@@ -68,14 +69,14 @@ class CompareGate:
         self.refused = message and f"{message} (--gpu-pairs-compare-force compares anyway)"
         return self.refused
 
-    def finish(self, records: list[dict[str, Any]], env: Optional[Environment],
+    def finish(self, records: list[Record], env: Optional[Environment],
                expected: Optional[list[str]] = None) -> bool:
         """Compare this session's records with the baseline; True when the gate fails. With limits
         the gate must judge: a case of the baseline that this session set out to run (``expected``)
         and did not record, or no case to compare at all, fails it."""
         if self.refused or (not records and not self.thresholds):
             return bool(self.refused)
-        current = Run("this session", {r["case_id"]: r for r in records if "case_id" in r},
+        current = Run("this session", {r.case_id: r for r in records if r.case_id is not None},
                       machine_info(env, self.gpu_memory_mb) if env is not None else {})
         self.comparison = compare_runs(self.baseline, current, self.thresholds, expected=expected)
         return self.comparison.failed
@@ -106,7 +107,7 @@ def refuse_foreign_baseline(config: pytest.Config, env: Environment) -> None:
         pytest.exit(f"--gpu-pairs-compare: {message}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
-def session_finish(session: pytest.Session, records: list[dict[str, Any]], env: Optional[Environment],
+def session_finish(session: pytest.Session, records: list[Record], env: Optional[Environment],
                    expected: Optional[list[str]] = None) -> None:
     gate = session.config.stash.get(GATE_KEY, None)
     if gate is not None and gate.finish(records, env, expected) and session.exitstatus == pytest.ExitCode.OK:

@@ -19,6 +19,7 @@ from pytest_gpu_pairs.record.checks import PROGRESS_FIX
 from pytest_gpu_pairs.record.derived import with_derived
 from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, InterleavedMeasurement, Measurement
+from pytest_gpu_pairs.record.model import Record, built
 from pytest_gpu_pairs.record.phases import SPLIT_METHOD, case_figures
 from pytest_gpu_pairs.record.plausible import with_impossible_notes
 
@@ -288,8 +289,14 @@ def _explain_missing_efficiency(record: dict[str, Any], notes: Notes) -> None:
 
 
 def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
-                 env: DeviceFacts) -> dict[str, Any]:
+                 env: DeviceFacts) -> Record:
     """The record of one round (one repeat) of a case."""
+    return built(_round_figures(case, m, solo_fg, solo_bg, env))
+
+
+def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+                   env: DeviceFacts) -> dict[str, Any]:
+    """A round's figures as the dict the study's derived figures are added to before it is typed."""
     notes = Notes()
     fg = m.fg
     fg_result = fg.progress.result or {}
@@ -348,11 +355,11 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
 
 
 def case_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
-                env: DeviceFacts, solo_fg_record: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+                env: DeviceFacts, solo_fg_record: Optional[Record] = None) -> Record:
     """A round's whole record: its figures, then the study's derived figures (for a concurrent
     round, against the foreground's solo record). Solo baselines and cases are built the same way."""
-    record = round_record(case, m, solo_fg, solo_bg, env)
-    return with_impossible_notes(with_derived(record, case.fg, None if case.mode == "solo" else solo_fg_record))
+    record = _round_figures(case, m, solo_fg, solo_bg, env)
+    return built(with_impossible_notes(with_derived(record, case.fg, None if case.mode == "solo" else solo_fg_record)))
 
 
 def _sharing_figures(case: Case, m: Measurement, notes: Notes) -> Optional[dict[str, Any]]:
@@ -382,7 +389,7 @@ def _failure_text(m: Measurement, sharing: str = "timeslice") -> Optional[str]:
     return "; ".join(problems) or None
 
 
-def failed_record(case: Case, failure: str, env: DeviceFacts, loop: Optional[BackgroundRuns] = None) -> dict[str, Any]:
+def failed_record(case: Case, failure: str, env: DeviceFacts, loop: Optional[BackgroundRuns] = None) -> Record:
     """The record of a case that could not be measured (a solo baseline failed, the background
     never became ready): what is known, the failure, and None for every figure, with the reason."""
     runs = loop.runs if loop is not None else []
@@ -396,31 +403,28 @@ def failed_record(case: Case, failure: str, env: DeviceFacts, loop: Optional[Bac
         record[key] = None
         notes[key] = f"the case could not be measured: {failure}"
     record["notes"] = notes
-    return record
+    return built(record)
 
 
-def aggregate(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(rounds: Sequence[Record]) -> Record:
     """One record for all repeats: numeric keys hold the mean, ``<key>_std`` the spread."""
-    record = dict(rounds[-1])
+    record = rounds[-1].to_dict()
     record["repeats"] = len(rounds)
     if len(rounds) > 1:
         for key in PER_ROUND:
-            mean, std = metrics.mean_and_std([r.get(key) for r in rounds])
+            mean, std = metrics.mean_and_std([getattr(r, key) for r in rounds])
             record[key], record[f"{key}_std"] = mean, std
-        record["oom"] = any(r["oom"] for r in rounds)
-        failures = [r["failure"] for r in rounds if r.get("failure")]
-        record["failure"] = "; ".join(failures) or None
-        record["rounds"] = [{k: r.get(k) for k in PER_ROUND + ("oom", "failure")} for r in rounds]
-    return with_impossible_notes(record)
-
-
+        record["oom"] = any(r.oom for r in rounds)
+        record["failure"] = "; ".join(r.failure for r in rounds if r.failure) or None
+        record["rounds"] = [{k: getattr(r, k) for k in PER_ROUND + ("oom", "failure")} for r in rounds]
+    return built(with_impossible_notes(record))
 
 
 INTERLEAVED_WARMUP_RULE = ("both jobs started together; excluded: everything until both had reported a training "
                            "step, then warmup_s more of both training; after every switch of phase, settle_s")
 
 
-def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) -> dict[str, Any]:
+def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) -> Record:
     """The record of an interleaved case: the mean of its rounds with intervals, and how it was measured."""
     notes = Notes()
     record: dict[str, Any] = {**describe(case), "mode": case.mode, "repeats": len(m.rounds), "scale": env.scale,
@@ -448,7 +452,7 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     _explain_interleaved_nulls(record, m, env, notes)
     _cpu_facts(record, notes, env, case)
     record["notes"] = dict(notes)
-    return with_impossible_notes(record)
+    return built(with_impossible_notes(record))
 
 
 def _restart_figures(m: InterleavedMeasurement) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.keys import COMPARISONS, perf_higher_is_better
+from pytest_gpu_pairs.record.model import Record
 
 
 def perf_metric(job: JobConfig, perf: dict[str, Any]) -> Optional[str]:
@@ -63,26 +64,26 @@ def own_figures(record: dict[str, Any], job: JobConfig) -> dict[str, Any]:
     return {**figures, "notes": out.get("notes", {})}
 
 
-def comparison_figures(record: dict[str, Any], solo_fg: Optional[dict[str, Any]]) -> dict[str, Any]:
-    """A concurrent round against its foreground's solo record; None for a solo round."""
+def comparison_figures(record: dict[str, Any], solo_fg: Optional[Record]) -> dict[str, Any]:
+    """A concurrent round (the dict being built) against its foreground's solo record; None for a solo round."""
     out = {**record, **dict.fromkeys(COMPARISONS)}
     if record.get("mode") == "solo" or solo_fg is None:
         for key in COMPARISONS:
             _note(out, key, "solo case: nothing shares the device")
         return {key: out[key] for key in COMPARISONS + ("notes",)}
-    out["concurrent_overhead"] = metrics.relative_change(record.get("fg_duration_s"), solo_fg.get("fg_duration_s"))
-    out["concurrent_energy_overhead"] = metrics.relative_change(record.get("gpu_energy_j"), solo_fg.get("gpu_energy_j"))
+    out["concurrent_overhead"] = metrics.relative_change(record.get("fg_duration_s"), solo_fg.fg_duration_s)
+    out["concurrent_energy_overhead"] = metrics.relative_change(record.get("gpu_energy_j"), solo_fg.gpu_energy_j)
     metric = record.get("perf_metric")
-    solo_perf = (solo_fg.get("perf") or {}).get(metric) if metric else None
+    solo_perf = (solo_fg.perf or {}).get(metric) if metric else None
     out["interference"] = metrics.relative_change((record.get("perf") or {}).get(metric), solo_perf)
     out["sharing_energy_saved_j"] = metrics.energy_saved_j(record.get("gpu_energy_j"), record.get("serial_energy_j"))
     _explain_missing(out, solo_fg)
     return {key: out[key] for key in COMPARISONS + ("notes",)}
 
 
-def _explain_missing(out: dict[str, Any], solo_fg: dict[str, Any]) -> None:
+def _explain_missing(out: dict[str, Any], solo_fg: Record) -> None:
     notes = out.get("notes") or {}
-    energy_reason = notes.get("gpu_energy_j") or (solo_fg.get("notes") or {}).get("gpu_energy_j")
+    energy_reason = notes.get("gpu_energy_j") or (solo_fg.notes or {}).get("gpu_energy_j")
     energy_reason = energy_reason or "the GPU energy of this run or of a solo run was not measured"
     _note(out, "concurrent_overhead", "the foreground's solo duration is missing")
     _note(out, "concurrent_energy_overhead", energy_reason)
@@ -90,7 +91,7 @@ def _explain_missing(out: dict[str, Any], solo_fg: dict[str, Any]) -> None:
     _note(out, "sharing_energy_saved_j", notes.get("gpu_energy_j") or notes.get("serial_energy_j") or energy_reason)
 
 
-def with_derived(record: dict[str, Any], job: JobConfig, solo_fg: Optional[dict[str, Any]]) -> dict[str, Any]:
+def with_derived(record: dict[str, Any], job: JobConfig, solo_fg: Optional[Record]) -> dict[str, Any]:
     """The record with its own figures and, for a concurrent round, the comparisons added."""
     record.update(own_figures(record, job))
     record.update(comparison_figures(record, solo_fg))

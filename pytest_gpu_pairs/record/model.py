@@ -11,10 +11,11 @@ handles keys by name (the gate, the tables), by ``record.get(name)``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Optional, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -64,6 +65,11 @@ class _RecordBase(BaseModel):
         """The record as JSON-ready data: keys that were never set are left out, as on disk."""
         return self.model_dump(exclude_unset=True, by_alias=True)
 
+    def updated(self, **changes: Any) -> _RecordBase:
+        """A copy with ``changes``, checked as a new record is: ``model_copy(update=...)`` would
+        keep a misspelt key unchecked until the record is written."""
+        return self.model_validate({**self.to_dict(), **changes})
+
 
 def _field(kind: str) -> tuple[Any, None]:
     return (Optional[_TYPES[kind]], None)
@@ -72,7 +78,7 @@ def _field(kind: str) -> tuple[Any, None]:
 _Number = Union[StrictInt, StrictFloat]
 _NESTED: dict[str, Any] = {  # keys whose insides the readers format or compute with
     "notes": dict[str, StrictStr],
-    "rounds": list[dict[str, Any]],
+    "rounds": list[Annotated[dict[str, Any], AfterValidator(lambda entry: _checked_round(entry))]],
 }
 _INTERVAL = Annotated[list[Optional[_Number]], Field(min_length=2, max_length=2)]  # [low, high]: the 95 % interval
 
@@ -91,6 +97,43 @@ Record.__doc__ = "One case's (or one round's) result, every key typed as ``recor
 
 KNOWN: frozenset[str] = frozenset(_FIELDS) | {"schema"}
 
+_ROUND_ONLY: dict[str, Any] = {"round": (Optional[StrictInt], None), "segment": (Optional[StrictInt], None),
+                               "bracketed": (Optional[StrictBool], None), "phases": (Optional[list[dict[str, Any]]], None)}
+
+
+class _RoundBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in cls.model_fields]
+            if unknown:
+                raise ValueError(f"round: {unknown_key_text(unknown[0], frozenset(cls.model_fields))}")
+        return data
+
+
+Round = create_model("Round", __base__=_RoundBase, **{name: field for name, field in _FIELDS.items()
+                                                        if name not in ("rounds", "schema_version")}, **_ROUND_ONLY)
+Round.__doc__ = ("One entry of a record's ``rounds``: a repeat's figures, or an interleaved round's rates, "
+                 "energies and phases, each key typed as the record's is.")
+
+
+def _checked_round(entry: dict[str, Any]) -> dict[str, Any]:
+    """A round checked as a record is, and kept as the dict it was: compare scales and filters
+    rounds as dicts, and the round clock and the studies' collates index them by name."""
+    Round.model_validate(entry)
+    return entry
+
+
+def built(data: Mapping[str, Any]) -> Record:
+    """A record a builder put together, checked where it is made: an unknown key raises here, in
+    the builder's test, and not as a None in a reader. A number JSON cannot hold stays as it was
+    measured (a mean over rounds reads what each round gave); ``store.typed`` turns it into null
+    with a note when the record is written."""
+    return Record.model_validate(dict(data))
+
 
 def unknown_keys(data: dict[str, Any]) -> list[str]:
     """The keys of ``data`` the record does not declare, besides those ``plugin_keys`` names."""
@@ -99,11 +142,11 @@ def unknown_keys(data: dict[str, Any]) -> list[str]:
     return [key for key in data if key not in KNOWN and key not in added]
 
 
-def unknown_key_text(key: str) -> str:
+def unknown_key_text(key: str, known: frozenset[str] = KNOWN) -> str:
     """Why ``key`` is refused, with the declared key it was probably meant to be."""
-    near = difflib.get_close_matches(key, sorted(KNOWN), n=1)
+    near = difflib.get_close_matches(key, sorted(known), n=1)
     hint = f"; did you mean {near[0]!r}?" if near else ""
     return f"{key!r} is not a key of the record, which record/keys.py declares{hint}"
 
 
-__all__ = ["KNOWN", "Record", "ValidationError", "unknown_key_text", "unknown_keys"]
+__all__ = ["KNOWN", "Record", "Round", "ValidationError", "built", "unknown_key_text", "unknown_keys"]

@@ -17,7 +17,7 @@ A command workload has no such probe: its share is null, with the reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -28,6 +28,7 @@ from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.measurement import JobOutcome
+from pytest_gpu_pairs.record.model import Record, built
 from pytest_gpu_pairs.record.stats import CONFIDENCE, t_quantile
 
 BLOCKS = 10
@@ -229,19 +230,18 @@ def comm_share(m: ScalingMeasurement, step: Optional[Estimate], notes: Notes) ->
     return ratio(probe[0], step).shifted(1.0, -1.0), probe[0].mean
 
 
-def efficiency(step: Optional[Estimate], gpus: int, baseline: Optional[Mapping[str, Any]],
-               notes: Notes) -> Optional[Estimate]:
+def efficiency(step: Optional[Estimate], gpus: int, baseline: Optional[Record], notes: Notes) -> Optional[Estimate]:
     """Step time on one GPU over step time on ``gpus``: throughput per GPU against one GPU's."""
     if step is None:
         notes.unmeasured("scaling_efficiency", "no step time was measured")
         return None
     if gpus == 1:
         return Estimate(1.0, 0.0, float("inf"))
-    if baseline is None or baseline.get("step_time_s") is None:
+    if baseline is None or baseline.step_time_s is None:
         notes.unmeasured("scaling_efficiency", "the one-GPU case of this workload was not measured in this session "
                                                "(gpu-pairs scale takes it from any results folder)")
         return None
-    one = estimate_from_interval(baseline["step_time_s"], baseline.get("step_time_ci"), baseline.get("step_time_blocks"))
+    one = estimate_from_interval(baseline.step_time_s, baseline.step_time_ci, baseline.step_time_blocks)
     return ratio(one, step)
 
 
@@ -339,7 +339,7 @@ def _reserved_per_rank(m: ScalingMeasurement, notes: Notes) -> Optional[list[Opt
 
 
 def scaling_record(case: Case, m: ScalingMeasurement, device: str, scale: float,
-                   baseline: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+                   baseline: Optional[Record] = None) -> Record:
     """The case's record; ``baseline`` is the record of the one-GPU case of the same workload."""
     notes = Notes()
     gpus = m.plan.gpus
@@ -373,4 +373,4 @@ def scaling_record(case: Case, m: ScalingMeasurement, device: str, scale: float,
                                         "them in every step (find_unused_parameters), a cost the step time includes")
     if step is not None and step.se is None:
         notes.unmeasured("step_time_ci", "fewer than two batch means: measure more steps for an interval")
-    return {**record, "notes": dict(notes)}
+    return built({**record, "notes": dict(notes)})

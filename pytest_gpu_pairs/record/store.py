@@ -143,10 +143,24 @@ def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = 
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         key = str(error["loc"][0]) if error["loc"] else ""
+        if (key == "rounds" and len(error["loc"]) > 2) or error["msg"].startswith("Value error, round: "):
+            loc, text = _round_problem(error)
+            raise StoreError(f"{source}: {at}{json_path(loc)[1:]}: expected a gpu-pairs result record "
+                             f"({text}, got {error.get('input')!r})") from None
         expected = _NESTED_EXPECTED.get(key.rsplit("_", 1)[-1] if key.endswith("_ci") else key) \
             or _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
         raise StoreError(f"{source}: {at}{json_path((key,))[1:] if key else ''}: expected a gpu-pairs result record "
                          f"({key or 'the record'} must be {expected}, got {error.get('input')!r})") from None
+
+
+def _round_problem(error: dict[str, Any]) -> tuple[tuple, str]:
+    """Where in ``rounds`` a round does not fit, and why: a key of the wrong type is said as the
+    record's own key is, past the union's member names in pydantic's location."""
+    loc = tuple(error["loc"][:3])
+    name = loc[2] if len(loc) == 3 else None
+    if name in KEYS:
+        return loc, f"{name} must be {_EXPECTED.get(KEYS[name].type, 'a valid value')}"
+    return loc, error["msg"].removeprefix("Value error, ")
 
 
 def _finite_record(data: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.measurement import Measurement
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete, save_result
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
@@ -126,13 +127,17 @@ class PairRun:
         self._pair = None
         self.session.release_device()
         record = interleaved_record(self.case, measurement, self.env)
-        record["benchmark_figure"] = self.round_timer(record["rounds"]) if self.round_timer else None
-        if record["benchmark_figure"] is None:
-            record["notes"]["benchmark_figure"] = (
-                "no complete round to hand to pytest-benchmark" if self.round_timer else
-                "the test does not carry the benchmark marker with gpu-pairs' round clock (cases from "
-                "--gpu-pairs-settings do)")
-        return self._finish(record)
+        return self._finish(record.updated(**self._benchmark_figure(record)))
+
+    def _benchmark_figure(self, record: Record) -> dict[str, Any]:
+        """What pytest-benchmark's statistics of an interleaved case hold, or why they hold nothing."""
+        figure = self.round_timer(record.rounds) if self.round_timer else None
+        if figure is not None:
+            return {"benchmark_figure": figure}
+        why = ("no complete round to hand to pytest-benchmark" if self.round_timer else
+               "the test does not carry the benchmark marker with gpu-pairs' round clock (cases from "
+               "--gpu-pairs-settings do)")
+        return {"benchmark_figure": None, "notes": {**(record.notes or {}), "benchmark_figure": why}}
 
     def _solo_case(self) -> CaseResult:
         """A solo case measures its job unless the session already did (then it reports that
@@ -141,8 +146,7 @@ class PairRun:
         job = self.case.fg
         cached = self.session.cached_solo(job)
         if cached is not None:
-            record = self._record(cached, cached, None)
-            record["reused_measurement"] = str(cached.out_dir)
+            record = self._record(cached, cached, None).updated(reused_measurement=str(cached.out_dir))
             return self._finish(aggregate([record]))
         self.sharing = self._sharing_or_skip(self.session.sharing.prepare)  # plain: no MPS daemon up
         self._measure_rounds()
@@ -174,7 +178,7 @@ class PairRun:
             self._foreground()
             self._end_round()
 
-    def _round_records(self, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> list[dict[str, Any]]:
+    def _round_records(self, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> list[Record]:
         """Every round's record (a solo round is its own baseline); with repeats, each one is also
         saved in its round folder, so every repeat is on record and not only their mean."""
         records = [self._record(m, solo_fg or m, solo_bg) for m in self.measurements]
@@ -183,7 +187,7 @@ class PairRun:
                 save_result(m.out_dir, record)
         return records
 
-    def _record(self, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> dict[str, Any]:
+    def _record(self, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> Record:
         case = self.case
         return case_record(case, m, solo_fg, solo_bg, self.env, self.session.solo_record(case.fg))
 
@@ -202,7 +206,7 @@ class PairRun:
                                           "train_start_t": solo.window[0], "train_end_t": solo.window[1]})
         if solo.fg.failed:
             failure = f"solo baseline of {job.model} failed: {solo.fg.reason()}"
-            self._finish(failed_record(self.case, failure, self.env) | {"oom": solo.fg.oom})
+            self._finish(failed_record(self.case, failure, self.env).updated(oom=solo.fg.oom))
             pytest.fail(f"{self.case.id}: {failure}", pytrace=False)
         return solo
 
@@ -234,14 +238,14 @@ class PairRun:
     def _times(self) -> dict[str, Any]:
         return {"timeline": {**self.timeline, "case_end_t": time.time()}}
 
-    def _finish(self, record: dict[str, Any]) -> CaseResult:
+    def _finish(self, record: Record) -> CaseResult:
         self.close()
-        record = {**record, **self._times()}
-        record["case_wall_s"] = record["timeline"]["case_end_t"] - record["timeline"].get("case_start_t", time.time())
+        timeline = self._times()["timeline"]
+        changes = {"timeline": timeline, "case_wall_s": timeline["case_end_t"] - timeline.get("case_start_t", time.time())}
         if self.case.method == "epoch" and self.measurements:
-            record["benchmark_figure"] = EPOCH_BENCHMARK_FIGURE
-        record.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
-        result = self.session.conclude(self.case, record, self.benchmark)
+            changes["benchmark_figure"] = EPOCH_BENCHMARK_FIGURE
+        changes.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
+        result = self.session.conclude(self.case, record.updated(**changes), self.benchmark)
         self._recorded = True
         return result
 

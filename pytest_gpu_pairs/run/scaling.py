@@ -24,6 +24,7 @@ from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement, scaling_record
 from pytest_gpu_pairs.record.store import (
     StoreWriteError,
@@ -131,7 +132,7 @@ class ScalingRun:
                       if isinstance(exc, KeyboardInterrupt) else f"the harness stopped the case: {type(exc).__name__}: {exc}")
             save_incomplete(self.session.case_dir(self.case), {**describe(self.case), "timeline": self._times()}, reason)
 
-    def _measure(self, gpus: list[Gpu]) -> dict[str, Any]:
+    def _measure(self, gpus: list[Gpu]) -> Record:
         out = self.session.case_dir(self.case)
         roles = PidRoles()
         self._start_ballasts(gpus, out, roles)
@@ -196,13 +197,13 @@ class ScalingRun:
         held = self.ballasts[rank].held_mb if rank < len(self.ballasts) else None
         return size, held if held is not None else gpu.info.memory_total_mb - size
 
-    def _baseline(self) -> Optional[dict[str, Any]]:
+    def _baseline(self) -> Optional[Record]:
         """The record of this workload's one-GPU case in this session, if it ran and did not fail."""
         for result in reversed(self.session.results):
             record, case = result.record, result.case
             if (case is not None and case.design == "scaling" and case.scaling is not None and case.scaling.gpus == 1
-                    and case.group == self.case.group and case.fg == self.case.fg and not record.get("failure")):
-                return dict(record)
+                    and case.group == self.case.group and case.fg == self.case.fg and not record.failure):
+                return record
         return None
 
     def _unpinned_reason(self) -> str:
@@ -213,14 +214,14 @@ class ScalingRun:
     def _times(self) -> dict[str, Any]:
         return {**self.timeline, "case_end_t": time.time()}
 
-    def _finish(self, record: dict[str, Any]) -> CaseResult:
+    def _finish(self, record: Record) -> CaseResult:
         self.close()
         cpus = _described_cpus(self.job.setup if self.job else None, self.env)
-        notes = dict(record.get("notes") or {})
+        notes = dict(record.notes or {})
         if cpus is None:
             notes["job_cpus"] = f"ranks not pinned: {self._unpinned_reason()}"
-        record = {**record, "timeline": self._times(), "gpu_memory_mb": self.session.options.gpu_memory_mb,
-                  "job_cpus": cpus, "notes": notes}
+        record = record.updated(timeline=self._times(), gpu_memory_mb=self.session.options.gpu_memory_mb,
+                                job_cpus=cpus, notes=notes)
         result = self.session.conclude(self.case, record, self.benchmark)
         self._recorded = True
         return result

@@ -159,7 +159,7 @@ class GpuPairsSession:
         self.results: list[CaseResult] = []
         self._cases: Optional[list[Case]] = None
         self._env: Optional[Environment] = None
-        self._solo: dict[tuple, tuple[Measurement, dict[str, Any]]] = {}
+        self._solo: dict[tuple, tuple[Measurement, Record]] = {}
         self._planned: list[str] = []
         self.sharing = SharingManager(self.own_dir, options.mps_control, options.mps_threads,
                                       options.mps_mem_limit_mb)
@@ -222,10 +222,10 @@ class GpuPairsSession:
         foreign = sorted(key for key in added if key not in record and key not in KNOWN)
         return {**added, **record, **({"plugin_keys": foreign} if foreign else {})}
 
-    def conclude(self, case: Case, record: dict[str, Any], benchmark: Any) -> CaseResult:
+    def conclude(self, case: Case, record: Record, benchmark: Any) -> CaseResult:
         """A finished case's record, the other plugins' keys in it, typed and left where every reader
         finds it: pytest-benchmark's entry, ``result.json`` and this session's results."""
-        typed_record = typed({"schema": SCHEMA_VERSION, **self.extended(case, record)})
+        typed_record = typed({"schema": SCHEMA_VERSION, **self.extended(case, record.to_dict())})
         record_benchmark(benchmark, typed_record)
         path = save_result(self.case_dir(case), typed_record)
         result = CaseResult(case, typed_record, self.enforce_efficiency, [str(path)], enforce_vram=self.enforce_vram)
@@ -334,12 +334,12 @@ class GpuPairsSession:
         found = self._solo.get((job, self.options.scale))
         return found[0] if found else None
 
-    def solo_record(self, job: JobConfig) -> Optional[dict[str, Any]]:
+    def solo_record(self, job: JobConfig) -> Optional[Record]:
         """The record of the job's solo measurement, for the comparisons of concurrent cases."""
         found = self._solo.get((job, self.options.scale))
         return found[1] if found else None
 
-    def adopt_solo(self, job: JobConfig, measurement: Measurement, record: dict[str, Any]) -> None:
+    def adopt_solo(self, job: JobConfig, measurement: Measurement, record: Record) -> None:
         """A solo case's first round becomes the job's baseline: no job is measured alone twice."""
         self._solo.setdefault((job, self.options.scale), (measurement, record))
 

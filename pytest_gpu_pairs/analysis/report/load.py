@@ -22,6 +22,7 @@ from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.compat import raw_data as seed
 from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.record.keys import meaning, perf_higher_is_better
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreError, load_run
 
 
@@ -124,26 +125,25 @@ def _number(value: Any) -> Optional[float]:
     return float(value) if math.isfinite(value) else None
 
 
-def record_run(record: dict[str, Any], source: str, kind: str, index: int, machine: dict[str, Any]) -> dict[str, Any]:
-    """One of our result records as a run."""
-    failure = record.get("failure")
+def record_run(record: Record, source: str, kind: str, index: int, machine: dict[str, Any]) -> dict[str, Any]:
+    """One of our result records as a run; ``timestamp`` is the predecessor's column, which our
+    records do not have (their times are in ``timeline``)."""
     run: dict[str, Any] = {
-        "source": source, "source_kind": kind, "source_row": index, "run_id": record["case_id"],
-        "case_id": record["case_id"], "timestamp": record.get("timestamp"), "mode": record.get("mode"),
-        "fg_model": record.get("fg_model"), "bg_model": record.get("bg_model"),
-        "success": not failure and not record.get("oom"), "failure": failure,
-        "experiment_source": record.get("design"), "variant": record.get("variant"), "mutated_param": None,
-        "oom": record.get("oom"),
-        "sharing": record.get("sharing"),
-        "device": record.get("device") or machine.get("device"), "gpu_name": machine.get("gpu_name"),
+        "source": source, "source_kind": kind, "source_row": index, "run_id": record.case_id,
+        "case_id": record.case_id, "timestamp": None, "mode": record.mode,
+        "fg_model": record.fg_model, "bg_model": record.bg_model,
+        "success": not record.failure and not record.oom, "failure": record.failure,
+        "experiment_source": record.design, "variant": record.variant, "mutated_param": None,
+        "oom": record.oom, "sharing": record.sharing,
+        "device": record.device or machine.get("device"), "gpu_name": machine.get("gpu_name"),
         "driver": machine.get("driver"), "cuda_driver_version": machine.get("cuda_driver_version")}
     for key in RECORD_NUMBERS:
         run[key] = _number(record.get(key))
         if _number(record.get(f"{key}_std")) is not None:
             run[f"{key}_std"] = _number(record.get(f"{key}_std"))
-    for name, value in (record.get("fg_hparams") or {}).items():
+    for name, value in (record.fg_hparams or {}).items():
         run[f"hp_{name}"] = value
-    for name, value in (record.get("perf") or {}).items():
+    for name, value in (record.perf or {}).items():
         if _number(value) is not None:
             run[f"perf_{name}"] = _number(value)
     return run

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpu_pairs.record.store import load_run
+from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
+from pytest_gpu_pairs.record.store import load_run, read_record, write_record
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,3 +36,18 @@ def test_the_repository_keeps_records_of_both_kinds():
 def test_a_committed_record_file_loads_through_the_store(path):
     run = load_run(path)
     assert run.records and all(record.case_id == case_id for case_id, record in run.records.items())
+
+
+CURRENT = [p for p in RECORD_FILES if p.name == "result.json"
+           and json.loads(p.read_text(encoding="utf-8")).get("schema") == SCHEMA_VERSION]
+
+
+def test_the_repository_keeps_records_of_the_current_layout():
+    assert len(CURRENT) >= 40
+
+
+@pytest.mark.parametrize("path", CURRENT, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_committed_record_of_the_current_layout_is_written_back_as_it_was(path, tmp_path):
+    """Read and written through the typed record, a GPU run's record keeps every key and value."""
+    written = write_record(tmp_path, read_record(path))
+    assert json.loads(written.read_text(encoding="utf-8")) == json.loads(path.read_text(encoding="utf-8"))

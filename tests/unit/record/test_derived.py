@@ -4,6 +4,7 @@ import pytest
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.derived import comparison_figures, higher_is_better, own_figures
+from pytest_gpu_pairs.record.model import built
 
 
 def test_energy_saved_is_serial_minus_concurrent():
@@ -43,7 +44,7 @@ def test_own_figures_say_why_without_gpu_energy():
 def test_comparisons_of_a_concurrent_round_against_its_solo_runs():
     record = {"mode": "concurrent", "fg_duration_s": 15.0, "gpu_energy_j": 3000.0, "perf_metric": "test_accuracy",
               "perf": {"test_accuracy": 45.0}, "serial_energy_j": 2750.0, "notes": {}}
-    solo_fg = {"fg_duration_s": 10.0, "gpu_energy_j": 2000.0, "perf": {"test_accuracy": 50.0}}
+    solo_fg = built({"fg_duration_s": 10.0, "gpu_energy_j": 2000.0, "perf": {"test_accuracy": 50.0}})
     figures = comparison_figures(record, solo_fg)
     assert figures["concurrent_overhead"] == pytest.approx(0.5)
     assert figures["concurrent_energy_overhead"] == pytest.approx(0.5)
@@ -56,6 +57,7 @@ def test_comparisons_are_null_with_a_reason_for_a_solo_round_and_without_energy(
     assert solo["interference"] is None and solo["notes"]["interference"] == "solo case: nothing shares the device"
     record = {"mode": "concurrent", "fg_duration_s": 15.0, "gpu_energy_j": None, "perf_metric": "test_accuracy",
               "perf": {"test_accuracy": 45.0}, "serial_energy_j": None, "notes": {"gpu_energy_j": "no GPU here"}}
-    figures = comparison_figures(record, {"fg_duration_s": 10.0, "gpu_energy_j": None, "perf": {"test_accuracy": 50}})
+    figures = comparison_figures(record, built({"fg_duration_s": 10.0, "gpu_energy_j": None,
+                                                "perf": {"test_accuracy": 50}}))
     assert figures["concurrent_overhead"] == pytest.approx(0.5) and figures["sharing_energy_saved_j"] is None
     assert figures["notes"]["sharing_energy_saved_j"] == "no GPU here"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpu_pairs.record.build import aggregate
+from pytest_gpu_pairs.record.model import built
 from pytest_gpu_pairs.record.plausible import impossible, impossible_notes, with_impossible_notes
 
 
@@ -33,10 +34,10 @@ def test_an_interval_wholly_past_the_bound_is_said_and_one_that_reaches_it_is_na
 def test_the_note_follows_an_earlier_note_and_gives_way_to_the_mean_of_the_rounds():
     record = with_impossible_notes({"fg_slowdown": 0.5, "notes": {"fg_slowdown": "from process wall times"}})
     assert record["notes"]["fg_slowdown"].startswith("from process wall times; suspect: 0.500 lies below 1")
-    rounds = [with_impossible_notes({"fg_slowdown": s, "concurrency_efficiency": 1.5, "oom": False, "failure": None})
-              for s in (1.6, 0.8)]
-    assert "fg_slowdown" in rounds[1]["notes"]
+    rounds = [built(with_impossible_notes({"fg_slowdown": s, "concurrency_efficiency": 1.5, "oom": False,
+                                           "failure": None})) for s in (1.6, 0.8)]
+    assert "fg_slowdown" in rounds[1].notes
     mean = aggregate(rounds)
-    assert mean["fg_slowdown"] == pytest.approx(1.2) and "fg_slowdown" not in mean["notes"]
+    assert mean.fg_slowdown == pytest.approx(1.2) and "fg_slowdown" not in mean.notes
     again = with_impossible_notes(record)
     assert again["notes"]["fg_slowdown"].count("suspect:") == 1

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_gpu_pairs.record import build
 from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND, SCHEMA_VERSION, comparable, direction, markdown_table
-from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.model import Record, ValidationError, built
 from pytest_gpu_pairs.record.store import StoreError, load_result, load_run, read_record, save_result, typed
 
 WRONG = {"float": "1.2", "int": 1.5, "str": 3, "bool": "yes", "dict": [1], "list": {"a": 1}}
@@ -90,3 +91,38 @@ def test_keys_another_plugin_added_are_kept_where_the_record_names_them():
     assert record.get("cluster_node") == "node-7"
     with pytest.raises(StoreError, match=r"\$\.rack: "):
         typed({"case_id": "x", "plugin_keys": ["cluster_node"], "rack": "r12"})
+
+
+def test_a_misspelt_key_is_an_error_where_the_record_is_built():
+    with pytest.raises(ValidationError, match="'fg_slowdwn' is not a key of the record.*did you mean 'fg_slowdown'"):
+        built({**RECORD, "fg_slowdwn": 1.2})
+    with pytest.raises(ValidationError, match="did you mean 'fg_slowdown'"):
+        built(RECORD).updated(fg_slowdwn=1.2)
+
+
+def test_a_builder_that_writes_or_reads_a_misspelt_key_fails_in_its_test(monkeypatch):
+    rounds = [built({**RECORD, "fg_slowdown": s, "failure": None}) for s in (1.5, 1.7)]
+    assert build.aggregate(rounds).fg_slowdown == pytest.approx(1.6)
+    with monkeypatch.context() as patch:
+        patch.setattr(build, "with_impossible_notes", lambda record: {**record, "fg_slowdwn": 1.6})
+        with pytest.raises(ValidationError, match="did you mean 'fg_slowdown'"):
+            build.aggregate(rounds)
+    monkeypatch.setattr(build, "PER_ROUND", (*PER_ROUND, "fg_slowdwn"))
+    with pytest.raises(AttributeError, match="fg_slowdwn"):
+        build.aggregate(rounds)
+
+
+def test_an_update_keeps_every_other_key_and_leaves_the_record_as_it_was():
+    record = built(RECORD)
+    changed = record.updated(concurrency_efficiency=1.1, reused_measurement="here")
+    assert changed.to_dict() == {**RECORD, "concurrency_efficiency": 1.1, "reused_measurement": "here"}
+    assert record.to_dict() == RECORD
+
+
+def test_a_round_is_checked_as_a_record_is_and_stays_a_dict():
+    rounds = [{"round": 1, "bracketed": True, "fg_slowdown": 2.0, "phases": [{"name": "pair", "start": 1.0}]}]
+    assert built({**RECORD, "rounds": rounds}).rounds == rounds
+    with pytest.raises(ValidationError, match="round: 'fg_slowdwn' is not a key.*did you mean 'fg_slowdown'"):
+        built({**RECORD, "rounds": [{"round": 1, "fg_slowdwn": 2.0}]})
+    with pytest.raises(StoreError, match=r"result.json: \$\.rounds\[0\]\.fg_slowdown: expected"):
+        typed({**RECORD, "rounds": [{"fg_slowdown": "2.0"}]}, "result.json")

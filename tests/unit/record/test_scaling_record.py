@@ -11,6 +11,7 @@ from pytest_gpu_pairs.experiment.cases import Case, JobConfig, ScalingPlan
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import JobOutcome
+from pytest_gpu_pairs.record.model import built
 from pytest_gpu_pairs.record.scaling import (
     BLOCKS,
     Estimate,
@@ -109,7 +110,7 @@ def test_spans_between_reports_start_after_the_warm_up():
 
 
 def test_a_built_in_case_on_two_gpus_has_every_figure():
-    one = {"step_time_s": 0.05, "step_time_ci": [0.049, 0.051], "step_time_blocks": 10}
+    one = built({"step_time_s": 0.05, "step_time_ci": [0.049, 0.051], "step_time_blocks": 10})
     record = scaling_record(case(), measurement(builtin_ranks(slow_rank_extra=0.01), [gpu(0), gpu(1)]), "NVIDIA H200",
                             1.0, baseline=one)
     typed(record)
