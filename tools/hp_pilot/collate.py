@@ -2,7 +2,9 @@
 epochs act on a run's energy and on its accuracy?
 
 For each pair, factor (learning_rate, epochs) and outcome (the foreground's GPU energy above idle
-for its whole run, ``fg_gpu_energy_j``; its accuracy, the workload's primary metric), the runs that
+for its whole run, ``fg_gpu_energy_j``; the whole card's over the same run, ``gpu_energy_j``, the
+background's share included, as the predecessor counted a parallel run; its accuracy, the
+workload's primary metric), the runs that
 vary that factor alone (the default variant and the factor's two bounds, solo and concurrent,
 every repeat) are fitted with ``y ~ 1 + x + mode + x*mode`` (x: log10 of the learning rate, the
 epochs as they are); the interaction coefficient, the concurrent slope minus the solo slope, is the
@@ -27,7 +29,8 @@ from pytest_gpu_pairs.record.store import load_run
 from tools.summary_files import write_collated
 
 FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
-OUTCOMES = ("energy", "accuracy")
+OUTCOMES = ("energy", "card_energy", "accuracy")
+ENERGIES = ("energy", "card_energy")
 
 
 def round_records(record: dict[str, Any], folder: Optional[Path]) -> list[dict[str, Any]]:
@@ -52,6 +55,7 @@ def observations(paths: list[Path]) -> list[dict[str, Any]]:
                 rows.append({"pair": case_id.split("-")[0], "case_id": case_id, "variant": record.get("variant"),
                              "mode": record.get("mode"), "model": record.get("fg_model"), "repeat": repeat,
                              "hparams": record.get("fg_hparams") or {}, "energy": _number(r.get("fg_gpu_energy_j")),
+                             "card_energy": _number(r.get("gpu_energy_j")),
                              "accuracy": _number(perf), "metric": metric, "failure": r.get("failure")})
     return rows
 
@@ -99,14 +103,14 @@ def prepared(rows: list[dict[str, Any]], factor: str, outcome: str) -> tuple[lis
         return [], f"no run varies {factor} (its bounds have not run yet)"
     data = [r for r in varied if r[outcome] is not None]
     if not data:
-        unit = "GPU energy (measured on a GPU only)" if outcome == "energy" else "an accuracy"
+        unit = "GPU energy (measured on a GPU only)" if outcome in ENERGIES else "an accuracy"
         return [], f"no run of this factor recorded {unit}"
     values = [r[outcome] for r in data]
     if max(values) == min(values):
         return [], f"every run's {outcome} was the same ({values[0]:g}): no slope to compare"
     scale = 1.0
-    if outcome == "energy":
-        baseline = [r["energy"] for r in data if r["variant"] == "default" and r["mode"] == "solo"]
+    if outcome in ENERGIES:
+        baseline = [r[outcome] for r in data if r["variant"] == "default" and r["mode"] == "solo"]
         if not baseline:
             return [], "no solo baseline run recorded energy"
         scale = sum(baseline) / len(baseline)
@@ -155,7 +159,7 @@ def collate(paths: list[Path]) -> dict[str, Any]:
     pairs = sorted({r["pair"] for r in rows})
     summary: dict[str, Any] = {
         "pairs": {}, "pooled": {}, "n_runs": len(rows),
-        "model": "y ~ 1 + x + mode + x*mode per pair; x = log10(learning_rate) or epochs; energy relative to the "
+        "model": "y ~ 1 + x + mode + x*mode per pair; x = log10(learning_rate) or epochs; energies relative to the "
                  "varied model's solo baseline, accuracy as a fraction; pooled: one least-squares fit over the "
                  "pairs that gave an estimate, a solo line per varied model, a concurrent offset per pair and one "
                  "common x*mode term, every run once (pairs that vary one model share its solo runs)"}
@@ -179,15 +183,17 @@ def _cell(answer: dict[str, Any]) -> str:
 def markdown(summary: dict[str, Any]) -> str:
     lines = ["# Hyperparameter pilot: the change sharing makes to each slope", "",
              "concurrent slope minus solo slope, 95 % interval, p, runs", "",
-             "| pair | factor | energy (fraction of the solo baseline per unit of x) | accuracy (fraction per unit of x) |",
-             "|---|---|---|---|"]
+             "| pair | factor | energy, the foreground's share (fraction of the solo baseline per unit of x) | "
+             "energy, the whole card's | accuracy (fraction per unit of x) |",
+             "|---|---|---|---|---|"]
     for pair, entry in summary["pairs"].items():
         for factor in FACTORS:
             answers = entry.get(factor, {})
             lines.append(f"| {pair} ({entry['varied']}) | {factor} | {_cell(answers.get('energy'))} | "
-                         f"{_cell(answers.get('accuracy'))} |")
+                         f"{_cell(answers.get('card_energy'))} | {_cell(answers.get('accuracy'))} |")
     for factor, answers in summary["pooled"].items():
-        lines.append(f"| pooled | {factor} | {_cell(answers.get('energy'))} | {_cell(answers.get('accuracy'))} |")
+        lines.append(f"| pooled | {factor} | {_cell(answers.get('energy'))} | {_cell(answers.get('card_energy'))} | "
+                     f"{_cell(answers.get('accuracy'))} |")
     return "\n".join(lines) + "\n"
 
 
