@@ -15,6 +15,7 @@ PROBES=("mnist_ff resnet20" "resnet20 mnist_ff" "mnist_rnn mrt_oast")
 carried() {  # $1: the study's folder under /tmp, $2: what was carried in for it
   rm -rf "/tmp/$1"; mkdir -p "/tmp/$1/results"
   [ -d "$2" ] && cp -r "$2"/. "/tmp/$1/results/"
+  rm -rf "/tmp/$1/results/_mps"  # an earlier MPS daemon's logs: a copy is no longer private (0700), so MPS would refuse it
   return 0
 }
 
