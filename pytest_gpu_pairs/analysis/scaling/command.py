@@ -237,6 +237,16 @@ def _percent(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def _comm(value: Optional[float], ci: Optional[list[float]]) -> str:
+    """The all-reduce's share of a step; a step cannot be quicker than itself without its
+    all-reduce, so a negative reading whose interval reaches 0 is shown as 0, the reading beside."""
+    if value is None or value >= 0:
+        return _percent(value)
+    if ci is not None and ci[1] >= 0:
+        return f"0 (read {value:.1%} [{ci[0]:.1%}, {ci[1]:.1%}])"
+    return f"{value:.1%} ! (below 0)"
+
+
 def _hours(value: Optional[float]) -> str:
     if value is None:
         return "-"
@@ -267,7 +277,7 @@ def workload_lines(w: dict[str, Any]) -> list[str]:
     header = ["GPUs", "basis", "step s [95 %]", "efficiency", "samples/s", "comm", "mem/GPU", "other models (step s)"]
     body = [[str(r["gpus"]), r["basis"], _with_ci(r["step_time_s"], r["step_time_ci"], 4),
              _with_ci(r["scaling_efficiency"], r["scaling_efficiency_ci"]), _with_ci(r["samples_per_s"], r["samples_per_s_ci"]),
-             _percent(r.get("comm_share")), _percent(r.get("memory_fraction")),
+             _comm(r.get("comm_share"), r.get("comm_share_ci")), _percent(r.get("memory_fraction")),
              ", ".join(f"{k} {_num(v, 4)}" for k, v in (r.get("alternatives_step_time_s") or {}).items())]
             for r in w["rows"]]
     lines += ["  " + line for line in _table([header] + body)]

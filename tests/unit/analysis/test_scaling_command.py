@@ -123,3 +123,12 @@ def test_a_second_gpu_that_made_steps_shorter_gives_no_impossible_prediction(tmp
     assert code == 0
     assert "not predicted" in out and "the measured step got shorter with more GPUs" in out
     assert "decision: 6 GPUs: none (" in out and "recommendation" not in out
+
+
+def test_a_negative_communication_share_within_noise_is_shown_as_zero_with_its_reading():
+    from pytest_gpu_pairs.analysis.scaling.command import _comm
+
+    assert _comm(-0.008, [-0.044, 0.028]) == "0 (read -0.8% [-4.4%, 2.8%])"
+    assert _comm(-0.2, [-0.3, -0.1]).endswith("! (below 0)")
+    assert _comm(0.092, [0.027, 0.156]) == "9.2%"
+    assert _comm(None, None) == "-"
