@@ -55,15 +55,19 @@ def test_a_factor_whose_bounds_have_not_run_says_so():
     assert answer["estimate"] is None and "no run varies epochs" in answer["reason"]
 
 
-def test_a_pair_without_solo_cases_of_its_own_reads_the_solo_runs_of_its_varied_model():
-    from tools.hp_pilot.collate import pair_answer, pair_rows
-
-    rows = _rows(_slope_energy(0.1, 0.1))
+def _with_hp03(rows):
+    """hp02's runs, and an hp03 that varies the same model: its concurrent runs only, its solo ones
+    being hp02's (a solo job several pairs need is one case, under the first pair)."""
     for row in rows:
         row["case_id"] = f"{row['pair']}-{row['variant']}-{row['mode']}"
-    borrowed = [{**row, "pair": "hp03", "case_id": "hp03-" + row["case_id"]} for row in rows
-                if row["mode"] == "concurrent"]
-    mine = pair_rows(rows + borrowed, "hp03")
+    return rows + [{**row, "pair": "hp03", "case_id": "hp03-" + row["case_id"]} for row in rows
+                   if row["mode"] == "concurrent"]
+
+
+def test_a_pair_without_solo_cases_of_its_own_reads_the_solo_runs_of_its_varied_model():
+    from tools.hp_pilot.collate import pair_rows
+
+    mine = pair_rows(_with_hp03(_rows(_slope_energy(0.1, 0.1))), "hp03")
     assert {r["pair"] for r in mine if r["mode"] == "solo"} == {"hp02"}
     assert pair_answer(mine, "learning_rate", "energy")["n_runs"] == 18
 
@@ -71,12 +75,7 @@ def test_a_pair_without_solo_cases_of_its_own_reads_the_solo_runs_of_its_varied_
 def test_the_pooled_answer_counts_shared_solo_runs_once():
     from tools.hp_pilot.collate import pooled_answer
 
-    rows = _rows(_slope_energy(0.1, 0.3))
-    for row in rows:
-        row["case_id"] = f"{row['pair']}-{row['variant']}-{row['mode']}"
-    borrowed = [{**row, "pair": "hp03", "case_id": "hp03-" + row["case_id"]} for row in rows
-                if row["mode"] == "concurrent"]
-    answer = pooled_answer(rows + borrowed, ["hp02", "hp03"], "learning_rate", "energy")
+    answer = pooled_answer(_with_hp03(_rows(_slope_energy(0.1, 0.3))), ["hp02", "hp03"], "learning_rate", "energy")
     assert answer["n_runs"] == 27 and answer["pairs"] == ["hp02", "hp03"]
     assert answer["ci95"][0] < 0.2 < answer["ci95"][1]
-    assert pooled_answer(rows, ["hp02"], "learning_rate", "energy")["estimate"] is None
+    assert pooled_answer(_with_hp03(_rows(_slope_energy(0.1, 0.3))), ["hp02"], "learning_rate", "energy")["estimate"] is None
