@@ -4,14 +4,13 @@ epochs act on a run's energy and on its accuracy?
 For each pair, factor (learning_rate, epochs) and outcome (the foreground's GPU energy above idle
 for its whole run, ``fg_gpu_energy_j``; the whole card's over the same run, ``gpu_energy_j``, the
 background's share included, as the predecessor counted a parallel run; its accuracy, the
-workload's primary metric), the runs that
-vary that factor alone (the default variant and the factor's two bounds, solo and concurrent,
-every repeat) are fitted with ``y ~ 1 + x + mode + x*mode`` (x: log10 of the learning rate, the
-epochs as they are); the interaction coefficient, the concurrent slope minus the solo slope, is the
-answer, with its 95 % Student-t interval and p-value. Energy is taken relative to the pair's solo
-baseline run (so pairs compare, and a slope reads "fraction of the baseline's energy per unit of
-x"); accuracy as a fraction. Pooled over the pairs: the fixed-effect, inverse-variance weighted
-estimate with a normal interval.
+workload's primary metric), the runs that vary that factor alone (the default variant and the
+factor's two bounds, solo and concurrent, every repeat) are fitted with ``y ~ 1 + x + mode +
+x*mode`` (x: log10 of the learning rate, the epochs as they are); the interaction coefficient, the
+concurrent slope minus the solo slope, is the answer, with its 95 % Student-t interval and p-value.
+Energy is taken relative to the varied model's solo baseline run (so pairs compare, and a slope
+reads "fraction of the baseline's energy per unit of x"); accuracy as a fraction. Pooled over the
+pairs: one least-squares fit of every run once (``analysis.report.analysis.joint_interaction``).
 
     python -m tools.hp_pilot.collate RESULTS_FOLDER... --out reports/reference/hp_pilot
 """
