@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -220,29 +221,7 @@ class Progress:
     def read(cls, path: str | Path, until_ready: bool = False) -> Progress:
         """The progress file, streamed line by line (memory stays flat on a file of any size);
         ``until_ready`` stops at the ready event, for a watcher that needs nothing more."""
-        progress = cls()
-        try:
-            handle = open_regular(path)
-        except FileNotFoundError:
-            return progress
-        except OSError as exc:
-            progress._reject(f"unreadable ({exc.strerror or exc})")
-            return progress
-        with handle:
-            for progress._line, (raw, cut) in enumerate(bounded_lines(handle), start=1):
-                if cut:
-                    progress._reject(f"a line longer than {MAX_LINE_BYTES} bytes")
-                    continue
-                if not raw.endswith(b"\n") and not raw.strip():
-                    continue
-                event, problem = parse_event(raw)
-                if problem is not None and raw.endswith(b"\n"):
-                    progress._reject(problem)
-                elif event is not None:
-                    progress._add(event)
-                if until_ready and progress.ready_t is not None:
-                    break
-        return progress
+        return ProgressReader(path).read(until_ready)
 
     @classmethod
     def chained(cls, runs: list[Progress]) -> Progress:
@@ -336,3 +315,99 @@ class Progress:
         if t1 <= t0 or s1 <= s0:
             return None
         return (s1 - s0) / (t1 - t0)
+
+
+def _complete_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+    """The finished lines from the handle's position on, as ``bounded_lines`` gives them; at a line
+    still being written (no newline yet) it stops with the handle back at that line's start."""
+    while True:
+        start = handle.tell()
+        line = handle.readline(max_bytes + 1)
+        if not line:
+            return
+        if line.endswith(b"\n"):
+            yield line, False
+            continue
+        rest = line
+        while len(line) > max_bytes and rest and not rest.endswith(b"\n"):
+            rest = handle.readline(max_bytes)
+        if len(line) <= max_bytes or not rest:
+            handle.seek(start)
+            return
+        yield line[:max_bytes], True
+
+
+class ProgressReader:
+    """A job's progress file read as it grows. Each call parses only the lines appended since the
+    last one, so polling a run of hours costs what it wrote since, not the whole file again. A line
+    still being written is read again when finished; a file replaced or truncated is read anew.
+    Callers in several threads (the background loop, the round) share one reader, hence the lock."""
+
+    def __init__(self, path: str | Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._start_over(None)
+
+    def _start_over(self, identity: Optional[tuple[int, int]]) -> None:
+        self._identity, self._offset, self._progress = identity, 0, Progress()
+
+    def read(self, until_ready: bool = False) -> Progress:
+        """What the file holds so far, as a ``Progress`` of its own (the reader keeps adding to its copy)."""
+        with self._lock:
+            try:
+                handle = open_regular(self.path)
+            except FileNotFoundError:
+                return Progress()
+            except OSError as exc:
+                unreadable = Progress()
+                unreadable._reject(f"unreadable ({exc.strerror or exc})")
+                return unreadable
+            with handle:
+                stopped = self._catch_up(handle, until_ready)
+                tail = b"" if stopped else handle.read(MAX_LINE_BYTES + 1)
+            return self._snapshot(tail)
+
+    def _catch_up(self, handle: BinaryIO, until_ready: bool) -> bool:
+        """Parse the finished lines since the last call; True where it stopped at the ready event."""
+        info = os.fstat(handle.fileno())
+        identity = (info.st_dev, info.st_ino)
+        if identity != self._identity or info.st_size < self._offset:
+            self._start_over(identity)
+        handle.seek(self._offset)
+        progress = self._progress
+        for raw, cut in _complete_lines(handle):
+            progress._line += 1
+            self._offset = handle.tell()
+            _take_line(progress, raw, cut)
+            if until_ready and progress.ready_t is not None:
+                return True
+        return False
+
+    def _snapshot(self, tail: bytes) -> Progress:
+        """A copy of what was read, with a last line that has no newline yet read as the one-off
+        reader always did: an event where it parses (a job killed right after writing it), quietly
+        nothing where it does not, a problem where it is longer than any protocol line."""
+        kept = self._progress
+        copy = Progress(ready_t=kept.ready_t, setup_t=kept.setup_t, steps=list(kept.steps), result=kept.result,
+                        error=kept.error, bad_lines=kept.bad_lines, first_problem=kept.first_problem)
+        copy._line = kept._line
+        if tail.strip():
+            copy._line += 1
+            if len(tail) > MAX_LINE_BYTES:
+                copy._reject(f"a line longer than {MAX_LINE_BYTES} bytes")
+            else:
+                event, _ = parse_event(tail)
+                if event is not None:
+                    copy._add(event)
+        return copy
+
+
+def _take_line(progress: Progress, raw: bytes, cut: bool) -> None:
+    if cut:
+        progress._reject(f"a line longer than {MAX_LINE_BYTES} bytes")
+        return
+    event, problem = parse_event(raw)
+    if problem is not None:
+        progress._reject(problem)
+    elif event is not None:
+        progress._add(event)

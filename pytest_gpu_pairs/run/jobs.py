@@ -25,7 +25,7 @@ import psutil
 
 from pytest_gpu_pairs.devices.cpus import pin_process
 from pytest_gpu_pairs.experiment.cases import JobConfig
-from pytest_gpu_pairs.protocol import ENV_VAR, Progress
+from pytest_gpu_pairs.protocol import ENV_VAR, Progress, ProgressReader
 from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
@@ -140,6 +140,7 @@ class JobProcess:
     def __init__(self, spec: JobSpec, log_path: str | Path, progress_path: str | Path):
         self.spec = spec
         self.log_path, self.progress_path = str(log_path), str(progress_path)
+        self._reader = ProgressReader(self.progress_path)
         self.tag = f"{os.getpid()}:{uuid.uuid4().hex}"
         self.popen: Optional[subprocess.Popen] = None
         self.start_t = self.end_t = 0.0
@@ -339,7 +340,7 @@ class JobProcess:
         script that wrote its progress file), else what its log said through its progress_pattern;
         ``until_ready`` lets a readiness watcher stop reading the protocol file at the ready event."""
         if self._follower is None or Path(self.progress_path).exists():
-            return Progress.read(self.progress_path, until_ready=until_ready)
+            return self._reader.read(until_ready)
         return self._follower.progress()
 
     def outcome(self) -> JobOutcome:

@@ -207,3 +207,78 @@ def test_the_writer_refuses_a_step_the_reader_would_refuse_and_writes_no_nan(tmp
     assert "NaN" not in text and "Infinity" not in text
     progress = Progress.read(path)
     assert progress.bad_lines == 0 and progress.result["metrics"] == {"loss": None, "accuracy": 0.5}
+
+
+def _events_file(steps: int) -> bytes:
+    lines = [json.dumps({"event": "ready", "t": 0.0})]
+    lines += [json.dumps({"event": "step", "t": float(i), "step": i}) for i in range(1, steps + 1)]
+    lines.append("not json")
+    lines.append(json.dumps({"event": "result", "t": float(steps + 1), "steps": steps, "metrics": {"acc": 0.5}}))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _same(a: Progress, b: Progress) -> bool:
+    keys = ("ready_t", "setup_t", "steps", "result", "error", "bad_lines", "first_problem")
+    return all(getattr(a, key) == getattr(b, key) for key in keys)
+
+
+@given(st.integers(0, 30), st.lists(st.integers(0, 2000), max_size=12))
+def test_a_file_read_as_it_grows_reads_as_the_whole_file_read_once(tmp_path_factory, steps, cuts):
+    """Appended in any pieces, a line cut anywhere: after each piece the reader gives what a one-off
+    read of the file so far gives, and at the end what a read of the whole file gives."""
+    from pytest_gpu_pairs.protocol import ProgressReader
+
+    path = tmp_path_factory.mktemp("grow") / "p.jsonl"
+    data = _events_file(steps)
+    path.write_bytes(b"")
+    reader = ProgressReader(path)
+    for end in sorted({min(cut, len(data)) for cut in cuts} | {len(data)}):
+        path.write_bytes(data[:end])
+        assert _same(reader.read(), Progress.read(path))
+    assert reader.read().total_steps == max(steps, 1) and reader.read().bad_lines == 1  # ready is step 1
+
+
+def test_a_reader_parses_only_what_was_appended_since_its_last_read(tmp_path, monkeypatch):
+    from pytest_gpu_pairs import protocol
+
+    path = tmp_path / "p.jsonl"
+    data = _events_file(50)
+    path.write_bytes(data)
+    reader = protocol.ProgressReader(path)
+    reader.read()
+    parsed = []
+    real = protocol.parse_event
+    monkeypatch.setattr(protocol, "parse_event", lambda raw: parsed.append(raw) or real(raw))
+    with path.open("ab") as handle:
+        handle.write(json.dumps({"event": "step", "t": 99.0, "step": 99}).encode() + b"\n")
+    assert reader.read().steps[-1] == (99.0, 99)
+    assert len(parsed) == 1
+
+
+def test_a_file_replaced_or_truncated_is_read_anew(tmp_path):
+    from pytest_gpu_pairs.protocol import ProgressReader
+
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(_events_file(20))
+    reader = ProgressReader(path)
+    assert reader.read().total_steps == 20
+    path.write_bytes(_events_file(3))
+    assert _same(reader.read(), Progress.read(path))
+    replacement = tmp_path / "new.jsonl"
+    replacement.write_bytes(_events_file(5))
+    replacement.replace(path)
+    assert reader.read().total_steps == 5
+
+
+def test_a_line_longer_than_any_protocol_line_still_being_written_is_said_once(tmp_path):
+    from pytest_gpu_pairs.protocol import MAX_LINE_BYTES, ProgressReader
+
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(_events_file(2) + b"x" * (MAX_LINE_BYTES + 10))
+    reader = ProgressReader(path)
+    assert reader.read().bad_lines == 2 and reader.read().bad_lines == 2
+    with path.open("ab") as handle:
+        handle.write(b"\n" + json.dumps({"event": "step", "t": 9.0, "step": 9}).encode() + b"\n")
+    progress = reader.read()
+    assert progress.bad_lines == 2 and progress.steps[-1] == (9.0, 9)
+    assert _same(progress, Progress.read(path))
