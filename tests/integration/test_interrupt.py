@@ -1,5 +1,5 @@
 """One Ctrl-C ends the session in every phase of a case: a solo baseline, the background's
-readiness wait, an epoch round, an interleaved case's warm-up and its rounds.
+readiness wait, an epoch round, an interleaved case's warm-up and its rounds, and under pytest-xdist.
 
 pytest is started with SIGINT ignored, as a script that puts it in the background starts it (and as
 the CI runner starts this suite): the plugin must make the first SIGINT count there too. Each test
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -139,3 +140,37 @@ def test_one_sigint_during_interleaved_rounds(tmp_path):
     process = start(tmp_path, dict(LONG), dict(LONG), method="interleaved", warmup_s=0.5, runs_per_config=1000)
     log = interrupt_when(tmp_path, process, paused_job, "a solo phase of the interleaved rounds")
     assert_ended_with_the_resume_command(tmp_path, log)
+
+
+@pytest.mark.parametrize("signal_to", [lambda p: os.killpg(p.pid, signal.SIGINT), lambda p: p.send_signal(signal.SIGINT)],
+                         ids=["terminal-ctrl-c", "controller-only"])
+def test_ctrl_c_under_xdist_ends_every_worker_and_job(tmp_path, signal_to):
+    """A terminal's Ctrl-C reaches the whole foreground process group, the controller and the xdist
+    workers (the jobs run in sessions of their own); a ``kill -INT`` reaches the controller alone.
+    Either way the worker's case is recorded as cut and every job of it is ended."""
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    fg, bg = dict(LONG), dict(LONG)
+    for hps in (fg, bg):
+        hps["pids"] = str(tmp_path / "pids")
+    settings = tmp_path / "s.json"
+    settings.write_text(json.dumps({
+        "name": "s", "defaults": {"method": "interleaved", "warmup_s": 0.5, "runs_per_config": 1000,
+                                  "restart_delay_s": 0.1, "timeout_s": 600},
+        "workloads": {"trainer": workload(tmp_path), "loader": workload(tmp_path)},
+        "pairs": [pair("g01", fg, bg)]}))
+    with open(tmp_path / "pytest.log", "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "pytest", *cli_args(tmp_path, settings), "-n", "2"],
+                                   cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    out = tmp_path / "out"
+    try:
+        wait_for(lambda: process.poll() is None and paused_job(out), timeout_s=300,
+                 what="a solo phase of the interleaved rounds in a worker")
+        assert len(jobs_started_under(out)) >= 2
+        signal_to(process)
+        assert process.wait(timeout=120) == pytest.ExitCode.INTERRUPTED, (tmp_path / "pytest.log").read_text()
+    finally:
+        end_what_is_left(process, out)
+    record = json.loads((out / CASE / "result.json").read_text())
+    assert record["complete"] is False and "interrupted by Ctrl-C or SIGTERM" in record["interrupted"]
+    assert alive_pids(tmp_path / "pids") == [], "processes of fake jobs are still alive"
+    assert jobs_started_under(out) == [], "job processes still run"
