@@ -135,7 +135,7 @@ METRIC_UNITS: Mapping[str, MetricUnit] = {
     # compat/raw_data.py reads those as fractions.
     **{name: FRACTION for name in ("test_accuracy", "best_val_accuracy", "accuracy", "precision", "recall",
                                    "f1", "rank1", "rank5", "map", "top1_accuracy", "top5_accuracy",
-                                   "top10_accuracy", "top20_accuracy", "test_error", "train_error")},
+                                   "top10_accuracy", "top20_accuracy", "test_error", "train_error", "auc")},
     "test_loss": NATS, "eval_loss": NATS, "final_training_loss": NATS,
     "test_perplexity": MetricUnit("perplexity per token", 1.0),
 }
@@ -228,7 +228,7 @@ _ENTRIES = [
                         "seed": Hyperparameter("int", 1334, (0, 9999), "uniform"),
                         "dropout": Hyperparameter("float", 0.2, (0.0, 0.3), "uniform"),
                         "weight_decay": Hyperparameter("float", 0.0, (0.00001, 0.001), "log_uniform"),
-                    }, ("accuracy", "precision", "recall", "f1"), module=_W + "mrt_oast", param_count=575360,
+                    }, ("accuracy", "precision", "recall", "f1", "auc"), module=_W + "mrt_oast", param_count=575360,
                     seed_vram_mb=1950),
     BuiltinWorkload("bug_localization", "bug_localization", "bug-localization-by-dnn-and-rvsm", "default",
                     (5,), "Eclipse UI bug reports (6 495 reports, 1-3 fixed + 50 other files each)", 5845500, {
