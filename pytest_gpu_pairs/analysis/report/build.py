@@ -1,7 +1,7 @@
 """One report folder from inputs: ``summary.csv``, ``stats.csv``, ``plots/*.png``, ``report.html``."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -48,10 +48,10 @@ def summary_table(runs: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
 
 
 def build_report(inputs: Iterable[str | Path], out_dir: str | Path, title: Optional[str] = None,
-                 device_label: Optional[str] = None) -> Report:
+                 device_label: Optional[str] = None, perf_metrics: Optional[Mapping[str, str]] = None) -> Report:
     out_dir = Path(out_dir)
+    loaded = load_runs(inputs, perf_metrics)
     out_dir.mkdir(parents=True, exist_ok=True)
-    loaded = load_runs(inputs)
     runs = loaded.runs
     if device_label:
         runs.loc[runs["device"].isna(), "device"] = device_label

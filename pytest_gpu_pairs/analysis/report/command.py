@@ -17,6 +17,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", default=None, help="the report's title")
     parser.add_argument("--device-label", default=None, metavar="NAME",
                         help="the GPU of inputs that do not record one (the predecessor's CSV), shown as stated")
+    parser.add_argument("--perf-metric", action="append", default=[], type=model_metric, metavar="MODEL=METRIC",
+                        help="judge MODEL's runs by METRIC instead of its primary metric, in the performance "
+                             "plots and tests (e.g. mrt_oast=auc); repeatable")
+
+
+def model_metric(text: str) -> tuple[str, str]:
+    model, _, metric = text.partition("=")
+    if not model.strip() or not metric.strip():
+        raise argparse.ArgumentTypeError(f"expected MODEL=METRIC (e.g. mrt_oast=auc), got {text!r}")
+    return model.strip(), metric.strip()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_gpu_pairs.analysis.report.load import ReportInputError
 
     try:
-        report = build_report(args.inputs, args.out, args.title, args.device_label)
+        report = build_report(args.inputs, args.out, args.title, args.device_label, dict(args.perf_metric))
     except ReportInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

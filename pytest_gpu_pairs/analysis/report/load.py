@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -74,7 +74,7 @@ COLUMNS: dict[str, str] = {
     "vram_budget_mb": _key("vram_budget_mb"),
     "min_efficiency": _key("min_efficiency"),
     "oom": _key("oom", "in either job"),
-    "perf_name": "the foreground model's primary metric (the same for every run of one model)",
+    "perf_name": "the foreground model's metric: its primary one, or the one --perf-metric chose (the same for every run of one model)",
     "perf_value": "its value",
     "perf_higher_is_better": "False for losses, errors, perplexities",
     "device": _key("device"),
@@ -93,6 +93,7 @@ RECORD_NUMBERS = ("fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdo
                   "serial_energy_j", "energy_saved_vs_serial", "other_peak_vram_mb", "mps_server_vram_mb")
 PERF_FALLBACK = ("test_accuracy", "accuracy", "rank1", "map", "top1_accuracy", "best_val_accuracy", "precision",
                  "recall", "f1", "eval_loss", "test_loss")
+PERF_COLUMNS = ("perf_name", "perf_value", "perf_higher_is_better")
 BOUNDED_PERF = re.compile(r"accuracy|precision|recall|f1|rank|map", re.IGNORECASE)
 
 
@@ -194,17 +195,23 @@ def off_scale(values: pd.Series, name: str) -> pd.Series:
     return wrong
 
 
-def assign_primary_perf(runs: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
-    """One primary metric per foreground model, the same for all its runs: the first of the
-    workload's own metrics (catalog order) that any run reports, else a common fallback."""
+def assign_primary_perf(runs: pd.DataFrame, notes: list[str],
+                        chosen: Optional[Mapping[str, str]] = None) -> pd.DataFrame:
+    """One primary metric per foreground model, the same for all its runs: the one ``chosen`` names
+    for the model, else the first of the workload's own metrics (catalog order) that any run
+    reports, else a common fallback."""
     runs = runs.copy()
     runs["perf_name"], runs["perf_value"], runs["perf_higher_is_better"] = None, float("nan"), None
+    chosen = dict(chosen or {})
+    for model in sorted(set(chosen) - set(runs["fg_model"].dropna())):
+        notes.append(f"--perf-metric {model}={chosen[model]}: no run of {model} in the inputs")
     for model, rows in runs.groupby("fg_model", dropna=True):
-        preferred = BUILTINS[model].metrics if model in BUILTINS else ()
-        name = next((n for n in (*preferred, *PERF_FALLBACK)
-                     if f"perf_{n}" in rows and rows[f"perf_{n}"].notna().any()), None)
+        name = chosen.get(model) or _first_recorded(rows, BUILTINS[model].metrics if model in BUILTINS else ())
         if name is None:
             continue
+        if not _recorded(rows, name):
+            raise ReportInputError(f"--perf-metric {model}={name}: no run of {model} records {name} "
+                                   f"(they record: {', '.join(_recorded_metrics(rows)) or 'no metric'})")
         values = rows[f"perf_{name}"].astype(float)
         wrong = off_scale(values, name)
         if wrong.any():
@@ -214,6 +221,19 @@ def assign_primary_perf(runs: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
         runs.loc[rows.index, "perf_value"] = values.mask(wrong)
         runs.loc[rows.index, "perf_higher_is_better"] = perf_higher_is_better(name)
     return runs
+
+
+def _recorded(rows: pd.DataFrame, name: str) -> bool:
+    return f"perf_{name}" in rows and bool(rows[f"perf_{name}"].notna().any())
+
+
+def _recorded_metrics(rows: pd.DataFrame) -> list[str]:
+    return sorted(c[5:] for c in rows.columns
+                  if c.startswith("perf_") and c not in PERF_COLUMNS and rows[c].notna().any())
+
+
+def _first_recorded(rows: pd.DataFrame, preferred: Iterable[str]) -> Optional[str]:
+    return next((n for n in (*preferred, *PERF_FALLBACK) if _recorded(rows, n)), None)
 
 
 def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
@@ -241,7 +261,9 @@ def pair_label(fg: Any, bg: Any, mode: Any, sharing: Any) -> Optional[str]:
     return f"{fg}+{bg}" if sharing in (None, "timeslice") else f"{fg}+{bg} [{sharing}]"
 
 
-def load_runs(paths: Iterable[str | Path]) -> Loaded:
+def load_runs(paths: Iterable[str | Path], perf_metrics: Optional[Mapping[str, str]] = None) -> Loaded:
+    """Every run of the inputs, one row each; ``perf_metrics`` (model to metric) overrides which
+    metric judges a model's runs."""
     rows: list[dict[str, Any]] = []
     inputs = []
     for path in paths:
@@ -260,6 +282,6 @@ def load_runs(paths: Iterable[str | Path]) -> Loaded:
         if column not in ("perf_name", "perf_higher_is_better"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     notes: list[str] = []
-    frame = mark_duplicates(assign_primary_perf(frame, notes))
+    frame = mark_duplicates(assign_primary_perf(frame, notes, perf_metrics))
     ordered = list(COLUMNS) + sorted(c for c in frame.columns if c not in COLUMNS)
     return Loaded(frame[ordered], inputs, notes)

@@ -206,7 +206,7 @@ def sensitivity_figure(hp: str, metric: str) -> Callable[[Analysis], tuple[Figur
             ax.set_ylabel(axis_label("gpu_energy_j", "kJ") if metric == "gpu_energy_j" else name, fontsize=8)
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6)
-        what = "card energy" if metric == "gpu_energy_j" else "the primary performance metric"
+        what = "card energy" if metric == "gpu_energy_j" else "the performance metric"
         figure.suptitle(f"Sensitivity of {what} to {hp}: solo vs concurrent", fontsize=10)
         figure.tight_layout()
         caption = (f"Runs that vary {hp} alone (the others at their defaults; the random seed may differ), from the "
@@ -251,8 +251,9 @@ def pareto_figure(a: Analysis) -> tuple[Figure, str]:
         ax.legend(fontsize=6)
     figure.suptitle("Energy vs performance, with the Pareto front", fontsize=10)
     figure.tight_layout()
-    return figure, ("Each run's card energy against its model's primary metric; the black line links the runs no "
-                    "other run beats on both (less energy and a better metric).")
+    return figure, ("Each run's card energy against its model's performance metric (its primary one unless "
+                    "--perf-metric chose another); the black line links the runs no other run beats on both (less "
+                    "energy and a better metric).")
 
 
 def vram_figure(a: Analysis) -> tuple[Figure, str]:

@@ -179,6 +179,32 @@ def test_the_predecessors_percent_accuracy_and_our_old_records_compare_as_fracti
     assert not any("off the scale" in note for note in loaded.notes)
 
 
+def test_perf_metric_judges_a_model_by_the_metric_chosen_for_it(tmp_path, capsys):
+    from pytest_gpu_pairs.analysis.report.load import load_runs
+
+    runs = load_runs([BENCH], {"mnist_ff": "train_error"}).runs.set_index("fg_model")
+    assert runs.loc["mnist_ff", "perf_name"] == "train_error" and runs.loc["mnist_ff", "perf_value"] == 0.0
+    assert not runs.loc["mnist_ff", "perf_higher_is_better"]
+    assert runs.loc["mnist", "perf_name"] == "test_accuracy"
+    assert cli.main(["report", str(BENCH), "-o", str(tmp_path / "r"), "--perf-metric", "mnist_ff=train_error",
+                     "--perf-metric", "resnet56=test_accuracy"]) == 0
+    assert "no run of resnet56 in the inputs" in capsys.readouterr().out
+
+
+def test_a_metric_no_run_records_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsys):
+    assert cli.main(["report", str(BENCH), "-o", str(tmp_path / "r"), "--perf-metric", "mnist_ff=auc"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "no run of mnist_ff records auc" in error and "train_error" in error
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("given", ["mrt_oast", "=auc", "mrt_oast="])
+def test_perf_metric_takes_model_equals_metric(given, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["report", str(BENCH), "-o", str(tmp_path / "r"), "--perf-metric", given])
+    assert exit_info.value.code == 2 and "expected MODEL=METRIC" in capsys.readouterr().err
+
+
 HP_STUDY = H100_DATA / "hp_study_hp06.json"  # the H100 hp_study pair: 2-epoch defaults, resnet20 varied
 
 
