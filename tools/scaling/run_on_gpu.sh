@@ -6,7 +6,8 @@
 # GPUs, predicts 4 and 6, and answers the predecessor's 4-versus-6 question (4 GPUs, 2.6 s per
 # iteration, 9 days left, 93.5 % of each card, RESTART_MIN minutes per restart, default 30) with its
 # thresholds and with the memory criterion at the whole card; tools/scaling/collate.py writes
-# summary.json and README.md. Everything lands in $OUT/scaling (results.tgz holds the case folders).
+# summary.json and README.md. Everything lands in $OUT/scaling, packed at the end into $OUT/scaling.tgz
+# (the device tool brings back only a few files of a command; results.tgz inside holds the case folders).
 #   bash tools/scaling/run_on_gpu.sh                          the study on the GPUs (about 5 minutes)
 #   DEVICE=cpu bash tools/scaling/run_on_gpu.sh               the same on the CPU at SCALE 0.02 (no card
 #                                                             emulation there), to check the script end to end
@@ -16,7 +17,7 @@
 # larger CARD_MB. NO_INSTALL=1 skips tools/device/setup.sh (wheels and `pip install -e .`), for a
 # machine whose environment must stay as it is: set PYTHONPATH to the checkout instead. NCCL_* variables
 # pass through to the ranks (NCCL_SHM_DISABLE=1 where a container's /dev/shm is too small for NCCL).
-# Then, here: python -m tools.scaling.collate FETCHED/scaling --out reports/reference/scaling
+# Then, here: tar -xzf FETCHED/scaling.tgz -C DIR; python -m tools.scaling.collate DIR/scaling --out reports/reference/scaling
 if [ -z "${NO_INSTALL:-}" ]; then source tools/device/setup.sh; else export PYTHONUNBUFFERED=1; fi
 DEVICE=${DEVICE:-cuda}
 if [ "$DEVICE" = cpu ]; then SCALE=${SCALE:-0.02}; CARD_MB=${CARD_MB:-none}; else SCALE=${SCALE:-1.0}; fi
@@ -62,3 +63,4 @@ cat "$DEST/predecessor.txt"
 
 tar -czf "$DEST/results.tgz" -C "$WORK" results $( [ -d "$WORK/pilot" ] && echo pilot )
 python3 -m tools.scaling.collate "$DEST" | tail -12
+tar -czf "$DEST.tgz" -C "$(dirname "$DEST")" scaling && rm -rf "$DEST"

@@ -79,6 +79,15 @@ def test_main_writes_summary_and_readme(study, tmp_path, capsys):
     assert "with the predecessor's thresholds: **stay**" in readme
 
 
+def test_the_readme_points_to_hand_written_notes_only_where_they_exist(study, tmp_path):
+    out = tmp_path / "reference"
+    assert collate.main([str(study), "--out", str(out)]) == 0
+    assert "notes.md" not in (out / "README.md").read_text()
+    (out / "notes.md").write_text("what one measurement means\n")
+    assert collate.main([str(study), "--out", str(out)]) == 0
+    assert "do not cover: `notes.md`" in (out / "README.md").read_text()
+
+
 def test_a_missing_input_is_one_line(tmp_path, capsys):
     assert collate.main([str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith(f"collate: {tmp_path / 'scale.json'}: expected the JSON")
