@@ -69,17 +69,24 @@ def probe(config: dict[str, float]) -> list[dict]:
 
 
 def run_all(configs: list[str], out: str, parallel: int) -> None:
+    """Each configuration in a process of its own, ``parallel`` at a time; whatever ends this
+    (an error, Ctrl-C), no probe is left running."""
     pending, running = list(configs), []
-    with open(out, "a") as sink:
-        while pending or running:
-            while pending and len(running) < parallel:
-                running.append(subprocess.Popen([sys.executable, "-m", "tools.hp_pilot.probe_mrt_oast", "--one",
-                                                 pending.pop(0)], stdout=subprocess.PIPE, text=True))
-            time.sleep(0.5)
-            for process in [p for p in running if p.poll() is not None]:
-                running.remove(process)
-                sink.write(process.stdout.read())
-                sink.flush()
+    try:
+        with open(out, "a") as sink:
+            while pending or running:
+                while pending and len(running) < parallel:
+                    running.append(subprocess.Popen([sys.executable, "-m", "tools.hp_pilot.probe_mrt_oast", "--one",
+                                                     pending.pop(0)], stdout=subprocess.PIPE, text=True))
+                time.sleep(0.5)
+                for process in [p for p in running if p.poll() is not None]:
+                    running.remove(process)
+                    sink.write(process.stdout.read())
+                    sink.flush()
+    finally:
+        for process in running:
+            process.kill()
+            process.wait()
 
 
 def main() -> int:
