@@ -6,7 +6,6 @@ import sys
 
 import psutil
 import pytest
-
 from support.helpers import REPO
 
 pytest.importorskip("torch")
