@@ -15,7 +15,7 @@ def probe_processes() -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         line = " ".join(process.info["cmdline"] or [])
-        if "--scale 100" in line and "pytest_gpu_pairs.workloads" in line or "while True: pass" in line:
+        if ("--scale 100" in line and "pytest_gpu_pairs.workloads" in line) or "while True: pass" in line:
             found.append(process)
     return found
 
