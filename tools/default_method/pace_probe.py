@@ -74,9 +74,9 @@ def measure(sampler: Sampler, readers: dict[str, ProgressReader], window_s: floa
     return {"rates": rates, "u": utilisation}
 
 
-def pause(process: subprocess.Popen, paused: bool) -> None:
+def pause(process: subprocess.Popen, paused: bool, settle_s: float) -> None:
     os.killpg(process.pid, signal.SIGSTOP if paused else signal.SIGCONT)
-    time.sleep(2.0)
+    time.sleep(settle_s)
 
 
 def burners(cpus: list[int]) -> list[subprocess.Popen]:
@@ -85,14 +85,14 @@ def burners(cpus: list[int]) -> list[subprocess.Popen]:
             for cpu in cpus]
 
 
-def condition(sampler, jobs, readers, window_s: float, label: str) -> dict:
+def condition(sampler, jobs, readers, window_s: float, settle_s: float, label: str) -> dict:
     (a, job_a), (b, job_b) = jobs.items()
-    pause(job_b, True)
+    pause(job_b, True, settle_s)
     alone_a = measure(sampler, {a: readers[a]}, window_s)
-    pause(job_b, False)
-    pause(job_a, True)
+    pause(job_b, False, settle_s)
+    pause(job_a, True, settle_s)
     alone_b = measure(sampler, {b: readers[b]}, window_s)
-    pause(job_a, False)
+    pause(job_a, False, settle_s)
     together = measure(sampler, readers, window_s)
     if not alone_a["rates"][a] or not alone_b["rates"][b]:
         raise RuntimeError(f"a job made no progress alone ({label}): {alone_a['rates']}, {alone_b['rates']}")
@@ -119,6 +119,8 @@ def main() -> int:
     parser.add_argument("--cpus", nargs=2, type=int, default=[2, 3])
     parser.add_argument("--window", type=float, default=10.0, help="seconds per measured window")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--settle", type=float, default=2.0,
+                        help="seconds after a pause or resume before a window opens (2.5 times as long before the first)")
     parser.add_argument("--out", default="pace.jsonl")
     parser.add_argument("--device", default="cuda", help="cuda; cpu only checks the probe's mechanics")
     args = parser.parse_args()
@@ -132,15 +134,15 @@ def main() -> int:
                 started.append(jobs[name])
             for reader in readers.values():
                 wait_until_training(reader)
-            time.sleep(5.0)
+            time.sleep(2.5 * args.settle)
             sampler = Sampler()
             with open(args.out, "a") as sink:
                 for repeat in range(args.repeats):
                     for label in ("host pace", "CPU burner on each job's CPU"):
                         hogs = burners(args.cpus) if label.startswith("CPU") else []
                         started += hogs
-                        time.sleep(1.0)
-                        row = {"repeat": repeat, **condition(sampler, jobs, readers, args.window, label)}
+                        time.sleep(args.settle / 2)
+                        row = {"repeat": repeat, **condition(sampler, jobs, readers, args.window, args.settle, label)}
                         end_all(hogs)
                         print(json.dumps(row), flush=True)
                         sink.write(json.dumps(row) + "\n")
