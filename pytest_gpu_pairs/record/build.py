@@ -420,6 +420,7 @@ def aggregate(rounds: Sequence[Record]) -> Record:
     return built(with_impossible_notes(record))
 
 
+BUSY_KEYS = ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound")
 INTERLEAVED_WARMUP_RULE = ("both jobs started together; excluded: everything until both had reported a training "
                            "step, then warmup_s more of both training; after every switch of phase, settle_s")
 
@@ -447,6 +448,7 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     record["precision_reached"] = (None if record["precision_target"] is None
                                    else achieved is not None and achieved <= record["precision_target"])
     _explain_unsampled(record, m, env, notes)
+    _explain_unread_busy(record, m, notes)
     record.update(_memory_figures(m.samples, {}, case.mode, notes))
     _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
@@ -483,8 +485,14 @@ def _explain_unsampled(record: dict[str, Any], m: InterleavedMeasurement, env: D
     for key in ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "serial_energy_j",
                 "energy_saved_vs_serial", "gpu_power_avg_w", "energy_split_method", "peak_vram_mb",
                 "fg_peak_vram_mb", "bg_peak_vram_mb", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
-                "fg_alone_energy_j", "bg_alone_energy_j"):
+                "fg_alone_energy_j", "bg_alone_energy_j", *BUSY_KEYS):
         notes.unmeasured(key, f"not measurable on this run: {reason}")
+
+
+def _explain_unread_busy(record: dict[str, Any], m: InterleavedMeasurement, notes: Notes) -> None:
+    if m.samples and all(s.util_pct is None for s in m.samples):
+        for key in BUSY_KEYS:
+            notes.unmeasured(key, "NVML gave no utilisation reading on this GPU")
 
 
 def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts,

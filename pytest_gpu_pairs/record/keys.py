@@ -173,6 +173,14 @@ METHOD = _figures("method", [
     ("fg_steps_per_s", "float", "steps/s", "higher", True, "the foreground's step rate beside the background"),
     ("fg_solo_steps_per_s", "float", "steps/s", None, True, "the foreground's step rate alone"),
     ("bg_steps_per_s", "float", "steps/s", "higher", True, "the background's step rate beside the foreground"),
+    ("fg_solo_gpu_busy", "float", "fraction", None, True, "the fraction of time the card ran a kernel while the "
+     "foreground trained alone (NVML's utilisation in its solo phases): how much of the card it needs at its solo pace"),
+    ("bg_solo_gpu_busy", "float", "fraction", None, True, "the same for the background in its solo phases"),
+    ("pair_gpu_busy", "float", "fraction", None, True, "the fraction of time the card ran a kernel in the pair "
+     "phases: near 1, the pair is limited by the card's time"),
+    ("efficiency_bound", "float", "ratio", None, True, "the most concurrency_efficiency the card's time allows at the "
+     "jobs' solo pace: 2 while fg_solo_gpu_busy + bg_solo_gpu_busy <= 1, else 1 + (1 - the smaller) / the larger. A "
+     "host that runs host-bound jobs faster raises their busy fractions and lowers this bound"),
     ("sm_clock_mhz", "float", "MHz", None, False, "mean SM clock (per round under rounds)"),
     ("mem_clock_mhz", "float", "MHz", None, False, "mean memory clock (per round under rounds)"),
     ("power_limit_w", "float", "W", None, False, "the enforced power limit (per round under rounds)"),

@@ -139,6 +139,22 @@ def peak(values: Iterable[Optional[float]]) -> Optional[float]:
     return max(present) if present else None
 
 
+def efficiency_bound(fg_busy: Optional[float], bg_busy: Optional[float]) -> Optional[float]:
+    """The most work per second, in units of one job alone, that the card's time lets a pair do.
+
+    A job that keeps the card busy a fraction u of the time alone needs u of it to keep its solo
+    pace, so two whose fractions add up to at most 1 can both keep theirs; beyond that the card
+    is the limit, and it yields the most when the less demanding job keeps its pace and the
+    other gets the rest. Why a faster host lowers a host-bound pair's efficiency: it raises u.
+    """
+    if fg_busy is None or bg_busy is None:
+        return None
+    low, high = sorted(min(1.0, max(0.0, u)) for u in (fg_busy, bg_busy))
+    if low + high <= 1.0:
+        return 2.0
+    return 1.0 + (1.0 - low) / high
+
+
 def measured_mean(values: Iterable[Optional[float]]) -> Optional[float]:
     """The mean of the values that were measured; None if none was (a bracket with one side
     missing falls back to the side it has)."""

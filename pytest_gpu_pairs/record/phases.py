@@ -23,6 +23,11 @@ switch left out):
   step of each job's work in the pair (``<role>_gpu_energy_per_step_j``) the share does not
   depend on the phase's length, but a host-bound job's follows the host's speed; per phase it
   reproduced best across sessions of one host (docs/measuring.md).
+- ``fg_solo_gpu_busy``, ``bg_solo_gpu_busy`` and ``pair_gpu_busy``: how much of the time the card
+  ran a kernel in each job's solo phases (bracketed like the rates) and in the pair phase, and
+  ``efficiency_bound``, the efficiency the card's time allows at those solo fractions. A pair of
+  host-bound jobs that saturates the card shares what a faster host leaves it: its efficiency
+  follows the bound, and the record shows both.
 """
 from __future__ import annotations
 
@@ -44,7 +49,8 @@ INTERVAL_METHOD = "student_t_lag1"
 ROUND_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j", "gpu_energy_above_idle_j",
                  "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
                  "fg_alone_energy_j", "bg_alone_energy_j", "serial_energy_j", "energy_saved_vs_serial",
-                 "gpu_power_avg_w", "fg_steps_per_s", "fg_solo_steps_per_s", "bg_steps_per_s", "bg_solo_steps_per_s", "window_s")
+                 "gpu_power_avg_w", "fg_steps_per_s", "fg_solo_steps_per_s", "bg_steps_per_s", "bg_solo_steps_per_s", "window_s",
+                 "fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound")
 HEADLINE_INTERVALS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
                       "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j", "energy_saved_vs_serial", "gpu_energy_j",
                       "serial_energy_j", "gpu_power_avg_w")
@@ -135,6 +141,7 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
     fg_alone, bg_alone = _times(fg_steps, per_step["fg"][1]), _times(bg_steps, per_step["bg"][1])
     fg_j, bg_j = shapley_split(pair_above, fg_alone, bg_alone)
     efficiency = metrics.concurrency_efficiency(slowdown, progress)
+    busy = {role: metrics.measured_mean(gpu_busy(m.samples, p) for p in solo[role]) for role in ("fg", "bg")}
     energy_expected = bool(m.samples) and idle_w is not None
     return {"round": r.index, "segment": r.segment,
             "bracketed": after is not None and all(len(p) == 2 for p in solo.values()),
@@ -148,7 +155,9 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
             "serial_energy_j": serial, "energy_saved_vs_serial": metrics.energy_saved_fraction(pair_j, serial),
             "gpu_power_avg_w": metrics.per_unit(pair_j, window), "fg_steps_per_s": fg_pair_rate,
             "fg_solo_steps_per_s": fg_solo_rate, "bg_steps_per_s": bg_pair_rate, "bg_solo_steps_per_s": bg_solo_rate,
-            "window_s": window, **device_state(m.samples, r.start, r.end),
+            "window_s": window, "fg_solo_gpu_busy": busy["fg"], "bg_solo_gpu_busy": busy["bg"],
+            "pair_gpu_busy": gpu_busy(m.samples, pair), "efficiency_bound": metrics.efficiency_bound(busy["fg"], busy["bg"]),
+            **device_state(m.samples, r.start, r.end),
             "phases": [{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end} for p in r.phases]}
 
 
@@ -172,6 +181,18 @@ def _per_step(counter: EnergyCounter, phase: Phase, job_rate: Optional[float],
     steps = job_rate * phase.seconds
     above = metrics.energy_above_idle(total, idle_w, phase.seconds)
     return metrics.energy_per_step(total, steps), metrics.energy_per_step(above, steps)
+
+
+def gpu_busy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[float]:
+    """The fraction of a phase the card ran a kernel: NVML's utilisation read inside the phase's
+    measured window. Each reading covers the driver's sample period before it (1/6 s to 1 s by
+    product), so the first may reach into the settling time of the same phase."""
+    if phase is None:
+        return None
+    first = bisect.bisect_left(samples, phase.start, key=_sample_time)
+    last = bisect.bisect_right(samples, phase.end, key=_sample_time)
+    values = [s.util_pct for s in samples[first:last] if s.util_pct is not None]
+    return sum(values) / len(values) / 100.0 if values else None
 
 
 def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict[str, Any]:

@@ -178,3 +178,41 @@ def test_energy_of_a_stretch_goes_to_whoever_computed_in_it():
 def test_interval_energies_subtract_idle_per_stretch():
     points = [(0.0, 0.0), (1.0, 100_000.0), (3.0, 500_000.0)]  # 100 W, then 200 W
     assert metrics.interval_energies_above_idle(points, [0.0, 1.0, 2.0, 3.0], 50.0) == pytest.approx([50, 150, 150])
+
+
+fractions = st.floats(0.0, 1.0)
+
+
+@given(a=fractions, b=fractions)
+def test_the_efficiency_bound_lies_between_one_and_two_and_is_symmetric(a, b):
+    bound = metrics.efficiency_bound(a, b)
+    assert 1.0 <= bound <= 2.0
+    assert bound == metrics.efficiency_bound(b, a)
+    if a + b <= 1.0:
+        assert bound == 2.0
+
+
+@given(a=fractions, b=fractions, more=st.floats(0.0, 0.5))
+def test_a_job_that_needs_more_of_the_card_never_raises_the_bound(a, b, more):
+    assert metrics.efficiency_bound(min(1.0, a + more), b) <= metrics.efficiency_bound(a, b) + 1e-12
+
+
+@given(a=fractions, b=fractions)
+def test_the_bound_is_the_work_of_the_best_split_of_the_cards_time(a, b):
+    """Brute force over the pair's pace fractions x (fg) and y (bg), each at most its solo pace,
+    with the card's time x*a + y*b at most 1: the bound is the largest x + y."""
+    best = 0.0
+    for i in range(201):
+        x = i / 200
+        room = 1.0 - x * a
+        if room < -1e-12:
+            continue
+        y = 1.0 if b == 0 else min(1.0, room / b)
+        best = max(best, x + y)
+    assert metrics.efficiency_bound(a, b) == pytest.approx(best, abs=0.01)
+
+
+def test_two_jobs_that_each_keep_the_card_busy_all_the_time_can_do_no_better_than_one():
+    assert metrics.efficiency_bound(1.0, 1.0) == 1.0
+    assert metrics.efficiency_bound(0.6, 0.7) == pytest.approx(1 + 0.4 / 0.7)
+    assert metrics.efficiency_bound(None, 0.5) is None

@@ -168,3 +168,25 @@ def test_the_case_split_adds_up_to_the_energy_above_idle_over_the_same_rounds(ro
         assert figures["fg_gpu_energy_j"] + figures["bg_gpu_energy_j"] == pytest.approx(figures["gpu_energy_above_idle_j"],
                                                                                           rel=1e-9, abs=1e-9)
     assert figures["n_rounds"] + figures["rounds_excluded"] == len(rounds)
+
+
+def busy_card(t):
+    """NVML utilisation, each reading of the time before it: fg alone 60 %, bg alone 70 %, the pair
+    99 %, nothing readable before 1 s."""
+    if t < 1.0:
+        return None
+    return 60.0 if t <= 5 else 70.0 if t <= 10 else 99.0
+
+
+def test_a_round_says_how_busy_each_job_kept_the_card_and_what_that_allows():
+    m = measurement()
+    samples = tuple(GpuSample(t=s.t, energy_mj=s.energy_mj, util_pct=busy_card(s.t)) for s in m.samples)
+    r = round_figures(m.rounds[0], InterleavedMeasurement(m.fg, m.bg, m.rounds, samples, m.warmup), IDLE_W)
+    assert r["fg_solo_gpu_busy"] == pytest.approx(0.60) and r["bg_solo_gpu_busy"] == pytest.approx(0.70)
+    assert r["pair_gpu_busy"] == pytest.approx(0.99)
+    assert r["efficiency_bound"] == pytest.approx(1 + 0.4 / 0.7)
+
+
+def test_without_utilisation_readings_the_busy_fractions_are_unmeasured():
+    r = round_figures(measurement().rounds[0], measurement(), IDLE_W)
+    assert r["fg_solo_gpu_busy"] is None and r["pair_gpu_busy"] is None and r["efficiency_bound"] is None
