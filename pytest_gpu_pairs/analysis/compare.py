@@ -278,6 +278,7 @@ def _judge(row: Row, base_record: Record, new_record: Record,
 
 PACE_NOTE = 0.05  # a solo pace that moved by more than this is named beside the sharing and energy figures
 SHARING_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio")
+FREE_CARD = 1.995  # an efficiency_bound this close to 2: the jobs' solo busy fractions add up to at most 1
 
 
 def pace_note(old: Record, cur: Record) -> Optional[str]:
@@ -292,7 +293,19 @@ def pace_note(old: Record, cur: Record) -> Optional[str]:
     if not any(abs(change) > PACE_NOTE for change in moved.values()):
         return None
     changes = ", ".join(f"{role} {_change(change)}" for role, change in moved.items())
-    return f"the jobs' solo pace moved ({changes}): a pair that contends for the GPU shares better on a slower host"
+    return f"the jobs' solo pace moved ({changes}){_what_the_card_allows(old, cur)}"
+
+
+def _what_the_card_allows(old: Record, cur: Record) -> str:
+    """Whether the pace can have moved the sharing: only where the card's time limits the pair."""
+    base, new = metric_value(old, "efficiency_bound"), metric_value(cur, "efficiency_bound")
+    if base is None or new is None:
+        return ": a pair that contends for the GPU shares better on a slower host"
+    if min(base, new) >= FREE_CARD:
+        return ("; the card had time to spare at both paces (efficiency_bound 2.00 in both), so the pace did not "
+                "limit this pair's sharing")
+    return (f"; the card's time allows an efficiency of at most {base:.2f} in BASE and {new:.2f} in NEW "
+            "(efficiency_bound): a pair that keeps the card busy shares less on a faster host")
 
 
 def _row(case_id: str, metric: str, old: Record, cur: Record, limit: Optional[Threshold]) -> Row:

@@ -28,7 +28,7 @@ from tools.summary_files import write_collated
 
 ENERGY_GATE = "gpu_energy_j:5%,fg_gpu_energy_j:5%,bg_gpu_energy_j:5%"
 BENCHMARK_GATE = "mean:5%"
-FINITE_SCRIPT_GROUPS = ("c01", "c02")
+FINITE_SCRIPT_GROUPS = ("c01", "c02", "c03", "c04")
 EFFICIENCY_SPREAD_LIMIT = 0.05
 
 
@@ -57,6 +57,9 @@ def case_entry(record: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
             "fg_gpu_energy_per_step_j": record.get("fg_gpu_energy_per_step_j"),
             "bg_gpu_energy_per_step_j": record.get("bg_gpu_energy_per_step_j"),
             "fg_solo_steps_per_s": record.get("fg_solo_steps_per_s"), "bg_solo_steps_per_s": record.get("bg_solo_steps_per_s"),
+            "fg_solo_gpu_busy": record.get("fg_solo_gpu_busy"), "bg_solo_gpu_busy": record.get("bg_solo_gpu_busy"),
+            "pair_gpu_busy": record.get("pair_gpu_busy"), "efficiency_bound": record.get("efficiency_bound"),
+            "efficiency_bound_std": record.get("efficiency_bound_std"),
             "sm_clock_mhz": sorted({r.get("sm_clock_mhz") and round(r["sm_clock_mhz"]) for r in record.get("rounds") or []} - {None}),
             "clock_event_reasons": sorted({reason for r in record.get("rounds") or [] for reason in r.get("clock_event_reasons") or []}),
             "benchmark": {k: (bench.get("stats") or {}).get(k) for k in ("rounds", "mean", "stddev", "min", "max")}}
@@ -89,11 +92,13 @@ def benchmark_gate(base: dict[str, dict], new: dict[str, dict], cases: list[str]
 
 
 def in_session_benchmark_compare(folder: Path, session: str) -> dict[str, Any]:
-    """What the session's own ``--benchmark-compare-fail`` said, read from its pytest output."""
+    """What the session's own ``--benchmark-compare-fail`` said, read from its pytest output; a
+    session on another machine has no earlier run to compare with (``compared`` false)."""
     path = folder / f"session-{session}.pytest.txt"
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     code = re.search(r"pytest exit code: (\d+)", text)
-    return {"regressed": "Performance has regressed" in text, "exit_code": int(code.group(1)) if code else None}
+    return {"compared": "Comparing against benchmarks from" in text, "regressed": "Performance has regressed" in text,
+            "exit_code": int(code.group(1)) if code else None}
 
 
 def collate(folder: Path) -> dict[str, Any]:
@@ -103,6 +108,7 @@ def collate(folder: Path) -> dict[str, Any]:
     benches = {session_name(p): benchmark_stats(p) for p in paths}
     cases = sorted(set.intersection(*(set(runs[s]) for s in sessions))) if sessions else []
     per_case = {case: {s: case_entry(runs[s][case], benches[s].get(case, {})) for s in sessions} for case in cases}
+    in_some = sorted(set().union(*(set(runs[s]) for s in sessions)) - set(cases)) if sessions else []
     spreads = {}
     for case, by_session in per_case.items():
         means = [e["efficiency"] for e in by_session.values() if e["efficiency"] is not None]
@@ -113,6 +119,8 @@ def collate(folder: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "sessions": {s: {"gpu": gpu_of(folder, s)} for s in sessions + (["heavy"] if "heavy" in runs else [])},
         "cases": per_case, "efficiency_spread": spreads,
+        "cases_in_some_sessions": {case: {s: case_entry(runs[s][case], benches[s].get(case, {}))
+                                          for s in sessions if case in runs[s]} for case in in_some},
         "efficiency_spread_max": max((v for v in spreads.values() if v is not None), default=None),
         "efficiency_spread_limit": EFFICIENCY_SPREAD_LIMIT,
         "energy_gate": ENERGY_GATE, "energy_gate_between_sessions": energy,
@@ -144,18 +152,34 @@ def _interval(ci: Any) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) and len(ci) == 2 else "-"
 
 
-def markdown(summary: dict[str, Any]) -> str:
-    lines = ["# Default method: the same cases in separate sessions", "",
-             "| case | session | efficiency [95 % interval] | rounds (excluded) | device s | restarts fg/bg | "
-             "E/serial [95 %] | pytest-benchmark mean ± sd (rounds) |", "|---|---|---|---|---|---|---|---|"]
-    for case, by_session in summary["cases"].items():
+def _busy(e: dict[str, Any]) -> str:
+    values = [e.get(k) for k in ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy")]
+    if any(v is None for v in values) or e.get("efficiency_bound") is None:
+        return "-"
+    return " / ".join(f"{v:.2f}" for v in values) + f" ({e['efficiency_bound']:.2f})"
+
+
+def _case_rows(cases: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    lines = ["| case | session | efficiency [95 % interval] | rounds (excluded) | device s | restarts fg/bg | "
+             "E/serial [95 %] | pytest-benchmark mean ± sd (rounds) | card busy fg / bg / pair (bound) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for case, by_session in cases.items():
         for session, e in by_session.items():
             b = e["benchmark"]
             bench = f"{b['mean']:.4f} ± {b['stddev']:.4f} ({b['rounds']})" if b.get("mean") else "-"
             eff = f"{e['efficiency']:.3f} {_interval(e['efficiency_ci'])}" if e["efficiency"] else f"- ({e['failure']})"
             ratio = f"{e['energy_vs_serial']:.3f} {_interval(e['energy_vs_serial_ci'])}" if e["energy_vs_serial"] else "-"
             lines.append(f"| {case.split('-')[0]} | {session} | {eff} | {e['n_rounds']} ({e['rounds_excluded']}) | "
-                         f"{e['gpu_seconds'] or 0:.0f} | {e['fg_restarts']}/{e['bg_restarts']} | {ratio} | {bench} |")
+                         f"{e['gpu_seconds'] or 0:.0f} | {e['fg_restarts']}/{e['bg_restarts']} | {ratio} | {bench} | "
+                         f"{_busy(e)} |")
+    return lines
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["# Default method: the same cases in separate sessions", "", *_case_rows(summary["cases"])]
+    if summary.get("cases_in_some_sessions"):
+        lines += ["", "Measured in some sessions only (not in the figures below):", "",
+                  *_case_rows(summary["cases_in_some_sessions"])]
     lines += ["", "- efficiency spread across sessions (max/min - 1): "
               + ", ".join(f"{c.split('-')[0]} {v:.1%}" for c, v in summary["efficiency_spread"].items() if v is not None)
               + f"; largest {summary['efficiency_spread_max']:.1%}" if summary["efficiency_spread_max"] is not None else "",

@@ -301,3 +301,22 @@ def test_records_without_stand_alone_energies_judge_shares_at_the_phase_length(t
     faster_host = interleaved_run(tmp_path, "faster.json", pace=1.10)
     assert cli.main(["compare", str(old), str(faster_host), "--fail", "fg_gpu_energy_j:5%"]) == 1
     assert "judged per unit of work" not in capsys.readouterr().out
+
+
+def _paced(fg_rate: float, bound=None) -> dict:
+    return {"fg_solo_steps_per_s": fg_rate, "bg_solo_steps_per_s": 100.0, "efficiency_bound": bound}
+
+
+def test_a_pace_that_held_is_not_named():
+    from pytest_gpu_pairs.analysis.compare import pace_note
+    assert pace_note(_paced(100.0, 2.0), _paced(103.0, 2.0)) is None
+
+
+def test_a_moved_pace_says_whether_the_cards_time_limited_the_pair():
+    from pytest_gpu_pairs.analysis.compare import pace_note
+    spare = pace_note(_paced(100.0, 2.0), _paced(120.0, 2.0))
+    assert "fg +20.0%" in spare and "time to spare at both paces" in spare
+    limited = pace_note(_paced(100.0, 1.62), _paced(120.0, 1.41))
+    assert "at most 1.62 in BASE and 1.41 in NEW" in limited
+    unknown = pace_note(_paced(100.0), _paced(120.0))
+    assert "contends for the GPU" in unknown
