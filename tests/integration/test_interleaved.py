@@ -46,6 +46,8 @@ def test_an_interleaved_case_measures_its_rounds_and_ends_both_jobs(pytester):
     assert len(record["concurrency_efficiency_ci"]) == 2 and record["warmup_s"] > 0
     assert record["interval_method"] == "student_t_lag1" and 0 < record["n_rounds_effective"] <= ROUNDS
     assert "gpu_energy_j" in record["notes"] and record["gpu_energy_j"] is None  # no GPU here, and it says so
+    for key in ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound"):
+        assert record[key] is None and "not measurable on this run" in record["notes"][key]
     for role in ("fg", "bg"):  # both jobs were told that only their steady training rate is measured
         assert "steady state only" in (out / "p1-trainer+loader-default-concurrent" / f"{role}.log").read_text()
     assert jobs_started_under(out) == []
