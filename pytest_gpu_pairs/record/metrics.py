@@ -145,7 +145,8 @@ def efficiency_bound(fg_busy: Optional[float], bg_busy: Optional[float]) -> Opti
     A job that keeps the card busy a fraction u of the time alone needs u of it to keep its solo
     pace, so two whose fractions add up to at most 1 can both keep theirs; beyond that the card
     is the limit, and it yields the most when the less demanding job keeps its pace and the
-    other gets the rest. Why a faster host lowers a host-bound pair's efficiency: it raises u.
+    other gets the rest. A faster host raises a host-bound job's u, which is how it can lower
+    the pair's efficiency.
     """
     if fg_busy is None or bg_busy is None:
         return None

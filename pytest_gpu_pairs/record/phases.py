@@ -25,9 +25,9 @@ switch left out):
   reproduced best across sessions of one host (docs/measuring.md).
 - ``fg_solo_gpu_busy``, ``bg_solo_gpu_busy`` and ``pair_gpu_busy``: how much of the time the card
   ran a kernel in each job's solo phases (bracketed like the rates) and in the pair phase, and
-  ``efficiency_bound``, the efficiency the card's time allows at those solo fractions. A pair of
-  host-bound jobs that saturates the card shares what a faster host leaves it: its efficiency
-  follows the bound, and the record shows both.
+  ``efficiency_bound``, the efficiency the card's time allows at those solo fractions. A faster
+  host raises a host-bound job's fraction; once the pair's add up to more than 1 the bound falls
+  below 2, and the record shows whether the card's time limited the pair.
 """
 from __future__ import annotations
 
