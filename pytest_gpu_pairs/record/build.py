@@ -448,7 +448,7 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     record["precision_reached"] = (None if record["precision_target"] is None
                                    else achieved is not None and achieved <= record["precision_target"])
     _explain_unsampled(record, m, env, notes)
-    _explain_unread_busy(record, m, notes)
+    _explain_unread_busy(m, notes)
     record.update(_memory_figures(m.samples, {}, case.mode, notes))
     _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
@@ -489,7 +489,7 @@ def _explain_unsampled(record: dict[str, Any], m: InterleavedMeasurement, env: D
         notes.unmeasured(key, f"not measurable on this run: {reason}")
 
 
-def _explain_unread_busy(record: dict[str, Any], m: InterleavedMeasurement, notes: Notes) -> None:
+def _explain_unread_busy(m: InterleavedMeasurement, notes: Notes) -> None:
     if m.samples and all(s.util_pct is None for s in m.samples):
         for key in BUSY_KEYS:
             notes.unmeasured(key, "NVML gave no utilisation reading on this GPU")
