@@ -26,9 +26,9 @@ start, the slower start-up counts, ``warmup_s`` passes, and rounds of three phas
 phase as long as the jobs' step rates make it (a job that reports rarely lengthens the phase, a
 slow step the settling); the stopping rule is asked after each round's solo phases, so the first
 round always completes, and a round is never started past the time cap. On the CPU that is a
-fixed three rounds; on a GPU the rounds to the ±3 % target are counted as many as the H100
-default-method study's cases took (its median, ``typical.precision_rounds`` of the profile table),
-never past ``--gpu-pairs-max-rounds`` or the cap. Nothing here imports torch or opens a device.
+fixed three rounds; on a GPU the rounds to the precision target are counted as many as the H100
+default-method study's cases took (its median, ``typical.precision_rounds`` of the profile table,
+scaled from the study's target to the session's), never past ``--gpu-pairs-max-rounds`` or the cap. Nothing here imports torch or opens a device.
 """
 from __future__ import annotations
 
@@ -233,14 +233,17 @@ class Rounds:
     stop: str
 
 
-def play_rounds(start_s: float, phase_s: float, target: int, max_rounds: int, cap_s: float) -> Rounds:
+def play_rounds(start_s: float, phase_s: float, target: Optional[int], max_rounds: Optional[int],
+                cap_s: float) -> Rounds:
     """As the runner does: each round's solo phases, then the stopping rule (from the second round
-    on: ``target`` rounds reached, ``max_rounds``, or one more round past ``cap_s``), then the pair."""
+    on: ``target`` rounds reached, ``max_rounds``, or one more round past ``cap_s``; None: no such
+    limit), then the pair."""
     round_s = 3 * phase_s
+    most = min((n for n in (target, max_rounds) if n is not None), default=None)
     t, done = start_s, 0
     while True:
         t += 2 * phase_s
-        if done and done >= min(target, max_rounds):
+        if done and most is not None and done >= most:
             return Rounds(done, t, round_s, f"{done} rounds")
         if done and t + round_s > cap_s:
             return Rounds(done, t, round_s, f"the {cap_s:g} s cap")
@@ -285,12 +288,17 @@ class Estimator:
         spent = max(fg.startup_s, bg.startup_s) + fg.train_s * _slowdown(fg, bg) + fg.finish_s
         return spent, _weakest(_run_basis(fg), bg.basis)
 
-    def _target_rounds(self, rule) -> tuple[int, str]:
+    def _target_rounds(self, rule) -> tuple[Optional[int], str]:
+        """The H100 study's median rounds, scaled to this rule's target: an interval narrows with the
+        square root of the rounds."""
         if rule.precision is None:
             return rule.min_rounds, "fixed"
-        typical = packaged().precision_rounds or rule.max_rounds
-        rounds = max(rule.min_rounds, math.ceil(typical))
-        return rounds, f"to ±{rule.precision:.0%} (about {rounds}: the H100 default-method study's median)"
+        table = packaged()
+        if table.precision_rounds is None or table.precision_target is None:
+            return None, f"to ±{rule.precision:.1%} (rounds unknown: to the cap)"
+        rounds = max(rule.min_rounds, math.ceil(table.precision_rounds * (table.precision_target / rule.precision) ** 2))
+        return rounds, (f"to ±{rule.precision:.1%} (about {rounds}: the H100 default-method study's median, "
+                        f"{table.precision_rounds:g} to ±{table.precision_target:.1%})")
 
     def _interleaved(self, case: Case) -> tuple[float, str, str]:
         fg, bg = self.job(case.fg), self.job(case.bg)

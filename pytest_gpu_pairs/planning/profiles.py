@@ -64,6 +64,7 @@ class _Typical(BaseModel):
     startup_s: _Number = None
     finish_s: _Number = None
     precision_rounds: _Number = None  # interleaved rounds a case takes to its precision target
+    precision_target: _Number = None  # the target those rounds reached
 
 
 class _File(BaseModel):
@@ -133,6 +134,7 @@ class Profiles:
     typical_startup_s: Optional[float] = None
     typical_finish_s: Optional[float] = None
     precision_rounds: Optional[float] = None
+    precision_target: Optional[float] = None
 
     def get(self, model: str) -> Optional[SoloProfile]:
         return self.workloads.get(model)
@@ -193,7 +195,8 @@ def parse(raw: object, source: str) -> Profiles:
     pairs = {frozenset(p.models): float(p.min_fit_mb) for p in data.pairs if p.min_fit_mb is not None}
     return Profiles(source, data.device.name, data.device.memory_total_mb, data.device.power_limit_w,
                     data.idle_power_w, data.min_fit_method, data.device.reserved_mb, workloads, pairs,
-                    data.typical.startup_s, data.typical.finish_s, data.typical.precision_rounds)
+                    data.typical.startup_s, data.typical.finish_s, data.typical.precision_rounds,
+                    data.typical.precision_target)
 
 
 def read_profiles(path: Optional[Path] = None) -> Profiles:

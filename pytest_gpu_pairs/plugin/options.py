@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 DEFAULT_OUT = "gpu-pairs-results"
 DEFAULT_DEVICE = "auto"
 DEFAULT_SCALE = 1.0
-MAX_ROUNDS_HELP, MAX_CASE_S_HELP = 60, 180.0  # run.options' MAX_ROUNDS and MAX_CASE_S, checked by a unit test
+MAX_CASE_S_HELP, PRECISION_HELP = 180.0, 0.02  # run.options' values, checked by a unit test
 RENAMED = {"--vram-budget-mb": "--gpu-pairs-vram-budget-mb", "--min-efficiency": "--gpu-pairs-min-efficiency",
            "--sample-hz": "--gpu-pairs-sample-hz", "--gpu-memory-mb": "--gpu-pairs-gpu-memory-mb"}
 
@@ -171,10 +171,10 @@ def _add(group) -> None:
                          "it fit, what does a finished run score and spend)")
     group.addoption("--gpu-pairs-precision", type=_precision, default=None, metavar="X|off",
                     help="interleaved cases add rounds until the 95 %% interval of the efficiency is within "
-                         "+-X of its mean (default: 0.03 on a GPU; on the CPU a fixed number of rounds); off: "
+                         f"+-X of its mean (default: {PRECISION_HELP:g} on a GPU; on the CPU a fixed number of rounds); off: "
                          "always the minimum rounds")
     group.addoption("--gpu-pairs-max-rounds", type=_positive_int, default=None, metavar="N",
-                    help=f"most interleaved rounds per case (default: {MAX_ROUNDS_HELP})")
+                    help="most interleaved rounds per case (default: no limit but the time cap, --gpu-pairs-max-case-s)")
     group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=None, metavar="S",
                     help=f"device time cap per interleaved case, warm-up included (default: {MAX_CASE_S_HELP:g})")
 

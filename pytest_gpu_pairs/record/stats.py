@@ -209,11 +209,11 @@ def _mean_variance(xs: list[float], bracketed: bool) -> tuple[float, float, floa
 class StoppingRule:
     """When a case has measured enough: the efficiency interval's relative half width at most
     ``precision`` (None: a fixed number of rounds, ``min_rounds``), within ``max_rounds`` rounds
-    and ``max_seconds`` of device time."""
+    (None: as many as ``max_seconds`` of device time hold) and ``max_seconds``."""
 
     precision: Optional[float]
     min_rounds: int = 3
-    max_rounds: int = 30
+    max_rounds: Optional[int] = None
     max_seconds: float = 180.0
 
     def verdict(self, values: Sequence[Optional[float]], spent_s: float, round_s: float = 0.0,
@@ -230,7 +230,7 @@ class StoppingRule:
         precision = estimate(values).relative_half_width
         if precision is not None and precision <= self.precision:
             return True, f"precision reached: ±{precision:.1%} after {n} rounds"
-        if n >= self.max_rounds:
+        if self.max_rounds is not None and n >= self.max_rounds:
             return True, f"--gpu-pairs-max-rounds {self.max_rounds} reached"
         if spent_s + round_s > self.max_seconds:
             return True, f"time cap {self.max_seconds:g} s reached after {n} rounds"

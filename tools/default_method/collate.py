@@ -45,7 +45,8 @@ def case_entry(record: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
     ratio = energy_vs_serial(record)
     return {"failure": record.get("failure"), "efficiency": record.get("concurrency_efficiency"),
             "efficiency_ci": record.get("concurrency_efficiency_ci"), "n_rounds": record.get("n_rounds"),
-            "rounds_excluded": record.get("rounds_excluded"), "precision_achieved": record.get("precision_achieved"),
+            "rounds_excluded": record.get("rounds_excluded"), "precision_target": record.get("precision_target"),
+            "precision_achieved": record.get("precision_achieved"),
             "precision_reached": record.get("precision_reached"), "stop_reason": record.get("stop_reason"),
             "gpu_seconds": record.get("gpu_seconds"), "case_wall_s": record.get("case_wall_s"),
             "warmup_s": record.get("warmup_s"), "phase_s": record.get("phase_s"),

@@ -10,7 +10,8 @@
   start to first training step) and finish (last step to exit), which a profile window cannot;
 - ``reports/reference/default_method/summary.json``: the H100 default-method study, whose
   built-in pairs (no restarts) say how many interleaved rounds a case takes to reach its ±3 %
-  target (``typical.precision_rounds``, the median), which the estimator counts on a GPU.
+  target (``typical.precision_rounds``, the median, at ``typical.precision_target``), which the
+  estimator counts on a GPU, scaled to the target a session asks for.
 
 The estimator and the planner both read this one file (through ``planning.profiles``), in the
 workload-profiles format itself, so the same reader takes a user's own profile file. A unit test
@@ -50,11 +51,19 @@ def solo_overheads(feasibility: dict[str, Any]) -> dict[str, dict[str, list[floa
     return found
 
 
+def _unrestarted(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    return [session for sessions in summary["cases"].values() for session in sessions.values()
+            if not session.get("fg_restarts") and not session.get("bg_restarts")]
+
+
 def precision_rounds(summary: dict[str, Any]) -> float:
     """The median number of rounds of the study's case-sessions whose jobs never restarted."""
-    rounds = [session["n_rounds"] for sessions in summary["cases"].values() for session in sessions.values()
-              if not session.get("fg_restarts") and not session.get("bg_restarts")]
-    return float(statistics.median(rounds))
+    return float(statistics.median(session["n_rounds"] for session in _unrestarted(summary)))
+
+
+def precision_target(summary: dict[str, Any]) -> float:
+    """The precision those case-sessions were measured to (one target for the whole study)."""
+    return float(statistics.median(session["precision_target"] for session in _unrestarted(summary)))
 
 
 def _workload(row: dict[str, Any], overheads: dict[str, list[float]] | None) -> dict[str, Any]:
@@ -70,6 +79,7 @@ def build(profiles: dict[str, Any], feasibility: dict[str, Any], default_method:
     typical = {key: round(statistics.median(v for o in overheads.values() for v in o[key]), 2)
                for key in ("startup_s", "finish_s")}
     typical["precision_rounds"] = precision_rounds(default_method)
+    typical["precision_target"] = precision_target(default_method)
     device = profiles.get("device") or {}
     return {"sources": [str(p.relative_to(ROOT)) for p in (PROFILES, FEASIBILITY, DEFAULT_METHOD)],
             "device": {k: device.get(k) for k in DEVICE_KEYS},

@@ -103,15 +103,24 @@ def test_an_interleaved_case_on_the_cpu_counts_three_rounds(tmp_path):
 def test_an_interleaved_case_on_a_gpu_counts_the_typical_rounds_to_its_target_not_the_cap(tmp_path):
     case = cases(pair(), method="interleaved")[0]
     startup, phase = _phase_s(case)
-    rounds = math.ceil(packaged().precision_rounds)
-    estimate = estimate_cases([case], options(tmp_path), "cuda")[0]
+    table = packaged()
+    rounds = math.ceil(table.precision_rounds)
+    estimate = estimate_cases([case], options(tmp_path, precision=table.precision_target), "cuda")[0]
     assert estimate.seconds == pytest.approx(startup + case.warmup_s + (3 * rounds + 2) * phase)
     assert estimate.seconds < 180.0 and f"{rounds} rounds" in estimate.detail
     capped = estimate_cases([case], options(tmp_path, max_case_s=40.0), "cuda")[0]
     assert capped.seconds <= 40.0 and "40 s cap" in capped.detail
 
 
-@given(st.floats(0.0, 100.0), st.floats(0.05, 50.0), st.integers(1, 80), st.integers(1, 80), st.floats(1.0, 400.0))
+def test_a_tighter_target_counts_rounds_growing_with_the_square_of_the_precision(tmp_path):
+    case = cases(pair(), method="interleaved")[0]
+    table = packaged()
+    half = estimate_cases([case], options(tmp_path, precision=table.precision_target / 2, max_case_s=1e6), "cuda")[0]
+    assert f"{math.ceil(4 * table.precision_rounds)} rounds" in half.detail
+
+
+@given(st.floats(0.0, 100.0), st.floats(0.05, 50.0), st.none() | st.integers(1, 80), st.none() | st.integers(1, 80),
+       st.floats(1.0, 400.0))
 def test_played_rounds_never_start_a_round_past_the_cap_and_only_the_first_may_run_over(start, phase, target, most,
                                                                                          cap):
     played = play_rounds(start, phase, target, most, cap)
@@ -119,7 +128,7 @@ def test_played_rounds_never_start_a_round_past_the_cap_and_only_the_first_may_r
     assert played.seconds == pytest.approx(start + (3 * played.count + 2) * phase)
     if played.count >= 2:
         assert played.seconds <= cap + 1e-6  # the check before the last round passed: it ended within the cap
-    if played.count < min(target, most):
+    if played.count < min(n for n in (target, most, math.inf) if n is not None):
         assert played.seconds + played.round_s > cap
 
 

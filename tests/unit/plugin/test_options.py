@@ -4,8 +4,9 @@ from pytest_gpu_pairs.run import options as run_options
 
 
 def test_the_help_names_the_run_layers_interleaved_limits():
-    assert options.MAX_ROUNDS_HELP == run_options.MAX_ROUNDS
+    assert run_options.MAX_ROUNDS is None  # the help says the time cap is the only limit
     assert options.MAX_CASE_S_HELP == run_options.MAX_CASE_S
+    assert options.PRECISION_HELP == run_options.DEFAULT_PRECISION
 
 
 def test_each_old_spelling_on_the_command_line_gets_one_line_naming_the_new_one():
