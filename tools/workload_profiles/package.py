@@ -8,7 +8,7 @@
 - ``reports/reference/feasibility/feasibility_full_scale.json``: the solo baselines of the
   feasibility study on the same kind of card, whose timelines give each job's start-up (process
   start to first training step) and finish (last step to exit), which a profile window cannot;
-- ``reports/reference/default_method/summary.json``: the H100 default-method study, whose
+- ``reports/reference/default_method/sessions-88e4113/summary.json``: the H100 default-method study, whose
   built-in pairs (no restarts) say how many interleaved rounds a case takes to reach its ±3 %
   target (``typical.precision_rounds``, the median, at ``typical.precision_target``), which the
   estimator counts on a GPU, scaled to the target a session asks for.
@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "reports/reference/planner/workload_profiles.json"
 FEASIBILITY = ROOT / "reports/reference/feasibility/feasibility_full_scale.json"
-DEFAULT_METHOD = ROOT / "reports/reference/default_method/summary.json"
+DEFAULT_METHOD = ROOT / "reports/reference/default_method/sessions-88e4113/summary.json"
 TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles.json"
 WORKLOAD_KEYS = ("model", "ok", "device", "batch_size", "step_time_s", "util_avg_pct", "mem_util_avg_pct",
                  "gpm_sm_util_pct", "gpm_dram_bw_pct", "host_share", "power_avg_w", "energy_per_step_j",
