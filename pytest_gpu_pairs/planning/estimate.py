@@ -28,7 +28,8 @@ slow step the settling); the stopping rule is asked after each round's solo phas
 round always completes, and a round is never started past the time cap. On the CPU that is a
 fixed three rounds; on a GPU the rounds to the precision target are counted as many as the H100
 default-method study's cases took (its median, ``typical.precision_rounds`` of the profile table,
-scaled from the study's target to the session's), never past ``--gpu-pairs-max-rounds`` or the cap. Nothing here imports torch or opens a device.
+scaled from the study's target to the session's), never past ``--gpu-pairs-max-rounds`` or the
+cap. Nothing here imports torch or opens a device.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from pytest_gpu_pairs.record.stats import bracketed_interval
 from pytest_gpu_pairs.record.store import atomic_write_json, load_run
 from pytest_gpu_pairs.run.options import MAX_CASE_S, MIN_ROUNDS_FOR_PRECISION
 from tools.default_method.collate import EFFICIENCY_SPREAD_LIMIT
+from tools.default_method.run_spread import round_timing
 
 GROUPS = ("g01", "g10", "c03", "c04")
 RULES = {"±3 %, at most 60 rounds": (0.03, 60), "±3 %": (0.03, None), "±2 %": (0.02, None)}
@@ -37,11 +38,10 @@ def measured_sessions(folders: Sequence[Path]) -> dict[str, list[dict[str, Any]]
             rounds = [r["concurrency_efficiency"] for r in record["rounds"] if r["complete"]]
             if group not in found or len(rounds) < 2:
                 continue
-            phases = [p for r in record["rounds"] for p in r["phases"]]
-            first = phases[0]["switched_t"] - record["timeline"]["case_start_t"]
+            first_s, rounds_s = round_timing(record)
             mean = statistics.fmean(rounds)
-            found[group].append({"rounds": [x - mean for x in rounds], "first_s": first,
-                                 "round_s": (phases[-1]["end"] - phases[0]["switched_t"]) / len(record["rounds"])})
+            found[group].append({"rounds": [x - mean for x in rounds], "first_s": first_s,
+                                 "round_s": rounds_s / len(record["rounds"])})
     return found
 
 

@@ -23,10 +23,10 @@ from scipy import integrate, stats
 
 from pytest_gpu_pairs.record.stats import bracketed_interval, t_quantile
 from pytest_gpu_pairs.record.store import StoreError, load_run
+from pytest_gpu_pairs.run.options import MAX_CASE_S
 from tools.default_method.collate import EFFICIENCY_SPREAD_LIMIT
 from tools.summary_files import write_collated
 
-CAP_S = 180.0  # the product's cap on one case, warm-up and restarts included
 SESSIONS = 3  # the default-method study's sessions per case
 MAX_STARTS = 4
 PRECISIONS = (0.03, 0.02)  # the default target before and after these probes
@@ -43,15 +43,20 @@ def run_entry(path: Path) -> dict[str, Any]:
         raise StoreError(f"{path}: $.benchmarks[0].extra_info.rounds: expected at least 2 complete rounds, found {len(rounds)}")
     interval = bracketed_interval([r["concurrency_efficiency"] for r in rounds])
     standard_error = interval.half_width / t_quantile(0.975, max(1.0, interval.n_effective - 1.0))
-    phases = [p for r in record["rounds"] for p in r["phases"]]
-    rounds_s = phases[-1]["end"] - phases[0]["switched_t"]
+    warmup_s, rounds_s = round_timing(record)
     return {"run": path.stem, "phase_s": record.get("phase_s"), "n_rounds": len(rounds),
             "n_rounds_effective": interval.n_effective, "efficiency": interval.mean,
             "efficiency_ci": interval.as_list(), "standard_error": standard_error,
             "precision": interval.relative_half_width, "rounds_s": rounds_s,
-            "warmup_to_rounds_s": phases[0]["switched_t"] - record["timeline"]["case_start_t"],
+            "warmup_to_rounds_s": warmup_s,
             "precision_per_100_s": interval.relative_half_width * math.sqrt(rounds_s / 100.0),
             "fg_slowdown": record.get("fg_slowdown"), "bg_progress_ratio": record.get("bg_progress_ratio")}
+
+
+def round_timing(record: dict[str, Any]) -> tuple[float, float]:
+    """Seconds from the case's start to its first round, and seconds its rounds took together."""
+    phases = [p for r in record["rounds"] for p in r["phases"]]
+    return phases[0]["switched_t"] - record["timeline"]["case_start_t"], phases[-1]["end"] - phases[0]["switched_t"]
 
 
 def heterogeneity(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -85,12 +90,12 @@ def what_agreement_takes(runs: list[dict[str, Any]], spread: dict[str, Any]) -> 
     between = spread["between_run_sd"]
     out = []
     for precision in PRECISIONS:
-        at_target = max(precision * spread["pooled"] / 1.96, within_at_1_s / math.sqrt(CAP_S - warmup_s))
+        at_target = max(precision * spread["pooled"] / 1.96, within_at_1_s / math.sqrt(MAX_CASE_S - warmup_s))
         sd = math.hypot(between, at_target)
         out.append({"stop": f"±{precision:.0%} target", "starts": 1, "session_standard_error": sd,
                     "p_three_sessions_within_limit": range_within(limit, sd)})
     for starts in range(1, MAX_STARTS + 1):
-        rounds_s = CAP_S / starts - warmup_s
+        rounds_s = MAX_CASE_S / starts - warmup_s
         if rounds_s <= 0:
             break
         sd = math.sqrt((between ** 2 + within_at_1_s ** 2 / rounds_s) / starts)
@@ -115,7 +120,7 @@ def machine_entry(folder: Path) -> dict[str, Any]:
 
 
 def collate(folders: list[Path]) -> dict[str, Any]:
-    return {"spread_limit": EFFICIENCY_SPREAD_LIMIT, "cap_s": CAP_S, "sessions": SESSIONS,
+    return {"spread_limit": EFFICIENCY_SPREAD_LIMIT, "cap_s": MAX_CASE_S, "sessions": SESSIONS,
             "machines": {f.name: machine_entry(f) for f in folders}}
 
 
