@@ -17,6 +17,7 @@ short to hold its warm-up and a few rounds: the message says how long a run must
 """
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 import time
@@ -42,7 +43,8 @@ POLL_S = 0.1
 REPORTS_PER_PHASE = 4  # step reports of the slower reporter inside a measured phase, at least
 STEPS_PER_SETTLE = 2  # steps of the slower job that settling lasts, at least (its GPU queue drains)
 MIN_ROUNDS_PER_RUN = 3  # rounds a job's run must hold after its warm-up, or the case cannot be measured
-MAX_PHASE_GROWTH = 16  # phases lengthen to at most this many times the settings' phase_s
+PHASES_PER_BRACKETED_ROUND = 5  # a round's three phases and the two solo phases that close its bracket
+PACE_SLACK = 2.0  # a phase holding half the step reports wanted at a job's pace still fits it
 ROLES = ("fg", "bg")
 
 
@@ -253,17 +255,49 @@ class InterleavedPair:
         return False
 
     def _lengthen_phases_if_too_short(self, last: PhaseRound) -> None:
-        """Until a round is complete, a job that reported fewer than two steps in a phase of its own
-        steps more slowly than its warm-up cadence promised (a loaded host, a slower stretch of its
-        data): the phases and the settling double, up to ``MAX_PHASE_GROWTH`` times the settings'.
-        Once a round is complete the lengths stay, so that a case's rounds all have the same phases."""
-        if self._phases_settled or self.phase_s * 2 > MAX_PHASE_GROWTH * self.case.phase_s:
+        """Until the lengths settle, a job that stepped more slowly than its warm-up cadence promised
+        (a loaded host, a slower stretch of its data) lengthens the phases: where its pace in the
+        last round (seconds of running per step report, the time it was paused left out) needs
+        more than ``PACE_SLACK`` phases for ``REPORTS_PER_PHASE`` reports, to that many reports at
+        its pace, and where it reported fewer than two steps in a phase, to at least double; the
+        settling grows to ``STEPS_PER_SETTLE`` of its steps. The lengths settle at the first
+        complete round that asked for neither, so that a case's rounds all have the same phases.
+        Phases that leave no room in the case's time cap for one bracketed round cannot measure
+        this pair here: the case fails, saying so."""
+        if self._phases_settled:
             return
-        if complete_rounds(self.snapshot(), self.env.idle_power_w):
-            self._phases_settled = True
-        elif any(_reports_in(self._progress(role), phase) < 2 for phase in last.phases
-                 for role in (ROLES if phase.name == "pair" else (phase.name,))):
-            self.phase_s, self.settle_s = self.phase_s * 2, self.settle_s * 2
+        sparse = [(role, phase) for phase in last.phases for role in _running(phase)
+                  if _reports_in(self._progress(role), phase) < 2]
+        gaps = {role: running_gap(self._progress(role), self._running_spans(role), last.start, last.end)
+                for role in ROLES}
+        role = max(gaps, key=gaps.__getitem__)
+        unit = self.case.phase_s
+        needed = unit * math.ceil(REPORTS_PER_PHASE * gaps[role] / unit - 1e-9)
+        slow = needed > PACE_SLACK * self.phase_s
+        if not sparse and not slow:
+            self._phases_settled = bool(complete_rounds(self.snapshot(), self.env.idle_power_w))
+            return
+        self.phase_s = max(2 * self.phase_s if sparse else self.phase_s, needed)
+        self.settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role])
+        left = self.rule.max_seconds - (time.time() - self.started_t)
+        if PHASES_PER_BRACKETED_ROUND * (self.phase_s + self.settle_s) > left:
+            phase = next((phase for sparse_role, phase in sparse if sparse_role == role), None)
+            raise InterleavedFailure(self._too_slow(role, phase, gaps[role], left))
+
+    def _running_spans(self, role: str) -> list[tuple[float, float]]:
+        """When the job ran: the warm-up, and every phase it was not paused in."""
+        return [(self.started_t, self.warm_t)] + [(p.switched_t, p.end) for r in self.rounds for p in r.phases
+                                                   if role in _running(p)]
+
+    def _too_slow(self, role: str, phase: Optional[Phase], gap: float, left: float) -> str:
+        model = self._job(role).model
+        sparse = (f"; it reported fewer than 2 steps in a {phase.end - phase.switched_t:.1f} s phase ({phase.name})"
+                  if phase is not None else "")
+        return (f"{role} {model} steps too slowly here for the case's time cap: about one step report every "
+                f"{gap:.1f} s of its running in the last round{sparse}; phases that hold {REPORTS_PER_PHASE} of them "
+                f"({self.phase_s:g} s, settling {self.settle_s:.1f} s) leave no room for one bracketed round in the "
+                f"{max(0.0, left):.0f} s left of {self.rule.max_seconds:g} s: raise --gpu-pairs-max-case-s, run where "
+                f"the jobs step faster (a less loaded host, a GPU), or give the job less work per step")
 
     def _restart(self, role: str) -> None:
         """The ended run's tail discarded, a new run started while the other job waits paused, and
@@ -382,8 +416,28 @@ class InterleavedPair:
                     save_cpu_readings(self.rapl.readings, self.out_dir)
 
 
+def _running(phase: Phase) -> tuple[str, ...]:
+    return ROLES if phase.name == "pair" else (phase.name,)
+
+
 def _reports_in(progress: Progress, phase: Phase) -> int:
     return sum(1 for t, _ in progress.steps if phase.start <= t <= phase.end)
+
+
+def running_gap(progress: Progress, spans: Sequence[tuple[float, float]], since: float, until: float) -> float:
+    """A job's seconds of running per step report from ``since`` to ``until``: the median of its
+    gaps between reports counted over ``spans`` (when it ran) only, so a pause between two
+    reports adds nothing; and at least the running time since its last report, which a job that
+    stopped reporting still owes."""
+    times = [t for t, _ in progress.steps if t <= until]
+    anchors = times[max(0, bisect.bisect_left(times, since) - 1):]
+    gaps = [_ran(spans, a, b) for a, b in zip(anchors, anchors[1:])]
+    silent = _ran(spans, anchors[-1] if anchors else since, until)
+    return max(statistics.median(gaps) if gaps else 0.0, silent)
+
+
+def _ran(spans: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
 
 
 def _trained_s(progress: Progress) -> float:
