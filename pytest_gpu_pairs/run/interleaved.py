@@ -30,6 +30,7 @@ from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress
+from pytest_gpu_pairs.record.checks import PROGRESS_FIX
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound, Restart
 from pytest_gpu_pairs.record.phases import complete_rounds
 from pytest_gpu_pairs.record.stats import StoppingRule, bracketed_interval
@@ -125,10 +126,12 @@ class InterleavedPair:
         self.stop_reason: Optional[str] = None
         self.failure: Optional[str] = None
         self._closed = False
+        self._phase_now: Optional[str] = None  # what runs now, for the live line
 
     def run(self) -> InterleavedMeasurement:
         """The whole measurement, started, warmed up, measured and closed."""
         try:
+            self._tell_live("round_started")
             self._start()
             self._warm_up()
             self._measure_rounds()
@@ -220,6 +223,7 @@ class InterleavedPair:
             self.sleep(min(POLL_S, left))
 
     def _phase(self, name: str) -> Phase:
+        self._phase_now = name
         running = ROLES if name == "pair" else (name,)
         for role, process in self.jobs.items():
             (process.resume if role in running else process.pause)()
@@ -363,6 +367,8 @@ class InterleavedPair:
 
     def _too_short(self, role: str) -> str:
         process = self.jobs[role]
+        if not process.progress().steps:
+            return self._never_reported(role)
         trained = _trained_s(process.progress())
         round_s = self.round_s or 3 * (self.phase_s + self.settle_s)
         needed = self.case.warmup_s + MIN_ROUNDS_PER_RUN * round_s
@@ -371,6 +377,15 @@ class InterleavedPair:
                 f"{MIN_ROUNDS_PER_RUN} rounds (about {round_s:.1f} s each here), about {needed:.0f} s; give each run "
                 f"more work (more epochs or iterations) or set a shorter defaults.warmup_s{self._missed(role)}; "
                 f"log: {process.log_path}")
+
+    def _never_reported(self, role: str) -> str:
+        """A run that ended without one step report the harness could read: its length is unknown, and
+        no length would help."""
+        process = self.jobs[role]
+        ran = (process.exit_t or time.time()) - process.start_t
+        fix = self._missed(role) or f"; {PROGRESS_FIX.format(process.spec.model)}"
+        return (f"{role} {process.spec.model} finished its run (exit code 0) after {ran:.1f} s without a step report "
+                f"the harness could read, so its training cannot be measured{fix}; log: {process.log_path}")
 
     def _missed(self, role: str) -> str:
         """Where the job's log had lines its progress_pattern read no step from: that, with a line it missed."""
@@ -382,6 +397,24 @@ class InterleavedPair:
         stop, why = self.rule.verdict(efficiencies, time.time() - self.started_t, self.round_s, bracketed_interval)
         self.stop_reason = why
         return stop
+
+    def _tell_live(self, event: str) -> None:
+        """The live line draws this case while it runs (``live_status``) and is erased when it ends."""
+        live = getattr(self.env, "live", None)
+        if live is not None:
+            getattr(live, event)(self)
+
+    def live_status(self) -> str:
+        """What the live line says runs now: the jobs starting, the warm-up, or a round's phase."""
+        if self._phase_now is None:
+            return "warm-up" if self.jobs else "starting"
+        what = "pair" if self._phase_now == "pair" else f"{self._phase_now} alone"
+        return f"round {sum(1 for r in self.rounds if r.phase('pair')) + 1}: {what}"
+
+    @property
+    def fg_progress_path(self) -> Optional[str]:
+        process = self.jobs.get("fg")
+        return process.progress_path if process is not None else None
 
     def snapshot(self) -> InterleavedMeasurement:
         samples = tuple(self.sampler.samples) if self.sampler else ()
@@ -401,6 +434,7 @@ class InterleavedPair:
         if self._closed:
             return
         self._closed = True
+        self._tell_live("round_ended")
         with deferred_signals():
             try:
                 for process in self.jobs.values():

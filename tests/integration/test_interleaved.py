@@ -199,3 +199,23 @@ def test_a_job_too_slow_for_the_time_cap_fails_the_case_and_says_what_to_change(
     record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
     assert record["concurrency_efficiency"] is None and "steps too slowly" in record["failure"]
     assert jobs_started_under(out) == []
+
+
+def test_a_script_that_trains_without_a_progress_pattern_is_told_to_get_one_not_to_train_longer(pytester):
+    """Its log has hundreds of step lines the harness was never told how to read: the case says
+    which job needs a progress_pattern, and never that the run was too short."""
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    printing = {"command": [sys.executable, str(FAKE_JOB), "--print-steps", "--steps", "150", "--step-s", "0.02"]}
+    (pytester.path / "s.json").write_text(json.dumps({
+        "name": "silent", "defaults": {"method": "interleaved", "warmup_s": 0.3, "ready_timeout_s": 60},
+        "workloads": {"printer": printing, "loader": _job(0.02)},
+        "pairs": [{"group": "p1", "foreground": {"model": "printer"}, "background": {"model": "loader"}}]}))
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", pytester.path / "s.json", "--gpu-pairs-device", "cpu",
+                                           "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fg printer finished its run (exit code 0) after * s without a step report the "
+                                 "harness could read*give printer a progress_pattern (its log's step lines) or report "
+                                 "steps with pytest_gpu_pairs.progress*"])
+    assert "too short" not in result.stdout.str()
+    assert jobs_started_under(out) == []
