@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.planning.estimate import clock
+from pytest_gpu_pairs.plugin.benchmark import ROUND_FIGURE
 from pytest_gpu_pairs.record.keys import label, meaning
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, impossible
+from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, flagged, suspect_rounds
 
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
            ("eff", "concurrency_efficiency", "{:.2f}"), ("slow", "fg_slowdown", "{:.2f}"),
@@ -27,7 +28,9 @@ OWN_LEGEND = {
                 "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts)",
 }
 MARKS_LEGEND = ("±: half width of a figure's 95 % interval; -: not measured (see below); !: a figure no sharing "
-                "can give (eff above 2, slow below 1), see below")
+                "can give (eff above 2, slow below 1, bg above 1; its interval below 0; or a round of it far past "
+                "these), see below; eff, slow and bg are each the mean of the case's rounds (of per-round "
+                "efficiencies 1/slow + bg), so eff is not 1/slow + bg of the means shown")
 
 
 def legend_entry(title: str, key: str) -> str:
@@ -96,14 +99,15 @@ def _half_width(ci: Any) -> str:
     return f"±{(ci[1] - ci[0]) / 2:.2g}"
 
 
-def _mark(key: str, value: Any) -> str:
-    """``!`` after a figure no sharing can give (its note in result.json says the likely cause)."""
-    return MARK if impossible(key, value) else ""
+def _mark(key: str, record: dict[str, Any]) -> str:
+    """``!`` after a figure no sharing can give, or one whose interval or rounds reach past what
+    sharing can give (its note in result.json says which and the likely cause)."""
+    return MARK if flagged(record, key) else ""
 
 
 def format_table(records: list[dict[str, Any]]) -> list[str]:
     rows = [[title for title, _, _ in COLUMNS]]
-    rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) + _mark(key, r.get(key)) for _, key, fmt in COLUMNS]
+    rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) + _mark(key, r) for _, key, fmt in COLUMNS]
              for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -146,18 +150,42 @@ def interrupted_lines(session, args: list[str]) -> list[str]:
             f"  to finish the rest without repeating finished cases: {resume_command(args)}"]
 
 
+def benchmark_lines(records: list[Record]) -> list[str]:
+    """What pytest-benchmark's table above holds for the cases that handed it their rounds."""
+    if not any(str(r.benchmark_figure or "").startswith(ROUND_FIGURE) for r in records):
+        return []
+    return [f"pytest-benchmark's table above: one value per complete round of {ROUND_FIGURE}, 1 / that round's eff "
+            "(the pair's seconds per second of one job's work alone: 0.5 when sharing is free, 1.0 when it is no "
+            "better than one job after the other; lower is better), so its mean is not 1 / eff of this table"]
+
+
 def impossible_lines(records: list[Record]) -> list[str]:
     """The cases with a figure no sharing can give, each with its figures: a session on a loaded
     host must not pass such numbers on unremarked."""
     lines = []
     for record in records:
-        flagged = [f"{key} {getattr(record, key):.2f}" for key in BOUNDS if impossible(key, getattr(record, key))]
-        if flagged:
-            lines.append(f"  {record.case_id}: {', '.join(flagged)}")
+        figures = dict(record)
+        marked = [_flagged_text(figures, key) for key in BOUNDS if flagged(figures, key)]
+        if marked:
+            lines.append(f"  {record.case_id}: {', '.join(marked)}")
     if not lines:
         return []
     return ["figures no sharing can give (!), not findings: the solo and the shared measurements ran under "
             "different conditions (the likely cause is in each key's note in result.json):"] + lines
+
+
+def _flagged_text(record: dict[str, Any], key: str) -> str:
+    """A marked figure as the lines under the table name it: its mean, and the rounds past what a
+    round's noise gives."""
+    value = record.get(key)
+    text = f"{key} {value:.2f}" if isinstance(value, (int, float)) else f"{key} -"
+    rounds = suspect_rounds(record, key)
+    if rounds:
+        text += " (" + ", ".join(f"round {index} {v:.2f}" for index, v in rounds) + ")"
+    ci = record.get(f"{key}_ci")
+    if isinstance(ci, list) and len(ci) == 2 and isinstance(ci[0], (int, float)) and ci[0] < 0:
+        text += f" (interval reaches {ci[0]:.2f})"
+    return text
 
 
 def plain_reason(note: str) -> str:
@@ -216,6 +244,8 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
         for line in format_table(table):
             reporter.write_line(line)
         reporter.write_line(legend())
+    for line in benchmark_lines(records):
+        reporter.write_line(line)
     for line in impossible_lines(records):
         reporter.write_line(line)
     for line in sharing_lines(records):
