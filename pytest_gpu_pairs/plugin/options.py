@@ -272,4 +272,5 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
         max_case_s=MAX_CASE_S if max_case_s is None else max_case_s,
         worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu,
-        pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share(workerinput))
+        pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share(workerinput),
+        suite=tuple(Path(p) for p in config.getini("gpu_pairs_settings")))

@@ -1,6 +1,8 @@
 """The terminal summary: one line per case with its status and duration, a legend, what could not
 be measured here and why, and the cases an interruption cut short with the command that resumes
-them. The same table is written as ``summary.csv`` in the results folder."""
+them. The same table is written as ``summary.csv`` in the results folder, with a row for every
+other case the folder holds a complete result of (``session`` earlier), so that it lists the
+folder, not only the last session."""
 from __future__ import annotations
 
 import re
@@ -22,7 +24,8 @@ COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "dura
            ("bg J/step", "bg_gpu_energy_per_step_j", "{:.3g}"),
            ("VRAM MB", "peak_vram_mb", "{:.0f}"), ("oom", "oom", "{}"))
 OWN_LEGEND = {
-    "status": "passed, failed (the reason is in the test's failure), resumed (recorded earlier)",
+    "status": "passed, failed (the reason is in the test's failure), resumed (recorded earlier); summary.csv also "
+              "lists the folder's cases of earlier sessions (session: earlier)",
     "time": "the case's wall time",
     "E/serial": "the card's energy for the pair's work over what the same work costs one job after the other "
                 "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts)",
@@ -114,20 +117,42 @@ def format_table(records: list[dict[str, Any]]) -> list[str]:
 
 
 def write_csv(out_dir: Path, table: list[dict[str, Any]]) -> Path:
-    """``summary.csv``: the terminal table with full precision, intervals as their own columns."""
+    """``summary.csv``: the terminal table with full precision, intervals as their own columns, then
+    the folder's other complete cases, which an earlier session recorded (``session``: this or earlier)."""
     from pytest_gpu_pairs.record.store import atomic_write_csv
 
     keys = [key for _, key, _ in COLUMNS if key != "duration"] + ["duration_s"]
     header = tuple(keys + [f"{key}_ci_low" for key in keys if key.endswith("efficiency")]
-                   + [f"{key}_ci_high" for key in keys if key.endswith("efficiency")])
+                   + [f"{key}_ci_high" for key in keys if key.endswith("efficiency")] + ["session"])
 
-    def line(row: dict[str, Any]) -> list[Any]:
+    def line(row: dict[str, Any], session: str) -> list[Any]:
         ci = row.get("concurrency_efficiency_ci")
         low, high = (ci if isinstance(ci, list) and len(ci) == 2 else (None, None))
-        return [row.get(key) for key in keys] + [low, high]
+        return [row.get(key) for key in keys] + [low, high, session]
+    earlier = earlier_rows(out_dir, {row.get("case_id") for row in table})
     path = Path(out_dir) / CSV_NAME
-    atomic_write_csv(path, header, (line(row) for row in table))
+    atomic_write_csv(path, header, [line(row, "this") for row in table] + [line(row, "earlier") for row in earlier])
     return path
+
+
+def earlier_rows(out_dir: Path, present: set) -> list[dict[str, Any]]:
+    """Rows for the cases of the folder this session did not run: their complete records as an
+    earlier session left them, solo baselines of the harness's own left out."""
+    from pytest_gpu_pairs.record.store import complete_records
+
+    records = sorted((r for r in complete_records(out_dir) if r.case_id not in present and r.design != "baseline"),
+                     key=lambda r: str(r.case_id))
+    return [{**r, **energy_vs_serial(r), "status": recorded_status(r), "duration": _duration(duration_s(r)),
+             "duration_s": duration_s(r)} for r in records]
+
+
+def recorded_status(record: Record) -> str:
+    """A record's verdict without its session: failed on a failure or an OOM, on a pair that measured
+    no efficiency, and on an efficiency below the minimum where it was measured on a GPU."""
+    eff, minimum = record.concurrency_efficiency, record.min_efficiency
+    unmeasured = record.mode == "concurrent" and eff is None
+    below = record.device not in (None, "cpu") and None not in (eff, minimum) and eff < minimum
+    return "failed" if record.failure or record.oom or unmeasured or below else "passed"
 
 
 def _keys_text(keys: set[str]) -> str:

@@ -57,6 +57,7 @@ class GpuPairsOptions:
     gpu: Optional[str] = None  # the GPU this session owns (NVML index or UUID); None: GPU 0, unpinned
     pin_cpus: str = "auto"  # auto, off, or a number of CPUs per job
     cpu_share: tuple[int, int] = (0, 1)  # this worker's block of the host's cores: (index, count)
+    suite: tuple[Path, ...] = ()  # the project's own suite (the ini's gpu_pairs_settings): it owns its case ids
 
     def __post_init__(self) -> None:
         for name, option in _POSITIVE.items():

@@ -44,3 +44,30 @@ def test_asked_for_explicitly_the_ops_column_stays(pytester):
     result.assert_outcomes(passed=1)
     [header] = [line for line in result.stdout.lines if line.startswith("Name (")]
     assert "OPS" in header and "Mean" in header
+
+
+def test_another_experiments_case_never_takes_the_suites_id_and_summary_csv_keeps_the_folder(pytester):
+    """The project's suite (the ini's gpu_pairs_settings) ran into the results folder; then a
+    settings file of one's own reuses its group: its case is named after its experiment, the
+    suite's result stays, and summary.csv lists both, each with the session that measured it."""
+    out = pytester.path / "out"
+    _settings(pytester.path / "suite.json", name="suite")
+    pytester.makeini("[pytest]\ngpu_pairs_settings = suite.json\n")
+    first = _run(pytester)
+    first.assert_outcomes(passed=1)
+    suite_result = out / "p1-trainer+loader-default-concurrent" / "result.json"
+    measured = suite_result.read_text()
+
+    listed = pytester.runpytest_subprocess("--gpu-pairs-settings", "suite.json", "--gpu-pairs-settings",
+                                           _settings(pytester.path / "mine.json", name="mine"), "--collect-only", "-q")
+    listed.stdout.fnmatch_lines(["*test_pair[[]p1-trainer+loader-default-concurrent[]]",
+                                 "*test_pair[[]mine.p1-trainer+loader-default-concurrent[]]"])
+    mine = _run(pytester, "--gpu-pairs-settings", "mine.json", "-k", "p1")
+    mine.assert_outcomes(passed=1)
+    assert suite_result.read_text() == measured
+    assert json.loads((out / "mine.p1-trainer+loader-default-concurrent" / "result.json").read_text())["failure"] is None
+    rows = [line.split(",") for line in (out / "summary.csv").read_text().splitlines()]
+    assert rows[0][0] == "case_id" and rows[0][-1] == "session"
+    assert [(row[0], row[1], row[-1]) for row in rows[1:]] == [("mine.p1-trainer+loader-default-concurrent", "passed", "this"),
+                                                              ("p1-trainer+loader-default-concurrent", "passed", "earlier")]
+    assert jobs_started_under(out) == []
