@@ -45,7 +45,7 @@ REPORTS_PER_PHASE = 4  # step reports of the slower reporter inside a measured p
 STEPS_PER_SETTLE = 2  # steps of the slower job that settling lasts, at least (its GPU queue drains)
 MIN_ROUNDS_PER_RUN = 3  # rounds a job's run must hold after its warm-up, or the case cannot be measured
 PHASES_PER_BRACKETED_ROUND = 5  # a round's three phases and the two solo phases that close its bracket
-PACE_SLACK = 2.0  # a phase holding half the step reports wanted at a job's pace still fits it
+PACE_SLACK = 1.0  # a phase fits a job's pace when it holds the step reports wanted at that pace
 ROLES = ("fg", "bg")
 
 
@@ -259,32 +259,35 @@ class InterleavedPair:
         return False
 
     def _lengthen_phases_if_too_short(self, last: PhaseRound) -> None:
-        """Until the lengths settle, a job that stepped more slowly than its warm-up cadence promised
-        (a loaded host, a slower stretch of its data) lengthens the phases: where its pace in the
-        last round (seconds of running per step report, the time it was paused left out) needs
-        more than ``PACE_SLACK`` phases for ``REPORTS_PER_PHASE`` reports, to that many reports at
-        its pace, and where it reported fewer than two steps in a phase, to at least double; the
-        settling grows to ``STEPS_PER_SETTLE`` of its steps. The lengths settle at the first
-        complete round that asked for neither, so that a case's rounds all have the same phases.
-        Phases that leave no room in the case's time cap for one bracketed round cannot measure
-        this pair here: the case fails, saying so."""
-        if self._phases_settled:
-            return
+        """A job that stepped more slowly than its warm-up cadence promised (a loaded host, a slower
+        stretch of its data) lengthens the phases after a round: to hold ``REPORTS_PER_PHASE``
+        reports at the pace it showed in that round (seconds of running per step report, the time
+        it was paused left out), and where it reported fewer than two steps in a phase, to at least
+        double; the settling grows to ``STEPS_PER_SETTLE`` of its steps. The lengths settle at the
+        first complete round whose pace they fit, and stay while rounds hold two reports of each job
+        in each phase, so that a case's rounds have the same phases; a round that does not (the
+        host got busier) lengthens them again. Phases that leave no room in the case's time cap for
+        one bracketed round cannot measure this pair here: before any round is complete the case
+        fails, saying so; after, the lengths stay and the cap ends the case with what it has."""
         sparse = [(role, phase) for phase in last.phases for role in _running(phase)
                   if _reports_in(self._progress(role), phase) < 2]
+        if self._phases_settled and not sparse:
+            return
         gaps = {role: running_gap(self._progress(role), self._running_spans(role), last.start, last.end)
                 for role in ROLES}
         role = max(gaps, key=gaps.__getitem__)
         unit = self.case.phase_s
         needed = unit * math.ceil(REPORTS_PER_PHASE * gaps[role] / unit - 1e-9)
-        slow = needed > PACE_SLACK * self.phase_s
-        if not sparse and not slow:
+        if not sparse and needed <= PACE_SLACK * self.phase_s:
             self._phases_settled = bool(complete_rounds(self.snapshot(), self.env.idle_power_w))
             return
-        self.phase_s = max(2 * self.phase_s if sparse else self.phase_s, needed)
-        self.settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role])
+        phase_s = max(2 * self.phase_s if sparse else self.phase_s, needed)
+        settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role])
         left = self.rule.max_seconds - (time.time() - self.started_t)
-        if PHASES_PER_BRACKETED_ROUND * (self.phase_s + self.settle_s) > left:
+        if PHASES_PER_BRACKETED_ROUND * (phase_s + settle_s) <= left:
+            self.phase_s, self.settle_s, self._phases_settled = phase_s, settle_s, False
+        elif not complete_rounds(self.snapshot(), self.env.idle_power_w):
+            self.phase_s, self.settle_s = phase_s, settle_s
             phase = next((phase for sparse_role, phase in sparse if sparse_role == role), None)
             raise InterleavedFailure(self._too_slow(role, phase, gaps[role], left))
 

@@ -159,3 +159,25 @@ def test_phases_the_time_cap_cannot_hold_fail_the_case_with_the_fix(monkeypatch)
     with pytest.raises(interleaved.InterleavedFailure, match="fg slow steps too slowly here for the case's time cap"
                                                              ".*--gpu-pairs-max-case-s"):
         pair._lengthen_phases_if_too_short(last)
+
+
+def test_settled_lengths_grow_again_when_the_host_gets_busier(monkeypatch):
+    """A job that fell to one report in a phase after the lengths settled: a round at that pace
+    would be left out, so the phases lengthen again."""
+    from pytest_gpu_pairs.run import interleaved
+
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: [{"complete": True}])
+    pair, last = _pair_after_a_round(pace_s=1.5, phase_s=2.0, fg_reports=[(9.5, 1), (11.0, 2), (30.0, 3)])
+    pair._phases_settled = True
+    pair._lengthen_phases_if_too_short(last)
+    assert pair.phase_s >= 4.0 and not pair._phases_settled
+
+
+def test_with_complete_rounds_in_hand_phases_too_long_for_the_cap_stay_and_the_case_goes_on(monkeypatch):
+    from pytest_gpu_pairs.run import interleaved
+
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: [{"complete": True}])
+    pair, last = _pair_after_a_round(pace_s=17.0, phase_s=8.0, cap_s=180.0, fg_reports=[(1.0, 1)])
+    pair._phases_settled = True
+    pair._lengthen_phases_if_too_short(last)  # no failure: the time cap ends the case with its complete rounds
+    assert pair.phase_s == 8.0
