@@ -206,3 +206,24 @@ def missing_reason(role: str, profile: Optional[FitProfile], why_absent: Optiona
         return f"{role} {profile.workload}: its fit run failed ({failed})"
     return f"{role} {profile.workload}: " + (next(iter(profile.unmeasured.values()), None)
                                               or "its fit run reported no memory")
+
+
+FIT_SOURCE = "whole_run_fit"  # vram_budget_source where the budget is checked against vram_fit_mb
+SAMPLED_SOURCE = "nvml_process_memory"
+
+
+def fit_record(fg: Optional[FitProfile], bg: Optional[FitProfile], together_mb: Optional[float], budget_mb: float,
+               why_absent: Optional[str], seconds: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """The record's memory-verdict keys and the notes that explain a missing one."""
+    figures = pair_fit(fg, bg, together_mb, budget_mb)
+    figures["fit_profile_s"] = seconds
+    notes: dict[str, str] = {}
+    if figures["vram_fit_mb"] is None:
+        reasons = [missing_reason(role, p, why_absent) for role, p in (("fg", fg), ("bg", bg))
+                   if p is None or p.need_mb is None]
+        if together_mb is None:
+            reasons.append("the MPS server's memory was not measured")
+        notes["vram_fit_mb"] = "; ".join(dict.fromkeys(reasons)) + (
+            "; the budget is checked against the case's sampled peak (peak_vram_mb)" if why_absent is None else "")
+    figures["vram_budget_source"] = FIT_SOURCE if figures["vram_fit_mb"] is not None else SAMPLED_SOURCE
+    return figures, notes

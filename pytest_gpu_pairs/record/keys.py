@@ -115,7 +115,32 @@ MEMORY = _figures("memory", [
     ("bg_peak_mem_reserved_mb", "float", "MB", "lower", True, "the background's peak torch reserved memory (built-ins)"),
     ("mps_server_vram_mb", "float", "MB", "lower", True, "memory of the MPS server process (mps cases)"),
     ("vram_budget_mb", "float", "MB", None, False, "the pair's peak VRAM budget (a check)"),
-    ("vram_budget_source", "str", "", None, False, "which memory figure the budget is checked against"),
+    ("vram_budget_source", "str", "", None, False, "which memory figure the budget is checked against: vram_fit_mb "
+     "(whole runs) where both jobs' fit profiles were measured, else peak_vram_mb (the case's sampled peak)"),
+    ("vram_fit_mb", "float", "MB", "lower", False, "the pair's whole-run need: the most each job held at any point of "
+     "a complete run (start-up with cuDNN's autotuning, training, evaluation, a checkpoint, a second start) alone on "
+     "the card vram_card_mb, both added, plus vram_together_mb; the budget check uses it"),
+    ("vram_steady_mb", "float", "MB", "lower", False, "the same while both jobs train steadily (after their first step)"),
+    ("vram_transient_mb", "float", "MB", "lower", False, "vram_fit_mb - vram_steady_mb: what start-up, evaluation or "
+     "a checkpoint needs beyond steady training"),
+    ("vram_peak_phase", "str", "", None, False, "which job, and which part of its run, set the larger transient"),
+    ("vram_verdict", "str", "", None, False, "fits (vram_fit_mb within the budget), over budget (above it, though "
+     "the card holds the pair's steady need), or no fit (a job ran out of memory alone on the card, or the steady "
+     "need exceeds the card)"),
+    ("vram_uncertainty_mb", "float", "MB", None, False, "how far vram_fit_mb may be off: the allocator's and NVML's "
+     "resolution, or how far the fit profiles' starts lay apart where that is more"),
+    ("vram_card_mb", "float", "MB", None, False, "the card the fit profiles were measured on (emulated; the settings' "
+     "card_mb or --gpu-pairs-gpu-memory-mb); None: the whole GPU"),
+    ("vram_together_mb", "float", "MB", None, False, "memory running together costs beyond both jobs' own: the MPS "
+     "server's under MPS, 0 under time-slicing (each job's memory is its own process's)"),
+    ("fg_vram_need_mb", "float", "MB", "lower", False, "the foreground's whole-run need from its fit profile, CUDA "
+     "context included"),
+    ("bg_vram_need_mb", "float", "MB", "lower", False, "the background's whole-run need from its fit profile"),
+    ("fg_vram_need_phase", "str", "", None, False, "the part of the foreground's run that set its need: setup, start "
+     "(first step, cuDNN's autotuning), train, eval, checkpoint; for a command workload start, train, gap or end"),
+    ("bg_vram_need_phase", "str", "", None, False, "the same for the background"),
+    ("fit_profile_s", "float", "s", None, False, "device seconds this case spent measuring fit profiles no earlier "
+     "case of the results folder had measured (0: all were reused)"),
     ("gpu_memory_mb", "float", "MB", None, False, "the emulated card's size (--gpu-pairs-gpu-memory-mb), None without emulation"),
     ("ballast_held_mb", "float", "MB", None, False, "memory the ballast held to emulate the smaller card"),
     ("gpu_free_mb_emulated", "float", "MB", None, False, "free memory the jobs saw on the emulated card"),
