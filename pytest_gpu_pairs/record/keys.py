@@ -170,11 +170,21 @@ METHOD = _figures("method", [
     ("method", "str", "", None, False, "interleaved (rounds of fg alone, bg alone, both: figures that reproduce) or epoch (the default: one foreground epoch under a background restart loop)"),
     ("n_rounds", "int", "rounds", None, False, "interleaved rounds the figures are the mean of"),
     ("n_rounds_effective", "float", "rounds", None, False, "independent rounds the efficiency's interval is worth: bracketed rounds share a solo phase with each neighbour"),
-    ("interval_method", "str", "", None, False, "how the 95 % intervals were taken: student_t (independent rounds) or student_t_lag1 (bracketed rounds, on their lag-1 long-run variance)"),
+    ("interval_method", "str", "", None, False, "how the 95 % intervals were taken: student_t (independent rounds), student_t_lag1 (bracketed rounds, on their lag-1 long-run variance) or student_t_starts (bracketed rounds over independent starts of the pair: the rounds' own noise and the starts' offsets)"),
     ("precision_target", "float", "fraction", None, False, "the stopping rule's target: relative half width of the efficiency's 95 % interval (None: fixed rounds)"),
     ("precision_achieved", "float", "fraction", "lower", False, "the relative half width the efficiency's interval reached"),
     ("precision_reached", "bool", "", None, False, "whether the target was reached (None without a target)"),
     ("stop_reason", "str", "", None, False, "why the case stopped adding rounds"),
+    ("n_starts", "int", "starts", None, False, "independent starts of the pair the rounds were spread over: both "
+     "jobs started anew (or taken from standby at their start gates) and warmed up again for each"),
+    ("starts", "list", "", None, False, "each start: its segment, start-up and warm-up seconds, whether its jobs "
+     "waited in standby, whether the warm-up ended steady, its rounds, its mean efficiency and solo paces"),
+    ("between_start_sd", "float", "fraction", None, False, "how far starts of the pair land apart (relative sd of "
+     "a start's offset) as the interval took it: the prior pooled with the case's own starts"),
+    ("between_start_df", "float", "", None, False, "the degrees of freedom between_start_sd is worth"),
+    ("between_start_basis", "str", "", None, False, "where between_start_sd comes from"),
+    ("between_start_prior", "dict", "", None, False, "the prior the interval pooled with the case's own starts: "
+     "sd, df and the study that measured it (None: none, as on the CPU)"),
     ("rounds_excluded", "int", "rounds", "lower", False, "interleaved rounds left out of every figure: a job was "
      "silent through part of a phase (not training there), or the energy split could not be taken"),
     ("fg_restarts", "int", "count", None, False, "times the foreground finished its run (exit code 0) during an "

@@ -44,7 +44,7 @@ def test_an_interleaved_case_measures_its_rounds_and_ends_both_jobs(pytester):
         assert r["bracketed"] is True  # the last pair phase too: closing solo phases followed it
     assert [r["phases"][0]["name"] for r in record["rounds"]] == ["fg", "bg", "fg"]  # solo order alternates
     assert len(record["concurrency_efficiency_ci"]) == 2 and record["warmup_s"] > 0
-    assert record["interval_method"] == "student_t_lag1" and 0 < record["n_rounds_effective"] <= ROUNDS
+    assert record["interval_method"] == "student_t_starts" and record["n_starts"] == 1 and 0 < record["n_rounds_effective"] <= ROUNDS
     assert "gpu_energy_j" in record["notes"] and record["gpu_energy_j"] is None  # no GPU here, and it says so
     for key in ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound"):
         assert record[key] is None and "not measurable on this run" in record["notes"][key]
@@ -114,7 +114,7 @@ def test_a_run_too_short_for_its_warm_up_and_a_few_rounds_fails_and_says_how_lon
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*fg short_a finished its run (exit code 0) after * s of training, too short to "
-                                 "measure: every run must train through the warm-up (0.5 s) and 3 rounds*more work*"])
+                                 "measure: a run must train through its warm-up (* s here) and 3 rounds (* s each here), about * s*more work*"])
     assert jobs_started_under(out) == []
 
 
