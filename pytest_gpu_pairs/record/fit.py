@@ -200,7 +200,7 @@ def verdict(need: float, steady: float, budget_mb: float, card_mb: Optional[floa
 def missing_reason(role: str, profile: Optional[FitProfile], why_absent: Optional[str]) -> str:
     """Why a job's whole-run need is unknown, in one line."""
     if profile is None:
-        return f"{role}: {why_absent or 'no fit profile'}"
+        return why_absent or f"{role}: no fit profile"
     failed = next((s.failure for s in profile.starts if s.failure), None)
     if failed:
         return f"{role} {profile.workload}: its fit run failed ({failed})"

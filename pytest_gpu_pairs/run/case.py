@@ -127,7 +127,8 @@ class PairRun:
         self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
         self.timeline["sharing_ready"] = self.sharing.ready_for_round()
         rule = self.session.options.stopping_rule(self.env.device, max(MIN_INTERLEAVED_ROUNDS, self.case.runs_per_config))
-        self._pair = InterleavedPair(self.case, self.env, self.session.case_dir(self.case), rule, self.sharing.job_env)
+        self._pair = InterleavedPair(self.case, self.env, self.session.case_dir(self.case), rule, self.sharing.job_env,
+                                     standby_allowed=self._card is None)
         measurement = self._pair.run()
         self._pair = None
         self.session.release_device()
