@@ -46,12 +46,19 @@ def wait_for_start_gate(poll_s: float = 0.01) -> None:
         time.sleep(poll_s)
 
 
-def fit_run_steps() -> Optional[int]:
-    """The training steps of a fit run, or None when the harness asked for an ordinary run: a fit
-    run goes through every part of a run that holds memory (start-up and autotuning, training,
-    evaluation, a checkpoint), each reported with the allocator's peak, and then ends."""
-    raw = os.environ.get(FIT_RUN_VAR, "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+FIT_RESTART = "restart"  # FIT_RUN_VAR's suffix for a second start: start-up and training only
+
+
+def fit_run_steps() -> tuple[Optional[int], bool]:
+    """The training steps of a fit run (None: the harness asked for an ordinary run) and whether it
+    is a whole run. A whole fit run goes through every part of a run that holds memory (start-up
+    and autotuning, training, evaluation, a checkpoint), each reported with the allocator's peak,
+    and then ends; a restart (``N:restart``) repeats the start-up, whose transient differs between
+    starts, and training, and leaves out the evaluation and checkpoint the first start measured."""
+    steps, _, kind = os.environ.get(FIT_RUN_VAR, "").partition(":")
+    if not steps.isdigit() or int(steps) <= 0:
+        return None, False
+    return int(steps), kind != FIT_RESTART
 
 
 def step_interval_s() -> float:

@@ -20,7 +20,7 @@ from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.gpu import PidRoles
 from pytest_gpu_pairs.monitor.memory import MemorySampler
-from pytest_gpu_pairs.protocol import FIT_RUN_VAR
+from pytest_gpu_pairs.protocol import FIT_RESTART, FIT_RUN_VAR
 from pytest_gpu_pairs.record.fit import FitProfile, FitStart, allocator_start, nvml_start
 from pytest_gpu_pairs.record.store import StoreError, fit_profile_path, read_fit_profile, save_fit_profile
 from pytest_gpu_pairs.run import ballast
@@ -28,7 +28,7 @@ from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
 
-FIT_STARTS = 2  # the start-up transient differs between starts: the need is the larger
+FIT_STARTS = 2  # the start-up transient differs between starts: the need is the larger (the second: start-up and training)
 FIT_STEPS = 20  # training steps of a built-in's fit run, past its first
 COMMAND_FIT_S = 300.0  # a command workload's first start runs to its end or this long
 COMMAND_RESTART_S = 60.0  # its second start runs this long: long enough for start-up and first steps
@@ -78,7 +78,8 @@ def measure_fit(job: JobConfig, env: Environment, folder: Path, card_mb: Optiona
 def _one_start(job: JobConfig, env: Environment, folder: Path, index: int, roles: PidRoles,
                timeout_s: float) -> FitStart:
     """One start of the job, sampled densely from its first moment to its end."""
-    extra = {**env.extra_env, FIT_RUN_VAR: str(FIT_STEPS + 1)} if job.is_builtin else dict(env.extra_env)
+    fit_run = f"{FIT_STEPS + 1}" if index == 0 else f"{FIT_STEPS + 1}:{FIT_RESTART}"
+    extra = {**env.extra_env, FIT_RUN_VAR: fit_run} if job.is_builtin else dict(env.extra_env)
     spec = build_spec(job, ROLE, env.device, env.scale, timeout_s, extra, env.job_cpus(ROLE, job.is_builtin))
     process = JobProcess(spec, folder / f"fit{index + 1}.log", folder / f"fit{index + 1}.progress.jsonl")
     sampler = MemorySampler(env.gpu, roles, ROLE)

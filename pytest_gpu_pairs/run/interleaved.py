@@ -31,7 +31,7 @@ from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.protocol import GATE_VAR, STEADY_STATE_VAR, Progress
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound, Restart, StartInfo
 from pytest_gpu_pairs.record.phases import BETWEEN_START_PRIOR, complete_rounds
-from pytest_gpu_pairs.record.stats import StoppingRule, start_interval
+from pytest_gpu_pairs.record.stats import BetweenStarts, StoppingRule, bracket_inflation, start_interval, t_quantile
 from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
@@ -51,6 +51,7 @@ STEADY_TOLERANCE = 0.10  # two consecutive warm-up windows whose rates differ by
 STEADY_WINDOW_S = 0.5  # a warm-up window, or four of the job's report gaps if longer
 TOO_SHORT_MARGIN = 1.5  # a run is refused as too short only below this fraction of what it needed
 STANDBY_ROLE = "standby"  # a later start's job, started with the first and waiting at its start gate
+UNREACHABLE_ROUNDS = 10**6  # rounds per start "needed" where no number of rounds reaches the target
 
 
 class InterleavedFailure(RuntimeError):
@@ -138,6 +139,26 @@ def too_short(trained_s: float, needed_s: float) -> bool:
     return trained_s * TOO_SHORT_MARGIN < needed_s
 
 
+def rounds_for_target(values: Sequence[float], starts: int, precision: float, prior: Optional[BetweenStarts]) -> int:
+    """Rounds per start that bring the 95 % interval over ``starts`` starts within ``precision`` of
+    the mean, given one start's rounds (their variance, bracketed) and the prior between-start sd;
+    ``UNREACHABLE_ROUNDS`` where the offsets alone keep it wider."""
+    mean = statistics.fmean(values)
+    if not mean or len(values) < 2:
+        return UNREACHABLE_ROUNDS
+    per_round = statistics.variance(values) * bracket_inflation(values) / mean**2
+    between = (prior.sd**2 if prior is not None else 0.0) / starts
+    t = t_quantile(0.975, (prior.df if prior is not None else 0.0) + starts - 1 + len(values))
+    room = (precision / t) ** 2 - between
+    if room <= 0:
+        return UNREACHABLE_ROUNDS
+    return max(1, math.ceil(per_round / (starts * room)))
+
+
+def _pct(value: Optional[float]) -> str:
+    return "none" if value is None else f"+-{value:.0%}"
+
+
 def run_files(out_dir: Path, role: str, run: int) -> tuple[Path, Path]:
     """A job's log and progress file; its first run keeps the plain names the other tools read."""
     stem = role if run == 1 else f"{role}.run{run}"
@@ -155,6 +176,7 @@ class InterleavedPair:
         self.standby: list[dict[str, JobProcess]] = []  # the later starts' jobs, waiting at their gates
         self.standby_allowed = standby_allowed
         self.starts: list[StartInfo] = []
+        self.planned_rounds: Optional[int] = None  # rounds per start, planned once the first start shows its noise
         self.roles = PidRoles()
         for pgid, role in env.fixed_roles.items():
             self.roles.register(pgid, role)
@@ -361,10 +383,9 @@ class InterleavedPair:
         round_start = time.time()
         solos = tuple(self._phase(name) for name in solo_order)
         self.rounds.append(PhaseRound(index + 1, solos, self.segment))
-        if index and self._start_has_its_rounds():
-            return "next start"
-        if index and self._enough():
-            return "stop"
+        decision = self._decide() if index else None
+        if decision:
+            return decision
         self.rounds[-1] = PhaseRound(index + 1, solos + (self._phase("pair"),), self.segment)
         self.round_s = time.time() - round_start
         self._lengthen_phases_if_too_short(self.rounds[-1])
@@ -373,21 +394,54 @@ class InterleavedPair:
     def _more_starts(self) -> bool:
         return len(self.starts) < self.planned_starts
 
-    def _start_has_its_rounds(self) -> bool:
-        """This start measured its share of the rounds, another is planned, and the time cap leaves
-        room for that one's warm-up and rounds."""
-        if not self._more_starts():
-            return False
-        first = self.starts[-1].segment
-        done = sum(1 for r in self.rounds if r.segment >= first and r.phase("pair"))
-        if done < self.rounds_per_start:
-            return False
-        needed = self.case.warmup_s + self.rounds_per_start * self.round_s
-        return time.time() - self.started_t + needed <= self.rule.max_seconds
+    def _rounds_this_start(self) -> int:
+        first = self.starts[-1].segment if self.starts else 0
+        return sum(1 for r in self.rounds if r.segment >= first and r.phase("pair"))
+
+    def _decide(self) -> Optional[str]:
+        """After a round's solo phases: go on, begin the next start, or stop. With one start the
+        stopping rule decides alone. With several, every start measures the same planned number of
+        rounds (the interval over starts is narrowest for a given number of rounds when they are
+        spread evenly), and the precision target and the time cap are also asked at each start's end."""
+        if self.planned_starts == 1:
+            return "stop" if self._enough() else None
+        done = self._rounds_this_start()
+        if self.planned_rounds is None and done >= self.min_rounds_per_start:
+            self.planned_rounds = self._plan_rounds()
+        if self.planned_rounds is not None and done >= self.planned_rounds:
+            if self._enough() or not self._more_starts():
+                self.stop_reason = self.stop_reason or self._planned_reason()
+                return "stop"
+            return "next start"
+        return "stop" if self._enough(safety_only=True) else None
 
     @property
-    def rounds_per_start(self) -> int:
+    def min_rounds_per_start(self) -> int:
         return max(MIN_ROUNDS_PER_START, math.ceil(self.rule.min_rounds / self.planned_starts))
+
+    def _plan_rounds(self) -> int:
+        """Rounds each start measures: as many as the time cap leaves room for in every planned start
+        (their warm-ups and switches counted as the first start's took), fewer where the first start's
+        noise says that fewer already reach the precision target over all starts."""
+        spent = time.time() - self.started_t
+        switch_s = self.starts[0].warm_t - self.starts[0].trained_t + 2 * (self.phase_s + self.settle_s) + 1.0
+        left = self.rule.max_seconds - spent - (self.planned_starts - 1) * switch_s
+        done = self._rounds_this_start()
+        by_time = math.floor((left / max(self.round_s, 1e-3) + done) / self.planned_starts)
+        return max(self.min_rounds_per_start, min(by_time, self._rounds_for_target()))
+
+    def _rounds_for_target(self) -> int:
+        """Rounds per start at which the interval over all planned starts would reach the target,
+        from the first start's rounds and the prior between-start offset; a large number where the
+        offset alone keeps the interval wider than the target."""
+        values = [r["concurrency_efficiency"] for r in complete_rounds(self.snapshot(), self.env.idle_power_w)]
+        if self.rule.precision is None or len(values) < 2:
+            return self.min_rounds_per_start
+        return rounds_for_target(values, self.planned_starts, self.rule.precision, self.prior)
+
+    def _planned_reason(self) -> str:
+        return (f"planned: {self.planned_rounds} rounds in each of {len(self.starts)} starts, as many as the time cap "
+                f"of {self.rule.max_seconds:g} s holds (precision target {_pct(self.rule.precision)})")
 
     def _next_start(self) -> None:
         """Both jobs of this start ended, the next start's begun (from standby where it waits at its
@@ -532,7 +586,9 @@ class InterleavedPair:
         no_match = self.jobs[role].progress().no_match
         return f"; {role}'s log had lines but {no_match}" if no_match else ""
 
-    def _enough(self) -> bool:
+    def _enough(self, safety_only: bool = False) -> bool:
+        """The stopping rule's verdict on the rounds so far; ``safety_only``: only the time cap (and a
+        round limit) may stop a start before it has its planned rounds."""
         complete = complete_rounds(self.snapshot(), self.env.idle_power_w)
         segments = [r["segment"] for r in complete]
 
@@ -541,6 +597,8 @@ class InterleavedPair:
 
         stop, why = self.rule.verdict([r["concurrency_efficiency"] for r in complete], time.time() - self.started_t,
                                       self.round_s, estimate, self._more_starts())
+        if safety_only and why is not None and not (why.startswith("time cap") or "max-rounds" in why):
+            return False
         self.stop_reason = why
         return stop
 

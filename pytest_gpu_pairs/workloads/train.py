@@ -180,10 +180,11 @@ def save_checkpoint(workload: Workload) -> None:
 
 
 def fit_run(workload: Workload, progress: ProgressWriter, steps: int, scaled_epoch: int,
-            memory: MemoryPhases) -> dict[str, float]:
+            memory: MemoryPhases, whole: bool = True) -> dict[str, float]:
     """A short run through every part that holds memory: the first step (cuDNN's autotuning tries
     its algorithms here), ``steps - 1`` more, an evaluation over the run's evaluation set, a
-    checkpoint. Each part's allocator peak is reported; returns the evaluation's metrics."""
+    checkpoint (not ``whole``: the first two only). Each part's allocator peak is reported; returns
+    the evaluation's metrics (none without one)."""
     batches = workload.batches()
     with memory.phase("start"):
         workload.train_step(next(batches))
@@ -193,6 +194,8 @@ def fit_run(workload: Workload, progress: ProgressWriter, steps: int, scaled_epo
             workload.train_step(next(batches))
             progress.step(step, step / scaled_epoch)
         progress.step(steps, steps / scaled_epoch, force=True)
+    if not whole:
+        return {}
     with memory.phase("eval"):
         metrics = workload.evaluate()
     with memory.phase("checkpoint"):
@@ -206,7 +209,7 @@ def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) ->
         steps_per_epoch = workload.steps_per_epoch()
         total = total_steps(float(workload.hp.get("epochs", 1)), steps_per_epoch, scale)
         scaled_epoch = max(1, math.ceil(steps_per_epoch * scale))
-        fit_steps = fit_run_steps()
+        fit_steps, whole_fit = fit_run_steps()
         run_kind = f"a fit run of {fit_steps} steps" if fit_steps else f"{total} steps"
         print(f"{info.name}: {run_kind} ({scaled_epoch} per epoch at scale {scale}), device {device}, "
               f"{workload.data_kind} data, cudnn.benchmark {torch.backends.cudnn.benchmark}", flush=True)
@@ -217,7 +220,7 @@ def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) ->
         wait_for_start_gate()
         if fit_steps:
             done = fit_steps
-            metrics = fit_run(workload, progress, fit_steps, scaled_epoch, memory)
+            metrics = fit_run(workload, progress, fit_steps, scaled_epoch, memory, whole_fit)
         else:
             done = workload.train(progress, total, scaled_epoch)
             progress.step(done, done / scaled_epoch, force=True)
