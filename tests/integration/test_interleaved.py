@@ -155,3 +155,29 @@ def stopped_processes_of(out) -> list[int]:
         except psutil.Error:
             continue
     return found
+
+
+def test_a_case_spreads_its_rounds_evenly_over_independent_starts_and_ends_every_job(pytester):
+    """Three starts of the pair: each start's jobs are new processes, warm up until steady, and
+    measure the same planned number of rounds; the interval is taken over the starts and every
+    process of every start is ended."""
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    settings = json.loads(_settings(pytester.path / "s.json").read_text())
+    settings["defaults"].update(starts=3, phase_s=0.5, settle_s=0.1, runs_per_config=6)
+    (pytester.path / "s.json").write_text(json.dumps(settings))
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", pytester.path / "s.json", "--gpu-pairs-device", "cpu",
+                                           "--gpu-pairs-precision", "0.001", "--gpu-pairs-max-case-s", "30",
+                                           "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
+    assert record["n_starts"] == 3 and [s["start"] for s in record["starts"]] == [1, 2, 3]
+    per_start = [s["rounds"] for s in record["starts"]]
+    assert len(set(per_start)) == 1 and per_start[0] >= 2, per_start
+    assert record["stop_reason"].startswith("planned:"), record["stop_reason"]
+    assert {r["segment"] for r in record["rounds"]} == {0, 1, 2}
+    assert record["interval_method"] == "student_t_starts" and record["between_start_prior"] is None
+    assert all(not s["from_standby"] for s in record["starts"])  # command workloads cannot wait at a gate
+    assert (out / "p1-trainer+loader-default-concurrent" / "fg.run3.log").is_file()
+    assert jobs_started_under(out) == []
+    assert not stopped_processes_of(out)
