@@ -409,11 +409,11 @@ class InterleavedPair:
         if self.planned_rounds is None and done >= self.min_rounds_per_start:
             self.planned_rounds = self._plan_rounds()
         if self.planned_rounds is not None and done >= self.planned_rounds:
-            if self._enough() or not self._more_starts():
+            if self._enough(early=True) or not self._more_starts():
                 self.stop_reason = self.stop_reason or self._planned_reason()
                 return "stop"
             return "next start"
-        return "stop" if self._enough(safety_only=True) else None
+        return "stop" if self._enough() else None
 
     @property
     def min_rounds_per_start(self) -> int:
@@ -586,9 +586,10 @@ class InterleavedPair:
         no_match = self.jobs[role].progress().no_match
         return f"; {role}'s log had lines but {no_match}" if no_match else ""
 
-    def _enough(self, safety_only: bool = False) -> bool:
-        """The stopping rule's verdict on the rounds so far; ``safety_only``: only the time cap (and a
-        round limit) may stop a start before it has its planned rounds."""
+    def _enough(self, early: bool = False) -> bool:
+        """The stopping rule's verdict on the rounds so far. With several starts a start measures its
+        planned rounds unless the time cap or a round limit stops it; at a start's end (``early``)
+        the precision target may also end the case before the planned starts."""
         complete = complete_rounds(self.snapshot(), self.env.idle_power_w)
         segments = [r["segment"] for r in complete]
 
@@ -597,7 +598,8 @@ class InterleavedPair:
 
         stop, why = self.rule.verdict([r["concurrency_efficiency"] for r in complete], time.time() - self.started_t,
                                       self.round_s, estimate, self._more_starts())
-        if safety_only and why is not None and not (why.startswith("time cap") or "max-rounds" in why):
+        allowed = ("time cap", "--gpu-pairs-max-rounds") + (("precision reached",) if early else ())
+        if self.planned_starts > 1 and why is not None and not why.startswith(allowed):
             return False
         self.stop_reason = why
         return stop

@@ -164,10 +164,10 @@ def test_a_case_spreads_its_rounds_evenly_over_independent_starts_and_ends_every
     pytester.makepyfile(test_suite=SUITE)
     out = pytester.path / "out"
     settings = json.loads(_settings(pytester.path / "s.json").read_text())
-    settings["defaults"].update(starts=3, phase_s=0.5, settle_s=0.1, runs_per_config=6)
+    settings["defaults"].update(starts=3, phase_s=0.3, settle_s=0.05, runs_per_config=3)
     (pytester.path / "s.json").write_text(json.dumps(settings))
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", pytester.path / "s.json", "--gpu-pairs-device", "cpu",
-                                           "--gpu-pairs-precision", "0.001", "--gpu-pairs-max-case-s", "30",
+                                           "--gpu-pairs-max-case-s", "60",
                                            "--gpu-pairs-out", out, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
