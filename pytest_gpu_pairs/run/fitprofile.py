@@ -30,6 +30,7 @@ from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
 
 FIT_STARTS = 2  # the start-up transient differs between starts: the need is the larger (the second: start-up and training)
 FIT_STEPS = 20  # training steps of a built-in's fit run, past its first
+BUILTIN_FIT_S = 300.0  # a built-in's fit run (start-up, a few steps, one evaluation) ends well within this
 COMMAND_FIT_S = 300.0  # a command workload's first start runs to its end or this long
 COMMAND_RESTART_S = 60.0  # its second start runs this long: long enough for start-up and first steps
 ROLE = "fg"
@@ -89,7 +90,7 @@ def _one_start(job: JobConfig, env: Environment, folder: Path, index: int, roles
         if process.pid is not None:
             roles.register(process.pid, ROLE, process.tag)
         sampler.start()
-        limit = timeout_s if job.is_builtin else (COMMAND_FIT_S if index == 0 else COMMAND_RESTART_S)
+        limit = BUILTIN_FIT_S if job.is_builtin else (COMMAND_FIT_S if index == 0 else COMMAND_RESTART_S)
         process.wait(timeout=min(timeout_s, limit))
     finally:
         process.stop()

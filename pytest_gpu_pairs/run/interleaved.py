@@ -51,6 +51,7 @@ STEADY_TOLERANCE = 0.10  # two consecutive warm-up windows whose rates differ by
 STEADY_WINDOW_S = 0.5  # a warm-up window, or four of the job's report gaps if longer
 TOO_SHORT_MARGIN = 1.5  # a run is refused as too short only below this fraction of what it needed
 STANDBY_ROLE = "standby"  # a later start's job, started with the first and waiting at its start gate
+STANDBY_WAIT_S = 30.0  # after the first start's warm-up, the longest its rounds wait for the later starts' start-up
 UNREACHABLE_ROUNDS = 10**6  # rounds per start "needed" where no number of rounds reaches the target
 
 
@@ -336,7 +337,7 @@ class InterleavedPair:
     def _await_standby_setup(self) -> None:
         """The later starts' jobs built their model and data (their start-up done, waiting at the
         gate), so none of it lands in a round; one that failed is replaced by a fresh start later."""
-        deadline = self.started_t + self.case.ready_timeout_s
+        deadline = time.time() + STANDBY_WAIT_S
         pending = [p for pair in self.standby for p in pair.values()]
         while pending := [p for p in pending if p.progress().setup_t is None and p.poll() is None]:
             self._check_alive()

@@ -20,12 +20,14 @@ for session in 1 2 3; do
     need=$([ $session = 1 ] && echo 230 || echo 105)  # the first session measures the fit profiles it lacks
     if [ $(( $(date +%s) + need )) -gt $END ]; then break 2; fi
     start=$(date +%s)
-    python3 -m pytest benchmarks -k "$group" --gpu-pairs-out $dir --benchmark-json $dir/bench-$group.json \
-      -p no:cacheprovider -q > $dir/pytest-$group.txt 2>&1
+    echo "$(date +%T) session $session $group: start"
+    timeout -s TERM -k 20 $(( END - start )) python3 -m pytest benchmarks -k "$group" --gpu-pairs-out $dir \
+      --benchmark-json $dir/bench-$group.json -p no:cacheprovider -q > $dir/pytest-$group.txt 2>&1
     echo "{\"session\": $session, \"group\": \"$group\", \"wall_s\": $(( $(date +%s) - start ))}" >> $WORK/walls.jsonl
     cp -rn $dir/_fit/. $WORK/_fit/
-    tail -3 $dir/pytest-$group.txt
+    python3 -m tools.verdicts.peek $dir | grep -E "^case $group|^fit" | cut -c1-400
+    tar czf $OUT/verdicts.tgz -C $WORK .
   done
 done
-for session in 1 2 3; do [ -d $WORK/session-$session ] && python3 -m tools.verdicts.peek $WORK/session-$session; done | tee $OUT/peek.txt
+for session in 1 2 3; do [ -d $WORK/session-$session ] && python3 -m tools.verdicts.peek $WORK/session-$session; done > $OUT/peek.txt
 tar czf $OUT/verdicts.tgz -C $WORK .
