@@ -51,6 +51,7 @@ STEADY_TOLERANCE = 0.10  # two consecutive warm-up windows whose rates differ by
 STEADY_WINDOW_S = 0.5  # a warm-up window, or four of the job's report gaps if longer
 TOO_SHORT_MARGIN = 1.5  # a run is refused as too short only below this fraction of what it needed
 STANDBY_ROLE = "standby"  # a later start's job, started with the first and waiting at its start gate
+SWITCH_MARGIN_S = 1.0  # beginning a start also stops the last one's jobs and opens gates
 STANDBY_WAIT_S = 30.0  # after the first start's warm-up, the longest its rounds wait for the later starts' start-up
 UNREACHABLE_ROUNDS = 10**6  # rounds per start "needed" where no number of rounds reaches the target
 
@@ -393,7 +394,24 @@ class InterleavedPair:
         return None
 
     def _more_starts(self) -> bool:
-        return len(self.starts) < self.planned_starts
+        return len(self.starts) < self.planned_starts and self._next_start_fits()
+
+    def _next_start_fits(self) -> bool:
+        """The time cap leaves room for one more start's switch and its rounds."""
+        rounds = self.planned_rounds or self.min_rounds_per_start
+        return (time.time() - self.started_t + self._switch_s() + rounds * max(self.round_s, 1e-3)
+                <= self.rule.max_seconds)
+
+    def _switch_s(self) -> float:
+        """What beginning another start costs, as the first start showed it: closing solo phases, the
+        jobs' way to their first step (from their start gate where the next start waits in standby: a
+        job that autotunes spends seconds there; from process start otherwise), and the warm-up."""
+        first = self.starts[0]
+        to_first_step = first.trained_t - first.began_t
+        if self.standby:
+            gated = [_gate_to_first_step(self.runs[role][0].progress()) for role in ROLES]
+            to_first_step = max((g for g in gated if g is not None), default=to_first_step)
+        return 2 * (self.phase_s + self.settle_s) + to_first_step + (first.warm_t - first.trained_t) + SWITCH_MARGIN_S
 
     def _rounds_this_start(self) -> int:
         first = self.starts[-1].segment if self.starts else 0
@@ -421,24 +439,28 @@ class InterleavedPair:
         return max(MIN_ROUNDS_PER_START, math.ceil(self.rule.min_rounds / self.planned_starts))
 
     def _plan_rounds(self) -> int:
-        """Rounds each start measures: as many as the time cap leaves room for in every planned start
-        (their warm-ups and switches counted as the first start's took), fewer where the first start's
-        noise says that fewer already reach the precision target over all starts."""
-        spent = time.time() - self.started_t
-        switch_s = self.starts[0].warm_t - self.starts[0].trained_t + 2 * (self.phase_s + self.settle_s) + 1.0
-        left = self.rule.max_seconds - spent - (self.planned_starts - 1) * switch_s
-        done = self._rounds_this_start()
-        by_time = math.floor((left / max(self.round_s, 1e-3) + done) / self.planned_starts)
-        return max(self.min_rounds_per_start, min(by_time, self._rounds_for_target()))
+        """Rounds each start measures: as many as the time cap leaves room for in every start (their
+        switches counted as the first start showed them), fewer where the first start's noise says
+        that fewer already reach the precision target over all starts. Where the cap cannot hold
+        ``MIN_ROUNDS_PER_START`` rounds in every planned start (a pair whose first step autotunes for
+        seconds), fewer starts are measured, each with more rounds."""
+        spent, done, switch_s = time.time() - self.started_t, self._rounds_this_start(), self._switch_s()
+        for starts in range(self.planned_starts, 0, -1):
+            left = self.rule.max_seconds - spent - (starts - 1) * switch_s
+            by_time = math.floor((left / max(self.round_s, 1e-3) + done) / starts)
+            if by_time >= MIN_ROUNDS_PER_START or starts == 1:
+                self.planned_starts = starts
+                return max(done, min(by_time, self._rounds_for_target(starts)))
+        return done
 
-    def _rounds_for_target(self) -> int:
+    def _rounds_for_target(self, starts: int) -> int:
         """Rounds per start at which the interval over all planned starts would reach the target,
         from the first start's rounds and the prior between-start offset; a large number where the
         offset alone keeps the interval wider than the target."""
         values = [r["concurrency_efficiency"] for r in complete_rounds(self.snapshot(), self.env.idle_power_w)]
         if self.rule.precision is None or len(values) < 2:
             return self.min_rounds_per_start
-        return rounds_for_target(values, self.planned_starts, self.rule.precision, self.prior)
+        return rounds_for_target(values, starts, self.rule.precision, self.prior)
 
     def _planned_reason(self) -> str:
         return (f"planned: {self.planned_rounds} rounds in each of {len(self.starts)} starts, as many as the time cap "
@@ -637,6 +659,13 @@ class InterleavedPair:
                 self.rapl.stop()
                 if self.rapl.readings:
                     save_cpu_readings(self.rapl.readings, self.out_dir)
+
+
+def _gate_to_first_step(progress: Progress) -> Optional[float]:
+    """From a job's setup event (model and data built, at its start gate) to its first step."""
+    if progress.setup_t is None or progress.ready_t is None:
+        return None
+    return max(0.0, progress.ready_t - progress.setup_t)
 
 
 def _reports_in(progress: Progress, phase: Phase) -> int:
