@@ -21,6 +21,8 @@ from pytest_gpu_pairs.inputs import describe_number, finite_or_none, is_finite_n
 ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
 STEADY_STATE_VAR = "GPU_PAIRS_STEADY_STATE"
+FIT_RUN_VAR = "GPU_PAIRS_FIT_RUN"  # a built-in's fit run: this many training steps, then evaluation and a checkpoint
+MEMORY_PHASES = ("setup", "start", "train", "eval", "checkpoint")  # the parts of a run a fit run reports memory for
 STEP_INTERVAL_S = 0.25
 STEADY_STEP_INTERVAL_S = 0.05  # interleaved phases last half a second: a rate needs several reports in one
 
@@ -42,6 +44,21 @@ def wait_for_start_gate(poll_s: float = 0.01) -> None:
     path = os.environ.get(GATE_VAR)
     while path and not os.path.exists(path):
         time.sleep(poll_s)
+
+
+FIT_RESTART = "restart"  # FIT_RUN_VAR's suffix for a second start: start-up and training only
+
+
+def fit_run_steps() -> tuple[Optional[int], bool]:
+    """The training steps of a fit run (None: the harness asked for an ordinary run) and whether it
+    is a whole run. A whole fit run goes through every part of a run that holds memory (start-up
+    and autotuning, training, evaluation, a checkpoint), each reported with the allocator's peak,
+    and then ends; a restart (``N:restart``) repeats the start-up, whose transient differs between
+    starts, and training, and leaves out the evaluation and checkpoint the first start measured."""
+    steps, _, kind = os.environ.get(FIT_RUN_VAR, "").partition(":")
+    if not steps.isdigit() or int(steps) <= 0:
+        return None, False
+    return int(steps), kind != FIT_RESTART
 
 
 def step_interval_s() -> float:
@@ -101,6 +118,12 @@ class ProgressWriter:
         self._emit({"event": "result", "metrics": metrics, "steps": steps,
                     "peak_mem_reserved_mb": peak_mem_reserved_mb, **extra})
 
+    def memory(self, phase: str, peak_reserved_mb: float, peak_allocated_mb: float, reserved_mb: float) -> None:
+        """One part of a fit run ended: the caching allocator's peaks over it and what it holds now."""
+        self._sync()
+        self._emit({"event": "memory", "phase": phase, "peak_reserved_mb": peak_reserved_mb,
+                    "peak_allocated_mb": peak_allocated_mb, "reserved_mb": reserved_mb})
+
     def error(self, message: str, oom: bool) -> None:
         self._emit({"event": "error", "oom": oom, "message": message[-2000:]})
 
@@ -112,7 +135,8 @@ class ProgressWriter:
 
 MAX_LINE_BYTES = 1 << 20  # a protocol line is well under 1 KiB; longer is not the protocol
 MAX_STEPS = 100_000  # step reports kept; past this every other one is dropped (the pace stays readable)
-EVENTS = ("setup", "ready", "step", "result", "error")
+EVENTS = ("setup", "ready", "step", "result", "error", "memory")
+MEMORY_FIGURES = ("peak_reserved_mb", "peak_allocated_mb", "reserved_mb")
 
 
 def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
@@ -169,6 +193,8 @@ def event_problem(event: Any) -> Optional[str]:
         return step_problem(event.get("step"), event.get("epoch"))
     if kind == "result":
         return _result_problem(event)
+    if kind == "memory":
+        return _memory_problem(event)
     if kind == "error" and not (isinstance(event.get("message", ""), str) and isinstance(event.get("oom", False), bool)):
         return "expected an error event with a string 'message' and a boolean 'oom'"
     return None
@@ -182,6 +208,16 @@ def _result_problem(event: dict[str, Any]) -> Optional[str]:
     peak = event.get("peak_mem_reserved_mb")
     if peak is not None and not _is_number(peak):
         return f"expected 'peak_mem_reserved_mb' to be a finite number, got {describe_number(peak)}"
+    return None
+
+
+def _memory_problem(event: dict[str, Any]) -> Optional[str]:
+    if event.get("phase") not in MEMORY_PHASES:
+        return f"expected 'phase' to be one of {', '.join(MEMORY_PHASES)}, got {str(event.get('phase'))[:40]!r}"
+    for key in MEMORY_FIGURES:
+        value = event.get(key)
+        if not (_is_number(value) and 0 <= value <= MAX_COUNT):
+            return f"expected '{key}' to be a finite number of MB, 0 or more, got {describe_number(value)}"
     return None
 
 
@@ -213,6 +249,7 @@ class Progress:
     bad_lines: int = 0
     first_problem: Optional[str] = None
     source: str = "protocol"  # or "log": read from the job's log with its progress_pattern
+    memory: list[dict[str, Any]] = field(default_factory=list)  # a fit run's memory events, in order
     skipped_bytes: int = 0  # of a log that ran ahead of its reader: the lines in them were not read
     no_match: Optional[str] = None  # a log with lines and no step: its progress_pattern and a line it missed
     _line: int = field(default=0, init=False, repr=False, compare=False)
@@ -269,6 +306,8 @@ class Progress:
             self.result = event
         elif kind == "error":
             self.error = event
+        elif kind == "memory" and len(self.memory) < len(MEMORY_PHASES) * 4:
+            self.memory.append({key: event[key] for key in ("phase", "t", *MEMORY_FIGURES)})
 
     def _add_step(self, t: float, step: int) -> None:
         if self.steps and t < self.steps[-1][0]:
@@ -389,7 +428,8 @@ class ProgressReader:
         nothing where it does not, a problem where it is longer than any protocol line."""
         kept = self._progress
         copy = Progress(ready_t=kept.ready_t, setup_t=kept.setup_t, steps=list(kept.steps), result=kept.result,
-                        error=kept.error, bad_lines=kept.bad_lines, first_problem=kept.first_problem)
+                        error=kept.error, bad_lines=kept.bad_lines, first_problem=kept.first_problem,
+                        memory=list(kept.memory))
         copy._line = kept._line
         if tail.strip():
             copy._line += 1

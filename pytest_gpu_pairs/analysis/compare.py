@@ -31,10 +31,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
+from pytest_gpu_pairs.record.keys import HEADLINE, KEYS, comparable, direction
 from pytest_gpu_pairs.record.metrics import mean_and_std, relative_change
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.stats import interval_by, welch_p_value
+from pytest_gpu_pairs.record.stats import BetweenStarts, interval_by, start_interval, welch_p_value
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
 DEFAULT_METRICS = HEADLINE
@@ -224,13 +224,32 @@ def round_values(record: Record, metric: str) -> list[float]:
 
 
 def _bracketed(record: Record) -> bool:
-    return record.interval_method == "student_t_lag1"
+    return record.interval_method in ("student_t_lag1", "student_t_starts")
 
 
-def _rounds_interval(record: Record, values: list[float]):
-    """The interval the record's own figures were reported with, over the same rounds."""
+def _rounds_interval(record: Record, values: list[float], metric: Optional[str] = None):
+    """The interval the record's own figures were reported with, over the same rounds: over the
+    pair's starts where the record took it so (its rounds' segments, its prior)."""
     method = record.interval_method
+    segments = _round_segments(record, metric) if metric else None
+    if method == "student_t_starts" and segments is not None and len(segments) == len(values):
+        return start_interval(values, segments, _prior_of(record)).interval
     return interval_by(method if isinstance(method, str) else None)(values)
+
+
+def _round_segments(record: Record, metric: str) -> Optional[list[int]]:
+    """Each round's segment, for the rounds ``round_values`` reads (None where there are no rounds)."""
+    rounds = record.rounds if not metric.startswith("perf.") else None
+    if not isinstance(rounds, list):
+        return None
+    return [int(r.get("segment") or 0) for r in rounds if isinstance(r, dict) and metric_value(r, metric) is not None]
+
+
+def _prior_of(record: Record) -> Optional[BetweenStarts]:
+    prior = record.between_start_prior
+    if not isinstance(prior, dict) or not all(isinstance(prior.get(k), (int, float)) for k in ("sd", "df")):
+        return None
+    return BetweenStarts(float(prior["sd"]), float(prior["df"]), str(prior.get("source", "")))
 
 
 def _noise_verdict(row: Row, base_record: Record, new_record: Record,
@@ -241,7 +260,8 @@ def _noise_verdict(row: Row, base_record: Record, new_record: Record,
     Welch p = 0.02), so overlapping intervals are noise, whatever the test on the rounds says.
     ``values``: the rounds to judge, where they are not the metric's own (energy per work)."""
     base, new = values or (round_values(base_record, row.metric), round_values(new_record, row.metric))
-    base_ci, new_ci = _rounds_interval(base_record, base), _rounds_interval(new_record, new)
+    metric = row.metric if values is None else None
+    base_ci, new_ci = _rounds_interval(base_record, base, metric), _rounds_interval(new_record, new, metric)
     if base_ci.low is None or new_ci.low is None:
         row.status = "cannot tell"
         row.reason = "one round on a side: a change cannot be told from noise; measure more rounds (interleaved method)"
@@ -269,11 +289,47 @@ def _judge(row: Row, base_record: Record, new_record: Record,
         row.status, row.regression = ("NOT MEASURED", True) if t else ("not measured", False)
     elif t is None:
         row.status = ""
+    elif is_memory(row.metric):
+        _memory_verdict(row, base_record, new_record)
     elif is_regression(row.base, row.new, t):
         _noise_verdict(row, base_record, new_record, values)
     else:
         worse = row.change if t.direction == "lower" else -row.change
         row.status = "improved" if worse < -t.pct / 100.0 else "ok"
+
+
+def is_memory(metric: str) -> bool:
+    return metric in KEYS and KEYS[metric].group == "memory" and KEYS[metric].unit == "MB"
+
+
+def memory_resolution(record: Record, metric: str) -> float:
+    """How far one reading of a memory figure may be off: a fit profile's own uncertainty for the
+    whole-run figures, NVML's whole MiB per process (two jobs) for a peak sampled during the case."""
+    if metric.startswith("vram_") or "_vram_need" in metric:
+        value = record.vram_uncertainty_mb
+        return float(value) if isinstance(value, (int, float)) else ALLOCATOR_AND_NVML_MB
+    return 2.0 * NVML_MB
+
+
+NVML_MB = 1.0
+ALLOCATOR_AND_NVML_MB = 3.0
+
+
+def _memory_verdict(row: Row, base_record: Record, new_record: Record) -> None:
+    """A memory peak is one reading per run, not a mean of rounds: it moved if the change exceeds the
+    limit by more than the two readings' resolution, whatever the rounds say."""
+    t = row.limit
+    resolution = memory_resolution(base_record, row.metric) + memory_resolution(new_record, row.metric)
+    worse = (row.new - row.base) if t.direction == "lower" else (row.base - row.new)
+    allowed = abs(row.base) * t.pct / 100.0
+    evidence = f"{row.new - row.base:+.0f} MB; resolution {resolution:.0f} MB"
+    if worse > allowed + resolution:
+        row.status, row.regression = "REGRESSION", True
+        row.reason = f"moved beyond the limit and the readings' resolution ({evidence})"
+    elif worse > allowed:
+        row.status, row.reason = "within resolution", f"beyond the limit by less than the readings' resolution ({evidence})"
+    else:
+        row.status = "improved" if -worse > allowed + resolution else "ok"
 
 
 PACE_NOTE = 0.05  # a solo pace that moved by more than this is named beside the sharing and energy figures

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 from pytest_gpu_pairs.catalog import seed_name
 from pytest_gpu_pairs.inputs import SettingsError, first_error
 
+PREDECESSOR_CARD_MB = 10240.0  # the predecessor's RTX 3080 (10 GB): its experiment files' verdicts are about this card
+
 HyperValue = Union[StrictBool, StrictInt, float, str]
 
 
@@ -86,7 +88,8 @@ def _to_native(seed: _SeedFile, source: str) -> tuple[dict[str, Any], list[str],
     mutated = any("mutate" in pair for pair in pairs)
     native = {"name": seed.experiment_name, "description": seed.description,
               "design": "mutation" if mutated else "pairs",
-              "defaults": {"runs_per_config": 1 if mutated else seed.runs_per_config}, "pairs": pairs}
+              "defaults": {"runs_per_config": 1 if mutated else seed.runs_per_config,
+                           "card_mb": PREDECESSOR_CARD_MB}, "pairs": pairs}
     if mutated:
         native["mutation"] = {"dedup": seed.use_deduplication, "historical_csvs": seed.historical_csvs}
     return native, paths, mutate_paths

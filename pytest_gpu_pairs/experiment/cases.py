@@ -150,6 +150,8 @@ class Case:
     phase_s: float = DEFAULTS.phase_s
     settle_s: float = DEFAULTS.settle_s
     warmup_s: float = DEFAULTS.warmup_s
+    starts: Optional[int] = DEFAULTS.starts
+    card_mb: Optional[float] = DEFAULTS.card_mb
     source: str = ""
     note: str = ""
     scaling: Optional[ScalingPlan] = None
@@ -192,7 +194,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
         crash_loop_window_s=d.crash_loop_window_s,
         method=_first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch",
-        phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s,
+        phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
         source=experiment.source, note=pair.note or "")
 
 

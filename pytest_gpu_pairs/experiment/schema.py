@@ -256,6 +256,7 @@ MAX_RUNS = 1000  # rounds of one case; more is a typo, not a plan
 MAX_MUTATIONS = 10_000
 MAX_EFFICIENCY = 100.0
 MAX_VRAM_MB = 1e7  # 10 TB: no card has that
+MAX_STARTS = 16  # independent starts of one pair in a case; more is a typo, not a plan
 DAY_S = 86400.0
 
 
@@ -293,6 +294,8 @@ class Defaults(_Strict):
     phase_s: float = Field(0.5, gt=0, le=3600)
     settle_s: float = Field(0.1, ge=0, le=600)
     warmup_s: float = Field(5.0, ge=0, le=3600)
+    starts: Optional[StrictInt] = Field(None, ge=1, le=MAX_STARTS)  # None: STARTS_ON_GPU on a GPU, 1 on the CPU
+    card_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)  # the card the memory verdict is about
 
 
 DEFAULTS = Defaults()  # what every case gets where its settings are silent

@@ -79,10 +79,15 @@ class PidRoles:
         self._lock = threading.Lock()
 
     def register(self, pgid: int, role: str, tag: Optional[str] = None) -> None:
+        """``role`` for the group and tag; a group registered again (a job held in standby that
+        becomes one of the pair) takes its new role for pids already resolved too."""
         with self._lock:
+            previous = self._groups.get(pgid)
             self._groups[pgid] = role
             if tag:
                 self._tags[tag] = role
+            if previous is not None and previous != role:
+                self._known = {pid: known for pid, known in self._known.items() if known != previous}
 
     def role_of(self, pid: int) -> str:
         with self._lock:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 DEFAULT_OUT = "gpu-pairs-results"
 DEFAULT_DEVICE = "auto"
 DEFAULT_SCALE = 1.0
-MAX_CASE_S_HELP, PRECISION_HELP = 180.0, 0.02  # run.options' values, checked by a unit test
+MAX_CASE_S_HELP, PRECISION_HELP = 90.0, 0.02  # run.options' values, checked by a unit test
 RENAMED = {"--vram-budget-mb": "--gpu-pairs-vram-budget-mb", "--min-efficiency": "--gpu-pairs-min-efficiency",
            "--sample-hz": "--gpu-pairs-sample-hz", "--gpu-memory-mb": "--gpu-pairs-gpu-memory-mb"}
 

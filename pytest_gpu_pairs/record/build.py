@@ -421,8 +421,10 @@ def aggregate(rounds: Sequence[Record]) -> Record:
 
 
 BUSY_KEYS = ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound")
-INTERLEAVED_WARMUP_RULE = ("both jobs started together; excluded: everything until both had reported a training "
-                           "step, then warmup_s more of both training; after every switch of phase, settle_s")
+INTERLEAVED_WARMUP_RULE = ("both jobs started together; excluded, at every start of the pair: everything until both "
+                           "had reported a training step, then until both step rates held steady (two consecutive "
+                           "windows within 10 %), at least 1 s and at most warmup_s; after every switch of phase, "
+                           "settle_s")
 
 
 def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) -> Record:

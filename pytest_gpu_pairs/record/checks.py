@@ -14,6 +14,7 @@ from typing import Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case
+from pytest_gpu_pairs.record.fit import FIT_SOURCE
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import typed
 
@@ -57,9 +58,7 @@ class CaseResult:
             found.append(f"OOM: {r.failure or 'a job ran out of memory'}")
         elif r.failure:
             found.append(r.failure)
-        if r.peak_vram_mb is not None and r.peak_vram_mb > self.vram_budget_mb:
-            found.append(f"peak VRAM {r.peak_vram_mb:.0f} MB exceeds the budget of {self.vram_budget_mb:.0f} MB "
-                         f"(NVML per-process memory, CUDA contexts included)")
+        found += self._memory_problems()
         eff = r.concurrency_efficiency
         if self.enforce_efficiency and self.case.mode == "concurrent" and eff is not None and eff < self.min_efficiency:
             found.append(f"concurrency efficiency {eff:.3f} is below the minimum {self.min_efficiency:.3f} "
@@ -67,6 +66,25 @@ class CaseResult:
         if not found:
             found += [p for p in (self._unevaluated_efficiency(), self._unevaluated_vram()) if p]
         return found
+
+    def _memory_problems(self) -> list[str]:
+        """The pair's memory against the budget: its whole-run need where both jobs' fit profiles were
+        measured (which part of whose run set it, and the transient beside the steady need), else the
+        peak the case itself sampled."""
+        r = self.record
+        if r.vram_budget_source == FIT_SOURCE:
+            if r.vram_verdict == "no fit":
+                return [f"the pair does not fit the {_card(r)}: {r.vram_peak_phase or 'a job ran out of memory alone'}"
+                        + (f" (steady need {r.vram_steady_mb:.0f} MB)" if r.vram_steady_mb is not None else "")]
+            if r.vram_fit_mb is not None and r.vram_fit_mb > self.vram_budget_mb:
+                return [f"whole-run VRAM need {r.vram_fit_mb:.0f} MB exceeds the budget of {self.vram_budget_mb:.0f} MB "
+                        f"on the {_card(r)}: set by {r.vram_peak_phase}, {r.vram_transient_mb:.0f} MB above the "
+                        f"steady {r.vram_steady_mb:.0f} MB (fit profiles, CUDA contexts included)"]
+            return []
+        if r.peak_vram_mb is not None and r.peak_vram_mb > self.vram_budget_mb:
+            return [f"peak VRAM {r.peak_vram_mb:.0f} MB exceeds the budget of {self.vram_budget_mb:.0f} MB "
+                    f"(NVML per-process memory sampled during the case, CUDA contexts included)"]
+        return []
 
     def _note(self, key: str) -> str:
         return (self.record.notes or {}).get(key) or "not measured"
@@ -89,7 +107,8 @@ class CaseResult:
 
     def _unevaluated_vram(self) -> Optional[str]:
         r = self.record
-        if not self.enforce_vram or r.peak_vram_mb is not None or self._needs_no_gpu():
+        judged = r.vram_fit_mb if r.vram_budget_source == FIT_SOURCE else r.peak_vram_mb
+        if not self.enforce_vram or judged is not None or self._needs_no_gpu():
             return None
         fix = ("memory is measured on a GPU only: run there, or leave out --gpu-pairs-vram-budget-mb" if r.device == "cpu"
                else "NVML must list the jobs' processes with their memory (in a container: share the host's pid "
@@ -110,3 +129,7 @@ class CaseResult:
         found = self.problems()
         if found:
             pytest.fail(f"{self.case.id}: " + " | ".join(found), pytrace=False)
+
+
+def _card(r: Record) -> str:
+    return f"{r.vram_card_mb:.0f} MB card" if r.vram_card_mb is not None else "whole GPU"

@@ -115,7 +115,32 @@ MEMORY = _figures("memory", [
     ("bg_peak_mem_reserved_mb", "float", "MB", "lower", True, "the background's peak torch reserved memory (built-ins)"),
     ("mps_server_vram_mb", "float", "MB", "lower", True, "memory of the MPS server process (mps cases)"),
     ("vram_budget_mb", "float", "MB", None, False, "the pair's peak VRAM budget (a check)"),
-    ("vram_budget_source", "str", "", None, False, "which memory figure the budget is checked against"),
+    ("vram_budget_source", "str", "", None, False, "which memory figure the budget is checked against: vram_fit_mb "
+     "(whole runs) where both jobs' fit profiles were measured, else peak_vram_mb (the case's sampled peak)"),
+    ("vram_fit_mb", "float", "MB", "lower", False, "the pair's whole-run need: the most each job held at any point of "
+     "a complete run (start-up with cuDNN's autotuning, training, evaluation, a checkpoint, a second start) alone on "
+     "the card vram_card_mb, both added, plus vram_together_mb; the budget check uses it"),
+    ("vram_steady_mb", "float", "MB", "lower", False, "the same while both jobs train steadily (after their first step)"),
+    ("vram_transient_mb", "float", "MB", "lower", False, "vram_fit_mb - vram_steady_mb: what start-up, evaluation or "
+     "a checkpoint needs beyond steady training"),
+    ("vram_peak_phase", "str", "", None, False, "which job, and which part of its run, set the larger transient"),
+    ("vram_verdict", "str", "", None, False, "fits (vram_fit_mb within the budget), over budget (above it, though "
+     "the card holds the pair's steady need), or no fit (a job ran out of memory alone on the card, or the steady "
+     "need exceeds the card)"),
+    ("vram_uncertainty_mb", "float", "MB", None, False, "how far vram_fit_mb may be off: the allocator's and NVML's "
+     "resolution, or how far the fit profiles' starts lay apart where that is more"),
+    ("vram_card_mb", "float", "MB", None, False, "the card the fit profiles were measured on (emulated; the settings' "
+     "card_mb or --gpu-pairs-gpu-memory-mb); None: the whole GPU"),
+    ("vram_together_mb", "float", "MB", None, False, "memory running together costs beyond both jobs' own: the MPS "
+     "server's under MPS, 0 under time-slicing (each job's memory is its own process's)"),
+    ("fg_vram_need_mb", "float", "MB", "lower", False, "the foreground's whole-run need from its fit profile, CUDA "
+     "context included"),
+    ("bg_vram_need_mb", "float", "MB", "lower", False, "the background's whole-run need from its fit profile"),
+    ("fg_vram_need_phase", "str", "", None, False, "the part of the foreground's run that set its need: setup, start "
+     "(first step, cuDNN's autotuning), train, eval, checkpoint; for a command workload start, train, gap or end"),
+    ("bg_vram_need_phase", "str", "", None, False, "the same for the background"),
+    ("fit_profile_s", "float", "s", None, False, "device seconds this case spent measuring fit profiles no earlier "
+     "case of the results folder had measured (0: all were reused)"),
     ("gpu_memory_mb", "float", "MB", None, False, "the emulated card's size (--gpu-pairs-gpu-memory-mb), None without emulation"),
     ("ballast_held_mb", "float", "MB", None, False, "memory the ballast held to emulate the smaller card"),
     ("gpu_free_mb_emulated", "float", "MB", None, False, "free memory the jobs saw on the emulated card"),
@@ -145,11 +170,21 @@ METHOD = _figures("method", [
     ("method", "str", "", None, False, "interleaved (rounds of fg alone, bg alone, both: figures that reproduce) or epoch (the default: one foreground epoch under a background restart loop)"),
     ("n_rounds", "int", "rounds", None, False, "interleaved rounds the figures are the mean of"),
     ("n_rounds_effective", "float", "rounds", None, False, "independent rounds the efficiency's interval is worth: bracketed rounds share a solo phase with each neighbour"),
-    ("interval_method", "str", "", None, False, "how the 95 % intervals were taken: student_t (independent rounds) or student_t_lag1 (bracketed rounds, on their lag-1 long-run variance)"),
+    ("interval_method", "str", "", None, False, "how the 95 % intervals were taken: student_t (independent rounds), student_t_lag1 (bracketed rounds, on their lag-1 long-run variance) or student_t_starts (bracketed rounds over independent starts of the pair: the rounds' own noise and the starts' offsets)"),
     ("precision_target", "float", "fraction", None, False, "the stopping rule's target: relative half width of the efficiency's 95 % interval (None: fixed rounds)"),
     ("precision_achieved", "float", "fraction", "lower", False, "the relative half width the efficiency's interval reached"),
     ("precision_reached", "bool", "", None, False, "whether the target was reached (None without a target)"),
     ("stop_reason", "str", "", None, False, "why the case stopped adding rounds"),
+    ("n_starts", "int", "starts", None, False, "independent starts of the pair the rounds were spread over: both "
+     "jobs started anew (or taken from standby at their start gates) and warmed up again for each"),
+    ("starts", "list", "", None, False, "each start: its segment, start-up and warm-up seconds, whether its jobs "
+     "waited in standby, whether the warm-up ended steady, its rounds, its mean efficiency and solo paces"),
+    ("between_start_sd", "float", "fraction", None, False, "how far starts of the pair land apart (relative sd of "
+     "a start's offset) as the interval took it: the prior pooled with the case's own starts"),
+    ("between_start_df", "float", "", None, False, "the degrees of freedom between_start_sd is worth"),
+    ("between_start_basis", "str", "", None, False, "where between_start_sd comes from"),
+    ("between_start_prior", "dict", "", None, False, "the prior the interval pooled with the case's own starts: "
+     "sd, df and the study that measured it (None: none, as on the CPU)"),
     ("rounds_excluded", "int", "rounds", "lower", False, "interleaved rounds left out of every figure: a job was "
      "silent through part of a phase (not training there), or the energy split could not be taken"),
     ("fg_restarts", "int", "count", None, False, "times the foreground finished its run (exit code 0) during an "

@@ -238,6 +238,25 @@ class Restart:
 
 
 @dataclass(frozen=True)
+class StartInfo:
+    """One independent start of the pair in an interleaved case: both jobs started (or taken from
+    standby at their start gates), trained, warmed up until steady; its rounds are the segment
+    ``segment`` (a job that ended and was started again opens a further segment of the same start)."""
+
+    index: int
+    segment: int
+    began_t: float
+    trained_t: float  # both jobs reported a training step
+    warm_t: float  # warm-up over: rounds begin
+    from_standby: bool  # the jobs had started with the first start's and waited at their gates
+    steady: bool  # the warm-up ended because both rates held steady (False: at the warmup_s cap)
+
+    def as_record(self) -> dict[str, Any]:
+        return {"start": self.index, "segment": self.segment, "startup_s": self.trained_t - self.began_t,
+                "warmup_s": self.warm_t - self.trained_t, "from_standby": self.from_standby, "steady": self.steady}
+
+
+@dataclass(frozen=True)
 class InterleavedMeasurement:
     """Both jobs kept alive for the whole case and switched between phases: what was measured.
 
@@ -259,3 +278,6 @@ class InterleavedMeasurement:
     settle_s: Optional[float] = None
     report_gap_s: dict[str, float] = field(default_factory=dict)  # each job's usual time between step reports
     restarts: tuple[Restart, ...] = ()
+    starts: tuple[StartInfo, ...] = ()
+    planned_starts: int = 1
+    prior: Any = None  # the stats.BetweenStarts the interval pooled with the starts' own offsets (None: none)

@@ -40,12 +40,15 @@ from pytest_gpu_pairs.monitor.samples import GpuSample, clock_event_names
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
-from pytest_gpu_pairs.record.stats import bracketed_interval
+from pytest_gpu_pairs.record.stats import BetweenStarts, start_interval
 
 SPLIT_METHOD = "shapley_solo_energy"
 SILENCE_GAPS = 3.0  # usual report gaps a job may stay silent inside a phase before the phase is not a training phase
 MIN_SILENCE_S = 0.5
-INTERVAL_METHOD = "student_t_lag1"
+INTERVAL_METHOD = "student_t_starts"
+BETWEEN_START_PRIOR = BetweenStarts(
+    0.013, 3.0, "four independent starts of g01 on a quiet H100, each to +-1.2-1.6 %: between-start sd 1.3 % "
+    "(reports/reference/default_method/run-spread)")
 ROUND_FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_j", "gpu_energy_above_idle_j",
                  "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
                  "fg_alone_energy_j", "bg_alone_energy_j", "serial_energy_j", "energy_saved_vs_serial",
@@ -234,19 +237,46 @@ def complete_rounds(m: InterleavedMeasurement, idle_w: Optional[float]) -> list[
 
 def case_figures(m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str, Any]:
     """Every round's figures, then the mean, ``_std`` and 95 % interval (``_ci``) of each over the
-    complete rounds."""
+    complete rounds: an interval over the pair's starts (``stats.start_interval``), so that it
+    covers where the next start of the pair lands and not only this start's rounds."""
     rounds = figure_rounds(m, idle_w)
     used = [r for r in rounds if r["complete"]]
+    segments = [r["segment"] for r in used]
     out: dict[str, Any] = {"rounds": rounds, "n_rounds": len(used), "rounds_excluded": len(rounds) - len(used),
                            "interval_method": INTERVAL_METHOD}
     for key in ROUND_FIGURES:
         values = [r[key] for r in used]
-        ci = bracketed_interval(values)
+        ci = start_interval(values, segments, m.prior).interval
         out[key] = ci.mean
         out[f"{key}_std"] = metrics.mean_and_std(values)[1]
         if key in HEADLINE_INTERVALS:
             out[f"{key}_ci"] = ci.as_list()
-    eff = bracketed_interval([r["concurrency_efficiency"] for r in used])
-    out["precision_achieved"] = eff.relative_half_width
-    out["n_rounds_effective"] = eff.n_effective
+    eff = start_interval([r["concurrency_efficiency"] for r in used], segments, m.prior)
+    out["precision_achieved"] = eff.interval.relative_half_width
+    out["n_rounds_effective"] = eff.interval.n_effective
+    out.update(start_figures(m, used, eff))
     return out
+
+
+def start_figures(m: InterleavedMeasurement, used: list[dict[str, Any]], eff: Any) -> dict[str, Any]:
+    """Each start's own mean efficiency and solo paces beside how it began, and the between-start
+    variation the interval took: what moves a start is recorded where it cannot be removed."""
+    starts = []
+    for info in m.starts:
+        mine = [r for r in used if _start_of(r["segment"], m.starts) == info.index]
+        starts.append({**info.as_record(), "rounds": len(mine),
+                       **{key: metrics.measured_mean(r[key] for r in mine)
+                          for key in ("concurrency_efficiency", "fg_solo_steps_per_s", "bg_solo_steps_per_s")}})
+    prior = m.prior
+    return {"starts": starts, "n_starts": len({_start_of(r["segment"], m.starts) for r in used}) or None,
+            "between_start_prior": ({"sd": prior.sd, "df": prior.df, "source": prior.source}
+                                    if prior is not None else None),
+            "between_start_sd": eff.between_sd, "between_start_df": eff.between_df,
+            "between_start_basis": (f"prior {prior.sd:.1%} worth {prior.df:g} df ({prior.source}) pooled with the "
+                                    "case's own starts" if prior is not None else
+                                    "the case's own starts only" if eff.n_starts > 1 else None)}
+
+
+def _start_of(segment: int, starts: Sequence[Any]) -> int:
+    """The start a segment belongs to: the last start that began at or before it."""
+    return max((s.index for s in starts if s.segment <= segment), default=1)

@@ -17,6 +17,7 @@ from typing import Optional
 CONFIDENCE = 0.95
 MIN_VALUES_FOR_RHO = 5  # fewer bracketed rounds than this: their lag-1 correlation taken at its bound
 MAX_BRACKET_RHO = 0.5  # the most two bracketed rounds that share one phase can correlate
+BETWEEN_LIMITED = 0.75  # the starts' share of the mean's variance past which more rounds narrow it by under 13 %
 
 
 def _beta_continued_fraction(a: float, b: float, x: float) -> float:
@@ -93,6 +94,7 @@ class Interval:
     n: int
     confidence: float = CONFIDENCE
     n_effective: Optional[float] = None  # independent values the interval is worth (None: n)
+    between_share: float = 0.0  # the share of the mean's variance that is the offset of the pair's starts
 
     @property
     def half_width(self) -> Optional[float]:
@@ -172,11 +174,124 @@ def lag1_correlation(xs: Sequence[float]) -> float:
     return min(MAX_BRACKET_RHO, max(0.0, rho + (1.0 + 3.0 * rho) / n))
 
 
-INTERVALS = {"student_t": interval, "student_t_lag1": bracketed_interval}
+@dataclass(frozen=True)
+class BetweenStarts:
+    """What is known of how far independent starts of a pair land apart, relative to the mean: a
+    prior (``sd``, worth ``df`` degrees of freedom: the study that measured it) that a case's own
+    starts update. A start of a pair lands at an offset of its own (on an H100, four starts of g01
+    each to +-1.2-1.6 % read 1.955-2.018: a between-start sd of 1.3 %), so an interval from one
+    start's rounds does not cover the next start."""
+
+    sd: float
+    df: float
+    source: str
+
+
+def start_interval(values: Sequence[Optional[float]], starts: Sequence[int], prior: Optional[BetweenStarts] = None,
+                   confidence: float = CONFIDENCE) -> StartInterval:
+    """Mean and interval of bracketed rounds taken over one or more independent starts of a pair.
+
+    The mean is over all rounds. Its variance has two parts: the rounds' own noise (pooled within
+    starts, on the values they are worth, as ``bracketed_interval``) and each start's offset, whose
+    variance is the prior pooled with what the starts themselves show (a one-way random-effects
+    estimate, truncated at zero), weighted by degrees of freedom; the offset's share of the mean's
+    variance is sum(n_i^2)/N^2 of it. The t quantile takes the Welch-Satterthwaite degrees of
+    freedom of the two parts. Without a prior and with one start this is ``bracketed_interval``."""
+    groups = _grouped(values, starts)
+    xs = [x for group in groups for x in group]
+    n = len(xs)
+    if n < 2:
+        return StartInterval(interval(xs, confidence), len(groups), None, None)
+    mean = math.fsum(xs) / n
+    within, inflation, df_within = _within_starts(groups)
+    own, own_df = _between_starts(groups, mean, within * inflation)
+    between_rel, df_between = _pooled_between(own, own_df, mean, prior)
+    weight = math.fsum(len(g) ** 2 for g in groups) / n**2
+    part_b = (between_rel * mean) ** 2 * weight
+    part_w = within * inflation / n
+    variance = part_b + part_w
+    if variance == 0:
+        return StartInterval(Interval(mean, mean, mean, n, confidence, n / inflation), len(groups), between_rel,
+                             df_between)
+    df = variance**2 / ((part_b**2 / df_between if df_between else 0.0) + part_w**2 / max(1.0, df_within))
+    half = t_quantile(0.5 + confidence / 2.0, max(1.0, df)) * math.sqrt(variance)
+    n_eff = (within * inflation / variance) if within > 0 else None
+    share = part_b / variance
+    return StartInterval(Interval(mean, mean - half, mean + half, n, confidence, n_eff, share), len(groups),
+                         between_rel, df_between, share)
+
+
+@dataclass(frozen=True)
+class StartInterval:
+    """An interval over starts: ``between_sd`` the relative between-start sd it used (None: none),
+    worth ``between_df`` degrees of freedom, and the share of the mean's variance it makes up."""
+
+    interval: Interval
+    n_starts: int
+    between_sd: Optional[float]
+    between_df: Optional[float]
+    between_share: float = 0.0
+
+
+def _grouped(values: Sequence[Optional[float]], starts: Sequence[int]) -> list[list[float]]:
+    groups: dict[int, list[float]] = {}
+    for value, start in zip(values, starts):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            groups.setdefault(start, []).append(float(value))
+    return [g for g in groups.values() if g]
+
+
+def _within_starts(groups: list[list[float]]) -> tuple[float, float, float]:
+    """The pooled within-start variance of one round, the bracket inflation of the rounds' mean
+    (lag-1, taken within starts), and the degrees of freedom the pooled variance is worth."""
+    resid, lagged, pairs = 0.0, 0.0, 0
+    n = sum(len(g) for g in groups)
+    for group in groups:
+        m = math.fsum(group) / len(group)
+        resid += math.fsum((x - m) ** 2 for x in group)
+        lagged += math.fsum((a - m) * (b - m) for a, b in zip(group, group[1:]))
+        pairs += len(group) - 1
+    dof = n - len(groups)
+    if dof <= 0:
+        return 0.0, 1.0 + 2.0 * MAX_BRACKET_RHO, 0.0
+    if n < MIN_VALUES_FOR_RHO or resid == 0:
+        rho = MAX_BRACKET_RHO if n < MIN_VALUES_FOR_RHO else 0.0
+    else:
+        rho = lagged / resid
+        rho = min(MAX_BRACKET_RHO, max(0.0, rho + (1.0 + 3.0 * rho) / n))
+    inflation = 1.0 + 2.0 * rho
+    return resid / dof, inflation, max(1.0, n / inflation - len(groups))
+
+
+def _between_starts(groups: list[list[float]], mean: float, per_round: float) -> tuple[Optional[float], int]:
+    """The starts' own estimate of the between-start variance (absolute), and its degrees of freedom."""
+    k = len(groups)
+    if k < 2:
+        return None, 0
+    n = sum(len(g) for g in groups)
+    ms_between = math.fsum(len(g) * (math.fsum(g) / len(g) - mean) ** 2 for g in groups) / (k - 1)
+    n0 = (n - math.fsum(len(g) ** 2 for g in groups) / n) / (k - 1)
+    return max(0.0, (ms_between - per_round) / n0), k - 1
+
+
+def _pooled_between(own: Optional[float], own_df: int, mean: float,
+                    prior: Optional[BetweenStarts]) -> tuple[float, float]:
+    """The relative between-start sd: the prior and the starts' own estimate pooled by degrees of freedom."""
+    own_rel = (math.sqrt(own) / abs(mean)) if own is not None and mean else None
+    if prior is None:
+        return (own_rel or 0.0), float(own_df)
+    if own_rel is None:
+        return prior.sd, prior.df
+    pooled = (prior.df * prior.sd**2 + own_df * own_rel**2) / (prior.df + own_df)
+    return math.sqrt(pooled), prior.df + own_df
+
+
+INTERVALS = {"student_t": interval, "student_t_lag1": bracketed_interval, "student_t_starts": bracketed_interval}
 
 
 def interval_by(method: Optional[str]):
-    """The interval function a record names (``interval_method``); plain Student-t if it names none."""
+    """The interval function a record names (``interval_method``); plain Student-t if it names none.
+    Over starts, this is the rounds' part only: ``start_interval`` takes their starts as well."""
     return INTERVALS.get(method or "student_t", interval)
 
 
@@ -217,9 +332,13 @@ class StoppingRule:
     max_seconds: float = 180.0
 
     def verdict(self, values: Sequence[Optional[float]], spent_s: float, round_s: float = 0.0,
-                estimate: Callable[[Sequence[Optional[float]]], Interval] = interval) -> tuple[bool, Optional[str]]:
+                estimate: Callable[[Sequence[Optional[float]]], Interval] = interval,
+                more_starts: bool = False) -> tuple[bool, Optional[str]]:
         """(stop, why): why is None while measuring goes on; ``round_s`` is what one more round
-        costs; ``estimate`` is the interval the record will report, so the rule reads the same."""
+        costs; ``estimate`` is the interval the record will report, so the rule reads the same.
+        Once every planned start has been measured, rounds stop paying when the starts' offsets
+        make up most of the interval's variance (``BETWEEN_LIMITED``): more of them narrow it by
+        little, and the time cap would only be spent."""
         n = len(values)
         if n < self.min_rounds:
             if spent_s + round_s > self.max_seconds:
@@ -227,9 +346,13 @@ class StoppingRule:
             return False, None
         if self.precision is None:
             return True, f"fixed {self.min_rounds} round(s)"
-        precision = estimate(values).relative_half_width
+        found = estimate(values)
+        precision = found.relative_half_width
         if precision is not None and precision <= self.precision:
             return True, f"precision reached: ±{precision:.1%} after {n} rounds"
+        if precision is not None and not more_starts and found.between_share >= BETWEEN_LIMITED:
+            return True, (f"the starts' offsets limit the interval: ±{precision:.1%} after {n} rounds, "
+                          f"{found.between_share:.0%} of its variance between starts, which more rounds do not narrow")
         if self.max_rounds is not None and n >= self.max_rounds:
             return True, f"--gpu-pairs-max-rounds {self.max_rounds} reached"
         if spent_s + round_s > self.max_seconds:

@@ -32,6 +32,7 @@ from pytest_gpu_pairs.inputs import (
     read_capped,
 )
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
+from pytest_gpu_pairs.record.fit import FitProfile
 from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
 from pytest_gpu_pairs.record.model import Record, ValidationError, unknown_key_text, unknown_keys
 
@@ -41,6 +42,7 @@ SESSION = "session.json"
 RESUMED_KEY = "gpu_pairs_resumed"  # benchmark JSON: the records of cases resumed, not timed, in its session
 SOLO_FOLDER = "_solo"
 PROFILES_FOLDER = "_profiles"  # gpu-pairs profile's records, one file per workload and device
+FIT_FOLDER = "_fit"  # whole-run fit profiles, one file per workload, hyperparameters, card and GPU model
 _PROFILE_NAME = re.compile(r"[^A-Za-z0-9_.+-]")
 _EXPECTED = {"float": "a number or null", "int": "a whole number or null", "str": "a string or null",
              "bool": "true, false or null", "dict": "an object or null", "list": "a list or null"}
@@ -299,6 +301,40 @@ def profile_paths(out_dir: Optional[str | Path]) -> list[Path]:
     if out_dir is None or not (Path(out_dir) / PROFILES_FOLDER).is_dir():
         return []
     return sorted((Path(out_dir) / PROFILES_FOLDER).glob("*.json"))
+
+
+def fit_profile_path(out_dir: str | Path, key: str) -> Path:
+    return Path(out_dir) / FIT_FOLDER / f"{_PROFILE_NAME.sub('_', key)[:120]}.json"
+
+
+def save_fit_profile(out_dir: str | Path, profile: FitProfile) -> Path:
+    path = fit_profile_path(out_dir, profile.key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, profile.model_dump(mode="json"))
+    return path
+
+
+def read_fit_profile(path: str | Path) -> FitProfile:
+    """A stored fit profile, read as untrusted: one ``StoreError`` line for a file that is not one."""
+    data = _read_json(Path(path), "a gpu-pairs fit profile")
+    try:
+        return FitProfile.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        raise StoreError(f"{path}: {json_path(tuple(error['loc']))}: expected a gpu-pairs fit profile "
+                         f"({error['msg']}, got {str(error.get('input'))[:80]!r})") from None
+
+
+def fit_profiles(out_dir: Optional[str | Path]) -> list[FitProfile]:
+    """Every readable fit profile of a results folder (one that is not is left out: it is measured again)."""
+    folder = Path(out_dir) / FIT_FOLDER if out_dir is not None else None
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder is not None and folder.is_dir() else []:
+        try:
+            found.append(read_fit_profile(path))
+        except StoreError:
+            continue
+    return found
 
 
 def complete_records(out_dir: str | Path) -> list[Record]:

@@ -11,11 +11,13 @@ import pytest
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
+from pytest_gpu_pairs.record.fit import fit_record
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete, save_result
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
+from pytest_gpu_pairs.run.fitprofile import PairFits
 from pytest_gpu_pairs.run.interleaved import InterleavedPair
 from pytest_gpu_pairs.run.round import BackgroundNotReady, Round, Supervision
 from pytest_gpu_pairs.run.session import CardEmulationUnavailable, GpuPairsSession, OutsideOutputFolder
@@ -45,6 +47,7 @@ class PairRun:
         self._pair: Optional[InterleavedPair] = None
         self.sharing = CaseSharing(case.sharing)
         self._card: Optional[Ballast] = None
+        self._fits: Optional[PairFits] = None
         self._recorded = False
 
     def __call__(self) -> CaseResult:
@@ -64,6 +67,8 @@ class PairRun:
                         f"{exc.strerror or exc}", pytrace=False)
         self.timeline["case_start_t"] = time.time()
         try:
+            if self.case.mode == "concurrent":
+                self._fits = self.session.fits.for_case(self.case, self.env)
             return self._on_card()
         except StoreWriteError as exc:
             self.close()
@@ -122,7 +127,8 @@ class PairRun:
         self.sharing = self._sharing_or_skip(self.session.sharing.prepare)
         self.timeline["sharing_ready"] = self.sharing.ready_for_round()
         rule = self.session.options.stopping_rule(self.env.device, max(MIN_INTERLEAVED_ROUNDS, self.case.runs_per_config))
-        self._pair = InterleavedPair(self.case, self.env, self.session.case_dir(self.case), rule, self.sharing.job_env)
+        self._pair = InterleavedPair(self.case, self.env, self.session.case_dir(self.case), rule, self.sharing.job_env,
+                                     standby_allowed=self._card is None)
         measurement = self._pair.run()
         self._pair = None
         self.session.release_device()
@@ -245,9 +251,19 @@ class PairRun:
         if self.case.method == "epoch" and self.measurements:
             changes["benchmark_figure"] = EPOCH_BENCHMARK_FIGURE
         changes.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
+        changes.update(self._fit_verdict(record))
         result = self.session.conclude(self.case, record.updated(**changes), self.benchmark)
         self._recorded = True
         return result
+
+    def _fit_verdict(self, record: Record) -> dict[str, Any]:
+        """The pair's memory verdict from both jobs' whole-run fit profiles, measured before the case."""
+        if self._fits is None:
+            return {}
+        together = record.mps_server_vram_mb if self.case.sharing == "mps" else 0.0
+        figures, notes = fit_record(self._fits.fg, self._fits.bg, together, self.case.vram_budget_mb,
+                                    self._fits.unmeasured, self._fits.seconds)
+        return {**figures, "notes": {**(record.notes or {}), **notes}} if notes else figures
 
     def close(self) -> None:
         if self._pair is not None:

@@ -43,6 +43,17 @@ class CpuPlan:
             chosen.extend(core)
         return frozenset(chosen)
 
+    def spare_for(self, role: str, index: int) -> Optional[frozenset[int]]:
+        """The ``index``-th block (from 1) of ``BUILTIN_JOB_CPUS`` CPUs of ``role``'s cores beyond those its
+        one-loop job runs on: where a job of a later start of the pair waits, so that its start-up
+        competes with no measured job for a core. None where the share has no such block."""
+        if not self.narrow_loops:
+            return None
+        own = self.for_job(role, True) or frozenset()
+        spare = [cpu for core in self.jobs.get(role, ()) for cpu in core if cpu not in own]
+        block = spare[(index - 1) * BUILTIN_JOB_CPUS:index * BUILTIN_JOB_CPUS]
+        return frozenset(block) if index >= 1 and len(block) == BUILTIN_JOB_CPUS else None
+
     def described(self, one_loop: dict[str, bool]) -> Optional[dict[str, str]]:
         """The CPUs of the jobs a case ran (role -> whether it is one loop driving a GPU), as the record says them."""
         if not self.jobs:

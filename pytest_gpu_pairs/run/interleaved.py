@@ -29,11 +29,11 @@ from typing import Optional
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress
+from pytest_gpu_pairs.protocol import GATE_VAR, STEADY_STATE_VAR, Progress
 from pytest_gpu_pairs.record.checks import PROGRESS_FIX
-from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound, Restart
-from pytest_gpu_pairs.record.phases import complete_rounds
-from pytest_gpu_pairs.record.stats import StoppingRule, bracketed_interval
+from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound, Restart, StartInfo
+from pytest_gpu_pairs.record.phases import BETWEEN_START_PRIOR, complete_rounds
+from pytest_gpu_pairs.record.stats import BetweenStarts, StoppingRule, bracket_inflation, start_interval, t_quantile
 from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
@@ -47,6 +47,16 @@ MIN_ROUNDS_PER_RUN = 3  # rounds a job's run must hold after its warm-up, or the
 PHASES_PER_BRACKETED_ROUND = 5  # a round's three phases and the two solo phases that close its bracket
 PACE_SLACK = 1.0  # a phase fits a job's pace when it holds the step reports wanted at that pace
 ROLES = ("fg", "bg")
+STARTS_ON_GPU = 3  # independent starts of the pair a case spreads its rounds over on a GPU (settings: starts)
+MIN_ROUNDS_PER_START = 6  # rounds each start but the last measures before the next one begins
+MIN_WARMUP_S = 1.0  # a warm-up lasts at least this long after both jobs' first steps, at most warmup_s
+STEADY_TOLERANCE = 0.10  # two consecutive warm-up windows whose rates differ by less: the job runs steadily
+STEADY_WINDOW_S = 0.5  # a warm-up window, or four of the job's report gaps if longer
+TOO_SHORT_MARGIN = 1.5  # a run is refused as too short only below this fraction of what it needed
+STANDBY_ROLE = "standby"  # a later start's job, started with the first and waiting at its start gate
+SWITCH_MARGIN_S = 1.0  # beginning a start also stops the last one's jobs and opens gates
+STANDBY_WAIT_S = 30.0  # after the first start's warm-up, the longest its rounds wait for the later starts' start-up
+UNREACHABLE_ROUNDS = 10**6  # rounds per start "needed" where no number of rounds reaches the target
 
 
 class InterleavedFailure(RuntimeError):
@@ -64,6 +74,15 @@ class JobEnded(Exception):
 def long_running(job: JobConfig) -> JobConfig:
     """A built-in job told to train far longer than any case lasts; a command workload as given."""
     return job.with_hyperparameters(epochs=LONG_EPOCHS) if job.is_builtin else job
+
+
+def planned_starts(case: Case, device: str) -> int:
+    """Independent starts of the pair the case spreads its rounds over: the settings' ``starts``, else
+    ``STARTS_ON_GPU`` on a GPU (so the interval covers where the next start lands) and one on the
+    CPU (whose few rounds only show that the pipeline works)."""
+    if case.starts is not None:
+        return case.starts
+    return STARTS_ON_GPU if device == "cuda" else 1
 
 
 def report_gaps(progresses: Sequence[Progress], since: float, until: float) -> list[Optional[float]]:
@@ -94,6 +113,57 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     return phase, settle
 
 
+def is_steady(steps: Sequence[tuple[float, int]], now: float, window_s: float, tolerance: float) -> bool:
+    """Whether a job's step rate has settled: its two latest windows of ``window_s`` each hold at
+    least two step reports and their rates differ by at most ``tolerance`` (relative). A job still
+    speeding up after its start (kernels loading, caches filling, autotuning) fails it; a job as
+    noisy as a host-bound loop passes within a few windows."""
+    rates = [_window_rate(steps, now - (k + 1) * window_s, now - k * window_s) for k in (1, 0)]
+    if None in rates or not rates[0]:
+        return False
+    return abs(rates[1] - rates[0]) / rates[0] <= tolerance
+
+
+def _window_rate(steps: Sequence[tuple[float, int]], start: float, end: float) -> Optional[float]:
+    inside = [(t, n) for t, n in steps if start <= t <= end]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0] or inside[-1][1] <= inside[0][1]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def steady_window(steps: Sequence[tuple[float, int]]) -> float:
+    """A warm-up window: half a second, or four of the job's gaps between reports if longer."""
+    gaps = sorted(b[0] - a[0] for a, b in zip(steps, steps[1:]))
+    return max(STEADY_WINDOW_S, 4 * gaps[len(gaps) // 2]) if gaps else STEADY_WINDOW_S
+
+
+def too_short(trained_s: float, needed_s: float) -> bool:
+    """A run that ended with fewer rounds than a run must hold is refused only when it trained well
+    short of what its warm-up and those rounds took here: a run about as long as needed (a loaded
+    host stretched the rounds, the run ended mid-round) is kept and the job started again."""
+    return trained_s * TOO_SHORT_MARGIN < needed_s
+
+
+def rounds_for_target(values: Sequence[float], starts: int, precision: float, prior: Optional[BetweenStarts]) -> int:
+    """Rounds per start that bring the 95 % interval over ``starts`` starts within ``precision`` of
+    the mean, given one start's rounds (their variance, bracketed) and the prior between-start sd;
+    ``UNREACHABLE_ROUNDS`` where the offsets alone keep it wider."""
+    mean = statistics.fmean(values)
+    if not mean or len(values) < 2:
+        return UNREACHABLE_ROUNDS
+    per_round = statistics.variance(values) * bracket_inflation(values) / mean**2
+    between = (prior.sd**2 if prior is not None else 0.0) / starts
+    t = t_quantile(0.975, (prior.df if prior is not None else 0.0) + starts - 1 + len(values))
+    room = (precision / t) ** 2 - between
+    if room <= 0:
+        return UNREACHABLE_ROUNDS
+    return max(1, math.ceil(per_round / (starts * room)))
+
+
+def _pct(value: Optional[float]) -> str:
+    return "none" if value is None else f"+-{value:.0%}"
+
+
 def run_files(out_dir: Path, role: str, run: int) -> tuple[Path, Path]:
     """A job's log and progress file; its first run keeps the plain names the other tools read."""
     stem = role if run == 1 else f"{role}.run{run}"
@@ -103,9 +173,15 @@ def run_files(out_dir: Path, role: str, run: int) -> tuple[Path, Path]:
 class InterleavedPair:
     def __init__(self, case: Case, env: Environment, out_dir: str | Path, rule: StoppingRule,
                  job_env: Optional[dict[str, dict[str, str]]] = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, standby_allowed: bool = True):
         self.case, self.env, self.out_dir, self.rule = case, env, Path(out_dir), rule
         self.job_env, self.sleep = job_env or {}, sleep
+        self.planned_starts = planned_starts(case, env.device)
+        self.prior = BETWEEN_START_PRIOR if env.device == "cuda" else None
+        self.standby: list[dict[str, JobProcess]] = []  # the later starts' jobs, waiting at their gates
+        self.standby_allowed = standby_allowed
+        self.starts: list[StartInfo] = []
+        self.planned_rounds: Optional[int] = None  # rounds per start, planned once the first start shows its noise
         self.roles = PidRoles()
         for pgid, role in env.fixed_roles.items():
             self.roles.register(pgid, role)
@@ -149,6 +225,36 @@ class InterleavedPair:
         self.rapl.start()
         for role in ROLES:
             self._start_job(role)
+        self._start_standby()
+
+    def _start_standby(self) -> None:
+        """The later starts' jobs, started with the first start's and held at their start gates on
+        CPUs of their own: each later start then costs its warm-up, not a second start-up. Only
+        built-ins wait at a gate; on an emulated card their memory would not be the card's."""
+        if not self.standby_allowed or self.env.device != "cuda":
+            return
+        if not all(self._job(role).is_builtin for role in ROLES):
+            return
+        for index in range(1, self.planned_starts):
+            cpus = {role: self.env.cpus.spare_for(role, index) for role in ROLES}
+            if None in cpus.values():
+                return
+            self.standby.append({role: self._standby_job(role, index, cpus[role]) for role in ROLES})
+
+    def _standby_job(self, role: str, index: int, cpus: frozenset[int]) -> JobProcess:
+        job = self._job(role)
+        gate = self.out_dir / f"{role}.start{index + 1}.gate"
+        gate.unlink(missing_ok=True)
+        spec = build_spec(long_running(job), role, self.env.device, self.env.scale, self.case.timeout_s,
+                          {**self.env.extra_env, **self.job_env.get(role, {}), STEADY_STATE_VAR: "1",
+                           GATE_VAR: str(gate)}, cpus)
+        log, progress = run_files(self.out_dir, role, len(self.runs[role]) + 1)
+        process = JobProcess(spec, log, progress).start()
+        self.runs[role].append(process)
+        if process.start_error:
+            raise InterleavedFailure(f"{role} {job.model} could not start: {process.start_error}")
+        self.roles.register(process.pid, STANDBY_ROLE, process.tag)
+        return process
 
     def _job(self, role: str) -> JobConfig:
         return self.case.fg if role == "fg" else self.case.bg
@@ -200,21 +306,50 @@ class InterleavedPair:
             self.sleep(POLL_S)
 
     def _warm_up(self) -> None:
-        """Both jobs train, then ``warmup_s`` more: startup, autotuning and first steps excluded."""
+        """Both jobs train, until their rates hold steady: startup, autotuning and first steps
+        excluded. The later starts' jobs finish their start-up meanwhile, before any round."""
         try:
             self._await_first_steps(ROLES, self.started_t)
             trained_t = time.time()
             for process in self.jobs.values():
                 process.pin_tree()
-            self._hold(self.case.warmup_s)
+            steady = self._hold_until_steady(trained_t)
+            self._await_standby_setup()
         except JobEnded as ended:
             raise InterleavedFailure(self._too_short(ended.role)) from None
         self.warm_t = time.time()
+        self.starts.append(StartInfo(1, self.segment, self.started_t, trained_t, self.warm_t, False, steady))
         progresses = [self._progress(role) for role in ROLES]
         self.phase_s, self.settle_s = phase_lengths(progresses, trained_t, self.warm_t, self.case.phase_s,
                                                     self.case.settle_s)
         gaps = report_gaps(progresses, trained_t, self.warm_t)
         self.report_gap_s = {role: gap for role, gap in zip(ROLES, gaps) if gap is not None}
+
+    def _hold_until_steady(self, trained_t: float) -> bool:
+        """Until both jobs' step rates hold steady (``is_steady``), at least ``MIN_WARMUP_S`` after their
+        first steps and at most the settings' ``warmup_s``; True where they were seen steady."""
+        end = trained_t + max(self.case.warmup_s, MIN_WARMUP_S)
+        while (now := time.time()) < end:
+            self._check_alive()
+            if now - trained_t >= MIN_WARMUP_S and all(self._steady(role, trained_t, now) for role in ROLES):
+                return True
+            self.sleep(min(POLL_S, end - now))
+        return False
+
+    def _steady(self, role: str, since: float, now: float) -> bool:
+        steps = [(t, n) for t, n in self._current_steps(role) if t >= since]
+        return is_steady(steps, now, steady_window(steps), STEADY_TOLERANCE)
+
+    def _await_standby_setup(self) -> None:
+        """The later starts' jobs built their model and data (their start-up done, waiting at the
+        gate), so none of it lands in a round; one that failed is replaced by a fresh start later."""
+        deadline = time.time() + STANDBY_WAIT_S
+        pending = [p for pair in self.standby for p in pair.values()]
+        while pending := [p for p in pending if p.progress().setup_t is None and p.poll() is None]:
+            self._check_alive()
+            if time.time() > deadline:
+                return
+            self.sleep(POLL_S)
 
     def _hold(self, seconds: float) -> None:
         end = time.time() + seconds
@@ -234,29 +369,147 @@ class InterleavedPair:
         return Phase(name, switched, start, time.time())
 
     def _measure_rounds(self) -> None:
-        """Rounds until the stopping rule is met; a job that finished its run is started again."""
+        """Rounds until the stopping rule is met, spread over the planned starts of the pair; a job
+        that finished its run is started again."""
         while True:
             try:
-                if self._one_round():
+                step = self._one_round()
+                if step == "stop":
                     return
+                if step == "next start":
+                    self._next_start()
             except JobEnded as ended:
                 self._restart(ended.role)
 
-    def _one_round(self) -> bool:
-        """Solo phases, then the pair phase; True once enough is measured. The stopping rule is
-        asked once a round's solo phases have closed the bracket around the previous pair phase,
-        so a case ends on solo phases and every pair phase lies between solo phases of both jobs."""
+    def _one_round(self) -> Optional[str]:
+        """Solo phases, then the pair phase; "stop" once enough is measured, "next start" once this
+        start has its rounds and another is planned. Both are decided once a round's solo phases
+        have closed the bracket around the previous pair phase, so a start ends on solo phases and
+        every pair phase lies between solo phases of both jobs."""
         index = len(self.rounds)
         solo_order = ROLES if index % 2 == 0 else ROLES[::-1]
         round_start = time.time()
         solos = tuple(self._phase(name) for name in solo_order)
         self.rounds.append(PhaseRound(index + 1, solos, self.segment))
-        if index and self._enough():
-            return True
+        decision = self._decide() if index else None
+        if decision:
+            return decision
         self.rounds[-1] = PhaseRound(index + 1, solos + (self._phase("pair"),), self.segment)
         self.round_s = time.time() - round_start
         self._lengthen_phases_if_too_short(self.rounds[-1])
-        return False
+        return None
+
+    def _more_starts(self) -> bool:
+        return len(self.starts) < self.planned_starts and self._next_start_fits()
+
+    def _next_start_fits(self) -> bool:
+        """The time cap leaves room for one more start's switch and its rounds."""
+        rounds = self.planned_rounds or self.min_rounds_per_start
+        return (time.time() - self.started_t + self._switch_s() + rounds * max(self.round_s, 1e-3)
+                <= self.rule.max_seconds)
+
+    def _switch_s(self) -> float:
+        """What beginning another start costs, as the first start showed it: closing solo phases, the
+        jobs' way to their first step (from their start gate where the next start waits in standby: a
+        job that autotunes spends seconds there; from process start otherwise), and the warm-up."""
+        first = self.starts[0]
+        to_first_step = first.trained_t - first.began_t
+        if self.standby:
+            gated = [_gate_to_first_step(self.runs[role][0].progress()) for role in ROLES]
+            to_first_step = max((g for g in gated if g is not None), default=to_first_step)
+        return 2 * (self.phase_s + self.settle_s) + to_first_step + (first.warm_t - first.trained_t) + SWITCH_MARGIN_S
+
+    def _rounds_this_start(self) -> int:
+        first = self.starts[-1].segment if self.starts else 0
+        return sum(1 for r in self.rounds if r.segment >= first and r.phase("pair"))
+
+    def _decide(self) -> Optional[str]:
+        """After a round's solo phases: go on, begin the next start, or stop. With one start the
+        stopping rule decides alone. With several, every start measures the same planned number of
+        rounds (the interval over starts is narrowest for a given number of rounds when they are
+        spread evenly), and the precision target and the time cap are also asked at each start's end."""
+        if self.planned_starts == 1:
+            return "stop" if self._enough() else None
+        done = self._rounds_this_start()
+        if self.planned_rounds is None and done >= self.min_rounds_per_start:
+            self.planned_rounds = self._plan_rounds()
+        if self.planned_rounds is not None and done >= self.planned_rounds:
+            if self._enough(early=True) or not self._more_starts():
+                self.stop_reason = self.stop_reason or self._planned_reason()
+                return "stop"
+            return "next start"
+        return "stop" if self._enough() else None
+
+    @property
+    def min_rounds_per_start(self) -> int:
+        return max(MIN_ROUNDS_PER_START, math.ceil(self.rule.min_rounds / self.planned_starts))
+
+    def _plan_rounds(self) -> int:
+        """Rounds each start measures: as many as the time cap leaves room for in every start (their
+        switches counted as the first start showed them), fewer where the first start's noise says
+        that fewer already reach the precision target over all starts. Where the cap cannot hold
+        ``MIN_ROUNDS_PER_START`` rounds in every planned start (a pair whose first step autotunes for
+        seconds), fewer starts are measured, each with more rounds."""
+        spent, done, switch_s = time.time() - self.started_t, self._rounds_this_start(), self._switch_s()
+        for starts in range(self.planned_starts, 0, -1):
+            left = self.rule.max_seconds - spent - (starts - 1) * switch_s
+            by_time = math.floor((left / max(self.round_s, 1e-3) + done) / starts)
+            if by_time >= MIN_ROUNDS_PER_START or starts == 1:
+                self.planned_starts = starts
+                return max(done, min(by_time, self._rounds_for_target(starts)))
+        return done
+
+    def _rounds_for_target(self, starts: int) -> int:
+        """Rounds per start at which the interval over all planned starts would reach the target,
+        from the first start's rounds and the prior between-start offset; a large number where the
+        offset alone keeps the interval wider than the target."""
+        values = [r["concurrency_efficiency"] for r in complete_rounds(self.snapshot(), self.env.idle_power_w)]
+        if self.rule.precision is None or len(values) < 2:
+            return self.min_rounds_per_start
+        return rounds_for_target(values, starts, self.rule.precision, self.prior)
+
+    def _planned_reason(self) -> str:
+        return (f"planned: {self.planned_rounds} rounds in each of {len(self.starts)} starts, as many as the time cap "
+                f"of {self.rule.max_seconds:g} s holds (precision target {_pct(self.rule.precision)})")
+
+    def _next_start(self) -> None:
+        """Both jobs of this start ended, the next start's begun (from standby where it waits at its
+        gate), and warmed up until steady before its rounds, which form a segment of their own."""
+        for role in ROLES:
+            ended = self.jobs[role]
+            ended.stop()
+            self._ended_progress[role].append(ended.progress())
+        self.segment += 1
+        began = time.time()
+        waiting = self.standby.pop(0) if self.standby else None
+        used_standby = waiting is not None and all(p.poll() is None and p.progress().setup_t for p in waiting.values())
+        for role in ROLES:
+            if used_standby:
+                self._take_standby(role, waiting[role])
+            else:
+                if waiting is not None:
+                    waiting[role].stop()
+                self._start_job(role)
+        try:
+            self._await_first_steps(ROLES, began)
+            trained_t = time.time()
+            for process in self.jobs.values():
+                process.pin_tree()
+            steady = self._hold_until_steady(trained_t)
+        except JobEnded as ended:
+            raise InterleavedFailure(self._too_short(ended.role)) from None
+        self.starts.append(StartInfo(len(self.starts) + 1, self.segment, began, trained_t, time.time(),
+                                     used_standby, steady))
+
+    def _take_standby(self, role: str, process: JobProcess) -> None:
+        """A job waiting at its gate becomes this start's: on the role's own CPUs, counted under its
+        role by the monitors, its gate opened."""
+        process.spec.cpus = self.env.job_cpus(role, True)
+        process.pin_tree()
+        self.roles.register(process.pid, role, process.tag)
+        self.jobs[role] = process
+        self.run_started_t[role] = time.time()
+        Path(process.spec.env[GATE_VAR]).touch()
 
     def _lengthen_phases_if_too_short(self, last: PhaseRound) -> None:
         """A job that stepped more slowly than its warm-up cadence promised (a loaded host, a slower
@@ -327,7 +580,8 @@ class InterleavedPair:
         ended = self.jobs[role]
         ended.stop()  # whatever its tree left behind
         progress = ended.progress()
-        if self._rounds_in_run(role, progress.last_t) < MIN_ROUNDS_PER_RUN:
+        if self._rounds_in_run(role, progress.last_t) < MIN_ROUNDS_PER_RUN and too_short(
+                _trained_s(progress), self._needed_s()):
             raise InterleavedFailure(self._too_short(role))
         discarded = self._discard_after(progress.last_t)
         self._ended_progress[role].append(progress)
@@ -368,18 +622,30 @@ class InterleavedPair:
         self.rounds = [replace(r, index=i + 1) for i, r in enumerate(keep)]
         return discarded
 
+    def _warmup_used_s(self) -> float:
+        """The warm-up a run had here: the last start's, or the settings' cap before any."""
+        if not self.starts:
+            return max(self.case.warmup_s, MIN_WARMUP_S)
+        return self.starts[-1].warm_t - self.starts[-1].trained_t
+
+    def _round_s_here(self) -> float:
+        return self.round_s or 3 * (self.phase_s + self.settle_s)
+
+    def _needed_s(self) -> float:
+        """The training a run must hold here: its warm-up and ``MIN_ROUNDS_PER_RUN`` rounds, as long as
+        they took on this host."""
+        return self._warmup_used_s() + MIN_ROUNDS_PER_RUN * self._round_s_here()
+
     def _too_short(self, role: str) -> str:
         process = self.jobs[role]
         if not process.progress().steps:
             return self._never_reported(role)
         trained = _trained_s(process.progress())
-        round_s = self.round_s or 3 * (self.phase_s + self.settle_s)
-        needed = self.case.warmup_s + MIN_ROUNDS_PER_RUN * round_s
         return (f"{role} {process.spec.model} finished its run (exit code 0) after {trained:.1f} s of training, too "
-                f"short to measure: every run must train through the warm-up ({self.case.warmup_s:g} s) and "
-                f"{MIN_ROUNDS_PER_RUN} rounds (about {round_s:.1f} s each here), about {needed:.0f} s; give each run "
-                f"more work (more epochs or iterations) or set a shorter defaults.warmup_s{self._missed(role)}; "
-                f"log: {process.log_path}")
+                f"short to measure: a run must train through its warm-up ({self._warmup_used_s():.1f} s here) and "
+                f"{MIN_ROUNDS_PER_RUN} rounds ({self._round_s_here():.1f} s each here), about {self._needed_s():.0f} s; "
+                f"give each run more work (more epochs or iterations) or set a shorter defaults.warmup_s"
+                f"{self._missed(role)}; log: {process.log_path}")
 
     def _never_reported(self, role: str) -> str:
         """A run that ended without one step report the harness could read: its length is unknown, and
@@ -395,9 +661,21 @@ class InterleavedPair:
         no_match = self.jobs[role].progress().no_match
         return f"; {role}'s log had lines but {no_match}" if no_match else ""
 
-    def _enough(self) -> bool:
-        efficiencies = [r["concurrency_efficiency"] for r in complete_rounds(self.snapshot(), self.env.idle_power_w)]
-        stop, why = self.rule.verdict(efficiencies, time.time() - self.started_t, self.round_s, bracketed_interval)
+    def _enough(self, early: bool = False) -> bool:
+        """The stopping rule's verdict on the rounds so far. With several starts a start measures its
+        planned rounds unless the time cap or a round limit stops it; at a start's end (``early``)
+        the precision target may also end the case before the planned starts."""
+        complete = complete_rounds(self.snapshot(), self.env.idle_power_w)
+        segments = [r["segment"] for r in complete]
+
+        def estimate(values):
+            return start_interval(values, segments, self.prior).interval
+
+        stop, why = self.rule.verdict([r["concurrency_efficiency"] for r in complete], time.time() - self.started_t,
+                                      self.round_s, estimate, self._more_starts())
+        allowed = ("time cap", "--gpu-pairs-max-rounds") + (("precision reached",) if early else ())
+        if self.planned_starts > 1 and why is not None and not why.startswith(allowed):
+            return False
         self.stop_reason = why
         return stop
 
@@ -412,7 +690,8 @@ class InterleavedPair:
         if self._phase_now is None:
             return "warm-up" if self.jobs else "starting"
         what = "pair" if self._phase_now == "pair" else f"{self._phase_now} alone"
-        return f"round {sum(1 for r in self.rounds if r.phase('pair')) + 1}: {what}"
+        start = f"start {max(1, len(self.starts))}/{self.planned_starts} " if self.planned_starts > 1 else ""
+        return f"{start}round {sum(1 for r in self.rounds if r.phase('pair')) + 1}: {what}"
 
     @property
     def fg_progress_path(self) -> Optional[str]:
@@ -425,7 +704,8 @@ class InterleavedPair:
                                       (self.started_t, self.warm_t or time.time()), self.rule, self.stop_reason,
                                       self.failure, out_dir=self.out_dir, phase_s=self.phase_s,
                                       settle_s=self.settle_s, report_gap_s=dict(self.report_gap_s),
-                                      restarts=tuple(self.restarts))
+                                      restarts=tuple(self.restarts), starts=tuple(self.starts),
+                                      planned_starts=self.planned_starts, prior=self.prior)
 
     def measurement(self) -> InterleavedMeasurement:
         oom = any(process.outcome().oom for runs in self.runs.values() for process in runs)
@@ -440,7 +720,7 @@ class InterleavedPair:
         self._tell_live("round_ended")
         with deferred_signals():
             try:
-                for process in self.jobs.values():
+                for process in [*self.jobs.values(), *(p for pair in self.standby for p in pair.values())]:
                     process.resume()
                     process.stop()
             finally:
@@ -455,6 +735,13 @@ class InterleavedPair:
 
 def _running(phase: Phase) -> tuple[str, ...]:
     return ROLES if phase.name == "pair" else (phase.name,)
+
+
+def _gate_to_first_step(progress: Progress) -> Optional[float]:
+    """From a job's setup event (model and data built, at its start gate) to its first step."""
+    if progress.setup_t is None or progress.ready_t is None:
+        return None
+    return max(0.0, progress.ready_t - progress.setup_t)
 
 
 def _reports_in(progress: Progress, phase: Phase) -> int:

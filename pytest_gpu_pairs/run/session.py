@@ -55,6 +55,7 @@ from pytest_gpu_pairs.run.background import stop_all_loops
 from pytest_gpu_pairs.run.ballast import Ballast
 from pytest_gpu_pairs.run.cpus import CpuPlan, plan_job_cpus, share_of_cores, unpinned
 from pytest_gpu_pairs.run.environment import Environment
+from pytest_gpu_pairs.run.fitprofile import FitProfiles
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.mps import stop_all_daemons, system_daemon_pid
 from pytest_gpu_pairs.run.options import GpuPairsOptions
@@ -175,6 +176,7 @@ class GpuPairsSession:
         self._planned: list[str] = []
         self.sharing = SharingManager(self.own_dir, options.mps_control, options.mps_threads,
                                       options.mps_mem_limit_mb)
+        self.fits = FitProfiles(options.out_dir, options.gpu_memory_mb, options.worker)
         self.device_released_t: Optional[float] = None
         self.orphans_killed: list[int] = []
         self._lock: Optional[FileLock] = None

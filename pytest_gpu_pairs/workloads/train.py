@@ -8,17 +8,20 @@ learning from chance), so a 1 % run is a 1 % run end to end.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
 from pytest_gpu_pairs.catalog import BuiltinWorkload
-from pytest_gpu_pairs.protocol import ProgressWriter, steady_state_only, wait_for_start_gate
+from pytest_gpu_pairs.protocol import ENV_VAR, ProgressWriter, fit_run_steps, steady_state_only, wait_for_start_gate
 
 MB = 1024 * 1024
 
@@ -138,22 +141,94 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+class MemoryPhases:
+    """The caching allocator's peak over each part of a run, reported as the part ends: a fit run
+    says which part (start-up with cuDNN's autotuning, training, evaluation, a checkpoint) needed
+    the most memory. The allocator sees every allocation it makes, however brief, where a sampler
+    from outside sees only the moments it happens to look."""
+
+    def __init__(self, progress: ProgressWriter, device: str):
+        self.progress, self.cuda = progress, device.startswith("cuda") and torch.cuda.is_available()
+        self.peak_reserved_mb: Optional[float] = None  # over every part reported
+
+    def report(self, phase: str) -> None:
+        """The peaks since the last reset (or since the process started) under ``phase``."""
+        if self.cuda:
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_reserved() / MB
+            self.peak_reserved_mb = max(peak, self.peak_reserved_mb or 0.0)
+            self.progress.memory(phase, peak, torch.cuda.max_memory_allocated() / MB, torch.cuda.memory_reserved() / MB)
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        yield
+        self.report(name)
+
+
+def save_checkpoint(workload: Workload) -> None:
+    """What a run saves at the end of an epoch: the model's and the optimiser's state, written where
+    the job's progress file lies (or a temporary folder) and removed again."""
+    folder = Path(os.environ[ENV_VAR]).parent if os.environ.get(ENV_VAR) else Path(tempfile.gettempdir())
+    path = folder / f"fit-checkpoint-{os.getpid()}.pt"
+    try:
+        torch.save({"model": workload.model.state_dict(), "optimizer": workload.optimizer.state_dict()}, path)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def fit_run(workload: Workload, progress: ProgressWriter, steps: int, scaled_epoch: int,
+            memory: MemoryPhases, whole: bool = True) -> dict[str, float]:
+    """A short run through every part that holds memory: the first step (cuDNN's autotuning tries
+    its algorithms here), ``steps - 1`` more, an evaluation over the run's evaluation set, a
+    checkpoint (not ``whole``: the first two only). Each part's allocator peak is reported; returns
+    the evaluation's metrics (none without one)."""
+    batches = workload.batches()
+    with memory.phase("start"):
+        workload.train_step(next(batches))
+        progress.ready()
+    with memory.phase("train"):
+        for step in range(2, steps + 1):
+            workload.train_step(next(batches))
+            progress.step(step, step / scaled_epoch)
+        progress.step(steps, steps / scaled_epoch, force=True)
+    if not whole:
+        return {}
+    with memory.phase("eval"):
+        metrics = workload.evaluate()
+    with memory.phase("checkpoint"):
+        save_checkpoint(workload)
+    return metrics
+
+
 def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) -> int:
     progress = ProgressWriter.from_env(sync=_sync_for(device))
     try:
         steps_per_epoch = workload.steps_per_epoch()
         total = total_steps(float(workload.hp.get("epochs", 1)), steps_per_epoch, scale)
         scaled_epoch = max(1, math.ceil(steps_per_epoch * scale))
-        print(f"{info.name}: {total} steps ({scaled_epoch} per epoch at scale {scale}), device {device}, "
+        fit_steps, whole_fit = fit_run_steps()
+        run_kind = f"a fit run of {fit_steps} steps" if fit_steps else f"{total} steps"
+        print(f"{info.name}: {run_kind} ({scaled_epoch} per epoch at scale {scale}), device {device}, "
               f"{workload.data_kind} data, cudnn.benchmark {torch.backends.cudnn.benchmark}", flush=True)
+        memory = MemoryPhases(progress, device)
+        if fit_steps:
+            memory.report("setup")
         progress.setup_done()
         wait_for_start_gate()
-        done = workload.train(progress, total, scaled_epoch)
-        progress.step(done, done / scaled_epoch, force=True)
-        metrics = workload.final_metrics()
+        if fit_steps:
+            done = fit_steps
+            metrics = fit_run(workload, progress, fit_steps, scaled_epoch, memory, whole_fit)
+        else:
+            done = workload.train(progress, total, scaled_epoch)
+            progress.step(done, done / scaled_epoch, force=True)
+            metrics = workload.final_metrics()
         for name, value in metrics.items():
             print(f"{name}: {value:.6g}", flush=True)
-        progress.result(metrics, done, _peak_reserved_mb(device), data=workload.data_kind)
+        peak = memory.peak_reserved_mb if fit_steps else _peak_reserved_mb(device)
+        progress.result(metrics, done, peak, data=workload.data_kind)
         return 0
     except BaseException as exc:
         progress.error("".join(traceback.format_exception_only(type(exc), exc)), oom=_is_oom(exc))

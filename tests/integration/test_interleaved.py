@@ -44,7 +44,7 @@ def test_an_interleaved_case_measures_its_rounds_and_ends_both_jobs(pytester):
         assert r["bracketed"] is True  # the last pair phase too: closing solo phases followed it
     assert [r["phases"][0]["name"] for r in record["rounds"]] == ["fg", "bg", "fg"]  # solo order alternates
     assert len(record["concurrency_efficiency_ci"]) == 2 and record["warmup_s"] > 0
-    assert record["interval_method"] == "student_t_lag1" and 0 < record["n_rounds_effective"] <= ROUNDS
+    assert record["interval_method"] == "student_t_starts" and record["n_starts"] == 1 and 0 < record["n_rounds_effective"] <= ROUNDS
     assert "gpu_energy_j" in record["notes"] and record["gpu_energy_j"] is None  # no GPU here, and it says so
     for key in ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound"):
         assert record[key] is None and "not measurable on this run" in record["notes"][key]
@@ -114,7 +114,7 @@ def test_a_run_too_short_for_its_warm_up_and_a_few_rounds_fails_and_says_how_lon
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*fg short_a finished its run (exit code 0) after * s of training, too short to "
-                                 "measure: every run must train through the warm-up (0.5 s) and 3 rounds*more work*"])
+                                 "measure: a run must train through its warm-up (* s here) and 3 rounds (* s each here), about * s*more work*"])
     assert jobs_started_under(out) == []
 
 
@@ -219,3 +219,29 @@ def test_a_script_that_trains_without_a_progress_pattern_is_told_to_get_one_not_
                                  "steps with pytest_gpu_pairs.progress*"])
     assert "too short" not in result.stdout.str()
     assert jobs_started_under(out) == []
+
+
+def test_a_case_spreads_its_rounds_evenly_over_independent_starts_and_ends_every_job(pytester):
+    """Three starts of the pair: each start's jobs are new processes, warm up until steady, and
+    measure the same planned number of rounds; the interval is taken over the starts and every
+    process of every start is ended."""
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    settings = json.loads(_settings(pytester.path / "s.json").read_text())
+    settings["defaults"].update(starts=3, phase_s=0.3, settle_s=0.05, runs_per_config=3)
+    (pytester.path / "s.json").write_text(json.dumps(settings))
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", pytester.path / "s.json", "--gpu-pairs-device", "cpu",
+                                           "--gpu-pairs-max-case-s", "60",
+                                           "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
+    assert record["n_starts"] == 3 and [s["start"] for s in record["starts"]] == [1, 2, 3]
+    per_start = [s["rounds"] for s in record["starts"]]
+    assert len(set(per_start)) == 1 and per_start[0] >= 2, per_start
+    assert record["stop_reason"].startswith("planned:"), record["stop_reason"]
+    assert {r["segment"] for r in record["rounds"]} == {0, 1, 2}
+    assert record["interval_method"] == "student_t_starts" and record["between_start_prior"] is None
+    assert all(not s["from_standby"] for s in record["starts"])  # command workloads cannot wait at a gate
+    assert (out / "p1-trainer+loader-default-concurrent" / "fg.run3.log").is_file()
+    assert jobs_started_under(out) == []
+    assert not stopped_processes_of(out)

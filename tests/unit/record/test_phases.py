@@ -109,7 +109,7 @@ def test_closing_solo_phases_bracket_the_last_pair_and_are_no_round_of_their_own
     rounds = figure_rounds(m, IDLE_W)
     assert [r["round"] for r in rounds] == [1] and rounds[0]["fg_slowdown"] == pytest.approx(2.0)
     figures = case_figures(m, IDLE_W)
-    assert figures["n_rounds"] == 1 and figures["interval_method"] == "student_t_lag1"
+    assert figures["n_rounds"] == 1 and figures["interval_method"] == "student_t_starts"
 
 
 def test_a_phase_the_job_was_silent_in_has_no_rate_and_its_round_is_left_out():
