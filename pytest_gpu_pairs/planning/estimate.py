@@ -21,15 +21,18 @@ first case that needs them), then ``runs_per_config`` rounds of the background s
 foreground's epochs beside it and the foreground finishing. Time-sliced jobs are assumed to slow
 each other only where their profiled GPU utilisations add up to more than the whole card.
 
-An ``interleaved`` case is played out as the runner plays it (``run.interleaved``): both jobs
-start, the slower start-up counts, ``warmup_s`` passes, and rounds of three phases follow, each
-phase as long as the jobs' step rates make it (a job that reports rarely lengthens the phase, a
-slow step the settling); the stopping rule is asked after each round's solo phases, so the first
-round always completes, and a round is never started past the time cap. On the CPU that is a
-fixed three rounds; on a GPU the rounds to the precision target are counted as many as the H100
-default-method study's cases took (its median, ``typical.precision_rounds`` of the profile table,
-scaled from the study's target to the session's), never past ``--gpu-pairs-max-rounds`` or the
-cap. Nothing here imports torch or opens a device.
+An ``interleaved`` case on a GPU spreads its rounds over the pair's starts until its time cap: the
+interval then covers where the next start lands, and the precision target lies beyond it on the
+H100s (the between-start offset alone is about +-1.9 % over three starts), so the runner plans its
+rounds to fill the cap and the case costs the cap (the H100 verdicts study: 86-90 s of device time
+at a 90 s cap, the case 0.5-1 s more), unless the case's own earlier record says otherwise. On the
+CPU it is played out as the runner plays it (``run.interleaved``): both jobs start, the slower
+start-up counts, ``warmup_s`` passes, and a fixed three rounds of three phases follow, each phase
+as long as the jobs' step rates make it (a job that reports rarely lengthens the phase, a slow step
+the settling). A concurrent case on a GPU first measures the fit profiles of its jobs that the
+results folder does not hold yet (each once; charged to the first case that needs it, at the
+seconds the package's H100 fit profiles took, or ``DEFAULT_FIT_S``). Nothing here imports torch or
+opens a device.
 """
 from __future__ import annotations
 
@@ -48,11 +51,12 @@ from pytest_gpu_pairs.planning.own_profiles import OwnProfile, OwnProfiles, read
 from pytest_gpu_pairs.planning.profiles import packaged
 from pytest_gpu_pairs.planning.schedule import CaseCost
 from pytest_gpu_pairs.protocol import STEADY_STEP_INTERVAL_S
-from pytest_gpu_pairs.record.store import case_records
+from pytest_gpu_pairs.record.store import case_records, fit_profiles
 from pytest_gpu_pairs.run.interleaved import REPORTS_PER_PHASE, STEPS_PER_SETTLE
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 
 DEFAULT_JOB_S = 60.0
+DEFAULT_FIT_S = 40.0  # a fit profile of a workload the package has not measured: two starts, an evaluation
 LONG_FACTOR = 3.0  # a case this many times the median case (and over LONG_MIN_S) is called out
 LONG_MIN_S = 120.0
 EARLIER, PROFILE, DEFAULT = "earlier result", "profile", "default"
@@ -132,8 +136,9 @@ def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earli
                 solos.setdefault(_job_key(solo["model"], hparams), spent)
                 solo_spent += spent
         case_s = _span(timeline, "case_start_t", "case_end_t")
+        fit_s = data.get("fit_profile_s") if isinstance(data.get("fit_profile_s"), (int, float)) else 0.0
         if case_s is not None and data.get("case_id"):
-            rounds[data["case_id"]] = max(0.0, case_s - solo_spent)
+            rounds[data["case_id"]] = max(0.0, case_s - solo_spent - fit_s)
     return Earlier(rounds, solos)
 
 
@@ -262,6 +267,7 @@ class Estimator:
         self.earlier = earlier if earlier is not None else earlier_results(options.out_dir, options.scale, device)
         self.own = own if own is not None else read_own_profiles(options.out_dir)
         self.measured: set[JobConfig] = set()
+        self.fitted = {_fit_key(p.workload, p.hyperparameters, p.card_mb) for p in fit_profiles(options.out_dir)}
 
     def job(self, job: JobConfig) -> JobCost:
         return job_cost(job, self.device, self.options.scale, self.own)
@@ -301,11 +307,33 @@ class Estimator:
         return rounds, (f"to ±{rule.precision:.1%} (about {rounds}: the H100 default-method study's median, "
                         f"{table.precision_rounds:g} to ±{table.precision_target:.1%})")
 
+    def _fits(self, case: Case) -> tuple[float, list[str], str]:
+        """The fit profiles this case measures first: those of its jobs on its card that neither the
+        results folder nor an earlier case of this plan has."""
+        if self.device != "cuda" or case.mode != "concurrent" or case.bg is None:
+            return 0.0, [], ""
+        card = self.options.gpu_memory_mb if self.options.gpu_memory_mb is not None else case.card_mb
+        seconds, bases, names = 0.0, [], []
+        for job in (case.fg, case.bg):
+            key = _fit_key(job.model, job.hyperparameters, card)
+            if key in self.fitted:
+                continue
+            self.fitted.add(key)
+            row = packaged().get(job.model) if job.is_builtin else None
+            known = row is not None and row.fit_s is not None
+            seconds += row.fit_s if known else DEFAULT_FIT_S
+            bases.append(PROFILE if known else DEFAULT)
+            names.append(job.model)
+        return seconds, bases, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
+
     def _interleaved(self, case: Case) -> tuple[float, str, str]:
         fg, bg = self.job(case.fg), self.job(case.bg)
         rule = self.options.stopping_rule(self.device, max(3, case.runs_per_config))
         phase, settle = phases(case, (fg, bg))
         target, how = self._target_rounds(rule)
+        if self.device == "cuda" and rule.precision is not None:
+            target, how = None, (f"over the pair's starts to the cap (the interval covers where the next start lands; "
+                                 f"the ±{rule.precision:.0%} target lies beyond the cap on the H100s)")
         played = play_rounds(max(fg.startup_s, bg.startup_s) + case.warmup_s, phase + settle, target,
                              rule.max_rounds, rule.max_seconds)
         detail = (f"{played.count} rounds of {played.round_s:.1f} s {how}, stopped by {played.stop}; "
@@ -338,7 +366,8 @@ class Estimator:
             earlier = self.earlier.rounds_s.get(case.id)
             if earlier is not None:
                 spent, basis, detail = earlier, EARLIER, "as timed before"
-            return Estimate(case.id, spent + case.cool_down_s, basis, detail)
+            fit_s, fit_bases, fit_detail = self._fits(case)
+            return Estimate(case.id, spent + fit_s + case.cool_down_s, _weakest(basis, *fit_bases), detail + fit_detail)
         solo_s, solo_bases, charged = self._solos([case.fg] if case.mode == "solo" else
                                                   [j for j in (case.fg, case.bg) if j is not None])
         earlier = self.earlier.rounds_s.get(case.id)
@@ -354,6 +383,19 @@ class Estimator:
         if basis == DEFAULT:
             detail += f"; {DEFAULT_JOB_S:g} s per job run assumed where nothing is known ({PROFILE_HINT})"
         return Estimate(case.id, solo_s + rounds_s, basis, detail, solo_s, charged)
+
+
+SESSION_START_S = {"cuda": 8.0, "cpu": 3.0}  # pytest's start, the idle-power reading on a GPU (3 s), the summary:
+# one-case sessions on the H100 of the verdicts study took 8-9 s more than their case
+
+
+def session_total(estimates: Sequence[Estimate], device: str) -> float:
+    """What the whole selection takes: its cases and the session's own start and end."""
+    return sum(e.seconds for e in estimates) + SESSION_START_S.get(device, SESSION_START_S["cpu"])
+
+
+def _fit_key(model: str, hparams: Mapping[str, Any], card_mb: Optional[float]) -> tuple[str, str, Optional[float]]:
+    return (*_job_key(model, hparams), card_mb)
 
 
 def estimate_cases(cases: Sequence[Case], options: GpuPairsOptions, device: str,

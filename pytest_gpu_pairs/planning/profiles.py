@@ -43,6 +43,7 @@ class _Workload(BaseModel):
     min_fit_mb: _Number = None
     startup_s: _Number = None
     finish_s: _Number = None
+    fit_s: _Number = None  # measuring its whole-run fit profile (two starts) took this long
 
 
 class _PairFit(BaseModel):
@@ -98,6 +99,7 @@ class SoloProfile:
     startup_s: Optional[float] = None  # process start to the first training step
     finish_s: Optional[float] = None  # last training step to the process's exit
     util_pct: Optional[float] = None  # NVML utilisation as measured (the estimator's time-slicing rule)
+    fit_s: Optional[float] = None  # seconds its whole-run fit profile took to measure
 
     @property
     def on_gpu(self) -> bool:
@@ -165,7 +167,8 @@ def _profile(entry: _Workload) -> SoloProfile:
                        entry.step_time_s, busy, _fraction(entry.mem_util_avg_pct),
                        _per_busy(entry.gpm_sm_util_pct, busy), _per_busy(entry.gpm_dram_bw_pct, busy),
                        entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
-                       entry.min_fit_mb, entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct)
+                       entry.min_fit_mb, entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct,
+                       entry.fit_s)
 
 
 def _check_ranges(data: _File, source: str) -> None:
@@ -174,7 +177,7 @@ def _check_ranges(data: _File, source: str) -> None:
             value = getattr(entry, key)
             if value is not None and not 0 <= value <= 100:
                 raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a percentage 0-100, got {value!r}")
-        for key in ("step_time_s", "power_avg_w", "min_fit_mb", "peak_vram_nvml_mb", "startup_s", "finish_s"):
+        for key in ("step_time_s", "power_avg_w", "min_fit_mb", "peak_vram_nvml_mb", "startup_s", "finish_s", "fit_s"):
             value = getattr(entry, key)
             if value is not None and value < 0:
                 raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a number >= 0, got {value!r}")

@@ -10,7 +10,7 @@ from typing import Optional
 import pytest
 
 from pytest_gpu_pairs.inputs import SettingsError
-from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimate_cases, long_cases
+from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimate_cases, long_cases, session_total
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles
 
 
@@ -45,8 +45,9 @@ def plan_lines(estimates: Sequence[Estimate], device: str, scale: float, out_dir
     rows += [(e.case_id, clock(e.seconds), e.basis, e.detail) for e in estimates]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:3], widths)), row[3]]).rstrip() for row in rows]
-    total = sum(e.seconds for e in estimates)
-    lines.append(f"total: {clock(total)} for {len(estimates)} case(s) on {device} at scale {scale:g}")
+    total = session_total(estimates, device)
+    lines.append(f"total: {clock(total)} for {len(estimates)} case(s) on {device} at scale {scale:g} "
+                 f"(the session's own start included)")
     if own.profiles:
         lines.append(f"profiles measured here: {len(own.profiles)} in {own.sources[0].rsplit('/', 1)[0]}")
     for e in long_cases(estimates):

@@ -8,6 +8,9 @@
 - ``reports/reference/feasibility/feasibility_full_scale.json``: the solo baselines of the
   feasibility study on the same kind of card, whose timelines give each job's start-up (process
   start to first training step) and finish (last step to exit), which a profile window cannot;
+- ``reports/reference/verdicts/fit-profiles/``: each workload's whole-run fit profile on the 10 GB
+  card the default suite names, whose starts' seconds say what measuring a fit profile costs
+  (``fit_s``), which the estimator charges to the first case that needs a profile not yet stored;
 - ``reports/reference/default_method/sessions-88e4113/summary.json``: the H100 default-method study, whose
   built-in pairs (no restarts) say how many interleaved rounds a case takes to reach its ±3 %
   target (``typical.precision_rounds``, the median, at ``typical.precision_target``), which the
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "reports/reference/planner/workload_profiles.json"
 FEASIBILITY = ROOT / "reports/reference/feasibility/feasibility_full_scale.json"
 DEFAULT_METHOD = ROOT / "reports/reference/default_method/sessions-88e4113/summary.json"
+FIT_PROFILES = ROOT / "reports/reference/verdicts/fit-profiles"
 TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles.json"
 WORKLOAD_KEYS = ("model", "ok", "device", "batch_size", "step_time_s", "util_avg_pct", "mem_util_avg_pct",
                  "gpm_sm_util_pct", "gpm_dram_bw_pct", "host_share", "power_avg_w", "energy_per_step_j",
@@ -66,32 +70,43 @@ def precision_target(summary: dict[str, Any]) -> float:
     return float(statistics.median(session["precision_target"] for session in _unrestarted(summary)))
 
 
-def _workload(row: dict[str, Any], overheads: dict[str, list[float]] | None) -> dict[str, Any]:
+def fit_seconds(profiles: list[dict[str, Any]]) -> dict[str, float]:
+    """Per workload: the seconds its fit profile's starts took together (at default hyperparameters)."""
+    return {p["workload"]: round(sum(start["seconds"] for start in p["starts"]), 1) for p in profiles
+            if p.get("builtin") and p.get("starts")}
+
+
+def _workload(row: dict[str, Any], overheads: dict[str, list[float]] | None, fit_s: float | None) -> dict[str, Any]:
     entry = {k: _round(row.get(k)) for k in WORKLOAD_KEYS if row.get(k) is not None}
     for key in ("startup_s", "finish_s"):
         if overheads:
             entry[key] = round(statistics.median(overheads[key]), 2)
+    if fit_s is not None:
+        entry["fit_s"] = fit_s
     return entry
 
 
-def build(profiles: dict[str, Any], feasibility: dict[str, Any], default_method: dict[str, Any]) -> dict[str, Any]:
+def build(profiles: dict[str, Any], feasibility: dict[str, Any], default_method: dict[str, Any],
+          fits: list[dict[str, Any]] = ()) -> dict[str, Any]:
     overheads = solo_overheads(feasibility)
+    fit_s = fit_seconds(list(fits))
     typical = {key: round(statistics.median(v for o in overheads.values() for v in o[key]), 2)
                for key in ("startup_s", "finish_s")}
     typical["precision_rounds"] = precision_rounds(default_method)
     typical["precision_target"] = precision_target(default_method)
     device = profiles.get("device") or {}
-    return {"sources": [str(p.relative_to(ROOT)) for p in (PROFILES, FEASIBILITY, DEFAULT_METHOD)],
+    return {"sources": [str(p.relative_to(ROOT)) for p in (PROFILES, FEASIBILITY, FIT_PROFILES, DEFAULT_METHOD)],
             "device": {k: device.get(k) for k in DEVICE_KEYS},
             "idle_power_w": _round(profiles.get("idle_power_w")),
             "min_fit_method": profiles.get("min_fit_method"),
             "typical": typical,
-            "workloads": [_workload(w, overheads.get(w["model"])) for w in profiles["workloads"]],
+            "workloads": [_workload(w, overheads.get(w["model"]), fit_s.get(w["model"])) for w in profiles["workloads"]],
             "pairs": [{"models": p["models"], "min_fit_mb": p.get("min_fit_mb")} for p in profiles.get("pairs", [])]}
 
 
 def render() -> str:
-    data = build(*(json.loads(p.read_text()) for p in (PROFILES, FEASIBILITY, DEFAULT_METHOD)))
+    fits = [json.loads(p.read_text()) for p in sorted(FIT_PROFILES.glob("*.json"))]
+    data = build(*(json.loads(p.read_text()) for p in (PROFILES, FEASIBILITY, DEFAULT_METHOD)), fits)
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 

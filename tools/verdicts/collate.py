@@ -1,0 +1,181 @@
+"""The verdicts study's summary from its session folders: each pair's memory verdict, whole-run need,
+efficiency with its interval over starts, and device time per session; whether the verdicts agree
+and the intervals overlap across sessions; and how far the plan's estimate was from the measured time.
+
+    python -m tools.verdicts.collate reports/reference/verdicts
+
+Records are read through the store. The plan is estimated afresh from the same inputs the session
+had (the settings, the fit profiles its results folder held before each case: those measured before
+the case began), so the error says what the estimator of this commit would have said.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.experiment.cases import expand_all
+from pytest_gpu_pairs.experiment.load import load_experiment
+from pytest_gpu_pairs.planning.estimate import estimate_cases, session_total
+from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.store import case_records, read_fit_profile, save_fit_profile
+from pytest_gpu_pairs.run.options import GpuPairsOptions
+
+SETTINGS = Path("settings/parallel_feasibility_test.json")
+SESSIONS = ("session-1", "session-2", "session-3")
+STUDY_PAIRS = ("g01", "g06", "g09", "g12")
+TARGETS = {"vram_verdict_agreement": 1.0, "vram_peak_spread_max": 0.03, "efficiency_spread_max": 0.03,
+           "gpu_s_per_case_median": 90.0, "plan_error_max": 0.10}
+
+
+def _group(record: Record) -> str:
+    return record.case_id.split("-", 1)[0]
+
+
+def session_records(folder: Path) -> dict[str, dict[str, Record]]:
+    """session -> group -> its complete record."""
+    found: dict[str, dict[str, Record]] = {}
+    for session in SESSIONS:
+        records, _ = case_records(folder / session) if (folder / session).is_dir() else ([], [])
+        found[session] = {_group(r): r for _, r in records if r.complete}
+    return found
+
+
+def _spread(values: list[float]) -> Optional[float]:
+    return max(values) / min(values) - 1.0 if len(values) > 1 and min(values) > 0 else None
+
+
+def _overlap(intervals: list[list[float]]) -> bool:
+    return all(a[0] <= b[1] and b[0] <= a[1] for i, a in enumerate(intervals) for b in intervals[i + 1:])
+
+
+def pair_rows(by_session: dict[str, dict[str, Record]]) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for group in STUDY_PAIRS:
+        seen = {s: r[group] for s, r in by_session.items() if group in r}
+        efficiencies = [r.concurrency_efficiency for r in seen.values() if r.concurrency_efficiency is not None]
+        intervals = [r.concurrency_efficiency_ci for r in seen.values() if r.concurrency_efficiency_ci]
+        needs = [r.vram_fit_mb for r in seen.values() if r.vram_fit_mb is not None]
+        rows[group] = {
+            "case_id": next(iter(seen.values())).case_id if seen else None,
+            "sessions": {s: _session_row(r) for s, r in seen.items()},
+            "n_sessions": len(seen),
+            "vram_verdicts": sorted({r.vram_verdict for r in seen.values()}, key=str),
+            "vram_peak_spread": _spread(needs),
+            "efficiency_spread": _spread(efficiencies),
+            "intervals_overlap": _overlap(intervals) if len(intervals) > 1 else None}
+    return rows
+
+
+def _session_row(r: Record) -> dict[str, Any]:
+    return {"concurrency_efficiency": r.concurrency_efficiency, "ci": r.concurrency_efficiency_ci,
+            "n_rounds": r.n_rounds, "n_starts": r.n_starts, "starts": [s.get("concurrency_efficiency") for s in r.starts or []],
+            "between_start_sd": r.between_start_sd, "gpu_seconds": r.gpu_seconds, "case_wall_s": r.case_wall_s,
+            "fit_profile_s": r.fit_profile_s, "vram_fit_mb": r.vram_fit_mb, "vram_steady_mb": r.vram_steady_mb,
+            "vram_transient_mb": r.vram_transient_mb, "vram_peak_phase": r.vram_peak_phase,
+            "vram_verdict": r.vram_verdict, "peak_vram_mb_sampled": r.peak_vram_mb,
+            "fg_solo_steps_per_s": r.fg_solo_steps_per_s, "bg_solo_steps_per_s": r.bg_solo_steps_per_s,
+            "efficiency_bound": r.efficiency_bound, "stop_reason": r.stop_reason}
+
+
+def plan_errors(folder: Path, by_session: dict[str, dict[str, Record]]) -> dict[str, Any]:
+    """Each session's cases estimated in the order they ran, each from the fit profiles measured
+    before it began, against their measured case time; the session's total against the sum."""
+    profiles = [read_fit_profile(path) for path in sorted((folder / "fit-profiles").glob("*.json"))]
+    cases = {c.group: c for c in expand_all([load_experiment(SETTINGS)])}
+    out: dict[str, Any] = {}
+    for session, records in by_session.items():
+        ran = sorted((r for g, r in records.items() if g in STUDY_PAIRS), key=lambda r: r.timeline["case_start_t"])
+        estimated, measured = [], []
+        for record in ran:
+            began = record.timeline["case_start_t"]
+            with tempfile.TemporaryDirectory() as tmp:
+                for profile in profiles:
+                    if _measured_t(profile.measured_at) < began:
+                        save_fit_profile(tmp, profile)
+                options = GpuPairsOptions(settings=(SETTINGS,), device="cuda", scale=1.0, vram_budget_mb=None,
+                                          min_efficiency=None, sample_hz=10.0, out_dir=Path(tmp))
+                estimated.append(estimate_cases([cases[_group(record)]], options, "cuda")[0])
+            measured.append(record.case_wall_s)
+        per_case = [abs(e.seconds - m) / m for e, m in zip(estimated, measured)]
+        total_est, total_measured = session_total(estimated, "cuda") - 8.0, sum(measured)
+        out[session] = {"cases": [r.case_id for r in ran], "estimated_s": [round(e.seconds, 1) for e in estimated],
+                        "measured_s": [round(m, 1) for m in measured],
+                        "case_error_max": max(per_case) if per_case else None,
+                        "session_error": abs(total_est - total_measured) / total_measured if ran else None}
+    return out
+
+
+def _measured_t(stamp: Optional[str]) -> float:
+    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z")) if stamp else float("inf")
+
+
+def summarize(folder: Path) -> dict[str, Any]:
+    by_session = session_records(folder)
+    rows = pair_rows(by_session)
+    plans = plan_errors(folder, by_session)
+    gpu_s = [r.gpu_seconds for records in by_session.values() for g, r in records.items()
+             if g in STUDY_PAIRS and r.gpu_seconds is not None]
+    spreads = [row["efficiency_spread"] for row in rows.values() if row["efficiency_spread"] is not None]
+    vram = [row["vram_peak_spread"] for row in rows.values() if row["vram_peak_spread"] is not None]
+    errors = [e for p in plans.values() for e in (p["case_error_max"], p["session_error"]) if e is not None]
+    return {
+        "pairs": rows,
+        "plan": plans,
+        "vram_verdict_agreement": sum(len(row["vram_verdicts"]) == 1 for row in rows.values()) / len(rows),
+        "vram_peak_spread_max": max(vram, default=None),
+        "interval_overlap_all": all(row["intervals_overlap"] is not False for row in rows.values()),
+        "efficiency_spread_max": max(spreads, default=None),
+        "gpu_s_per_case_median": statistics.median(gpu_s) if gpu_s else None,
+        "plan_error_max": max(errors, default=None),
+        "targets": TARGETS,
+        "sessions_per_pair": {g: row["n_sessions"] for g, row in rows.items()},
+        "not_covered": [
+            "two pairs of the six the issue asks for (the device time of one session ran out): g07 and g10 were not "
+            "measured; g12 has two sessions (its third was cut by the device budget)",
+            "the fit profiles were measured once and reused by every session (the product's design): their own "
+            "start-to-start agreement is in each profile's starts, not in vram_peak_spread_max",
+            "one H100 host (GPU-2a06f14d); hrnet18, mnist_ff, mnist_rnn and resnet20's fit profiles on another "
+            "H100 of the same model and driver (GPU-8bdde6a6)"]}
+
+
+def table(summary: dict[str, Any]) -> str:
+    lines = ["| pair | session | efficiency [95 % interval] | starts (each start's mean) | device s | "
+             "whole-run need MB (steady + transient) | verdict |", "|---|---|---|---|---|---|---|"]
+    for group, row in summary["pairs"].items():
+        for session, s in row["sessions"].items():
+            ci = s["ci"] or [None, None]
+            starts = ", ".join(f"{x:.3f}" for x in s["starts"] if x is not None)
+            lines.append(f"| {group} | {session[-1]} | {s['concurrency_efficiency']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | "
+                         f"{s['n_starts']} ({starts}) | {s['gpu_seconds']:.0f} | {s['vram_fit_mb']:.0f} "
+                         f"({s['vram_steady_mb']:.0f} + {s['vram_transient_mb']:.0f}: {s['vram_peak_phase']}) | "
+                         f"{s['vram_verdict']} |")
+    keys = ("vram_verdict_agreement", "vram_peak_spread_max", "interval_overlap_all", "efficiency_spread_max",
+            "gpu_s_per_case_median", "plan_error_max")
+    lines += ["", "| figure | value | target |", "|---|---|---|"]
+    lines += [f"| {k} | {_fmt(summary[k])} | {_fmt(summary['targets'].get(k, True))} |" for k in keys]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.verdicts.collate")
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    summary = summarize(args.folder)
+    (args.folder / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n")
+    (args.folder / "table.md").write_text(table(summary))
+    print(table(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
