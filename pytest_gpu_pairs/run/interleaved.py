@@ -95,12 +95,15 @@ def report_gaps(progresses: Sequence[Progress], since: float, until: float) -> l
 
 
 def phase_lengths(progresses: Sequence[Progress], since: float, until: float, phase_s: float,
-                  settle_s: float) -> tuple[float, float]:
+                  settle_s: float, queued: bool = True) -> tuple[float, float]:
     """Measured and settling seconds per phase, from the jobs' cadence in the warm-up: short
     phases keep a round's solo and pair phases within seconds of each other, so the slow drift of
     a host-bound job falls on both sides of its ratio; but a phase must hold enough step reports
     of a job that reports rarely (then it lasts a whole multiple of ``phase_s``, so the same jobs
-    get the same phases in every session), and settling must outlast a step of a slow job."""
+    get the same phases in every session), and on a device that queues work (``queued``: a GPU)
+    settling must outlast a step of a slow job. On the CPU a stopped job stops at once and a
+    continued one is running again at once: settling stays ``settle_s``, since a step that takes
+    seconds there would otherwise spend a third of every round waiting."""
     step_times = []
     for progress in progresses:
         inside = [(t, s) for t, s in progress.steps if since <= t <= until]
@@ -109,7 +112,7 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     gaps = [g for g in report_gaps(progresses, since, until) if g is not None]
     needed = max([REPORTS_PER_PHASE * g for g in gaps], default=0.0)
     phase = phase_s * max(1, math.ceil(needed / phase_s - 1e-9))
-    settle = max([settle_s] + [STEPS_PER_SETTLE * t for t in step_times])
+    settle = max([settle_s] + [STEPS_PER_SETTLE * t for t in step_times if queued])
     return phase, settle
 
 
@@ -321,7 +324,7 @@ class InterleavedPair:
         self.starts.append(StartInfo(1, self.segment, self.started_t, trained_t, self.warm_t, False, steady))
         progresses = [self._progress(role) for role in ROLES]
         self.phase_s, self.settle_s = phase_lengths(progresses, trained_t, self.warm_t, self.case.phase_s,
-                                                    self.case.settle_s)
+                                                    self.case.settle_s, self._queued)
         gaps = report_gaps(progresses, trained_t, self.warm_t)
         self.report_gap_s = {role: gap for role, gap in zip(ROLES, gaps) if gap is not None}
 
@@ -516,7 +519,7 @@ class InterleavedPair:
         stretch of its data) lengthens the phases after a round: to hold ``REPORTS_PER_PHASE``
         reports at the pace it showed in that round (seconds of running per step report, the time
         it was paused left out), and where it reported fewer than two steps in a phase, to at least
-        double; the settling grows to ``STEPS_PER_SETTLE`` of its steps. The lengths settle at the
+        double; on a GPU the settling grows to ``STEPS_PER_SETTLE`` of its steps. The lengths settle at the
         first complete round whose pace they fit, and stay while rounds hold two reports of each job
         in each phase, so that a case's rounds have the same phases; a round that does not (the
         host got busier) lengthens them again. Phases that leave no room in the case's time cap for
@@ -535,7 +538,7 @@ class InterleavedPair:
             self._phases_settled = bool(complete_rounds(self.snapshot(), self.env.idle_power_w))
             return
         phase_s = max(2 * self.phase_s if sparse else self.phase_s, needed)
-        settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role])
+        settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role] if self._queued else 0.0)
         left = self.rule.max_seconds - (time.time() - self.started_t)
         if PHASES_PER_BRACKETED_ROUND * (phase_s + settle_s) <= left:
             self.phase_s, self.settle_s, self._phases_settled = phase_s, settle_s, False
@@ -543,6 +546,11 @@ class InterleavedPair:
             self.phase_s, self.settle_s = phase_s, settle_s
             phase = next((phase for sparse_role, phase in sparse if sparse_role == role), None)
             raise InterleavedFailure(self._too_slow(role, phase, gaps[role], left))
+
+    @property
+    def _queued(self) -> bool:
+        """The jobs train on a device that queues their work (a GPU), which settling must let drain."""
+        return getattr(self.env, "device", "cuda") == "cuda"
 
     def _running_spans(self, role: str) -> list[tuple[float, float]]:
         """When the job ran: the warm-up, and every phase it was not paused in."""

@@ -181,7 +181,8 @@ def test_phases_grow_to_the_steps_a_job_takes_after_the_warm_up_and_the_case_mea
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
-    assert record["phase_s"] >= 2 * 0.9 > 16 * 0.05 and record["settle_s"] >= 0.9
+    assert record["phase_s"] >= 2 * 0.9 > 16 * 0.05
+    assert record["settle_s"] == 0.05  # on the CPU nothing queues: settling stays the settings' however slow a step
     assert record["concurrency_efficiency"] is not None and record["n_rounds"] >= ROUNDS
     assert jobs_started_under(out) == []
 

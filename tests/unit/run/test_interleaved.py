@@ -181,3 +181,10 @@ def test_with_complete_rounds_in_hand_phases_too_long_for_the_cap_stay_and_the_c
     pair._phases_settled = True
     pair._lengthen_phases_if_too_short(last)  # no failure: the time cap ends the case with its complete rounds
     assert pair.phase_s == 8.0
+
+
+def test_on_the_cpu_settling_stays_the_settings_however_slow_a_step():
+    """Nothing queues on the CPU: a job stopped stops at once, a job continued runs at once."""
+    progresses = [reporting(0.25, 50), reporting(1.5, 1)]
+    assert phase_lengths(progresses, 0.0, 10.0, 2.0, 0.3, queued=False)[1] == 0.3
+    assert phase_lengths(progresses, 0.0, 10.0, 2.0, 0.3, queued=True)[1] == STEPS_PER_SETTLE * 1.5
