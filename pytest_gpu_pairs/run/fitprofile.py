@@ -166,26 +166,27 @@ class FitProfiles:
         if env.device != "cuda" or env.gpu is None:
             return PairFits(unmeasured=f"memory is measured on a GPU only ({env.gpu_unavailable or 'no GPU'})")
         card = self.card_mb(case, env)
-        spent = 0.0
+        spent = [0.0]
         found: dict[str, Optional[FitProfile]] = {}
         for role, job in (("fg", case.fg), ("bg", case.bg)):
-            began = time.monotonic()
             try:
-                found[role] = self._profile(job, env, card, case.timeout_s)
+                found[role] = self._profile(job, env, card, case.timeout_s, spent)
             except BallastError as exc:
                 return PairFits(unmeasured=f"the {card:.0f} MB card could not be emulated for the fit profiles: {exc}",
-                                seconds=spent)
-            spent += time.monotonic() - began
-        return PairFits(found["fg"], found["bg"], None, spent)
+                                seconds=spent[0])
+        return PairFits(found["fg"], found["bg"], None, spent[0])
 
-    def _profile(self, job: JobConfig, env: Environment, card: Optional[float], timeout_s: float) -> FitProfile:
+    def _profile(self, job: JobConfig, env: Environment, card: Optional[float], timeout_s: float,
+                 spent: list[float]) -> FitProfile:
+        """The job's profile: known to this session, stored in the folder, or measured now (its
+        device seconds added to ``spent``)."""
         key = fit_key(job, card, env.device_name, env.scale)
-        if key in self._known:
-            return self._known[key]
-        profile = self._stored(key)
+        profile = self._known.get(key) or self._stored(key)
         if profile is None:
+            began = time.monotonic()
             profile = (cpu_profile(job, key, env.device_name, card) if trains_on_cpu(job)
                        else measure_fit(job, env, self._folder(key), card, key, timeout_s))
+            spent[0] += time.monotonic() - began
             save_fit_profile(self.out_dir, profile)
         self._known[key] = profile
         return profile
