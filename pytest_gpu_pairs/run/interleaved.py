@@ -223,20 +223,20 @@ class InterleavedPair:
         self._start_standby()
 
     def _start_standby(self) -> None:
-        """The later starts' jobs, started with the first start's and held at their start gates on
-        CPUs of their own: each later start then costs its warm-up, not a second start-up. Only
-        built-ins wait at a gate; on an emulated card their memory would not be the card's."""
+        """The later starts' jobs, started with the first start's and held at their start gates: each
+        later start then costs its first step and warm-up, not a second start-up. They start up on
+        spare CPUs of their role where the share has them (else on the role's own: either way before
+        any round, which waits for their start-up), and take the role's own CPUs when their start
+        begins. Only built-ins wait at a gate; on an emulated card their memory would not be the card's."""
         if not self.standby_allowed or self.env.device != "cuda":
             return
         if not all(self._job(role).is_builtin for role in ROLES):
             return
         for index in range(1, self.planned_starts):
-            cpus = {role: self.env.cpus.spare_for(role, index) for role in ROLES}
-            if None in cpus.values():
-                return
-            self.standby.append({role: self._standby_job(role, index, cpus[role]) for role in ROLES})
+            self.standby.append({role: self._standby_job(role, index, self.env.cpus.spare_for(role, index)
+                                                         or self.env.job_cpus(role, True)) for role in ROLES})
 
-    def _standby_job(self, role: str, index: int, cpus: frozenset[int]) -> JobProcess:
+    def _standby_job(self, role: str, index: int, cpus: Optional[frozenset[int]]) -> JobProcess:
         job = self._job(role)
         gate = self.out_dir / f"{role}.start{index + 1}.gate"
         gate.unlink(missing_ok=True)
