@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.planning.estimate import clock
+from pytest_gpu_pairs.record.fit import FIT_SOURCE
 from pytest_gpu_pairs.record.keys import label, meaning
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, impossible
@@ -19,10 +20,12 @@ COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "dura
            ("bg", "bg_progress_ratio", "{:.2f}"), ("cov", "bg_coverage", "{:.2f}"),
            ("E/serial", "energy_vs_serial", "{:.2f}"), ("fg J/step", "fg_gpu_energy_per_step_j", "{:.3g}"),
            ("bg J/step", "bg_gpu_energy_per_step_j", "{:.3g}"),
-           ("VRAM MB", "peak_vram_mb", "{:.0f}"), ("oom", "oom", "{}"))
+           ("VRAM MB", "vram_judged_mb", "{:.0f}"), ("oom", "oom", "{}"))
 OWN_LEGEND = {
     "status": "passed, failed (the reason is in the test's failure), resumed (recorded earlier)",
     "time": "the case's wall time",
+    "VRAM MB": "the pair's memory the budget judged: its whole-run need from both jobs' fit profiles on the card the "
+               "settings name (vram_fit_mb), else the peak sampled during the case (peak_vram_mb)",
     "E/serial": "the card's energy for the pair's work over what the same work costs one job after the other "
                 "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts)",
 }
@@ -78,7 +81,12 @@ def status(result) -> str:
 def rows(results) -> list[dict[str, Any]]:
     """One flat row per case: the record's headline figures with its status and duration."""
     return [{**r.record, **energy_vs_serial(r.record), "status": status(r), "duration": _duration(duration_s(r.record)),
-             "duration_s": duration_s(r.record)} for r in results]
+             "duration_s": duration_s(r.record), "vram_judged_mb": vram_judged(r.record)} for r in results]
+
+
+def vram_judged(record: Record) -> Optional[float]:
+    """The memory figure the budget check used (``vram_budget_source``)."""
+    return record.vram_fit_mb if record.vram_budget_source == FIT_SOURCE else record.peak_vram_mb
 
 
 def energy_vs_serial(record: Record) -> dict[str, Any]:
