@@ -28,7 +28,7 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
@@ -113,6 +113,74 @@ def refusal(base: Run, new: Run) -> Optional[str]:
             "its numbers do not apply here")
 
 
+def method_of(record: Record) -> str:
+    """How a record was measured; records older than the ``method`` key measured whole epochs."""
+    return record.method if isinstance(record.method, str) else "epoch"
+
+
+def methods_of(run: Run) -> dict[str, str]:
+    return {case_id: method_of(record) for case_id, record in run.records.items()}
+
+
+def method_differences(base: Run, new_methods: dict[str, str]) -> list[str]:
+    """The cases of BASE that NEW measured (or will measure) with another method, in words: an epoch
+    run's figures are a whole run's, an interleaved run's a steady state's (its energies per
+    half-second phase), so no threshold can judge one against the other."""
+    return [f"{case_id} ({method_of(base.records[case_id])} in BASE, {new_methods[case_id]} in NEW)"
+            for case_id in sorted(set(base.records) & set(new_methods))
+            if method_of(base.records[case_id]) != new_methods[case_id]]
+
+
+def method_refusal(base: Run, new_methods: dict[str, str], new_source: str) -> Optional[str]:
+    """The refusal when a case is measured with different methods (``--force`` does not lift it)."""
+    mixed = method_differences(base, new_methods)
+    if not mixed:
+        return None
+    shown = "; ".join(mixed[:3]) + (f"; and {len(mixed) - 3} more" if len(mixed) > 3 else "")
+    return (f"baseline {base.source} measured {len(mixed)} case(s) with another method than {new_source}: {shown}; "
+            "figures of different methods do not compare: measure both with the same --gpu-pairs-method")
+
+
+LARGEST_FIGURE = 1e50  # no measurement comes near: a year of a thousand GPUs is 1e13 J, steps are counted to 2**53
+
+
+def _too_large(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > LARGEST_FIGURE
+
+
+def _read_keys(metric: str) -> tuple[str, ...]:
+    """The keys a judgement of ``metric`` computes with: the metric, and the stand-alone energies
+    its energy per unit of work is taken over."""
+    if metric.startswith("perf."):
+        return ()
+    parts = {"gpu_energy_j": ("serial_energy_j",), "gpu_energy_above_idle_j": ("fg_alone_energy_j", "bg_alone_energy_j"),
+             "fg_gpu_energy_j": ("fg_alone_energy_j",), "bg_gpu_energy_j": ("bg_alone_energy_j",),
+             "fg_gpu_energy_per_step_j": ("fg_gpu_energy_j", "fg_alone_energy_j"),
+             "bg_gpu_energy_per_step_j": ("bg_gpu_energy_j", "bg_alone_energy_j")}.get(metric, ())
+    return (metric, *parts)
+
+
+def out_of_range(run: Run, case_id: str, metric: str) -> Optional[str]:
+    """One line naming the file and JSON path of a figure ``metric``'s judgement would compute
+    with that lies beyond ``LARGEST_FIGURE``, or None: a value like 1e200 is finite and typed, but
+    no measurement, and the squares and fourth powers the interval tests take of it leave a float's
+    range."""
+    record = run.records[case_id]
+    found: list[tuple[str, Any]] = []
+    if metric.startswith("perf."):
+        found.append((f".perf[{metric[5:]!r}]", (record.perf or {}).get(metric[5:])))
+    for key in _read_keys(metric):
+        found.append((f".{key}", record.get(key)))
+        found += [(f".rounds[{index}].{key}", r.get(key)) for index, r in enumerate(record.rounds or [])
+                  if isinstance(r, dict)]
+    where, value = next(((w, v) for w, v in found if _too_large(v)), (None, None))
+    if where is None:
+        return None
+    source, at = run.place(case_id)
+    return (f"{source}: {at}{where}: expected a measured figure within ±{LARGEST_FIGURE:g}, got {value:g}; "
+            "the record is no measurement of this case")
+
+
 PER_PHASE_ENERGY = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
                     "serial_energy_j")
 
@@ -138,15 +206,21 @@ PER_WORK_TEXT = ("judged per unit of work: each round's energy over what the sam
                  "that round; NEW shown at BASE's work")
 
 
+def counted_rounds(record: Record) -> list[dict[str, Any]]:
+    """The rounds the record's own figures were taken from: a round it marked incomplete (a phase
+    without a step report, a missing energy) is left out of its means and intervals, and so of
+    every judgement made on its rounds."""
+    rounds = record.rounds if isinstance(record.rounds, list) else []
+    return [r for r in rounds if isinstance(r, dict) and r.get("complete", True)]
+
+
 def work_ratios(record: Record, metric: str) -> list[float]:
     """Each complete round's energy-per-work ratio for ``metric``; empty where it cannot be taken
     (not an interleaved record, or one written before the stand-alone energies were recorded)."""
     ratio = PER_WORK.get(metric)
-    rounds = record.rounds
-    if ratio is None or record.method != "interleaved" or not isinstance(rounds, list):
+    if ratio is None or record.method != "interleaved":
         return []
-    used = [r for r in rounds if isinstance(r, dict) and r.get("complete", True)]
-    return [v for r in used if (v := ratio(r)) is not None]
+    return [v for r in counted_rounds(record) if (v := ratio(r)) is not None]
 
 
 def phase_factor(base_record: Record, new_record: Record) -> Optional[float]:
@@ -213,10 +287,9 @@ class Row:
 
 
 def round_values(record: Record, metric: str) -> list[float]:
-    """The metric's value in each of the record's rounds; a record without rounds is one round."""
-    rounds = record.rounds if not metric.startswith("perf.") else None
-    if isinstance(rounds, list):
-        values = [v for r in rounds if isinstance(r, dict) and (v := metric_value(r, metric)) is not None]
+    """The metric's value in each of the record's complete rounds; a record without rounds is one round."""
+    if not metric.startswith("perf."):
+        values = [v for r in counted_rounds(record) if (v := metric_value(r, metric)) is not None]
         if values:
             return values
     value = metric_value(record, metric)
@@ -358,6 +431,8 @@ class Comparison:
     new_cases: list[str]
     failed_cases: dict[str, str]
     thresholds: list[Threshold]
+    mixed_methods: list[str] = field(default_factory=list)  # cases measured with different methods: not compared
+    bad_figures: list[str] = field(default_factory=list)  # one line per figure no comparison can compute with
 
     @property
     def regressions(self) -> list[Row]:
@@ -373,6 +448,8 @@ class Comparison:
         if not self.thresholds:
             return []
         found = [f"{len(self.failed_cases)} failed case(s)"] if self.failed_cases else []
+        found += [f"{len(self.mixed_methods)} case(s) measured with another method"] if self.mixed_methods else []
+        found += [f"{len(self.bad_figures)} figure(s) beyond any measurement"] if self.bad_figures else []
         found += [f"{len(self.missing_in_new)} baseline case(s) missing from {self.new.source}"] \
             if self.missing_in_new else []
         found += ["no case appears in both runs"] if not self.rows else []
@@ -391,15 +468,23 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
     thresholds = list(thresholds)
     by_metric = {t.metric: t for t in thresholds}
     names = list(dict.fromkeys([*by_metric, *metrics] or DEFAULT_METRICS))
-    rows, failed = [], {}
+    rows, failed, bad = [], {}, []
+    mixed = method_differences(base, methods_of(new))
     for case_id in sorted(set(base.records) & set(new.records)):
         old, cur = base.records[case_id], new.records[case_id]
         if cur.failure or cur.oom:
             failed[case_id] = cur.failure or "out of memory"
-        rows += [_row(case_id, metric, old, cur, by_metric.get(metric)) for metric in names]
+        if method_of(old) != method_of(cur):
+            continue
+        for metric in names:
+            problem = out_of_range(base, case_id, metric) or out_of_range(new, case_id, metric)
+            if problem:
+                bad.append(problem)
+            else:
+                rows.append(_row(case_id, metric, old, cur, by_metric.get(metric)))
     wanted = set(base.records) if expected is None else set(base.records) & set(expected)
     return Comparison(base, new, rows, sorted(wanted - set(new.records)),
-                      sorted(set(new.records) - set(base.records)), failed, thresholds)
+                      sorted(set(new.records) - set(base.records)), failed, thresholds, mixed, bad)
 
 
 def _number(value: Optional[float], std: Optional[float]) -> str:
@@ -414,7 +499,9 @@ def _number(value: Optional[float], std: Optional[float]) -> str:
 def _change(change: Optional[float]) -> str:
     if change is None:
         return "-"
-    return f"{change:+.1%}" if math.isfinite(change) else ("+inf" if change > 0 else "-inf")
+    if not math.isfinite(change):
+        return "+inf" if change > 0 else "-inf"
+    return f"{change:+.1%}" if abs(change) < 100 else f"{change * 100:+.3g}%"
 
 
 def _limit(t: Optional[Threshold]) -> str:
@@ -441,6 +528,9 @@ def format_table(comparison: Comparison) -> list[str]:
         lines.append(f"no baseline in {comparison.base.source}: {', '.join(comparison.new_cases)}")
     for case_id, failure in comparison.failed_cases.items():
         lines.append(f"{case_id} failed in {comparison.new.source}: {failure}")
+    if comparison.mixed_methods:
+        lines.append(f"not compared: {method_refusal(comparison.base, methods_of(comparison.new), comparison.new.source)}")
+    lines += [f"not compared: {problem}" for problem in comparison.bad_figures]
     if not comparison.rows:
         lines.append("no case appears in both runs: nothing was compared")
     lines.append(verdict(comparison))
@@ -485,8 +575,15 @@ def run(args: argparse.Namespace) -> int:
     if refused and not args.force:
         print(f"error: {refused} (--force compares anyway)", file=sys.stderr)
         return 2
+    mixed = method_refusal(base, methods_of(new), new.source)
+    if mixed:
+        print(f"error: {mixed}", file=sys.stderr)
+        return 2
     if refused:
         print(f"warning: {refused}")
     comparison = compare_runs(base, new, thresholds, shown)
+    if comparison.bad_figures:
+        print(f"error: {comparison.bad_figures[0]}", file=sys.stderr)
+        return 2
     print("\n".join(format_table(comparison)))
     return 1 if comparison.failed else 0

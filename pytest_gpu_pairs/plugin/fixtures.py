@@ -34,7 +34,8 @@ def gpu_pairs(request) -> GpuPairsSession:
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     except StoreWriteError as exc:
         pytest.exit(f"gpu-pairs: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
-    refuse_foreign_baseline(request.config, env)
+    refuse_foreign_baseline(request.config, env, {case.id: case.method for case in session.cases()
+                                                  if case.id in session.planned})
     warn_of_another_gpu(request.config, machine_info(env, session.options.gpu_memory_mb))
     live.attach(request.config, env, session)
     return session

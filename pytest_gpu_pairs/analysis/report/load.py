@@ -82,6 +82,7 @@ COLUMNS: dict[str, str] = {
     "driver": "NVIDIA driver",
     "cuda_driver_version": "CUDA version of the driver",
     "repeats": _key("repeats"),
+    "method": _key("method", "predecessor rows: epoch, whole runs"),
     "duplicate_of": "run_id of an identical row kept instead (same model, mode, duration and energy)",
 }
 RECORD_NUMBERS = ("fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio",
@@ -135,7 +136,7 @@ def record_run(record: Record, source: str, kind: str, index: int, machine: dict
         "fg_model": record.fg_model, "bg_model": record.bg_model,
         "success": not record.failure and not record.oom, "failure": record.failure,
         "experiment_source": record.design, "variant": record.variant, "mutated_param": None,
-        "oom": record.oom, "sharing": record.sharing,
+        "oom": record.oom, "sharing": record.sharing, "method": record.method,
         "device": record.device or machine.get("device"), "gpu_name": machine.get("gpu_name"),
         "driver": machine.get("driver"), "cuda_driver_version": machine.get("cuda_driver_version")}
     for key in RECORD_NUMBERS:
@@ -275,6 +276,7 @@ def load_runs(paths: Iterable[str | Path], perf_metrics: Optional[Mapping[str, s
         if column not in frame:
             frame[column] = None
     frame["sharing"] = frame["sharing"].fillna("timeslice")
+    frame["method"] = frame["method"].fillna("epoch")  # the predecessor's runs and records older than the key
     frame["pair"] = [pair_label(fg, bg, mode, sharing) for fg, bg, mode, sharing
                      in zip(frame["fg_model"], frame["bg_model"], frame["mode"], frame["sharing"])]
     numeric = [c for c in frame.columns if c in RECORD_NUMBERS or c.endswith("_std") or c.startswith("perf_")]

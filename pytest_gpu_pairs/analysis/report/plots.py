@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -300,13 +300,30 @@ FIGURES: list[tuple[str, str, Callable[[Analysis], tuple[Figure, str]]]] = [
 ]
 
 
+def literal_text(a: Analysis) -> Analysis:
+    """``a`` with every text its tables hold drawn as written: matplotlib reads a text between two
+    ``$`` as mathtext, so a workload called ``m$^^$`` (a legal name) would be a formula that fails
+    to parse, and no report would be written. Escaped, each ``$`` is one dollar sign."""
+    def escaped(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        for column in [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]:
+            frame[column] = frame[column].map(lambda v: v.replace("$", r"\$") if isinstance(v, str) else v)
+        return frame
+
+    return replace(a, runs=escaped(a.runs), overhead=escaped(a.overhead),
+                   sensitivity={hp: escaped(f) for hp, f in a.sensitivity.items()},
+                   interference=escaped(a.interference), efficiency=escaped(a.efficiency), pareto=escaped(a.pareto),
+                   vram=escaped(a.vram), tests=escaped(a.tests))
+
+
 def draw_all(a: Analysis, out_dir: Path) -> list[Plot]:
     """Every figure as ``out_dir/<name>.png``, or the reason it could not be drawn."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = []
+    drawn = literal_text(a)
     for name, title, draw in FIGURES:
         try:
-            figure, caption = draw(a)
+            figure, caption = draw(drawn)
         except NoData as reason:
             plots.append(Plot(name, title, skipped=str(reason)))
             continue
