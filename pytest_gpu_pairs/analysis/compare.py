@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from pytest_gpu_pairs.inputs import printable
 from pytest_gpu_pairs.record.keys import HEADLINE, comparable, direction
 from pytest_gpu_pairs.record.metrics import mean_and_std, relative_change
 from pytest_gpu_pairs.record.model import Record
@@ -534,7 +535,7 @@ def format_table(comparison: Comparison) -> list[str]:
     if not comparison.rows:
         lines.append("no case appears in both runs: nothing was compared")
     lines.append(verdict(comparison))
-    return lines
+    return [printable(line) for line in lines]  # notes and failures quote a job's text: escaped for the terminal
 
 
 def verdict(comparison: Comparison) -> str:
@@ -583,7 +584,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {refused}")
     comparison = compare_runs(base, new, thresholds, shown)
     if comparison.bad_figures:
-        print(f"error: {comparison.bad_figures[0]}", file=sys.stderr)
+        print(printable(f"error: {comparison.bad_figures[0]}"), file=sys.stderr)
         return 2
     print("\n".join(format_table(comparison)))
     return 1 if comparison.failed else 0

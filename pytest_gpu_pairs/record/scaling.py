@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, ScalingPlan, describe
+from pytest_gpu_pairs.inputs import printable
 from pytest_gpu_pairs.monitor.counters import counter_energy_j
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
@@ -181,7 +182,7 @@ def failure_of(m: ScalingMeasurement) -> Optional[str]:
             return f"{rank.role} ran out of memory: {rank.oom_message}"
         if rank.progress.error:
             lines = str(rank.progress.error.get("message") or "").strip().splitlines() or ["no message"]
-            return f"{rank.role} failed: {lines[-1]}"
+            return f"{rank.role} failed: {printable(lines[-1])}"
     if m.stopped_because:
         return f"stopped: {m.stopped_because}"
     bad = [r for r in m.ranks if r.returncode not in (0, None) and not r.stopped_by_harness]

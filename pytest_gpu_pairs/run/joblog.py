@@ -12,7 +12,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from pytest_gpu_pairs.inputs import open_regular
+from pytest_gpu_pairs.inputs import open_regular, printable
 from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.protocol import Progress, bounded_lines
 
@@ -46,7 +46,14 @@ def detect_oom(log_path: str, progress: Progress, returncode: Optional[int] = No
                killed_by_harness: bool = False) -> Optional[str]:
     """The out-of-memory message of a job: its progress error event, the messages PyTorch and
     CUDA print (in the log's last 256 KiB), or a SIGKILL that the harness did not send, which is
-    what the kernel's OOM killer (host memory, a cgroup limit) does."""
+    what the kernel's OOM killer (host memory, a cgroup limit) does. The message is the job's text,
+    its control characters escaped (``inputs.printable``): it is quoted wherever the failure is shown."""
+    found = _oom_message(log_path, progress, returncode, killed_by_harness)
+    return None if found is None else printable(found)
+
+
+def _oom_message(log_path: str, progress: Progress, returncode: Optional[int],
+                 killed_by_harness: bool) -> Optional[str]:
     if progress.error and progress.error.get("oom"):
         lines = str(progress.error.get("message") or "").strip().splitlines()
         return (lines[-1] if lines else "out of memory (the job's error event gave no message)")[:300]
@@ -66,8 +73,8 @@ def _number_or_text(text: str) -> Any:
     try:
         value = float(text)
     except ValueError:
-        return text
-    return value if math.isfinite(value) else text
+        return printable(text)
+    return value if math.isfinite(value) else printable(text)
 
 
 def own_lines(log_path: str) -> Iterator[str]:

@@ -55,6 +55,8 @@ def parse(argv):
                    help="print progress lines as fast as it can for this many seconds first (forever: -1)")
     p.add_argument("--accuracy", type=float, default=0.5)
     p.add_argument("--note", default="", help="any text; printed back verbatim")
+    p.add_argument("--print-env", action="append", default=[], metavar="NAME",
+                   help="print 'env NAME=value' (or 'env NAME unset') for this variable of its environment")
     return p.parse_args(argv)
 
 
@@ -197,6 +199,8 @@ def main(argv=None) -> int:
     print(f"fake job: invocation {n}, fault {fault}, argv {sys.argv[1:]}", flush=True)
     if args.note:
         print(f"note: {args.note}", flush=True)
+    for name in args.print_env:
+        print(f"env {name}={os.environ[name]}" if name in os.environ else f"env {name} unset", flush=True)
     if os.environ.get("GPU_PAIRS_STEADY_STATE"):
         print("steady state only: per-epoch evaluation left out", flush=True)
     if args.ignore_term:

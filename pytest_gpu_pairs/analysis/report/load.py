@@ -20,7 +20,7 @@ import pandas as pd
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.compat import raw_data as seed
-from pytest_gpu_pairs.inputs import open_regular
+from pytest_gpu_pairs.inputs import open_regular, printable
 from pytest_gpu_pairs.record.keys import meaning, perf_higher_is_better
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreError, load_run
@@ -134,7 +134,8 @@ def record_run(record: Record, source: str, kind: str, index: int, machine: dict
         "source": source, "source_kind": kind, "source_row": index, "run_id": record.case_id,
         "case_id": record.case_id, "timestamp": None, "mode": record.mode,
         "fg_model": record.fg_model, "bg_model": record.bg_model,
-        "success": not record.failure and not record.oom, "failure": record.failure,
+        "success": not record.failure and not record.oom,
+        "failure": printable(record.failure) if isinstance(record.failure, str) else record.failure,
         "experiment_source": record.design, "variant": record.variant, "mutated_param": None,
         "oom": record.oom, "sharing": record.sharing, "method": record.method,
         "device": record.device or machine.get("device"), "gpu_name": machine.get("gpu_name"),
