@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, ScalingPlan, describe
-from pytest_gpu_pairs.inputs import printable
+from pytest_gpu_pairs.inputs import is_finite_number, printable
 from pytest_gpu_pairs.monitor.counters import counter_energy_j
 from pytest_gpu_pairs.monitor.samples import GpuSample
-from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.protocol import Progress, from_monotonic
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.record.model import Record, built
@@ -191,13 +191,24 @@ def failure_of(m: ScalingMeasurement) -> Optional[str]:
     return None
 
 
+def _window(result: dict[str, Any]) -> Optional[tuple[float, float]]:
+    """A rank's timed window on the harness's clock: its CLOCK_MONOTONIC ends (``window_mono``), or
+    the wall-clock ``window`` a rank of an earlier version reported."""
+    mono, wall = result.get("window_mono"), result.get("window")
+    if isinstance(mono, list) and len(mono) == 2 and all(is_finite_number(v) for v in mono):
+        return from_monotonic(mono[0]), from_monotonic(mono[1])
+    if isinstance(wall, list) and len(wall) == 2 and all(is_finite_number(v) for v in wall):
+        return wall[0], wall[1]
+    return None
+
+
 def step_time(m: ScalingMeasurement, notes: Notes) -> tuple[Optional[Estimate], int, int, Optional[tuple[float, float]]]:
     """(step time, batch means, measured steps, window) of the job, from each step's time where
     the ranks timed them, else from their progress reports."""
     if m.timed_steps:
         results = m.results()
         spans = slowest_rank_steps([r["step_times_s"] for r in results])
-        windows = [r.get("window") for r in results if isinstance(r.get("window"), list)]
+        windows = [_window(r) for r in results if _window(r) is not None]
         window = (min(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
     else:
         per_rank = [report_spans(rank.progress, m.plan.warmup_steps) for rank in m.ranks]

@@ -28,7 +28,7 @@ from typing import Optional
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress
+from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress, now
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound, Restart
 from pytest_gpu_pairs.record.phases import complete_rounds
 from pytest_gpu_pairs.record.stats import StoppingRule, bracketed_interval
@@ -48,6 +48,10 @@ ROLES = ("fg", "bg")
 
 class InterleavedFailure(RuntimeError):
     """A job failed or never trained; the message is the case's failure."""
+
+
+class CapReached(Exception):
+    """The case's time cap passed while it held a phase or a warm-up: it stops there."""
 
 
 class JobEnded(Exception):
@@ -78,12 +82,15 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     phases keep a round's solo and pair phases within seconds of each other, so the slow drift of
     a host-bound job falls on both sides of its ratio; but a phase must hold enough step reports
     of a job that reports rarely (then it lasts a whole multiple of ``phase_s``, so the same jobs
-    get the same phases in every session), and settling must outlast a step of a slow job."""
+    get the same phases in every session), and settling must outlast a step of a slow job. A step
+    lasts at most the time between two reports (each ends a step): a job whose progress counts
+    epochs (a Hugging Face ``'epoch': 0.5``) settles for its steps, not for two epochs."""
     step_times = []
-    for progress in progresses:
+    for progress, gap in zip(progresses, report_gaps(progresses, since, until)):
         inside = [(t, s) for t, s in progress.steps if since <= t <= until]
         if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
-            step_times.append((inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1]))
+            per_unit = (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
+            step_times.append(per_unit if gap is None else min(per_unit, gap))
     gaps = [g for g in report_gaps(progresses, since, until) if g is not None]
     needed = max([REPORTS_PER_PHASE * g for g in gaps], default=0.0)
     phase = phase_s * max(1, math.ceil(needed / phase_s - 1e-9))
@@ -111,7 +118,7 @@ class InterleavedPair:
         self._ended_progress: dict[str, list[Progress]] = {role: [] for role in ROLES}
         self.run_started_t: dict[str, float] = {}
         self.sampler: Optional[Sampler] = None
-        self.rapl = RaplSampler()
+        self.rapl = RaplSampler(clock=now)
         self.rounds: list[PhaseRound] = []
         self.restarts: list[Restart] = []
         self.segment = 0
@@ -132,13 +139,16 @@ class InterleavedPair:
             self._measure_rounds()
         except InterleavedFailure as exc:
             self.failure = str(exc)
+        except CapReached:
+            rounds = len(complete_rounds(self.snapshot(), self.env.idle_power_w))
+            self.stop_reason = f"time cap {self.rule.max_seconds:g} s reached after {rounds} complete round(s)"
         finally:
             self.close()
         return self.measurement()
 
     def _start(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.started_t = time.time()
+        self.started_t = now()
         if self.env.gpu is not None and self.env.device == "cuda":
             self.sampler = Sampler(self.env.gpu, self.env.sample_hz, self.roles).start()
         self.rapl.start()
@@ -188,7 +198,7 @@ class InterleavedPair:
         deadline = since + self.case.ready_timeout_s
         while waiting := [role for role in roles if not self._current_steps(role)]:
             self._check_alive()
-            if time.time() > deadline:
+            if now() > deadline:
                 raise InterleavedFailure(f"{', '.join(waiting)} reported no training step within "
                                          f"{self.case.ready_timeout_s:g} s (ready_timeout_s)"
                                          + "".join(self._missed(role) for role in waiting))
@@ -198,13 +208,13 @@ class InterleavedPair:
         """Both jobs train, then ``warmup_s`` more: startup, autotuning and first steps excluded."""
         try:
             self._await_first_steps(ROLES, self.started_t)
-            trained_t = time.time()
+            trained_t = now()
             for process in self.jobs.values():
                 process.pin_tree()
             self._hold(self.case.warmup_s)
         except JobEnded as ended:
             raise InterleavedFailure(self._too_short(ended.role)) from None
-        self.warm_t = time.time()
+        self.warm_t = now()
         progresses = [self._progress(role) for role in ROLES]
         self.phase_s, self.settle_s = phase_lengths(progresses, trained_t, self.warm_t, self.case.phase_s,
                                                     self.case.settle_s)
@@ -212,20 +222,25 @@ class InterleavedPair:
         self.report_gap_s = {role: gap for role, gap in zip(ROLES, gaps) if gap is not None}
 
     def _hold(self, seconds: float) -> None:
-        end = time.time() + seconds
-        while (left := end - time.time()) > 0:
+        """``seconds`` with both jobs watched; the case's time cap ends it there (``CapReached``),
+        however long a phase or its settling is."""
+        cap = self.started_t + self.rule.max_seconds
+        end = min(now() + seconds, cap)
+        while (left := end - now()) > 0:
             self._check_alive()
             self.sleep(min(POLL_S, left))
+        if now() >= cap:
+            raise CapReached()
 
     def _phase(self, name: str) -> Phase:
         running = ROLES if name == "pair" else (name,)
         for role, process in self.jobs.items():
             (process.resume if role in running else process.pause)()
-        switched = time.time()
+        switched = now()
         self._hold(self.settle_s)
-        start = time.time()
+        start = now()
         self._hold(self.phase_s)
-        return Phase(name, switched, start, time.time())
+        return Phase(name, switched, start, now())
 
     def _measure_rounds(self) -> None:
         """Rounds until the stopping rule is met; a job that finished its run is started again."""
@@ -242,13 +257,13 @@ class InterleavedPair:
         so a case ends on solo phases and every pair phase lies between solo phases of both jobs."""
         index = len(self.rounds)
         solo_order = ROLES if index % 2 == 0 else ROLES[::-1]
-        round_start = time.time()
+        round_start = now()
         solos = tuple(self._phase(name) for name in solo_order)
         self.rounds.append(PhaseRound(index + 1, solos, self.segment))
         if index and self._enough():
             return True
         self.rounds[-1] = PhaseRound(index + 1, solos + (self._phase("pair"),), self.segment)
-        self.round_s = time.time() - round_start
+        self.round_s = now() - round_start
         self._lengthen_phases_if_too_short(self.rounds[-1])
         return False
 
@@ -293,7 +308,7 @@ class InterleavedPair:
         for other in ROLES:
             if other != role:
                 self.jobs[other].pause()
-        restart_t = time.time()
+        restart_t = now()
         self._start_job(role)
         self.restarts.append(Restart(role, len(self.runs[role]) - 1, ended.end_t, progress.last_t,
                                      _trained_s(progress), discarded, restart_t))
@@ -345,14 +360,14 @@ class InterleavedPair:
 
     def _enough(self) -> bool:
         efficiencies = [r["concurrency_efficiency"] for r in complete_rounds(self.snapshot(), self.env.idle_power_w)]
-        stop, why = self.rule.verdict(efficiencies, time.time() - self.started_t, self.round_s, bracketed_interval)
+        stop, why = self.rule.verdict(efficiencies, now() - self.started_t, self.round_s, bracketed_interval)
         self.stop_reason = why
         return stop
 
     def snapshot(self) -> InterleavedMeasurement:
         samples = tuple(self.sampler.samples) if self.sampler else ()
         return InterleavedMeasurement(self._progress("fg"), self._progress("bg"), tuple(self.rounds), samples,
-                                      (self.started_t, self.warm_t or time.time()), self.rule, self.stop_reason,
+                                      (self.started_t, self.warm_t or now()), self.rule, self.stop_reason,
                                       self.failure, out_dir=self.out_dir, phase_s=self.phase_s,
                                       settle_s=self.settle_s, report_gap_s=dict(self.report_gap_s),
                                       restarts=tuple(self.restarts))

@@ -23,6 +23,7 @@ OOM_PATTERN = re.compile(
 HARNESS_LINE = "# gpu-pairs:"
 LOG_TAIL_BYTES = 256 * 1024
 LOG_LINE_BYTES = 64 * 1024  # a longer log line is matched on its first 64 KiB
+LOG_READ_BYTES = 16 << 20  # of a log read for its metrics (its end) or for any output at all (its start)
 SIGKILL_EXIT_CODES = (-signal.SIGKILL, 128 + signal.SIGKILL)
 
 
@@ -77,12 +78,19 @@ def _number_or_text(text: str) -> Any:
     return value if math.isfinite(value) else printable(text)
 
 
-def own_lines(log_path: str) -> Iterator[str]:
-    """The job's own lines of its log, streamed and each cut at ``LOG_LINE_BYTES``: memory stays
-    flat on a log of any size, a 300 MB line without a newline included. Nothing if unreadable."""
+def own_lines(log_path: str, from_end: bool = False) -> Iterator[str]:
+    """The job's own lines of its log, streamed and each cut at ``LOG_LINE_BYTES``: its first
+    ``LOG_READ_BYTES``, or with ``from_end`` its last (from the first line that starts in them).
+    Memory and time stay flat on a log of any size, a 300 MB line without a newline or a sparse
+    file of terabytes included. Nothing if unreadable."""
     try:
         with open_regular(log_path) as handle:
-            for raw, _ in bounded_lines(handle, LOG_LINE_BYTES):
+            start = max(0, os.fstat(handle.fileno()).st_size - LOG_READ_BYTES) if from_end else 0
+            handle.seek(start)
+            lines = bounded_lines(handle, LOG_LINE_BYTES, LOG_READ_BYTES)
+            if start:
+                next(lines, None)  # the end of a line that began before the part read
+            for raw, _ in lines:
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 if not line.startswith(HARNESS_LINE):
                     yield line
@@ -91,18 +99,20 @@ def own_lines(log_path: str) -> Iterator[str]:
 
 
 def has_output(log_path: str) -> bool:
-    """Whether the job printed anything at all (a line that is not blank)."""
+    """Whether the job printed anything at all (a line that is not blank, in the log's first
+    ``LOG_READ_BYTES``)."""
     return any(line.strip() for line in own_lines(log_path))
 
 
 def parse_log_metrics(log_path: str, patterns: dict[str, str]) -> dict[str, Any]:
     """Metrics of a command workload from its log: each pattern's first group at its last match,
-    matched line by line; a number where it parses (a finite one: ``nan`` stays text)."""
+    matched line by line in the log's last ``LOG_READ_BYTES`` (where a run prints its results); a
+    number where it parses (a finite one: ``nan`` stays text)."""
     if not patterns:
         return {}
     compiled = {name: compile_pattern(p) for name, p in patterns.items()}
     found: dict[str, Any] = {}
-    for line in own_lines(log_path):
+    for line in own_lines(log_path, from_end=True):
         for name, pattern in compiled.items():
             match = pattern.search(line)
             if match:

@@ -25,7 +25,7 @@ import psutil
 
 from pytest_gpu_pairs.devices.cpus import pin_process
 from pytest_gpu_pairs.experiment.cases import JobConfig
-from pytest_gpu_pairs.protocol import ENV_VAR, GATE_VAR, STEADY_STATE_VAR, Progress, ProgressReader
+from pytest_gpu_pairs.protocol import ENV_VAR, GATE_VAR, STEADY_STATE_VAR, Progress, ProgressReader, now
 from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
@@ -187,7 +187,7 @@ class JobProcess:
                           "harness sets for the job: the harness's values were used\n".encode())
             log.flush()
             with _LIVE_LOCK:
-                self.start_t = time.time()
+                self.start_t = now()
                 try:
                     self.popen = subprocess.Popen(self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,
                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -221,13 +221,13 @@ class JobProcess:
         self.limit_s = self.spec.timeout_s if timeout is None else timeout
         deadline = self.start_t + self.limit_s
         while True:
-            remaining = deadline - time.time()
+            remaining = deadline - now()
             if remaining <= 0:
                 self.timed_out = self.popen.poll() is None
                 break
             try:
                 self.popen.wait(timeout=min(remaining, tick_s) if on_tick else remaining)
-                self.exit_t = time.time()
+                self.exit_t = now()
                 break
             except subprocess.TimeoutExpired:
                 if on_tick:
@@ -336,7 +336,7 @@ class JobProcess:
                 return
             self._finished = True
             _LIVE.discard(self)
-            self.end_t = self.exit_t or time.time()
+            self.end_t = self.exit_t or now()
         if self._follower is not None:
             self._follower.stop(until=self.exit_t)
             logprogress.save(self._follower.progress(), self.log_progress_path)
@@ -367,7 +367,7 @@ class JobProcess:
         returncode = self.popen.returncode if self.popen else None
         oom = detect_oom(self.log_path, progress, returncode, self.timed_out or self.stopped_by_harness)
         return JobOutcome(self.spec.role, self.spec.model, self.spec.argv, self.log_path, self.progress_path,
-                          self.start_t, self.end_t or time.time(), returncode, self.timed_out,
+                          self.start_t, self.end_t or now(), returncode, self.timed_out,
                           self.stopped_by_harness, oom is not None, oom, progress, self.start_error,
                           self.leftovers_killed, parse_log_metrics(self.log_path, self.spec.log_patterns),
                           self.limit_s, has_output(self.log_path))

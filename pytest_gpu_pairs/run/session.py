@@ -22,6 +22,7 @@ from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu, visibl
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
@@ -102,7 +103,7 @@ def open_device_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[G
     try:
         if spec is None:
             return _visible_or_first_gpu(), None
-        return open_gpu(spec), None
+        return open_gpu(spec, clock=now), None
     except NvmlUnavailable as exc:
         if device == "cuda":
             raise DeviceRequestError(f"--gpu-pairs-device cuda, but no GPU is usable: {exc}") from None
@@ -115,8 +116,8 @@ def _visible_or_first_gpu() -> Gpu:
     visible = visible_gpu()
     if visible is not None:
         with contextlib.suppress(NvmlUnavailable):
-            return open_gpu(visible)
-    return Gpu(0)
+            return open_gpu(visible, clock=now)
+    return Gpu(0, clock=now)
 
 
 def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:
@@ -369,7 +370,7 @@ class GpuPairsSession:
         return cool_down(seconds, self.device_released_t)
 
     def release_device(self) -> None:
-        self.device_released_t = time.time()
+        self.device_released_t = now()
 
     def fresh_case_dir(self, case: Case) -> Path:
         """The case's folder, emptied: logs are appended to, so a rerun must not mix two runs."""
