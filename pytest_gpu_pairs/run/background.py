@@ -111,12 +111,13 @@ class ReadinessWatch:
         return self._pattern is not None and any(self._pattern.search(line) for line in own)
 
 
-def _trained_too_briefly(outcome, ready_t: Optional[float]) -> bool:
-    """A run that ended on its own with exit code 0 less than ``FINISHED_RUN_MIN_S`` after it became
-    ready (however it said so: a ready event, a progress line) and sooner than it took to become
+def _trained_too_briefly(outcome, ready_t: Optional[float], basis: Optional[str]) -> bool:
+    """A run that ended on its own with exit code 0 less than ``FINISHED_RUN_MIN_S`` after it said it
+    was ready (a ready event, a progress line, its ready_pattern) and sooner than it took to become
     ready: it spent more time starting than training, and restarted without end it would leave the
-    case a storm of start-ups (coverage near 0) that passes."""
-    if not outcome.completed or ready_t is None or outcome.end_t is None:
+    case a storm of start-ups (coverage near 0) that passes. (A run ready by the fallback has its
+    own rule: ``ReadinessWatch.ready_on_exit``.)"""
+    if basis == "fallback" or not outcome.completed or ready_t is None or outcome.end_t is None:
         return False
     trained = outcome.end_t - ready_t
     return trained < FINISHED_RUN_MIN_S and trained < ready_t - outcome.start_t
@@ -128,7 +129,7 @@ def _run_reason(run: BackgroundRun, ready_rule: str) -> str:
     from, that)."""
     if run.outcome.failed or not run.ended_unready:
         return run.outcome.reason()
-    if _trained_too_briefly(run.outcome, run.ready_t):
+    if _trained_too_briefly(run.outcome, run.ready_t, run.ready_basis):
         return (f"exited with code 0 {run.outcome.end_t - run.ready_t:.2f} s after it was ready, less than "
                 f"{FINISHED_RUN_MIN_S:g} s and less than the {run.ready_t - run.outcome.start_t:.2f} s it took to start: "
                 "each run trains too little for a foreground to share the device with; give each run more work "
@@ -243,8 +244,7 @@ class BackgroundLoop:
             self._log_run(record)
             if self._crash_looping():
                 self.failure = (f"background {self.spec.model} crash-looped: {self.crash_loop_failures} consecutive "
-                                f"runs that failed or ended before they were ready (or less than "
-                                f"{FINISHED_RUN_MIN_S:g} s after) within "
+                                f"runs that failed or ended before they were ready within "
                                 f"{self.crash_loop_window_s:g} s, last: {_run_reason(record, self._ready_rule())}")
                 return
             self._stop.wait(self.restart_delay_s)
@@ -266,7 +266,7 @@ class BackgroundLoop:
             self._current = None
         outcome = job.outcome()
         unready = not outcome.stopped_by_harness and (watch.ready_t is None or watch.ready_on_exit
-                                                      or _trained_too_briefly(outcome, watch.ready_t))
+                                                      or _trained_too_briefly(outcome, watch.ready_t, watch.basis))
         return BackgroundRun(index, outcome, watch.ready_t, watch.basis, unready)
 
     def _note_ready(self, watch: ReadinessWatch) -> None:

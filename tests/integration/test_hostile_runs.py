@@ -33,7 +33,7 @@ def test_a_background_that_trains_a_moment_and_exits_0_is_a_crash_loop_not_a_res
     result = run(pytester, path)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*background bg crash-looped: 3 consecutive runs that failed or ended before they were "
-                                 "ready (or less than 2 s after)*exited with code 0 * s after it was ready, less than 2 s "
+                                 "ready within 300 s, last: exited with code 0 * s after it was ready, less than 2 s "
                                  "and less than the * s it took to start: each run trains too little*"])
     saved = record(pytester.path)
     assert saved["complete"] is True and saved["bg_runs"] == 3
