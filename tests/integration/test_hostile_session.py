@@ -193,3 +193,17 @@ def test_a_recorded_failure_read_back_is_shown_escaped_on_resume(pytester):
     again.assert_outcomes(failed=1)
     shown = again.stdout.str()
     assert "\x1b" not in shown and r"\x1b]0;owned\x07" in shown and os.sep in shown
+
+
+def test_a_baseline_of_another_method_stops_the_session_before_its_first_case(pytester):
+    settings = two_pairs(pytester.path)
+    run(pytester, settings, "-k", "g01").assert_outcomes(passed=1)
+    baseline = pytester.path / "baseline"
+    (pytester.path / "out").rename(baseline)
+    result = run(pytester, settings, "-k", "g01", "--gpu-pairs-method", "interleaved",
+                 "--gpu-pairs-compare", str(baseline), "--gpu-pairs-compare-fail", "concurrency_efficiency:5%")
+    assert result.ret == 4
+    result.stdout.fnmatch_lines([f"*--gpu-pairs-compare: baseline {baseline} measured 1 case(s) with another method "
+                                 f"than this session: {CASE} (epoch in BASE, interleaved in NEW); figures of "
+                                 "different methods do not compare*"])
+    assert not (pytester.path / "out" / CASE / "fg.log").exists()  # nothing was measured
