@@ -16,7 +16,7 @@ from pytest_gpu_pairs.compat import raw_data as seed
 from pytest_gpu_pairs.record.store import atomic_write_text
 
 OUR_SUMMARY_COLUMNS = (
-    "case_id", "pair", "sharing", "method", "campaign", "fg_slowdown", "slowdown_basis", "solo_duration_s", "solo_gpu_energy_j", "solo_n",
+    "case_id", "pair", "sharing", "campaign", "fg_slowdown", "slowdown_basis", "solo_duration_s", "solo_gpu_energy_j", "solo_n",
     "energy_ratio", "bg_progress_ratio", "concurrency_efficiency", "concurrent_overhead", "gpu_energy_above_idle_j",
     "fg_gpu_energy_j", "bg_gpu_energy_j", "serial_energy_j", "energy_saved_vs_serial", "peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb", "vram_budget_mb",
     "oom", "perf_name", "perf_value", "pareto_front", "device", "gpu_name", "driver", "cuda_driver_version",
