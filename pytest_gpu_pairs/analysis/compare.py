@@ -182,6 +182,15 @@ def out_of_range(run: Run, case_id: str, metric: str) -> Optional[str]:
             "the record is no measurement of this case")
 
 
+def _overflow(base: Run, new: Run, case_id: str, metric: str) -> str:
+    """Where figures within ``LARGEST_FIGURE`` still leave a float's range when judged (scaled by a
+    ``phase_s`` next to 0, or squared in an interval): one line naming both records."""
+    (base_file, base_at), (new_file, new_at) = base.place(case_id), new.place(case_id)
+    return (f"{new_file}: {new_at}.{metric}: expected figures a comparison can compute with, but judged against "
+            f"{base_file}: {base_at} they leave a float's range (a phase_s or an energy next to 0?); the records "
+            "are no measurement of this case")
+
+
 PER_PHASE_ENERGY = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
                     "serial_energy_j")
 
@@ -193,7 +202,8 @@ def _ratio(value_key: str, *reference_keys: str):
         parts = [metric_value(r, k) for k in reference_keys]
         if value is None or any(p is None for p in parts) or sum(parts) <= 0:
             return None
-        return value / sum(parts)
+        found = value / sum(parts)
+        return found if abs(found) <= LARGEST_FIGURE else None  # over a part next to 0: no energy per work
     return ratio
 
 
@@ -481,8 +491,11 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
             problem = out_of_range(base, case_id, metric) or out_of_range(new, case_id, metric)
             if problem:
                 bad.append(problem)
-            else:
+                continue
+            try:
                 rows.append(_row(case_id, metric, old, cur, by_metric.get(metric)))
+            except OverflowError:
+                bad.append(_overflow(base, new, case_id, metric))
     wanted = set(base.records) if expected is None else set(base.records) & set(expected)
     return Comparison(base, new, rows, sorted(wanted - set(new.records)),
                       sorted(set(new.records) - set(base.records)), failed, thresholds, mixed, bad)

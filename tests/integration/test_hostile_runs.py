@@ -41,7 +41,7 @@ def test_a_background_that_trains_a_moment_and_exits_0_is_a_crash_loop_not_a_res
 
 
 def test_a_background_that_trains_long_enough_between_restarts_is_no_storm(pytester):
-    path = settings(pytester.path, command("--protocol", "--steps", "100", "--step-s", "0.05"), command(*BG),
+    path = settings(pytester.path, command("--protocol", "--steps", "60", "--step-s", "0.05"), command(*BG),
                     restart_delay_s=0)
     run(pytester, path).assert_outcomes(passed=1)
     assert record(pytester.path)["bg_runs"] >= 2
@@ -81,10 +81,10 @@ time.time = _stepped
 
 
 def test_a_wall_clock_set_back_an_hour_mid_case_neither_hangs_it_nor_moves_its_steps(pytester):
-    pytester.makeconftest(CLOCK_STEPS_BACK.format(after=4))
+    pytester.makeconftest(CLOCK_STEPS_BACK.format(after=3))
     back = ["--clock-step-s", "-3600"]
     for defaults, fg, bg in ((INTERLEAVED, command(*LONG, *back), command(*LONG, *back)),
-                             ({}, command("--protocol", "--steps", "150", "--step-s", "0.05", *back), command(*BG, *back))):
+                             ({}, command("--protocol", "--steps", "80", "--step-s", "0.05", *back), command(*BG, *back))):
         result = run(pytester, settings(pytester.path, fg, bg, **defaults), "--gpu-pairs-min-efficiency", "0")
         result.assert_outcomes(passed=1)
         saved = record(pytester.path)
@@ -120,7 +120,7 @@ RARE_REPORTS = ["--protocol", "--steps", "100000", "--step-s", "1.5"]
 
 
 def test_the_case_cap_holds_inside_a_phase(pytester):
-    cap = 12
+    cap = 8
     result = run(pytester, settings(pytester.path, command(*RARE_REPORTS), command(*LONG), **INTERLEAVED),
                  "--gpu-pairs-max-case-s", str(cap))
     result.assert_outcomes(passed=1)

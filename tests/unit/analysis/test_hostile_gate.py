@@ -136,18 +136,24 @@ def test_a_figure_no_measurement_gives_is_exit_2_naming_file_and_path(tmp_path_f
                    "the record is no measurement of this case")
 
 
-@settings(max_examples=25)
-@given(st.lists(st.floats(-LARGEST_FIGURE, LARGEST_FIGURE), min_size=5, max_size=5))
-def test_every_figure_within_the_bound_is_judged_without_an_error(values):
+FIGURES = st.floats(-LARGEST_FIGURE, LARGEST_FIGURE)
+
+
+@settings(max_examples=40)
+@given(values=st.lists(FIGURES, min_size=5, max_size=5), parts=st.lists(FIGURES, min_size=5, max_size=5),
+       method=st.sampled_from(["epoch", "interleaved"]))
+def test_every_figure_within_the_bound_is_judged_without_an_error(values, parts, method):
     data = json.loads(BENCH.read_text())
-    records = {e["extra_info"]["case_id"]: with_rounds(e["extra_info"], PER_ROUND) for e in data["benchmarks"]}
+    records = {e["extra_info"]["case_id"]: {**with_rounds(e["extra_info"], PER_ROUND), "method": method}
+               for e in data["benchmarks"]}
     new = copy.deepcopy(records)
     for record in new.values():
-        for entry, value in zip(record["rounds"], values):
+        for entry, value, part in zip(record["rounds"], values, parts):
             entry["fg_slowdown"] = entry["gpu_energy_j"] = value
-    thresholds = [Threshold("fg_slowdown", 5.0, "lower"), Threshold("gpu_energy_j", 5.0, "lower")]
+            entry["serial_energy_j"] = entry["fg_alone_energy_j"] = entry["fg_gpu_energy_j"] = part
+    thresholds = [Threshold(m, 5.0, "lower") for m in ("fg_slowdown", "gpu_energy_j", "fg_gpu_energy_j")]
     comparison = compare_runs(Run("base", records), Run("new", new), thresholds)
-    assert comparison.bad_figures == [] and len(comparison.rows) == 2 * len(records)
+    assert comparison.bad_figures == [] and len(comparison.rows) == 3 * len(records)
 
 
 def shard(tmp_path: Path, folder_name: str, case: str, **gpu) -> Path:
@@ -236,3 +242,16 @@ def test_a_dollar_in_a_workload_name_is_drawn_as_written(tmp_path, capsys, name)
     assert "efficiency" in printed.split("plots:")[1].split("\n")[0]
     assert (tmp_path / "report" / "plots" / "efficiency.png").stat().st_size > 0
     assert name in (tmp_path / "report" / "summary.csv").read_text()
+
+
+def test_figures_within_the_bound_that_overflow_when_judged_are_exit_2_not_a_regression(tmp_path, capsys):
+    def tiny_phases(record):
+        record.update(method="interleaved", phase_s=1e-300, gpu_energy_j=1e40)
+        for entry in record["rounds"]:
+            entry["gpu_energy_j"] = 1e40
+    base = bench(tmp_path, "base.json", lambda record: record.update(method="interleaved", phase_s=0.5))
+    new = bench(tmp_path, "new.json", tiny_phases)
+    assert cli.main(["compare", str(base), str(new), "--fail", "gpu_energy_j:5%"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {new}: $.benchmarks[0].extra_info.gpu_energy_j: expected figures a comparison can "
+                          f"compute with, but judged against {base}: $.benchmarks[0].extra_info they leave a float's range")
