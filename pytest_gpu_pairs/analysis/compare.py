@@ -246,11 +246,20 @@ def _scaled(record: Record, factor: float) -> Record:
     """``record`` with its per-phase energies, their spreads and every round's scaled alike, so
     that the interval test on the rounds judges the same quantity as the table shows."""
     keys = [k for m in PER_PHASE_ENERGY for k in (m, f"{m}_std")]
-    out = {k: getattr(record, k) * factor for k in keys if metric_value(record, k) is not None}
+    out = {k: _times(getattr(record, k), factor) for k in keys if metric_value(record, k) is not None}
     if isinstance(record.rounds, list):
-        out["rounds"] = [{**r, **{m: r[m] * factor for m in PER_PHASE_ENERGY if metric_value(r, m) is not None}}
+        out["rounds"] = [{**r, **{m: _times(r[m], factor) for m in PER_PHASE_ENERGY if metric_value(r, m) is not None}}
                          if isinstance(r, dict) else r for r in record.rounds]
     return record.model_copy(update=out)
+
+
+def _times(value: float, factor: float) -> float:
+    """``value * factor``; ``OverflowError`` where that leaves the figures a comparison computes with
+    (a ``phase_s`` next to 0 makes the factor huge): such a record is no measurement to judge."""
+    found = value * factor
+    if not abs(found) <= LARGEST_FIGURE:
+        raise OverflowError(f"{value:g} x {factor:g}")
+    return found
 
 
 def metric_value(record: dict[str, Any], metric: str) -> Optional[float]:

@@ -245,13 +245,14 @@ def test_a_dollar_in_a_workload_name_is_drawn_as_written(tmp_path, capsys, name)
 
 
 def test_figures_within_the_bound_that_overflow_when_judged_are_exit_2_not_a_regression(tmp_path, capsys):
-    def tiny_phases(record):
-        record.update(method="interleaved", phase_s=1e-300, gpu_energy_j=1e40)
-        for entry in record["rounds"]:
-            entry["gpu_energy_j"] = 1e40
-    base = bench(tmp_path, "base.json", lambda record: record.update(method="interleaved", phase_s=0.5))
-    new = bench(tmp_path, "new.json", tiny_phases)
-    assert cli.main(["compare", str(base), str(new), "--fail", "gpu_energy_j:5%"]) == 2
+    def phases(phase_s: float, energy: float):
+        def change(record):
+            record.update(method="interleaved", phase_s=phase_s, serial_energy_j=energy)
+            for index, entry in enumerate(record["rounds"]):
+                entry["serial_energy_j"] = energy * (1 + index / 100)
+        return change
+    base, new = bench(tmp_path, "base.json", phases(0.5, 100.0)), bench(tmp_path, "new.json", phases(1e-300, 1e40))
+    assert cli.main(["compare", str(base), str(new), "--fail", "serial_energy_j:5%"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: {new}: $.benchmarks[0].extra_info.gpu_energy_j: expected figures a comparison can "
+    assert err.startswith(f"error: {new}: $.benchmarks[0].extra_info.serial_energy_j: expected figures a comparison can "
                           f"compute with, but judged against {base}: $.benchmarks[0].extra_info they leave a float's range")
