@@ -57,8 +57,7 @@ def end_of_session(session: pytest.Session, state) -> None:
     table, which is still shown (each case's record is in its result.json), and exit status 1; so
     is a case the table shows as failed, or resumed with a recorded failure, whose test did not
     fail (a test of one's own that never calls ``check()``)."""
-    ended: dict[str, Any] = {"csv": None, "problems": []}
-    session.config.stash[ENDED_KEY] = ended
+    ended = session.config.stash.setdefault(ENDED_KEY, {"csv": None, "problems": []})
     table = rows(state.results)
     if table and (state.results or state.interrupted) and state.options.out_dir.is_dir():
         written_at_end(session, lambda: ended.__setitem__("csv", write_csv(state.options.out_dir, table)))
@@ -66,14 +65,15 @@ def end_of_session(session: pytest.Session, state) -> None:
         _fail_exit_status(session)
 
 
-def written_at_end(session: pytest.Session, write: Callable[[], Any]) -> None:
-    """``write()``, a file the session's end writes; where it fails, one line for the summary and
-    exit status 1 instead of a traceback in place of the results table."""
+def written_at_end(session: pytest.Session, write: Callable[[], Any], what: str = "a file") -> None:
+    """``write()``, a file the session's end writes (``what``, where the error does not name it);
+    where it fails, one line for the summary and exit status 1 instead of a traceback in place of
+    the results table."""
     try:
         write()
     except OSError as exc:
         line = str(exc) if isinstance(exc, StoreWriteError) else \
-            f"could not write {exc.filename or 'a file'}: {exc.strerror or exc}"
+            f"could not write {exc.filename or what}: {exc.strerror or exc}"
         session.config.stash.setdefault(ENDED_KEY, {"csv": None, "problems": []})["problems"].append(line)
         _fail_exit_status(session)
 

@@ -207,3 +207,24 @@ def test_a_baseline_of_another_method_stops_the_session_before_its_first_case(py
                                  f"than this session: {CASE} (epoch in BASE, interleaved in NEW); figures of "
                                  "different methods do not compare*"])
     assert not (pytester.path / "out" / CASE / "fg.log").exists()  # nothing was measured
+
+
+FULL_DISK_FOR_THE_BENCHMARK_JSON = """
+import errno, os
+import pytest_benchmark.session
+
+def _full(self, output_json):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+pytest_benchmark.session.BenchmarkSession.save_json = _full
+"""
+
+
+def test_a_benchmark_json_that_cannot_be_written_as_the_session_ends_is_one_line_under_the_table(pytester):
+    pytester.makeconftest(FULL_DISK_FOR_THE_BENCHMARK_JSON)
+    result = run(pytester, two_pairs(pytester.path), "-k", "g01", "--benchmark-json", str(pytester.path / "b.json"))
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1 and "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*gpu-pairs results*", f"{CASE}  passed*",
+                                 f"not written as the session ended: could not write {pytester.path / 'b.json'}: "
+                                 "No space left on device"])
