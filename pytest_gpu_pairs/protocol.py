@@ -412,6 +412,8 @@ class ProgressReader:
         budget = info.st_size - self._offset
         while budget > 0:
             line = handle.readline(min(MAX_LINE_BYTES + 1, budget))
+            if not line:  # the file shrank since it was measured: read anew next time
+                return False
             budget -= len(line)
             if not line.endswith(b"\n") and len(line) <= MAX_LINE_BYTES and not self._passing_over:
                 handle.seek(self._offset)  # still being written: read again once it is finished
