@@ -115,7 +115,7 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
                               fresh_case_dir=lambda case: case_dir.mkdir(), case_dir=lambda case: case_dir,
                               has_solo=lambda job: False, cool_down=lambda seconds: 0.0, release_device=lambda: None,
                               results=[], enforce_efficiency=True, enforce_vram=True,
-                              extended=lambda case, record: record,
+                              extended=lambda case, record: record, settings_digest=lambda case: {},
                               fits=SimpleNamespace(for_case=lambda case, env: PairFits(unmeasured="not here")))
     session.conclude = partial(GpuPairsSession.conclude, session)
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a", hyperparameters={}), bg=None,
