@@ -85,7 +85,7 @@ def job_settings(job: Optional[JobConfig]) -> Optional[dict[str, Any]]:
 
 MEASUREMENT_SETTINGS = ("method", "sharing", "runs_per_config", "timeout_s", "ready_timeout_s", "restart_delay_s",
                         "crash_loop_failures", "crash_loop_window_s", "cool_down_s", "phase_s", "settle_s", "warmup_s",
-                        "scaling")
+                        "starts", "card_mb", "scaling")
 
 
 class DeviceRequestError(RuntimeError):

@@ -72,6 +72,8 @@ def changed(path: str, value) -> dict:
     ("defaults.runs_per_config", 5, "measurement"),
     ("defaults.timeout_s", 900, "measurement"),
     ("defaults.method", "epoch", "measurement"),
+    ("defaults.starts", 2, "measurement"),
+    ("defaults.card_mb", 8192, "measurement"),
 ])
 def test_a_changed_job_or_measurement_setting_is_measured_again(tmp_path, path, value, part):
     first = recorded(tmp_path)
