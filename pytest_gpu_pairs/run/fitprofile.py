@@ -38,9 +38,11 @@ GAP_REPORTS = 5.0  # a command workload silent for this many of its usual report
 
 
 def fit_key(job: JobConfig, card_mb: Optional[float], device_name: str, scale: float) -> str:
-    """What a fit profile is of: the same workload, hyperparameters and command, on the same card
-    size and GPU model, at the same scale (a built-in's evaluation set follows the scale)."""
-    text = json.dumps([job.model, job.hparams, job.command_key, card_mb, device_name, scale], default=str)
+    """What a fit profile is of: the same workload, hyperparameters and command (everything its
+    settings say: argv, cwd, env, patterns), on the same card size and GPU model, at the same scale
+    (a built-in's evaluation set follows the scale). A changed command is a new profile."""
+    command = job.command.model_dump(mode="json") if job.command is not None else job.command_key
+    text = json.dumps([job.model, job.hparams, command, card_mb, device_name, scale], default=str)
     return f"{job.model}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 

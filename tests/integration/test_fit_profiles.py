@@ -81,3 +81,12 @@ def test_a_card_option_names_the_card_and_one_as_large_as_the_gpu_is_the_whole_g
     assert FitProfiles(tmp_path, 10240.0).card_mb(case, gpu_env) == 10240.0
     assert FitProfiles(tmp_path, 90000.0).card_mb(case, gpu_env) is None
     assert FitProfiles(tmp_path, None).card_mb(case, gpu_env) is None  # the settings name no card
+
+
+def test_a_changed_command_is_a_profile_of_its_own(tmp_path):
+    from pytest_gpu_pairs.run.fitprofile import fit_key
+
+    case, longer = _case(tmp_path), _case(tmp_path, steps=80)
+    assert fit_key(case.fg, 10240.0, "H100", 1.0) == fit_key(_case(tmp_path).fg, 10240.0, "H100", 1.0)
+    assert fit_key(case.fg, 10240.0, "H100", 1.0) != fit_key(longer.fg, 10240.0, "H100", 1.0)
+    assert fit_key(case.fg, 10240.0, "H100", 1.0) != fit_key(case.fg, 8192.0, "H100", 1.0)
