@@ -333,17 +333,20 @@ class InterleavedPair:
     def _hold_until_steady(self, trained_t: float) -> bool:
         """Until both jobs' step rates hold steady (``is_steady``), at least ``MIN_WARMUP_S`` after their
         first steps and at most the settings' ``warmup_s``; True where they were seen steady."""
-        end = trained_t + max(self.case.warmup_s, MIN_WARMUP_S)
+        cap = self.started_t + self.rule.max_seconds
+        end = min(trained_t + max(self.case.warmup_s, MIN_WARMUP_S), cap)
         while (t := now()) < end:
             self._check_alive()
             if t - trained_t >= MIN_WARMUP_S and all(self._steady(role, trained_t, t) for role in ROLES):
                 return True
             self.sleep(min(POLL_S, end - t))
+        if now() >= cap:
+            raise CapReached()
         return False
 
-    def _steady(self, role: str, since: float, now: float) -> bool:
+    def _steady(self, role: str, since: float, at: float) -> bool:
         steps = [(t, n) for t, n in self._current_steps(role) if t >= since]
-        return is_steady(steps, now, steady_window(steps), STEADY_TOLERANCE)
+        return is_steady(steps, at, steady_window(steps), STEADY_TOLERANCE)
 
     def _await_standby_setup(self) -> None:
         """The later starts' jobs built their model and data (their start-up done, waiting at the
