@@ -224,6 +224,16 @@ def finite_or_none(data: Any) -> tuple[Any, list[tuple[tuple, Any]]]:
     return clean(data, ()), replaced
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\x1b``, ``\\r``, ``\\u202e``),
+    tab and newline aside: a job's output quoted in a failure, a summary or a record must not set a
+    terminal's title, write its clipboard, clear its screen or reorder the text shown around it."""
+    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def optional_problem(value: Any, kind: str) -> Optional[str]:
     """Why ``value`` is not of the JSON ``kind`` (object, string, number) or null, else None."""
     ok = {"object": isinstance(value, dict), "string": isinstance(value, str),

@@ -25,6 +25,23 @@ FIT_RUN_VAR = "GPU_PAIRS_FIT_RUN"  # a built-in's fit run: this many training st
 MEMORY_PHASES = ("setup", "start", "train", "eval", "checkpoint")  # the parts of a run a fit run reports memory for
 STEP_INTERVAL_S = 0.25
 STEADY_STEP_INTERVAL_S = 0.05  # interleaved phases last half a second: a rate needs several reports in one
+MONOTONIC_KEY = "mono"  # an event's CLOCK_MONOTONIC seconds, beside its wall-clock "t"
+_EPOCH_AT_MONOTONIC_ZERO = time.time() - time.monotonic()
+
+
+def now() -> float:
+    """The harness's clock: seconds since the epoch as the wall clock stood when this process
+    started, advanced by CLOCK_MONOTONIC. Durations, deadlines, holds and every stamp compared with
+    another (phases, samples, step reports) are taken on it, so a wall clock stepped back an hour
+    mid-case (NTP, a person) neither stretches a hold by that hour nor puts a step before its
+    phase; stamps in records still read as dates."""
+    return time.monotonic() + _EPOCH_AT_MONOTONIC_ZERO
+
+
+def from_monotonic(seconds: float) -> float:
+    """A job's CLOCK_MONOTONIC reading on ``now``'s scale: the clock is one for every process of a
+    host (Linux, macOS, Windows), so a step a job stamps lies where the harness's phases do."""
+    return seconds + _EPOCH_AT_MONOTONIC_ZERO
 
 
 def steady_state_only() -> bool:
@@ -71,13 +88,16 @@ class ProgressWriter:
     """Appends events; step events are throttled to one per ``interval_s``.
 
     ``sync`` is called before each written step so that a step counted is a step the device
-    has finished (CUDA queues run ahead of Python by up to hundreds of kernels).
+    has finished (CUDA queues run ahead of Python by up to hundreds of kernels). Each event carries
+    the wall time (``t``, for people) and CLOCK_MONOTONIC (``mono``, which the harness measures
+    with, and the throttle runs on); a ``clock`` given (a test's script) is the only time written.
     """
 
-    def __init__(self, path: Optional[str], sync: Callable[[], None] = lambda: None, clock=time.time,
-                 interval_s: float = STEP_INTERVAL_S):
+    def __init__(self, path: Optional[str], sync: Callable[[], None] = lambda: None,
+                 clock: Optional[Callable[[], float]] = None, interval_s: float = STEP_INTERVAL_S):
         self._file = open(path, "a", buffering=1, encoding="utf-8") if path else None  # noqa: SIM115 - the job's lifetime
-        self._sync, self._clock, self._interval_s = sync, clock, interval_s
+        self._sync, self._clock, self._interval_s = sync, clock or time.monotonic, interval_s
+        self._stamp = (lambda: {"t": clock()}) if clock else (lambda: {"t": time.time(), MONOTONIC_KEY: time.monotonic()})
         self._last_step_t = 0.0
 
     @classmethod
@@ -88,7 +108,7 @@ class ProgressWriter:
         """One line; a metric that is NaN or Infinity (a diverged loss) is written as null: JSON has
         no such numbers, and a bare ``NaN`` is a line other readers refuse."""
         if self._file is not None:
-            line = finite_or_none({**event, "t": self._clock()})[0]
+            line = finite_or_none({**event, **self._stamp()})[0]
             self._file.write(json.dumps(line, allow_nan=False, default=str) + "\n")
             self._file.flush()
 
@@ -139,20 +159,26 @@ EVENTS = ("setup", "ready", "step", "result", "error", "memory")
 MEMORY_FIGURES = ("peak_reserved_mb", "peak_allocated_mb", "reserved_mb")
 
 
-def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES,
+                  budget: Optional[int] = None) -> Iterator[tuple[bytes, bool]]:
     """The lines of a binary file, streamed: each at most ``max_bytes`` long, with True where a
-    longer line was cut there (the rest of it is skipped unread into memory). A job's output is
-    untrusted: a 300 MB line without a newline must not become a 300 MB string in the harness."""
-    while True:
-        line = handle.readline(max_bytes + 1)
+    longer line was cut there (the rest of it is skipped unread into memory), and no more than
+    ``budget`` bytes read in all (None: to the end). A job's output is untrusted: a 300 MB line
+    without a newline must not become a 300 MB string in the harness, nor a sparse file of
+    terabytes a read that never ends."""
+    left = budget if budget is not None else -1
+    while left != 0:
+        line = handle.readline(max_bytes + 1 if left < 0 else min(max_bytes + 1, left))
         if not line:
             return
+        left = max(0, left - len(line)) if left > 0 else left
         if len(line) <= max_bytes or line.endswith(b"\n"):
             yield line, False
             continue
         rest = line
-        while rest and not rest.endswith(b"\n"):
-            rest = handle.readline(max_bytes)
+        while rest and not rest.endswith(b"\n") and left != 0:
+            rest = handle.readline(max_bytes if left < 0 else min(max_bytes, left))
+            left = max(0, left - len(rest)) if left > 0 else left
         yield line[:max_bytes], True
 
 
@@ -189,6 +215,8 @@ def event_problem(event: Any) -> Optional[str]:
         return None
     if not _is_number(event.get("t")):
         return f"expected 't' to be a finite number of seconds, got {describe_number(event.get('t'))}"
+    if MONOTONIC_KEY in event and not _is_number(event[MONOTONIC_KEY]):
+        return f"expected 'mono' to be a finite number of seconds, got {describe_number(event[MONOTONIC_KEY])}"
     if kind == "step":
         return step_problem(event.get("step"), event.get("epoch"))
     if kind == "result":
@@ -219,6 +247,14 @@ def _memory_problem(event: dict[str, Any]) -> Optional[str]:
         if not (_is_number(value) and 0 <= value <= MAX_COUNT):
             return f"expected '{key}' to be a finite number of MB, 0 or more, got {describe_number(value)}"
     return None
+
+
+def event_time(event: dict[str, Any]) -> float:
+    """When an event happened on the harness's clock (``now``): its ``mono`` where it has one (every
+    event ``ProgressWriter`` writes), else its wall-clock ``t`` as it is (a line written by hand)."""
+    if MONOTONIC_KEY in event:
+        return from_monotonic(float(event[MONOTONIC_KEY]))
+    return float(event["t"])
 
 
 def parse_event(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
@@ -274,6 +310,7 @@ class Progress:
             chained.steps += [(t, step + offset) for t, step in run.steps]
             offset = chained.steps[-1][1] if chained.steps else offset
             chained.bad_lines += run.bad_lines
+            chained.skipped_bytes += run.skipped_bytes
             chained.first_problem = chained.first_problem or run.first_problem
             chained.result, chained.error = run.result or chained.result, run.error or chained.error
         return chained
@@ -289,25 +326,28 @@ class Progress:
         parts = [f"{self.bad_lines} malformed progress line(s) ignored (first: {self.first_problem})"] \
             if self.bad_lines else []
         if self.skipped_bytes:
-            parts.append(f"{self.skipped_bytes} bytes of log skipped unread: the job printed faster than "
-                         "they could be read, so only its newest lines were")
+            what = "log" if self.source == "log" else "progress file"
+            parts.append(f"{self.skipped_bytes} bytes of {what} skipped unread: the job wrote faster than they "
+                         "could be read (or made its file sparse and huge), so only its newest lines were")
         return "; ".join(parts) or None
 
     def _add(self, event: dict[str, Any]) -> None:
-        kind, t = event.get("event"), float(event["t"])
+        kind, t = event.get("event"), event_time(event)
         if kind == "setup":
             self.setup_t = t
         elif kind == "ready" and self.ready_t is None:
             self.ready_t = t
             self._add_step(t, 1)
         elif kind == "step":
+            if self.ready_t is None and self.skipped_bytes:
+                self.ready_t = t  # its ready event lay in the bytes skipped: it trains since this step at the latest
             self._add_step(t, int(event["step"]))
         elif kind == "result":
             self.result = event
         elif kind == "error":
             self.error = event
         elif kind == "memory" and len(self.memory) < len(MEMORY_PHASES) * 4:
-            self.memory.append({key: event[key] for key in ("phase", "t", *MEMORY_FIGURES)})
+            self.memory.append({"phase": event["phase"], "t": t, **{key: event[key] for key in MEMORY_FIGURES}})
 
     def _add_step(self, t: float, step: int) -> None:
         if self.steps and t < self.steps[-1][0]:
@@ -356,31 +396,20 @@ class Progress:
         return (s1 - s0) / (t1 - t0)
 
 
-def _complete_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
-    """The finished lines from the handle's position on, as ``bounded_lines`` gives them; at a line
-    still being written (no newline yet) it stops with the handle back at that line's start."""
-    while True:
-        start = handle.tell()
-        line = handle.readline(max_bytes + 1)
-        if not line:
-            return
-        if line.endswith(b"\n"):
-            yield line, False
-            continue
-        rest = line
-        while len(line) > max_bytes and rest and not rest.endswith(b"\n"):
-            rest = handle.readline(max_bytes)
-        if len(line) <= max_bytes or not rest:
-            handle.seek(start)
-            return
-        yield line[:max_bytes], True
+MAX_BACKLOG_BYTES = 64 << 20  # a file further ahead of its reader than this is read from its newest part
 
 
 class ProgressReader:
     """A job's progress file read as it grows. Each call parses only the lines appended since the
     last one, so polling a run of hours costs what it wrote since, not the whole file again. A line
     still being written is read again when finished; a file replaced or truncated is read anew.
-    Callers in several threads (the background loop, the round) share one reader, hence the lock."""
+    Callers in several threads (the background loop, the round) share one reader, hence the lock.
+
+    Every call is bounded, whatever the job does to its file: a file more than ``MAX_BACKLOG_BYTES``
+    ahead (a flood of lines, or a sparse file ``truncate`` made terabytes long without writing them)
+    is read from its newest part, the bytes passed over counted in ``skipped_bytes``; and a line
+    longer than any protocol line is refused once and passed over as it grows, never read again
+    from its start."""
 
     def __init__(self, path: str | Path):
         self.path = path
@@ -389,6 +418,7 @@ class ProgressReader:
 
     def _start_over(self, identity: Optional[tuple[int, int]]) -> None:
         self._identity, self._offset, self._progress = identity, 0, Progress()
+        self._passing_over = False  # inside a line that is refused (too long) or was cut by a skip
 
     def read(self, until_ready: bool = False) -> Progress:
         """What the file holds so far, as a ``Progress`` of its own (the reader keeps adding to its copy)."""
@@ -403,24 +433,47 @@ class ProgressReader:
                 return unreadable
             with handle:
                 stopped = self._catch_up(handle, until_ready)
-                tail = b"" if stopped else handle.read(MAX_LINE_BYTES + 1)
+                tail = b"" if stopped or self._passing_over else handle.read(MAX_LINE_BYTES + 1)
             return self._snapshot(tail)
 
     def _catch_up(self, handle: BinaryIO, until_ready: bool) -> bool:
-        """Parse the finished lines since the last call; True where it stopped at the ready event."""
+        """Parse the finished lines since the last call, at most ``MAX_BACKLOG_BYTES`` and a line of
+        them; True where it stopped at the ready event."""
         info = os.fstat(handle.fileno())
         identity = (info.st_dev, info.st_ino)
         if identity != self._identity or info.st_size < self._offset:
             self._start_over(identity)
+        if info.st_size - self._offset > MAX_BACKLOG_BYTES:
+            newest = info.st_size - MAX_BACKLOG_BYTES
+            self._progress.skipped_bytes += newest - self._offset
+            self._offset, self._passing_over = newest, True  # mid-line, most likely: on from the next one
         handle.seek(self._offset)
-        progress = self._progress
-        for raw, cut in _complete_lines(handle):
-            progress._line += 1
-            self._offset = handle.tell()
-            _take_line(progress, raw, cut)
-            if until_ready and progress.ready_t is not None:
+        budget = info.st_size - self._offset
+        while budget > 0:
+            line = handle.readline(min(MAX_LINE_BYTES + 1, budget))
+            if not line:  # the file shrank since it was measured: read anew next time
+                return False
+            budget -= len(line)
+            if not line.endswith(b"\n") and len(line) <= MAX_LINE_BYTES and not self._passing_over:
+                handle.seek(self._offset)  # still being written: read again once it is finished
+                return False
+            self._offset += len(line)
+            if self._take(line) and until_ready:
                 return True
         return False
+
+    def _take(self, line: bytes) -> bool:
+        """One line read: parsed, refused as too long, or (the rest of a refused line) passed over;
+        True once the job is ready."""
+        finished = line.endswith(b"\n")
+        if self._passing_over:
+            self._passing_over = not finished
+            return False
+        progress = self._progress
+        progress._line += 1
+        _take_line(progress, line[:MAX_LINE_BYTES], cut=not finished)
+        self._passing_over = not finished
+        return progress.ready_t is not None
 
     def _snapshot(self, tail: bytes) -> Progress:
         """A copy of what was read, with a last line that has no newline yet read as the one-off
@@ -429,7 +482,7 @@ class ProgressReader:
         kept = self._progress
         copy = Progress(ready_t=kept.ready_t, setup_t=kept.setup_t, steps=list(kept.steps), result=kept.result,
                         error=kept.error, bad_lines=kept.bad_lines, first_problem=kept.first_problem,
-                        memory=list(kept.memory))
+                        skipped_bytes=kept.skipped_bytes, memory=list(kept.memory))
         copy._line = kept._line
         if tail.strip():
             copy._line += 1

@@ -28,12 +28,14 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from pytest_gpu_pairs.inputs import printable
 from pytest_gpu_pairs.record.keys import HEADLINE, KEYS, comparable, direction
 from pytest_gpu_pairs.record.metrics import mean_and_std, relative_change
 from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.plausible import LARGEST_FIGURE
 from pytest_gpu_pairs.record.stats import BetweenStarts, interval_by, start_interval, welch_p_value
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 
@@ -113,6 +115,82 @@ def refusal(base: Run, new: Run) -> Optional[str]:
             "its numbers do not apply here")
 
 
+def method_of(record: Record) -> str:
+    """How a record was measured; records older than the ``method`` key measured whole epochs."""
+    return record.method if isinstance(record.method, str) else "epoch"
+
+
+def methods_of(run: Run) -> dict[str, str]:
+    return {case_id: method_of(record) for case_id, record in run.records.items()}
+
+
+def method_differences(base: Run, new_methods: dict[str, str]) -> list[str]:
+    """The cases of BASE that NEW measured (or will measure) with another method, in words: an epoch
+    run's figures are a whole run's, an interleaved run's a steady state's (its energies per
+    half-second phase), so no threshold can judge one against the other."""
+    return [f"{case_id} ({method_of(base.records[case_id])} in BASE, {new_methods[case_id]} in NEW)"
+            for case_id in sorted(set(base.records) & set(new_methods))
+            if method_of(base.records[case_id]) != new_methods[case_id]]
+
+
+def method_refusal(base: Run, new_methods: dict[str, str], new_source: str) -> Optional[str]:
+    """The refusal when a case is measured with different methods (``--force`` does not lift it)."""
+    mixed = method_differences(base, new_methods)
+    if not mixed:
+        return None
+    shown = "; ".join(mixed[:3]) + (f"; and {len(mixed) - 3} more" if len(mixed) > 3 else "")
+    return (f"baseline {base.source} measured {len(mixed)} case(s) with another method than {new_source}: {shown}; "
+            "figures of different methods do not compare: measure both with the same --gpu-pairs-method")
+
+
+
+
+def _too_large(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > LARGEST_FIGURE
+
+
+def _read_keys(metric: str) -> tuple[str, ...]:
+    """The keys a judgement of ``metric`` computes with: the metric, and the stand-alone energies
+    its energy per unit of work is taken over."""
+    if metric.startswith("perf."):
+        return ()
+    parts = {"gpu_energy_j": ("serial_energy_j",), "gpu_energy_above_idle_j": ("fg_alone_energy_j", "bg_alone_energy_j"),
+             "fg_gpu_energy_j": ("fg_alone_energy_j",), "bg_gpu_energy_j": ("bg_alone_energy_j",),
+             "fg_gpu_energy_per_step_j": ("fg_gpu_energy_j", "fg_alone_energy_j"),
+             "bg_gpu_energy_per_step_j": ("bg_gpu_energy_j", "bg_alone_energy_j")}.get(metric, ())
+    return (metric, *parts)
+
+
+def out_of_range(run: Run, case_id: str, metric: str) -> Optional[str]:
+    """One line naming the file and JSON path of a figure ``metric``'s judgement would compute
+    with that lies beyond ``LARGEST_FIGURE``, or None: a value like 1e200 is finite and typed, but
+    no measurement, and the squares and fourth powers the interval tests take of it leave a float's
+    range."""
+    record = run.records[case_id]
+    found: list[tuple[str, Any]] = []
+    if metric.startswith("perf."):
+        found.append((f".perf[{metric[5:]!r}]", (record.perf or {}).get(metric[5:])))
+    for key in _read_keys(metric):
+        found.append((f".{key}", record.get(key)))
+        found += [(f".rounds[{index}].{key}", r.get(key)) for index, r in enumerate(record.rounds or [])
+                  if isinstance(r, dict)]
+    where, value = next(((w, v) for w, v in found if _too_large(v)), (None, None))
+    if where is None:
+        return None
+    source, at = run.place(case_id)
+    return (f"{source}: {at}{where}: expected a measured figure within ±{LARGEST_FIGURE:g}, got {value:g}; "
+            "the record is no measurement of this case")
+
+
+def _overflow(base: Run, new: Run, case_id: str, metric: str) -> str:
+    """Where figures within ``LARGEST_FIGURE`` still leave a float's range when judged (scaled by a
+    ``phase_s`` next to 0, or squared in an interval): one line naming both records."""
+    (base_file, base_at), (new_file, new_at) = base.place(case_id), new.place(case_id)
+    return (f"{new_file}: {new_at}.{metric}: expected figures a comparison can compute with, but judged against "
+            f"{base_file}: {base_at} they leave a float's range (a phase_s or an energy next to 0?); the records "
+            "are no measurement of this case")
+
+
 PER_PHASE_ENERGY = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
                     "serial_energy_j")
 
@@ -124,7 +202,8 @@ def _ratio(value_key: str, *reference_keys: str):
         parts = [metric_value(r, k) for k in reference_keys]
         if value is None or any(p is None for p in parts) or sum(parts) <= 0:
             return None
-        return value / sum(parts)
+        found = value / sum(parts)
+        return found if abs(found) <= LARGEST_FIGURE else None  # over a part next to 0: no energy per work
     return ratio
 
 
@@ -138,15 +217,21 @@ PER_WORK_TEXT = ("judged per unit of work: each round's energy over what the sam
                  "that round; NEW shown at BASE's work")
 
 
+def counted_rounds(record: Record) -> list[dict[str, Any]]:
+    """The rounds the record's own figures were taken from: a round it marked incomplete (a phase
+    without a step report, a missing energy) is left out of its means and intervals, and so of
+    every judgement made on its rounds."""
+    rounds = record.rounds if isinstance(record.rounds, list) else []
+    return [r for r in rounds if isinstance(r, dict) and r.get("complete", True)]
+
+
 def work_ratios(record: Record, metric: str) -> list[float]:
     """Each complete round's energy-per-work ratio for ``metric``; empty where it cannot be taken
     (not an interleaved record, or one written before the stand-alone energies were recorded)."""
     ratio = PER_WORK.get(metric)
-    rounds = record.rounds
-    if ratio is None or record.method != "interleaved" or not isinstance(rounds, list):
+    if ratio is None or record.method != "interleaved":
         return []
-    used = [r for r in rounds if isinstance(r, dict) and r.get("complete", True)]
-    return [v for r in used if (v := ratio(r)) is not None]
+    return [v for r in counted_rounds(record) if (v := ratio(r)) is not None]
 
 
 def phase_factor(base_record: Record, new_record: Record) -> Optional[float]:
@@ -161,11 +246,20 @@ def _scaled(record: Record, factor: float) -> Record:
     """``record`` with its per-phase energies, their spreads and every round's scaled alike, so
     that the interval test on the rounds judges the same quantity as the table shows."""
     keys = [k for m in PER_PHASE_ENERGY for k in (m, f"{m}_std")]
-    out = {k: getattr(record, k) * factor for k in keys if metric_value(record, k) is not None}
+    out = {k: _times(getattr(record, k), factor) for k in keys if metric_value(record, k) is not None}
     if isinstance(record.rounds, list):
-        out["rounds"] = [{**r, **{m: r[m] * factor for m in PER_PHASE_ENERGY if metric_value(r, m) is not None}}
+        out["rounds"] = [{**r, **{m: _times(r[m], factor) for m in PER_PHASE_ENERGY if metric_value(r, m) is not None}}
                          if isinstance(r, dict) else r for r in record.rounds]
     return record.model_copy(update=out)
+
+
+def _times(value: float, factor: float) -> float:
+    """``value * factor``; ``OverflowError`` where that leaves the figures a comparison computes with
+    (a ``phase_s`` next to 0 makes the factor huge): such a record is no measurement to judge."""
+    found = value * factor
+    if not abs(found) <= LARGEST_FIGURE:
+        raise OverflowError(f"{value:g} x {factor:g}")
+    return found
 
 
 def metric_value(record: dict[str, Any], metric: str) -> Optional[float]:
@@ -213,10 +307,9 @@ class Row:
 
 
 def round_values(record: Record, metric: str) -> list[float]:
-    """The metric's value in each of the record's rounds; a record without rounds is one round."""
-    rounds = record.rounds if not metric.startswith("perf.") else None
-    if isinstance(rounds, list):
-        values = [v for r in rounds if isinstance(r, dict) and (v := metric_value(r, metric)) is not None]
+    """The metric's value in each of the record's complete rounds; a record without rounds is one round."""
+    if not metric.startswith("perf."):
+        values = [v for r in counted_rounds(record) if (v := metric_value(r, metric)) is not None]
         if values:
             return values
     value = metric_value(record, metric)
@@ -414,6 +507,8 @@ class Comparison:
     new_cases: list[str]
     failed_cases: dict[str, str]
     thresholds: list[Threshold]
+    mixed_methods: list[str] = field(default_factory=list)  # cases measured with different methods: not compared
+    bad_figures: list[str] = field(default_factory=list)  # one line per figure no comparison can compute with
 
     @property
     def regressions(self) -> list[Row]:
@@ -429,6 +524,8 @@ class Comparison:
         if not self.thresholds:
             return []
         found = [f"{len(self.failed_cases)} failed case(s)"] if self.failed_cases else []
+        found += [f"{len(self.mixed_methods)} case(s) measured with another method"] if self.mixed_methods else []
+        found += [f"{len(self.bad_figures)} figure(s) beyond any measurement"] if self.bad_figures else []
         found += [f"{len(self.missing_in_new)} baseline case(s) missing from {self.new.source}"] \
             if self.missing_in_new else []
         found += ["no case appears in both runs"] if not self.rows else []
@@ -447,15 +544,26 @@ def compare_runs(base: Run, new: Run, thresholds: Iterable[Threshold] = (),
     thresholds = list(thresholds)
     by_metric = {t.metric: t for t in thresholds}
     names = list(dict.fromkeys([*by_metric, *metrics] or DEFAULT_METRICS))
-    rows, failed = [], {}
+    rows, failed, bad = [], {}, []
+    mixed = method_differences(base, methods_of(new))
     for case_id in sorted(set(base.records) & set(new.records)):
         old, cur = base.records[case_id], new.records[case_id]
         if cur.failure or cur.oom:
             failed[case_id] = cur.failure or "out of memory"
-        rows += [_row(case_id, metric, old, cur, by_metric.get(metric)) for metric in names]
+        if method_of(old) != method_of(cur):
+            continue
+        for metric in names:
+            problem = out_of_range(base, case_id, metric) or out_of_range(new, case_id, metric)
+            if problem:
+                bad.append(problem)
+                continue
+            try:
+                rows.append(_row(case_id, metric, old, cur, by_metric.get(metric)))
+            except OverflowError:
+                bad.append(_overflow(base, new, case_id, metric))
     wanted = set(base.records) if expected is None else set(base.records) & set(expected)
     return Comparison(base, new, rows, sorted(wanted - set(new.records)),
-                      sorted(set(new.records) - set(base.records)), failed, thresholds)
+                      sorted(set(new.records) - set(base.records)), failed, thresholds, mixed, bad)
 
 
 def _number(value: Optional[float], std: Optional[float]) -> str:
@@ -470,7 +578,9 @@ def _number(value: Optional[float], std: Optional[float]) -> str:
 def _change(change: Optional[float]) -> str:
     if change is None:
         return "-"
-    return f"{change:+.1%}" if math.isfinite(change) else ("+inf" if change > 0 else "-inf")
+    if not math.isfinite(change):
+        return "+inf" if change > 0 else "-inf"
+    return f"{change:+.1%}" if abs(change) < 100 else f"{change * 100:+.3g}%"
 
 
 def _limit(t: Optional[Threshold]) -> str:
@@ -497,10 +607,13 @@ def format_table(comparison: Comparison) -> list[str]:
         lines.append(f"no baseline in {comparison.base.source}: {', '.join(comparison.new_cases)}")
     for case_id, failure in comparison.failed_cases.items():
         lines.append(f"{case_id} failed in {comparison.new.source}: {failure}")
+    if comparison.mixed_methods:
+        lines.append(f"not compared: {method_refusal(comparison.base, methods_of(comparison.new), comparison.new.source)}")
+    lines += [f"not compared: {problem}" for problem in comparison.bad_figures]
     if not comparison.rows:
         lines.append("no case appears in both runs: nothing was compared")
     lines.append(verdict(comparison))
-    return lines
+    return [printable(line) for line in lines]  # notes and failures quote a job's text: escaped for the terminal
 
 
 def verdict(comparison: Comparison) -> str:
@@ -541,8 +654,15 @@ def run(args: argparse.Namespace) -> int:
     if refused and not args.force:
         print(f"error: {refused} (--force compares anyway)", file=sys.stderr)
         return 2
+    mixed = method_refusal(base, methods_of(new), new.source)
+    if mixed:
+        print(f"error: {mixed}", file=sys.stderr)
+        return 2
     if refused:
         print(f"warning: {refused}")
     comparison = compare_runs(base, new, thresholds, shown)
+    if comparison.bad_figures:
+        print(printable(f"error: {comparison.bad_figures[0]}"), file=sys.stderr)
+        return 2
     print("\n".join(format_table(comparison)))
     return 1 if comparison.failed else 0

@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gpu_pairs.analysis.compare import MACHINE_KEYS
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import (
     RESULT,
     SESSION,
     SOLO_FOLDER,
     StoreError,
+    machine_from_session,
     read_record,
     read_session,
     write_record,
@@ -71,6 +73,20 @@ def _check_same_run(sessions: Sequence[tuple[Path, dict[str, Any]]]) -> None:
             if session.get(key) != first.get(key):
                 raise MergeError(f"{path}: {key} {session.get(key)!r} differs from {first_path}'s {first.get(key)!r}; "
                                  "only results of one device and scale can be merged")
+        _check_same_machine(first_path, first, path, session)
+
+
+def _check_same_machine(first_path: Path, first: dict[str, Any], path: Path, session: dict[str, Any]) -> None:
+    """The GPU model, driver and CUDA version ``compare`` refuses a baseline over must be one: the
+    merged folder carries one machine, and a second shard's would otherwise be hidden behind the
+    first's (a comparison that refuses that shard alone would pass the merged one)."""
+    mine, theirs = machine_from_session(first), machine_from_session(session)
+    for key, label in MACHINE_KEYS:
+        if first.get("device") != "cpu" and mine.get(key) != theirs.get(key):
+            where = "$.gpu." + ("name" if key == "gpu_name" else key) if key != "gpu_memory_mb" else f"$.{key}"
+            raise MergeError(f"{path / SESSION}: {where}: {label} {theirs.get(key)!r} differs from {first_path}'s "
+                             f"{mine.get(key)!r}; only results of one GPU model, driver and CUDA version can be "
+                             "merged (compare each folder on its own)")
 
 
 def _link_on_the_way(folder: Path, path: Path) -> Path | None:

@@ -59,19 +59,19 @@ def gpu_count(nvml=None) -> int:
         raise NvmlUnavailable(f"NVML could not count devices: {exc}") from None
 
 
-def open_gpu(spec: str, nvml=None) -> Gpu:
+def open_gpu(spec: str, nvml=None, clock: Callable[[], float] = time.time) -> Gpu:
     """A GPU named as CUDA_VISIBLE_DEVICES and ``--gpu-pairs-gpus`` name them: a UUID (``GPU-...``),
-    a unique prefix of one (CUDA accepts those), or an NVML index."""
+    a unique prefix of one (CUDA accepts those), or an NVML index; ``clock`` as ``Gpu`` takes it."""
     spec = spec.strip()
     if spec.isdigit():
-        return Gpu(int(spec), nvml)
+        return Gpu(int(spec), nvml, clock)
     try:
-        return Gpu(nvml=nvml, uuid=spec)
+        return Gpu(nvml=nvml, clock=clock, uuid=spec)
     except NvmlUnavailable:
         full = _uuid_with_prefix(spec, nvml or _load_nvml())
         if full is None:
             raise
-        return Gpu(nvml=nvml, uuid=full)
+        return Gpu(nvml=nvml, clock=clock, uuid=full)
 
 
 def _uuid_with_prefix(prefix: str, nvml) -> Optional[str]:
@@ -94,8 +94,9 @@ def visible_gpu() -> Optional[str]:
 class Gpu:
     """An opened NVML device; ``nvml`` is the pynvml module or a fake with the same functions.
 
-    ``clock`` and ``sleep`` are the wall clock NVML's per-process timestamps share (µs since the
-    epoch) and the way to wait; tests pass a scripted clock.
+    ``clock`` and ``sleep`` are the clock samples are stamped with and the way to wait: the harness
+    passes its own (monotonic, so a wall clock stepped mid-case moves no sample out of its phase),
+    tests a scripted one.
     """
 
     def __init__(self, index: int = 0, nvml=None, clock: Callable[[], float] = time.time,

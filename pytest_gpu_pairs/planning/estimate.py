@@ -31,7 +31,8 @@ start-up counts, ``warmup_s`` passes, and a fixed three rounds of three phases f
 as long as the jobs' step rates make it (a job that reports rarely lengthens the phase, a slow step
 the settling). A concurrent case on a GPU first measures the fit profiles of its jobs that the
 results folder does not hold yet (each once; charged to the first case that needs it, at the
-seconds the package's H100 fit profiles took, or ``DEFAULT_FIT_S``). Nothing here imports torch or
+seconds the package's H100 fit profiles took, or ``DEFAULT_FIT_S``, which the row names without
+weakening the case's basis: a fit profile is a small part of what a case costs). Nothing here imports torch or
 opens a device.
 """
 from __future__ import annotations
@@ -307,13 +308,13 @@ class Estimator:
         return rounds, (f"to ±{rule.precision:.1%} (about {rounds}: the H100 default-method study's median, "
                         f"{table.precision_rounds:g} to ±{table.precision_target:.1%})")
 
-    def _fits(self, case: Case) -> tuple[float, list[str], str]:
+    def _fits(self, case: Case) -> tuple[float, str]:
         """The fit profiles this case measures first: those of its jobs on its card that neither the
         results folder nor an earlier case of this plan has."""
         if self.device != "cuda" or case.mode != "concurrent" or case.bg is None:
-            return 0.0, [], ""
+            return 0.0, ""
         card = self.options.gpu_memory_mb if self.options.gpu_memory_mb is not None else case.card_mb
-        seconds, bases, names = 0.0, [], []
+        seconds, names = 0.0, []
         for job in (case.fg, case.bg):
             key = _fit_key(job.model, job.hyperparameters, card)
             if key in self.fitted:
@@ -322,9 +323,8 @@ class Estimator:
             row = packaged().get(job.model) if job.is_builtin else None
             known = row is not None and row.fit_s is not None
             seconds += row.fit_s if known else DEFAULT_FIT_S
-            bases.append(PROFILE if known else DEFAULT)
-            names.append(job.model)
-        return seconds, bases, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
+            names.append(job.model if known else f"{job.model} ({DEFAULT_FIT_S:g} s assumed)")
+        return seconds, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
 
     def _interleaved(self, case: Case) -> tuple[float, str, str]:
         fg, bg = self.job(case.fg), self.job(case.bg)
@@ -366,8 +366,8 @@ class Estimator:
             earlier = self.earlier.rounds_s.get(case.id)
             if earlier is not None:
                 spent, basis, detail = earlier, EARLIER, "as timed before"
-            fit_s, fit_bases, fit_detail = self._fits(case)
-            return Estimate(case.id, spent + fit_s + case.cool_down_s, _weakest(basis, *fit_bases), detail + fit_detail)
+            fit_s, fit_detail = self._fits(case)
+            return Estimate(case.id, spent + fit_s + case.cool_down_s, basis, detail + fit_detail)
         solo_s, solo_bases, charged = self._solos([case.fg] if case.mode == "solo" else
                                                   [j for j in (case.fg, case.bg) if j is not None])
         earlier = self.earlier.rounds_s.get(case.id)

@@ -51,6 +51,29 @@ def need(a: Optional[SoloProfile], b: Optional[SoloProfile], pair_min_fit_mb: Op
     return reserved_mb + own, "card reserve + " + " and ".join(bases)
 
 
+@dataclass(frozen=True)
+class WholeRun:
+    """A workload's whole-run need and steady need on one card, from a fit profile (``record.fit``)."""
+
+    need_mb: float
+    steady_mb: float
+    source: str  # "measured here" or the package's reference
+
+
+def whole_run_fit(card_mb: float, a: WholeRun, b: WholeRun) -> Fit:
+    """Both jobs' whole runs on the card their fit profiles were measured on: fits with the margin
+    to spare; tight where only the start-up or evaluation transient reaches past it (cuDNN's
+    autotuner takes less workspace where less is free, so the steady need decides whether the pair
+    runs); no where the steady need itself exceeds the card."""
+    need, steady = a.need_mb + b.need_mb, a.steady_mb + b.steady_mb
+    source = " and ".join(sorted({a.source, b.source}))
+    basis = f"whole-run fit profiles ({source}): {need:.0f} MB at the peak, {steady:.0f} MB training steadily"
+    spare = card_mb - need
+    if steady > card_mb:
+        return Fit("no", need, spare, basis)
+    return Fit("fits" if spare >= margin_mb(card_mb) else "tight", need, spare, basis)
+
+
 def verdict(card_mb: float, need_mb: Optional[float], basis: str, evidence: Optional[FitEvidence] = None) -> Fit:
     measured = evidence.says(card_mb) if evidence is not None else None
     if measured is not None:

@@ -24,17 +24,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import case_costs, clock, earlier_results, standalone
 from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
+from pytest_gpu_pairs.planning.memory import WholeRun
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles, with_own
 from pytest_gpu_pairs.planning.predict import Planner, plan_pairs
 from pytest_gpu_pairs.planning.profiles import read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
-from pytest_gpu_pairs.record.store import StoreError, case_records, json_text, read_session
+from pytest_gpu_pairs.record.store import StoreError, case_records, fit_profiles, json_text, read_session
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
@@ -206,13 +208,29 @@ def _with_reference(measured: Measured, profiles, wanted: bool) -> tuple[Measure
     return measured.over(reference.measured), reference.source
 
 
+def whole_runs(results: Sequence[Path]) -> dict[tuple[str, float], WholeRun]:
+    """The whole-run fit profiles of the results folders, at the built-ins' default hyperparameters,
+    by workload and card (a command workload by its name): what the cases measured, the planner reuses."""
+    found: dict[tuple[str, float], WholeRun] = {}
+    for folder in results:
+        for profile in fit_profiles(folder):
+            defaults = BUILTINS[profile.workload].defaults() if profile.builtin and profile.workload in BUILTINS else None
+            if profile.card_mb is None or profile.need_mb is None or profile.steady_mb is None:
+                continue
+            if defaults is not None and profile.hyperparameters != defaults:
+                continue
+            found.setdefault((profile.workload, profile.card_mb), WholeRun(profile.need_mb, profile.steady_mb,
+                                                                            f"measured here ({folder})"))
+    return found
+
+
 def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path],
                    own: OwnProfiles = OwnProfiles()) -> dict[str, Any]:
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
     table = read_profiles(Path(args.profiles) if args.profiles else None)
     measured, reference = _with_reference(read_measured(results), table, getattr(args, "reference", True))
     profiles, here = with_own(table, own, args.device)
-    planner = Planner(profiles, measured, here)
+    planner = Planner(profiles, measured, here, whole_runs(results))
     card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
     pairs = _pairs_of(cases)
     predictions = plan_pairs(planner, list(pairs), card_mb, args.sharing)

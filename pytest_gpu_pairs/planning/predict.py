@@ -56,6 +56,7 @@ class Planner:
     profiles: Profiles
     measured: Measured = field(default_factory=Measured)
     profiled_here: frozenset[str] = frozenset()  # workloads whose solo profile ``gpu-pairs profile`` measured here
+    whole_runs: dict[tuple[str, float], memory.WholeRun] = field(default_factory=dict)  # (model, card MB): measured here
 
     def __post_init__(self) -> None:
         self.card = model.Card(self.profiles.idle_power_w, self.profiles.power_limit_w)
@@ -125,9 +126,23 @@ class Planner:
 
     def fit(self, models: tuple[str, str], card_mb: float) -> memory.Fit:
         key = pair_key(*models)
+        whole = [self.whole_run(model, card_mb) for model in key]
+        if None not in whole and key not in self.measured.fit:
+            return memory.whole_run_fit(card_mb, *whole)
         need, basis = memory.need(self.profiles.get(key[0]), self.profiles.get(key[1]),
                                   self.profiles.pair_min_fit_mb.get(frozenset(key)), self.profiles.reserved_mb)
         return memory.verdict(card_mb, need, basis, self.measured.fit.get(key))
+
+    def whole_run(self, model_name: str, card_mb: float) -> Optional[memory.WholeRun]:
+        """The workload's whole-run need on this card: measured here (a results folder's fit profile at
+        default hyperparameters), else the package's H100 reference where it was measured on this card."""
+        here = self.whole_runs.get((model_name, card_mb))
+        if here is not None:
+            return here
+        row = self.profiles.get(model_name)
+        if row is None or row.fit_card_mb != card_mb or row.fit_need_mb is None or row.fit_steady_mb is None:
+            return None
+        return memory.WholeRun(row.fit_need_mb, row.fit_steady_mb, f"{REFERENCE_NAME}")
 
     def pair(self, models: tuple[str, str], card_mb: float, mechanisms: Sequence[str]) -> dict[str, Any]:
         key = pair_key(*models)

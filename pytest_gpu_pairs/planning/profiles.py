@@ -44,6 +44,9 @@ class _Workload(BaseModel):
     startup_s: _Number = None
     finish_s: _Number = None
     fit_s: _Number = None  # measuring its whole-run fit profile (two starts) took this long
+    fit_need_mb: _Number = None  # the most it held at any point of a whole run on the card fit_card_mb
+    fit_steady_mb: _Number = None  # the most it held training steadily there
+    fit_card_mb: _Number = None
 
 
 class _PairFit(BaseModel):
@@ -100,6 +103,9 @@ class SoloProfile:
     finish_s: Optional[float] = None  # last training step to the process's exit
     util_pct: Optional[float] = None  # NVML utilisation as measured (the estimator's time-slicing rule)
     fit_s: Optional[float] = None  # seconds its whole-run fit profile took to measure
+    fit_need_mb: Optional[float] = None  # its whole-run need on the card fit_card_mb (fit profile)
+    fit_steady_mb: Optional[float] = None
+    fit_card_mb: Optional[float] = None
 
     @property
     def on_gpu(self) -> bool:
@@ -168,7 +174,7 @@ def _profile(entry: _Workload) -> SoloProfile:
                        _per_busy(entry.gpm_sm_util_pct, busy), _per_busy(entry.gpm_dram_bw_pct, busy),
                        entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
                        entry.min_fit_mb, entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct,
-                       entry.fit_s)
+                       entry.fit_s, entry.fit_need_mb, entry.fit_steady_mb, entry.fit_card_mb)
 
 
 def _check_ranges(data: _File, source: str) -> None:
@@ -177,7 +183,8 @@ def _check_ranges(data: _File, source: str) -> None:
             value = getattr(entry, key)
             if value is not None and not 0 <= value <= 100:
                 raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a percentage 0-100, got {value!r}")
-        for key in ("step_time_s", "power_avg_w", "min_fit_mb", "peak_vram_nvml_mb", "startup_s", "finish_s", "fit_s"):
+        for key in ("step_time_s", "power_avg_w", "min_fit_mb", "peak_vram_nvml_mb", "startup_s", "finish_s", "fit_s",
+                    "fit_need_mb", "fit_steady_mb", "fit_card_mb"):
             value = getattr(entry, key)
             if value is not None and value < 0:
                 raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a number >= 0, got {value!r}")

@@ -178,6 +178,7 @@ class ResumedCases:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session):
         name_the_json_file(session.config)
+        json_written_at_end(session)
         line = save_json_of_resumed_cases(session.config, self._results_of(session.config))
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if line and reporter is not None:
@@ -242,6 +243,22 @@ class JsonFileByName:
 
     def __str__(self) -> str:
         return str(self.name)
+
+
+def json_written_at_end(session: pytest.Session) -> None:
+    """pytest-benchmark writes ``--benchmark-json`` as the session ends; a write that fails there (a
+    full disk) would end the session in a traceback instead of its results: it becomes one line
+    under the results table and exit status 1 (``summary.written_at_end``)."""
+    bench = getattr(session.config, "_benchmarksession", None)
+    save = getattr(bench, "save_json", None)
+    if save is None or getattr(save, "written_at_end", False):
+        return
+    from pytest_gpu_pairs.plugin.summary import written_at_end
+
+    def guarded(output_json: dict[str, Any]) -> None:
+        written_at_end(session, lambda: save(output_json), str(getattr(bench, "json", None) or "--benchmark-json"))
+    guarded.written_at_end = True
+    bench.save_json = guarded
 
 
 def name_the_json_file(config: pytest.Config) -> None:

@@ -34,7 +34,8 @@ def gpu_pairs(request) -> GpuPairsSession:
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     except StoreWriteError as exc:
         pytest.exit(f"gpu-pairs: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
-    refuse_foreign_baseline(request.config, env)
+    refuse_foreign_baseline(request.config, env, {case.id: case.method for case in session.cases()
+                                                  if case.id in session.planned})
     warn_of_another_gpu(request.config, machine_info(env, session.options.gpu_memory_mb))
     live.attach(request.config, env, session)
     return session
@@ -43,18 +44,18 @@ def gpu_pairs(request) -> GpuPairsSession:
 @pytest.fixture
 def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark):
     """``pair_run()`` measures the parametrised case and returns its ``CaseResult``; with
-    ``--gpu-pairs-resume`` a case with a complete earlier result is skipped (and still reported)."""
+    ``--gpu-pairs-resume`` a case with a complete earlier result that passes this session's checks
+    is skipped (and still reported), and one that fails them is not measured again: ``pair_run()``
+    returns its recorded result, whose ``check()`` fails the test as a measured failure would, so
+    a resumed session ends as the session that measured everything would have."""
     from pytest_gpu_pairs.plugin.benchmark import describe_benchmark, never_timed, quiet_when_skipped
-    from pytest_gpu_pairs.record.checks import CaseResult
 
     describe_benchmark(benchmark, gpu_pair_case)
     recorded = gpu_pairs.resumable(gpu_pair_case)
     if recorded is not None:
-        gpu_pairs.results.append(CaseResult(gpu_pair_case, recorded, gpu_pairs.enforce_efficiency, resumed=True,
-                                            enforce_vram=gpu_pairs.enforce_vram))
         quiet_when_skipped(benchmark)
-        pytest.skip(f"complete result in {gpu_pairs.case_dir(gpu_pair_case)}"
-                    + (f" (recorded failure: {recorded.failure})" if recorded.failure else ""))
+        yield _resumed(gpu_pair_case, gpu_pairs, recorded)
+        return
     run = _runner(gpu_pair_case, gpu_pairs, benchmark, request.node)
     live_line = gpu_pairs.environment().live
     if live_line is not None:
@@ -67,6 +68,18 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
         quiet_when_skipped(benchmark)
     gpu_pairs.note_unfinished(gpu_pair_case)
     gpu_pairs.after_case(gpu_pair_case)
+
+
+def _resumed(case: Case, session: GpuPairsSession, recorded):
+    """The skip of a resumed case that passes this session's checks; for one that fails them, what
+    ``pair_run`` hands the test in place of a runner: the recorded result."""
+    from pytest_gpu_pairs.record.checks import CaseResult
+
+    result = CaseResult(case, recorded, session.enforce_efficiency, resumed=True, enforce_vram=session.enforce_vram)
+    session.results.append(result)
+    if not result.problems():
+        pytest.skip(f"complete result in {session.case_dir(case)}")
+    return lambda: result
 
 
 def _runner(case: Case, session: GpuPairsSession, benchmark, node):

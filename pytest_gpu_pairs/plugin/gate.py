@@ -18,6 +18,8 @@ from pytest_gpu_pairs.analysis.compare import (
     Threshold,
     compare_runs,
     format_table,
+    method_refusal,
+    out_of_range,
     parse_thresholds,
     refusal,
 )
@@ -54,10 +56,19 @@ class CompareGate:
                 raise pytest.UsageError("--gpu-pairs-compare-fail needs a baseline: --gpu-pairs-compare PATH")
             return None
         try:
-            return cls(load_run(path), parse_thresholds(fail or "", "--gpu-pairs-compare-fail"),
+            gate = cls(load_run(path), parse_thresholds(fail or "", "--gpu-pairs-compare-fail"),
                        config.getoption("gpu_pairs_compare_force"), config.getoption("gpu_pairs_gpu_memory_mb"))
         except StoreError as exc:
             raise pytest.UsageError(str(exc)) from None
+        unusable = gate.unusable_figure()
+        if unusable:
+            raise pytest.UsageError(f"--gpu-pairs-compare: {unusable}")
+        return gate
+
+    def unusable_figure(self) -> Optional[str]:
+        """The first gated figure of the baseline no comparison can compute with, in one line."""
+        return next((problem for case_id in self.baseline.records for t in self.thresholds
+                     if (problem := out_of_range(self.baseline, case_id, t.metric))), None)
 
     def machine_refusal(self, env: Environment) -> Optional[str]:
         """The refusal message when the baseline comes from another machine (and is not forced)."""
@@ -67,6 +78,12 @@ class CompareGate:
             self.notes.append(f"warning: {message}; compared anyway (--gpu-pairs-compare-force)")
             return None
         self.refused = message and f"{message} (--gpu-pairs-compare-force compares anyway)"
+        return self.refused
+
+    def method_refusal(self, methods: dict[str, str]) -> Optional[str]:
+        """The refusal when a case this session will run was measured in the baseline with another
+        method (``methods``: case id -> this session's method); no option lifts it."""
+        self.refused = method_refusal(self.baseline, methods, "this session")
         return self.refused
 
     def finish(self, records: list[Record], env: Optional[Environment],
@@ -99,10 +116,11 @@ def configure(config: pytest.Config) -> None:
         config.stash[GATE_KEY] = gate
 
 
-def refuse_foreign_baseline(config: pytest.Config, env: Environment) -> None:
-    """Stop the session before the first case when the baseline's machine differs."""
+def refuse_foreign_baseline(config: pytest.Config, env: Environment, methods: Optional[dict[str, str]] = None) -> None:
+    """Stop the session before the first case when the baseline's machine differs, or when it
+    measured a case this session will run (``methods``: case id -> method) with another method."""
     gate = config.stash.get(GATE_KEY, None)
-    message = gate.machine_refusal(env) if gate is not None else None
+    message = gate.machine_refusal(env) or gate.method_refusal(methods or {}) if gate is not None else None
     if message:
         pytest.exit(f"--gpu-pairs-compare: {message}", returncode=pytest.ExitCode.USAGE_ERROR)
 

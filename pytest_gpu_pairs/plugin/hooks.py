@@ -261,8 +261,9 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
-    """The comparison gate runs here, inside the terminal reporter's wrapper, so a regression both
-    shows in the summary and sets the exit status."""
+    """The comparison gate and the summary's files run here, inside the terminal reporter's wrapper,
+    so a regression, a recorded failure or a file that could not be written both shows in the
+    summary and sets the exit status."""
     state = existing_session(session.config)
     if state is not None and is_worker(session.config):
         from pytest_gpu_pairs.plugin.xdist import worker_output
@@ -272,14 +273,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     xdist_state = session.config.stash.get(XDIST_KEY, None)
     if state is not None and xdist_state is not None:
         from pytest_gpu_pairs.plugin import xdist
+        from pytest_gpu_pairs.plugin.summary import written_at_end
 
         xdist.adopt_results(state, xdist_state["gathered"], xdist_state["collected"])
-        xdist.write_session_file(state, xdist_state["gathered"])
-        xdist.write_benchmark_json(session.config, xdist_state["gathered"])
+        written_at_end(session, lambda: xdist.write_session_file(state, xdist_state["gathered"]))
+        written_at_end(session, lambda: xdist.write_benchmark_json(session.config, xdist_state["gathered"]))
     if state is not None:
         from pytest_gpu_pairs.plugin import gate
+        from pytest_gpu_pairs.plugin.summary import end_of_session
 
         gate.session_finish(session, [r.record for r in state.results], state.opened_environment, state.planned)
+        end_of_session(session, state)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

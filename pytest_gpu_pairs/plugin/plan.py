@@ -12,6 +12,8 @@ import pytest
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimate_cases, long_cases, session_total
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles
+from pytest_gpu_pairs.record.store import StoreError, load_result
+from pytest_gpu_pairs.run.session import OutsideOutputFolder
 
 
 def planned_device(device: str) -> str:
@@ -75,14 +77,33 @@ def estimate_session(session, cases: Sequence, own: Optional[OwnProfiles] = None
     return estimates
 
 
+def recorded_cases(session, cases: Sequence) -> list:
+    """With ``--gpu-pairs-resume``: the cases whose folder holds a complete result, which the session
+    would skip (read from disk only: planning opens no device)."""
+    if not session.options.resume:
+        return []
+    done = []
+    for case in cases:
+        try:
+            record = load_result(session.case_dir(case))
+        except (StoreError, OutsideOutputFolder):
+            continue
+        if record is not None and record.complete:
+            done.append(case)
+    return done
+
+
 def write_plan(config: pytest.Config, session, cases: Sequence) -> None:
     options = session.options
     device = planned_device(options.device)
     own = own_profiles(session, strict=True)
-    estimates = estimate_session(session, cases, own)
+    skipped = recorded_cases(session, cases)
+    estimates = estimate_session(session, [c for c in cases if c not in skipped], own)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
     reporter.write_sep("=", "gpu-pairs plan (estimates; nothing runs)")
     for line in plan_lines(estimates, device, options.scale, options.out_dir, own):
         reporter.write_line(line)
+    if skipped:
+        reporter.write_line(f"resumed: {len(skipped)} case(s) already recorded in {options.out_dir} are not counted")

@@ -8,25 +8,33 @@ from __future__ import annotations
 import re
 import shlex
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+import pytest
+
+from pytest_gpu_pairs.inputs import printable
 from pytest_gpu_pairs.planning.estimate import clock
 from pytest_gpu_pairs.plugin.benchmark import ROUND_FIGURE
+from pytest_gpu_pairs.record.fit import FIT_SOURCE
 from pytest_gpu_pairs.record.keys import label, meaning
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, flagged, suspect_rounds
+from pytest_gpu_pairs.record.store import StoreWriteError, atomic_write_csv
 
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
            ("eff", "concurrency_efficiency", "{:.2f}"), ("slow", "fg_slowdown", "{:.2f}"),
            ("bg", "bg_progress_ratio", "{:.2f}"), ("cov", "bg_coverage", "{:.2f}"),
            ("E/serial", "energy_vs_serial", "{:.2f}"), ("fg J/step", "fg_gpu_energy_per_step_j", "{:.3g}"),
            ("bg J/step", "bg_gpu_energy_per_step_j", "{:.3g}"),
-           ("VRAM MB", "peak_vram_mb", "{:.0f}"), ("oom", "oom", "{}"))
+           ("VRAM MB", "vram_judged_mb", "{:.0f}"), ("oom", "oom", "{}"))
 OWN_LEGEND = {
     "status": "passed, failed (the reason is in the test's failure), resumed (recorded earlier); summary.csv also "
               "lists the folder's cases of earlier sessions (session: earlier)",
     "time": "the case's wall time",
+    "VRAM MB": "the pair's memory the budget judged: its whole-run need from both jobs' fit profiles on the card the "
+               "settings name (vram_fit_mb), else the peak sampled during the case (peak_vram_mb)",
     "E/serial": "the card's energy for the pair's work over what the same work costs one job after the other "
                 "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts)",
 }
@@ -47,6 +55,41 @@ def legend_entry(title: str, key: str) -> str:
 def legend() -> str:
     """The legend under the table: every column but the case id, then the marks a cell can carry."""
     return "; ".join([*(legend_entry(title, key) for title, key, _ in COLUMNS[1:]), MARKS_LEGEND])
+
+
+ENDED_KEY = pytest.StashKey[dict]()  # what the session's end wrote for the summary, and what it could not
+
+
+def end_of_session(session: pytest.Session, state) -> None:
+    """Before the summary is shown: the table written as ``summary.csv``, and the exit status made
+    to reflect what the summary reports. A write that fails (a full disk) is one line under the
+    table, which is still shown (each case's record is in its result.json), and exit status 1; so
+    is a case the table shows as failed, or resumed with a recorded failure, whose test did not
+    fail (a test of one's own that never calls ``check()``)."""
+    ended = session.config.stash.setdefault(ENDED_KEY, {"csv": None, "problems": []})
+    table = rows(state.results)
+    if table and (state.results or state.interrupted) and state.options.out_dir.is_dir():
+        written_at_end(session, lambda: ended.__setitem__("csv", write_csv(state.options.out_dir, table)))
+    if any(status(r) == "failed" or (r.resumed and r.problems()) for r in state.results):
+        _fail_exit_status(session)
+
+
+def written_at_end(session: pytest.Session, write: Callable[[], Any], what: str = "a file") -> None:
+    """``write()``, a file the session's end writes (``what``, where the error does not name it);
+    where it fails, one line for the summary and exit status 1 instead of a traceback in place of
+    the results table."""
+    try:
+        write()
+    except OSError as exc:
+        line = str(exc) if isinstance(exc, StoreWriteError) else \
+            f"could not write {exc.filename or what}: {exc.strerror or exc}"
+        session.config.stash.setdefault(ENDED_KEY, {"csv": None, "problems": []})["problems"].append(line)
+        _fail_exit_status(session)
+
+
+def _fail_exit_status(session: pytest.Session) -> None:
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 MAX_KEYS_SHOWN = 4
@@ -84,7 +127,12 @@ def status(result) -> str:
 def rows(results) -> list[dict[str, Any]]:
     """One flat row per case: the record's headline figures with its status and duration."""
     return [{**r.record, **energy_vs_serial(r.record), "status": status(r), "duration": _duration(duration_s(r.record)),
-             "duration_s": duration_s(r.record)} for r in results]
+             "duration_s": duration_s(r.record), "vram_judged_mb": vram_judged(r.record)} for r in results]
+
+
+def vram_judged(record: Record) -> Optional[float]:
+    """The memory figure the budget check used (``vram_budget_source``)."""
+    return record.vram_fit_mb if record.vram_budget_source == FIT_SOURCE else record.peak_vram_mb
 
 
 def energy_vs_serial(record: Record) -> dict[str, Any]:
@@ -119,7 +167,6 @@ def format_table(records: list[dict[str, Any]]) -> list[str]:
 def write_csv(out_dir: Path, table: list[dict[str, Any]]) -> Path:
     """``summary.csv``: the terminal table with full precision, intervals as their own columns, then
     the folder's other complete cases, which an earlier session recorded (``session``: this or earlier)."""
-    from pytest_gpu_pairs.record.store import atomic_write_csv
 
     keys = [key for _, key, _ in COLUMNS if key != "duration"] + ["duration_s"]
     header = tuple(keys + [f"{key}_ci_low" for key in keys if key.endswith("efficiency")]
@@ -253,6 +300,12 @@ def sharing_lines(records: list[dict[str, Any]]) -> list[str]:
     return ["sharing (timeslice vs mps):"] + lines if lines else []
 
 
+def _write(reporter, line: str) -> None:
+    """A line of the summary, its control characters escaped: records read back (a resumed case's)
+    and notes quote a job's own text, which is not the terminal's to interpret."""
+    reporter.write_line(printable(line))
+
+
 def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> None:
     records = [r.record for r in session.results]
     table = rows(session.results)
@@ -261,28 +314,29 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
     device: Optional[str] = records[0].device if records else (env.device_name if env is not None else None)
     card = session.options.gpu_memory_mb
     emulated = f"   emulated card: {card:.0f} MB (--gpu-pairs-gpu-memory-mb)" if card is not None else ""
-    csv_note = ""
-    if table and session.options.out_dir.is_dir():
-        csv_note = f"   table: {write_csv(session.options.out_dir, table)}"
-    reporter.write_line(f"device: {device}   results: {session.options.out_dir}{emulated}{csv_note}")
+    ended = reporter.config.stash.get(ENDED_KEY, {"csv": None, "problems": []})
+    csv_note = f"   table: {ended['csv']}" if ended["csv"] is not None else ""
+    _write(reporter, f"device: {device}   results: {session.options.out_dir}{emulated}{csv_note}")
     if table:
         for line in format_table(table):
-            reporter.write_line(line)
-        reporter.write_line(legend())
+            _write(reporter, line)
+        _write(reporter, legend())
+    for problem in ended["problems"]:
+        _write(reporter, f"not written as the session ended: {problem}")
     for line in benchmark_lines(records):
-        reporter.write_line(line)
+        _write(reporter, line)
     for line in impossible_lines(records):
-        reporter.write_line(line)
+        _write(reporter, line)
     for line in sharing_lines(records):
-        reporter.write_line(line)
+        _write(reporter, line)
     for line in unmeasured_lines(records):
-        reporter.write_line(line)
+        _write(reporter, line)
     for line in interrupted_lines(session, args or []):
-        reporter.write_line(line)
+        _write(reporter, line)
     for line in resumed_lines(session.results):
-        reporter.write_line(line)
+        _write(reporter, line)
     if session.orphans_killed:
-        reporter.write_line(f"killed {len(session.orphans_killed)} job process(es) left running in "
+        _write(reporter, f"killed {len(session.orphans_killed)} job process(es) left running in "
                             f"{session.options.out_dir} by an earlier pytest that died: {session.orphans_killed}")
 
 

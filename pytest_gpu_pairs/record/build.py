@@ -454,6 +454,9 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     record.update(_memory_figures(m.samples, {}, case.mode, notes))
     _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
+    for role, progress in (("fg", m.fg), ("bg", m.bg)):
+        if progress.problem_note:
+            notes.also(f"{role}_progress_source", progress.problem_note)
     _cpu_facts(record, notes, env, case)
     record["notes"] = dict(notes)
     return built(with_impossible_notes(record))

@@ -14,6 +14,7 @@ from typing import Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import Case
+from pytest_gpu_pairs.inputs import printable
 from pytest_gpu_pairs.record.fit import FIT_SOURCE
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import typed
@@ -123,12 +124,16 @@ class CaseResult:
         return all(job.is_builtin and job.model in BUILTINS and BUILTINS[job.model].cpu_only for job in jobs)
 
     def check(self) -> None:
-        """Fail the test with every violated condition at once."""
+        """Fail the test with every violated condition at once; a resumed case's says it was recorded
+        earlier. A job's text in it (an OOM line, a record read back) is shown with its control
+        characters escaped: it is not the terminal's to interpret."""
         import pytest
 
         found = self.problems()
         if found:
-            pytest.fail(f"{self.case.id}: " + " | ".join(found), pytrace=False)
+            recorded = (f"recorded failure (resumed from {self.record.case_id}'s result.json, not measured again; "
+                        "delete its folder to measure it again): ") if self.resumed else ""
+            pytest.fail(printable(f"{self.case.id}: {recorded}" + " | ".join(found)), pytrace=False)
 
 
 def _card(r: Record) -> str:

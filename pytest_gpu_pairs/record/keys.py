@@ -45,6 +45,10 @@ IDENTITY = _figures("identity", [
     ("complete", "bool", "", None, False, "the case ran to its end (passing or failing); false: interrupted"),
     ("interrupted", "str", "", None, False, "why an incomplete case stopped (Ctrl-C, SIGTERM, a harness error)"),
     ("reused_measurement", "str", "", None, False, "a solo case that reports the session's earlier measurement of its job"),
+    ("settings_digest", "dict", "", None, False, "digests of what the case measured: fg and bg (each job's workload, "
+     "hyperparameters, and a command workload's argv, cwd, env and patterns) and measurement (method, phases, "
+     "rounds, timeouts, scale, device, precision target, ...); --gpu-pairs-resume measures a case again where one "
+     "differs"),
     ("repeats", "int", "rounds", None, False, "how many rounds the figures are the mean of"),
     ("rounds", "list", "", None, False, "with repeats: each round's figures"),
     ("timeline", "dict", "", None, False, "wall-clock stamps of every phase of the case (read by dead-time)"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 MARK = "!"
+LARGEST_FIGURE = 1e50  # no measurement comes near: a year of a thousand GPUs is 1e13 J, steps are counted to 2**53
 _SUSPECT = "; suspect: "
 BOUNDS = {"concurrency_efficiency": (">", 2.0), "fg_slowdown": ("<", 1.0), "bg_progress_ratio": (">", 1.0)}
 ROUND_MARGIN = 1.6

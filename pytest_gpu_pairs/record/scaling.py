@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, ScalingPlan, describe
+from pytest_gpu_pairs.inputs import is_finite_number, printable
 from pytest_gpu_pairs.monitor.counters import counter_energy_j
 from pytest_gpu_pairs.monitor.samples import GpuSample
-from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.protocol import Progress, from_monotonic
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.record.model import Record, built
@@ -181,12 +182,23 @@ def failure_of(m: ScalingMeasurement) -> Optional[str]:
             return f"{rank.role} ran out of memory: {rank.oom_message}"
         if rank.progress.error:
             lines = str(rank.progress.error.get("message") or "").strip().splitlines() or ["no message"]
-            return f"{rank.role} failed: {lines[-1]}"
+            return f"{rank.role} failed: {printable(lines[-1])}"
     if m.stopped_because:
         return f"stopped: {m.stopped_because}"
     bad = [r for r in m.ranks if r.returncode not in (0, None) and not r.stopped_by_harness]
     if bad:
         return f"{bad[0].role} exited with code {bad[0].returncode} (log: {bad[0].log_path})"
+    return None
+
+
+def _window(result: dict[str, Any]) -> Optional[tuple[float, float]]:
+    """A rank's timed window on the harness's clock: its CLOCK_MONOTONIC ends (``window_mono``), or
+    the wall-clock ``window`` a rank of an earlier version reported."""
+    mono, wall = result.get("window_mono"), result.get("window")
+    if isinstance(mono, list) and len(mono) == 2 and all(is_finite_number(v) for v in mono):
+        return from_monotonic(mono[0]), from_monotonic(mono[1])
+    if isinstance(wall, list) and len(wall) == 2 and all(is_finite_number(v) for v in wall):
+        return wall[0], wall[1]
     return None
 
 
@@ -196,7 +208,7 @@ def step_time(m: ScalingMeasurement, notes: Notes) -> tuple[Optional[Estimate], 
     if m.timed_steps:
         results = m.results()
         spans = slowest_rank_steps([r["step_times_s"] for r in results])
-        windows = [r.get("window") for r in results if isinstance(r.get("window"), list)]
+        windows = [_window(r) for r in results if _window(r) is not None]
         window = (min(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
     else:
         per_rank = [report_spans(rank.progress, m.plan.warmup_steps) for rank in m.ranks]

@@ -234,7 +234,20 @@ def read_record(path: str | Path) -> Record:
     data = _read_json(path, "gpu-pairs result.json")
     if not isinstance(data, dict):
         raise StoreError(f"{path}: $: expected a gpu-pairs result record (a JSON object)")
-    return typed(record_v1.upgrade(data), path)
+    return _read_layout(data, path, "$")
+
+
+def _read_layout(data: dict[str, Any], path: str | Path, where: str) -> Record:
+    """A record read from disk in today's layout, typed: layout 1 upgraded, a layout newer than
+    this version knows refused (its keys may mean other things, and read as this layout its figures
+    would be judged as if they were these)."""
+    layout = data.get("schema")
+    if isinstance(layout, int) and not isinstance(layout, bool) and not 1 <= layout <= SCHEMA_VERSION:
+        newer = layout > SCHEMA_VERSION
+        raise StoreError(f"{path}: {where}.schema: expected a record of layout 1 to {SCHEMA_VERSION}, got "
+                         f"{describe_number(layout)}" + ("; it was written by a newer gpu-pairs: read it with "
+                                                         "that version, or upgrade this one" if newer else ""))
+    return typed(record_v1.upgrade(data), path, where)
 
 
 def load_result(out_dir: str | Path) -> Optional[Record]:
@@ -387,6 +400,11 @@ class Run:
     source: str
     records: dict[str, Record]
     machine: dict[str, Any] = field(default_factory=dict)
+    places: dict[str, tuple[str, str]] = field(default_factory=dict)  # case id -> (file, JSON path) it was read from
+
+    def place(self, case_id: str) -> tuple[str, str]:
+        """The file and JSON path of a case's record, for a message that names them."""
+        return self.places.get(case_id, (self.source, f"$[{case_id!r}]"))
 
     def __post_init__(self) -> None:
         self.records = {case_id: r if isinstance(r, Record) else typed(r, self.source, f"$[{case_id!r}]")
@@ -435,7 +453,7 @@ def _session_machine(run_dir: Path) -> dict[str, Any]:
 
 
 def _add_record(records: dict[str, Record], record: Any, path: Path, where: str,
-                claimed: dict[str, str]) -> None:
+                claimed: dict[str, str], places: Optional[dict[str, tuple[str, str]]] = None) -> None:
     """One more record of a run; a second record of a case id already read is refused, naming both
     places: whichever came last would otherwise silently stand for the case."""
     if not isinstance(record, dict) or not isinstance(record.get("case_id"), str):
@@ -443,8 +461,10 @@ def _add_record(records: dict[str, Record], record: Any, path: Path, where: str,
     case_id = record["case_id"]
     if case_id in records:
         raise StoreError(duplicate_case_message(path, where, case_id, claimed[case_id]))
-    records[case_id] = typed(record_v1.upgrade(record), path, where)
+    records[case_id] = _read_layout(record, path, where)
     claimed[case_id] = f"{path}" if where == "$" else f"{path} at {where}"
+    if places is not None:
+        places[case_id] = (str(path), where)
 
 
 def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
@@ -456,12 +476,13 @@ def _load_benchmark_json(path: Path, data: dict[str, Any]) -> Run:
         raise StoreError(f"{path}: $.{RESUMED_KEY}: expected a list of resumed cases' entries")
     records: dict[str, Record] = {}
     claimed: dict[str, str] = {}
+    places: dict[str, tuple[str, str]] = {}
     for where, entries in (("benchmarks", benchmarks), (RESUMED_KEY, resumed)):
         for index, bench in enumerate(entries):
             info = bench.get("extra_info") if isinstance(bench, dict) else None
             if isinstance(info, dict) and "case_id" in info:
-                _add_record(records, info, path, f"$.{where}[{index}].extra_info", claimed)
-    return Run(str(path), records, _benchmark_machine(path, data))
+                _add_record(records, info, path, f"$.{where}[{index}].extra_info", claimed, places)
+    return Run(str(path), records, _benchmark_machine(path, data), places)
 
 
 def _benchmark_machine(path: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -481,11 +502,12 @@ def _benchmark_machine(path: Path, data: dict[str, Any]) -> dict[str, Any]:
 def _load_run_dir(path: Path) -> Run:
     records: dict[str, Record] = {}
     claimed: dict[str, str] = {}
+    places: dict[str, tuple[str, str]] = {}
     for result in case_result_paths(path):
-        _add_record(records, _read_json(result, "gpu-pairs result.json"), result, "$", claimed)
+        _add_record(records, _read_json(result, "gpu-pairs result.json"), result, "$", claimed, places)
     if not records:
         raise StoreError(f"{path}: $: expected a gpu-pairs run directory with <case-id>/result.json files")
-    return Run(str(path), records, _session_machine(path))
+    return Run(str(path), records, _session_machine(path), places)
 
 
 def load_run(path: str | Path) -> Run:
@@ -498,7 +520,7 @@ def load_run(path: str | Path) -> Run:
         run = _load_benchmark_json(path, data)
     elif isinstance(data, dict) and "case_id" in data:
         run = Run(str(path), {}, _session_machine(path.parent.parent))
-        _add_record(run.records, data, path, "$", {})
+        _add_record(run.records, data, path, "$", {}, run.places)
     else:
         raise StoreError(f"{path}: $: expected pytest-benchmark JSON (with 'benchmarks') or a gpu-pairs result.json")
     if not run.records:

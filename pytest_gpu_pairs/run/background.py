@@ -7,8 +7,8 @@ a reason when the job crashes over and over instead of spinning.
 from __future__ import annotations
 
 import json
+import os
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Optional
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.patterns import compile_pattern
+from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.measurement import BackgroundRun, BackgroundRuns
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, LOG_LINE_BYTES
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
@@ -70,7 +71,7 @@ class ReadinessWatch:
             return None  # speaks the protocol or prints its progress: wait for its first step
         matched = self._scan_new_output()
         if self._pattern is not None:
-            return (time.time(), "ready_pattern") if matched else None
+            return (now(), "ready_pattern") if matched else None
         return self._fallback()
 
     def _fallback(self) -> Optional[tuple[float, str]]:
@@ -80,18 +81,22 @@ class ReadinessWatch:
         if exit_code == 0:
             self.ready_on_exit = self._ran_s() < FINISHED_RUN_MIN_S
             return self.first_output_t, "fallback"
-        if exit_code is None and time.time() - self.first_output_t >= self.fallback_s:
-            return time.time(), "fallback"
+        if exit_code is None and now() - self.first_output_t >= self.fallback_s:
+            return now(), "fallback"
         return None
 
     def _ran_s(self) -> float:
         """How long the job ran, start to exit (to now while its exit is not yet stamped)."""
-        return (self.job.exit_t or time.time()) - self.job.start_t
+        return (self.job.exit_t or now()) - self.job.start_t
 
     def _scan_new_output(self) -> bool:
-        """Reads what the log gained since the last call; True when ``ready_pattern`` matched."""
+        """Reads what the log gained since the last call, at most ``LOG_READ_CHUNK``; a log further
+        ahead (a flood, a sparse file) is read from its newest chunk. True when ``ready_pattern`` matched."""
         try:
             with open_regular(self.job.log_path) as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size - self._offset > 2 * LOG_READ_CHUNK:
+                    self._offset, self._partial = size - LOG_READ_CHUNK, ""
                 handle.seek(self._offset)
                 chunk = handle.read(LOG_READ_CHUNK)
         except OSError:
@@ -102,15 +107,33 @@ class ReadinessWatch:
         lines = [line[:LOG_LINE_BYTES] for line in lines]
         own = [line for line in lines + [self._partial] if line.strip() and not line.startswith(HARNESS_LINE)]
         if own and self.first_output_t is None:
-            self.first_output_t = time.time()
+            self.first_output_t = now()
         return self._pattern is not None and any(self._pattern.search(line) for line in own)
 
 
+def _trained_too_briefly(outcome, ready_t: Optional[float], basis: Optional[str]) -> bool:
+    """A run that ended on its own with exit code 0 less than ``FINISHED_RUN_MIN_S`` after it said it
+    was ready (a ready event, a progress line, its ready_pattern) and sooner than it took to become
+    ready: it spent more time starting than training, and restarted without end it would leave the
+    case a storm of start-ups (coverage near 0) that passes. (A run ready by the fallback has its
+    own rule: ``ReadinessWatch.ready_on_exit``.)"""
+    if basis == "fallback" or not outcome.completed or ready_t is None or outcome.end_t is None:
+        return False
+    trained = outcome.end_t - ready_t
+    return trained < FINISHED_RUN_MIN_S and trained < ready_t - outcome.start_t
+
+
 def _run_reason(run: BackgroundRun, ready_rule: str) -> str:
-    """Why a run counts towards the crash loop: how it failed, or that it ended before it was ready
-    (and, where its log had lines its progress_pattern read nothing from, that)."""
+    """Why a run counts towards the crash loop: how it failed, that it trained too briefly, or that
+    it ended before it was ready (and, where its log had lines its progress_pattern read nothing
+    from, that)."""
     if run.outcome.failed or not run.ended_unready:
         return run.outcome.reason()
+    if _trained_too_briefly(run.outcome, run.ready_t, run.ready_basis):
+        return (f"exited with code 0 {run.outcome.end_t - run.ready_t:.2f} s after it was ready, less than "
+                f"{FINISHED_RUN_MIN_S:g} s and less than the {run.ready_t - run.outcome.start_t:.2f} s it took to start: "
+                "each run trains too little for a foreground to share the device with; give each run more work "
+                f"(more epochs or steps); log: {run.outcome.log_path}")
     missed = f"; its log had lines but {run.outcome.progress.no_match}" if run.outcome.progress.no_match else ""
     return (f"exited with code {run.outcome.returncode} before it was ready ({ready_rule}{missed}); "
             f"log: {run.outcome.log_path}")
@@ -155,7 +178,7 @@ class BackgroundLoop:
 
     def start(self) -> BackgroundLoop:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.started_t = time.time()
+        self.started_t = now()
         self._thread = threading.Thread(target=self._loop, name=f"gpu-pairs-bg-{self.spec.model}", daemon=True)
         _LOOPS.add(self)
         self._thread.start()
@@ -163,8 +186,8 @@ class BackgroundLoop:
 
     def wait_ready(self, timeout_s: float) -> bool:
         """True once a run is training; False if the loop failed or ``timeout_s`` passed."""
-        deadline = time.time() + timeout_s
-        while time.time() < deadline and not self._ready.is_set() and self.failure is None:
+        deadline = now() + timeout_s
+        while now() < deadline and not self._ready.is_set() and self.failure is None:
             self._ready.wait(0.05)
         return self._ready.is_set()
 
@@ -242,7 +265,8 @@ class BackgroundLoop:
         with self._lock:
             self._current = None
         outcome = job.outcome()
-        unready = not outcome.stopped_by_harness and (watch.ready_t is None or watch.ready_on_exit)
+        unready = not outcome.stopped_by_harness and (watch.ready_t is None or watch.ready_on_exit
+                                                      or _trained_too_briefly(outcome, watch.ready_t, watch.basis))
         return BackgroundRun(index, outcome, watch.ready_t, watch.basis, unready)
 
     def _note_ready(self, watch: ReadinessWatch) -> None:

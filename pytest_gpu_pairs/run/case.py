@@ -1,7 +1,6 @@
 """The case runner: solo baselines, then the rounds, then one record, whatever happens."""
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
@@ -9,6 +8,7 @@ from typing import Any, Optional
 import pytest
 
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, describe
+from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.fit import fit_record
@@ -65,7 +65,7 @@ class PairRun:
         except OSError as exc:
             pytest.fail(f"{self.case.id}: could not prepare its folder in {self.session.options.out_dir}: "
                         f"{exc.strerror or exc}", pytrace=False)
-        self.timeline["case_start_t"] = time.time()
+        self.timeline["case_start_t"] = now()
         try:
             if self.case.mode == "concurrent":
                 self._fits = self.session.fits.for_case(self.case, self.env)
@@ -242,12 +242,12 @@ class PairRun:
             self._round = None
 
     def _times(self) -> dict[str, Any]:
-        return {"timeline": {**self.timeline, "case_end_t": time.time()}}
+        return {"timeline": {**self.timeline, "case_end_t": now()}}
 
     def _finish(self, record: Record) -> CaseResult:
         self.close()
         timeline = self._times()["timeline"]
-        changes = {"timeline": timeline, "case_wall_s": timeline["case_end_t"] - timeline.get("case_start_t", time.time())}
+        changes = {"timeline": timeline, "case_wall_s": timeline["case_end_t"] - timeline.get("case_start_t", now())}
         if self.case.method == "epoch" and self.measurements:
             changes["benchmark_figure"] = EPOCH_BENCHMARK_FIGURE
         changes.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})

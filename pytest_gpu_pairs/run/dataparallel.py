@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from pytest_gpu_pairs.experiment.cases import JobConfig, ScalingPlan
-from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.protocol import Progress, now
 from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.run.joblog import detect_oom
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec, build_spec
@@ -117,7 +117,7 @@ class DataParallelJob:
 
     def start(self) -> DataParallelJob:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.start_t = time.time()
+        self.start_t = now()
         if self.is_builtin:
             port = free_port()
             for rank in range(self.setup.world):
@@ -152,12 +152,12 @@ class DataParallelJob:
         deadline = self.start_t + self.setup.timeout_s
         failed_t: Optional[float] = None
         while any(p.poll() is None and p.popen is not None for p in self.processes):
-            now = time.time()
-            if now >= deadline:
+            moment = now()
+            if moment >= deadline:
                 self._end_all(f"the case's timeout of {self.setup.timeout_s:g} s passed", timed_out=True)
                 break
-            failed_t = failed_t or self._first_failure_t(now)
-            if failed_t is not None and now - failed_t >= PEER_EXIT_GRACE_S:
+            failed_t = failed_t or self._first_failure_t(moment)
+            if failed_t is not None and moment - failed_t >= PEER_EXIT_GRACE_S:
                 self._end_all("another rank failed; the others would wait for it in their next all-reduce")
                 break
             if not self.is_builtin and self._enough_steps():
@@ -191,7 +191,7 @@ class DataParallelJob:
             for follower in self.followers:
                 if follower is not None:
                     follower.stop()
-        self.end_t = self.end_t or time.time()
+        self.end_t = self.end_t or now()
 
     def rank_progress(self) -> list[Progress]:
         """What each rank reported: its protocol file, else what its log said."""

@@ -38,9 +38,11 @@ GAP_REPORTS = 5.0  # a command workload silent for this many of its usual report
 
 
 def fit_key(job: JobConfig, card_mb: Optional[float], device_name: str, scale: float) -> str:
-    """What a fit profile is of: the same workload, hyperparameters and command, on the same card
-    size and GPU model, at the same scale (a built-in's evaluation set follows the scale)."""
-    text = json.dumps([job.model, job.hparams, job.command_key, card_mb, device_name, scale], default=str)
+    """What a fit profile is of: the same workload, hyperparameters and command (everything its
+    settings say: argv, cwd, env, patterns), on the same card size and GPU model, at the same scale
+    (a built-in's evaluation set follows the scale). A changed command is a new profile."""
+    command = job.command.model_dump(mode="json") if job.command is not None else job.command_key
+    text = json.dumps([job.model, job.hparams, command, card_mb, device_name, scale], default=str)
     return f"{job.model}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 
@@ -166,26 +168,27 @@ class FitProfiles:
         if env.device != "cuda" or env.gpu is None:
             return PairFits(unmeasured=f"memory is measured on a GPU only ({env.gpu_unavailable or 'no GPU'})")
         card = self.card_mb(case, env)
-        spent = 0.0
+        spent = [0.0]
         found: dict[str, Optional[FitProfile]] = {}
         for role, job in (("fg", case.fg), ("bg", case.bg)):
-            began = time.monotonic()
             try:
-                found[role] = self._profile(job, env, card, case.timeout_s)
+                found[role] = self._profile(job, env, card, case.timeout_s, spent)
             except BallastError as exc:
                 return PairFits(unmeasured=f"the {card:.0f} MB card could not be emulated for the fit profiles: {exc}",
-                                seconds=spent)
-            spent += time.monotonic() - began
-        return PairFits(found["fg"], found["bg"], None, spent)
+                                seconds=spent[0])
+        return PairFits(found["fg"], found["bg"], None, spent[0])
 
-    def _profile(self, job: JobConfig, env: Environment, card: Optional[float], timeout_s: float) -> FitProfile:
+    def _profile(self, job: JobConfig, env: Environment, card: Optional[float], timeout_s: float,
+                 spent: list[float]) -> FitProfile:
+        """The job's profile: known to this session, stored in the folder, or measured now (its
+        device seconds added to ``spent``)."""
         key = fit_key(job, card, env.device_name, env.scale)
-        if key in self._known:
-            return self._known[key]
-        profile = self._stored(key)
+        profile = self._known.get(key) or self._stored(key)
         if profile is None:
+            began = time.monotonic()
             profile = (cpu_profile(job, key, env.device_name, card) if trains_on_cpu(job)
                        else measure_fit(job, env, self._folder(key), card, key, timeout_s))
+            spent[0] += time.monotonic() - began
             save_fit_profile(self.out_dir, profile)
         self._known[key] = profile
         return profile

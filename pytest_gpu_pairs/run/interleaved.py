@@ -29,7 +29,7 @@ from typing import Optional
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.protocol import GATE_VAR, STEADY_STATE_VAR, Progress
+from pytest_gpu_pairs.protocol import GATE_VAR, STEADY_STATE_VAR, Progress, now
 from pytest_gpu_pairs.record.checks import PROGRESS_FIX
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound, Restart, StartInfo
 from pytest_gpu_pairs.record.phases import BETWEEN_START_PRIOR, complete_rounds
@@ -61,6 +61,10 @@ UNREACHABLE_ROUNDS = 10**6  # rounds per start "needed" where no number of round
 
 class InterleavedFailure(RuntimeError):
     """A job failed or never trained; the message is the case's failure."""
+
+
+class CapReached(Exception):
+    """The case's time cap passed while it held a phase or a warm-up: it stops there."""
 
 
 class JobEnded(Exception):
@@ -100,15 +104,19 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     phases keep a round's solo and pair phases within seconds of each other, so the slow drift of
     a host-bound job falls on both sides of its ratio; but a phase must hold enough step reports
     of a job that reports rarely (then it lasts a whole multiple of ``phase_s``, so the same jobs
-    get the same phases in every session), and on a device that queues work (``queued``: a GPU)
-    settling must outlast a step of a slow job. On the CPU a stopped job stops at once and a
-    continued one is running again at once: settling stays ``settle_s``, since a step that takes
-    seconds there would otherwise spend a third of every round waiting."""
+    get the same phases in every session), and settling must outlast a step of a slow job. A step
+    lasts at most the time between two reports (each ends a step): a job whose progress counts
+    epochs (a Hugging Face ``'epoch': 0.5``) settles for its steps, not for two epochs.
+    On a device that queues work (``queued``: a GPU) settling outlasts those steps; on the CPU a
+    stopped job stops at once and a continued one runs again at once, so settling stays
+    ``settle_s``, since a step that takes seconds there would otherwise spend a third of every
+    round waiting."""
     step_times = []
-    for progress in progresses:
+    for progress, gap in zip(progresses, report_gaps(progresses, since, until)):
         inside = [(t, s) for t, s in progress.steps if since <= t <= until]
         if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
-            step_times.append((inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1]))
+            per_unit = (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
+            step_times.append(per_unit if gap is None else min(per_unit, gap))
     gaps = [g for g in report_gaps(progresses, since, until) if g is not None]
     needed = max([REPORTS_PER_PHASE * g for g in gaps], default=0.0)
     phase = phase_s * max(1, math.ceil(needed / phase_s - 1e-9))
@@ -193,7 +201,7 @@ class InterleavedPair:
         self._ended_progress: dict[str, list[Progress]] = {role: [] for role in ROLES}
         self.run_started_t: dict[str, float] = {}
         self.sampler: Optional[Sampler] = None
-        self.rapl = RaplSampler()
+        self.rapl = RaplSampler(clock=now)
         self.rounds: list[PhaseRound] = []
         self.restarts: list[Restart] = []
         self.segment = 0
@@ -216,13 +224,16 @@ class InterleavedPair:
             self._measure_rounds()
         except InterleavedFailure as exc:
             self.failure = str(exc)
+        except CapReached:
+            rounds = len(complete_rounds(self.snapshot(), self.env.idle_power_w))
+            self.stop_reason = f"time cap {self.rule.max_seconds:g} s reached after {rounds} complete round(s)"
         finally:
             self.close()
         return self.measurement()
 
     def _start(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.started_t = time.time()
+        self.started_t = now()
         if self.env.gpu is not None and self.env.device == "cuda":
             self.sampler = Sampler(self.env.gpu, self.env.sample_hz, self.roles).start()
         self.rapl.start()
@@ -231,20 +242,20 @@ class InterleavedPair:
         self._start_standby()
 
     def _start_standby(self) -> None:
-        """The later starts' jobs, started with the first start's and held at their start gates on
-        CPUs of their own: each later start then costs its warm-up, not a second start-up. Only
-        built-ins wait at a gate; on an emulated card their memory would not be the card's."""
+        """The later starts' jobs, started with the first start's and held at their start gates: each
+        later start then costs its first step and warm-up, not a second start-up. They start up on
+        spare CPUs of their role where the share has them (else on the role's own: either way before
+        any round, which waits for their start-up), and take the role's own CPUs when their start
+        begins. Only built-ins wait at a gate; on an emulated card their memory would not be the card's."""
         if not self.standby_allowed or self.env.device != "cuda":
             return
         if not all(self._job(role).is_builtin for role in ROLES):
             return
         for index in range(1, self.planned_starts):
-            cpus = {role: self.env.cpus.spare_for(role, index) for role in ROLES}
-            if None in cpus.values():
-                return
-            self.standby.append({role: self._standby_job(role, index, cpus[role]) for role in ROLES})
+            self.standby.append({role: self._standby_job(role, index, self.env.cpus.spare_for(role, index)
+                                                         or self.env.job_cpus(role, True)) for role in ROLES})
 
-    def _standby_job(self, role: str, index: int, cpus: frozenset[int]) -> JobProcess:
+    def _standby_job(self, role: str, index: int, cpus: Optional[frozenset[int]]) -> JobProcess:
         job = self._job(role)
         gate = self.out_dir / f"{role}.start{index + 1}.gate"
         gate.unlink(missing_ok=True)
@@ -302,7 +313,7 @@ class InterleavedPair:
         deadline = since + self.case.ready_timeout_s
         while waiting := [role for role in roles if not self._current_steps(role)]:
             self._check_alive()
-            if time.time() > deadline:
+            if now() > deadline:
                 raise InterleavedFailure(f"{', '.join(waiting)} reported no training step within "
                                          f"{self.case.ready_timeout_s:g} s (ready_timeout_s)"
                                          + "".join(self._missed(role) for role in waiting))
@@ -313,14 +324,14 @@ class InterleavedPair:
         excluded. The later starts' jobs finish their start-up meanwhile, before any round."""
         try:
             self._await_first_steps(ROLES, self.started_t)
-            trained_t = time.time()
+            trained_t = now()
             for process in self.jobs.values():
                 process.pin_tree()
             steady = self._hold_until_steady(trained_t)
             self._await_standby_setup()
         except JobEnded as ended:
             raise InterleavedFailure(self._too_short(ended.role)) from None
-        self.warm_t = time.time()
+        self.warm_t = now()
         self.starts.append(StartInfo(1, self.segment, self.started_t, trained_t, self.warm_t, False, steady))
         progresses = [self._progress(role) for role in ROLES]
         self.phase_s, self.settle_s = phase_lengths(progresses, trained_t, self.warm_t, self.case.phase_s,
@@ -331,45 +342,53 @@ class InterleavedPair:
     def _hold_until_steady(self, trained_t: float) -> bool:
         """Until both jobs' step rates hold steady (``is_steady``), at least ``MIN_WARMUP_S`` after their
         first steps and at most the settings' ``warmup_s``; True where they were seen steady."""
-        end = trained_t + max(self.case.warmup_s, MIN_WARMUP_S)
-        while (now := time.time()) < end:
+        cap = self.started_t + self.rule.max_seconds
+        end = min(trained_t + max(self.case.warmup_s, MIN_WARMUP_S), cap)
+        while (t := now()) < end:
             self._check_alive()
-            if now - trained_t >= MIN_WARMUP_S and all(self._steady(role, trained_t, now) for role in ROLES):
+            if t - trained_t >= MIN_WARMUP_S and all(self._steady(role, trained_t, t) for role in ROLES):
                 return True
-            self.sleep(min(POLL_S, end - now))
+            self.sleep(min(POLL_S, end - t))
+        if now() >= cap:
+            raise CapReached()
         return False
 
-    def _steady(self, role: str, since: float, now: float) -> bool:
+    def _steady(self, role: str, since: float, at: float) -> bool:
         steps = [(t, n) for t, n in self._current_steps(role) if t >= since]
-        return is_steady(steps, now, steady_window(steps), STEADY_TOLERANCE)
+        return is_steady(steps, at, steady_window(steps), STEADY_TOLERANCE)
 
     def _await_standby_setup(self) -> None:
         """The later starts' jobs built their model and data (their start-up done, waiting at the
         gate), so none of it lands in a round; one that failed is replaced by a fresh start later."""
-        deadline = time.time() + STANDBY_WAIT_S
+        deadline = now() + STANDBY_WAIT_S
         pending = [p for pair in self.standby for p in pair.values()]
         while pending := [p for p in pending if p.progress().setup_t is None and p.poll() is None]:
             self._check_alive()
-            if time.time() > deadline:
+            if now() > deadline:
                 return
             self.sleep(POLL_S)
 
     def _hold(self, seconds: float) -> None:
-        end = time.time() + seconds
-        while (left := end - time.time()) > 0:
+        """``seconds`` with both jobs watched; the case's time cap ends it there (``CapReached``),
+        however long a phase or its settling is."""
+        cap = self.started_t + self.rule.max_seconds
+        end = min(now() + seconds, cap)
+        while (left := end - now()) > 0:
             self._check_alive()
             self.sleep(min(POLL_S, left))
+        if now() >= cap:
+            raise CapReached()
 
     def _phase(self, name: str) -> Phase:
         self._phase_now = name
         running = ROLES if name == "pair" else (name,)
         for role, process in self.jobs.items():
             (process.resume if role in running else process.pause)()
-        switched = time.time()
+        switched = now()
         self._hold(self.settle_s)
-        start = time.time()
+        start = now()
         self._hold(self.phase_s)
-        return Phase(name, switched, start, time.time())
+        return Phase(name, switched, start, now())
 
     def _measure_rounds(self) -> None:
         """Rounds until the stopping rule is met, spread over the planned starts of the pair; a job
@@ -391,14 +410,14 @@ class InterleavedPair:
         every pair phase lies between solo phases of both jobs."""
         index = len(self.rounds)
         solo_order = ROLES if index % 2 == 0 else ROLES[::-1]
-        round_start = time.time()
+        round_start = now()
         solos = tuple(self._phase(name) for name in solo_order)
         self.rounds.append(PhaseRound(index + 1, solos, self.segment))
         decision = self._decide() if index else None
         if decision:
             return decision
         self.rounds[-1] = PhaseRound(index + 1, solos + (self._phase("pair"),), self.segment)
-        self.round_s = time.time() - round_start
+        self.round_s = now() - round_start
         self._lengthen_phases_if_too_short(self.rounds[-1])
         return None
 
@@ -408,7 +427,7 @@ class InterleavedPair:
     def _next_start_fits(self) -> bool:
         """The time cap leaves room for one more start's switch and its rounds."""
         rounds = self.planned_rounds or self.min_rounds_per_start
-        return (time.time() - self.started_t + self._switch_s() + rounds * max(self.round_s, 1e-3)
+        return (now() - self.started_t + self._switch_s() + rounds * max(self.round_s, 1e-3)
                 <= self.rule.max_seconds)
 
     def _switch_s(self) -> float:
@@ -453,7 +472,7 @@ class InterleavedPair:
         that fewer already reach the precision target over all starts. Where the cap cannot hold
         ``MIN_ROUNDS_PER_START`` rounds in every planned start (a pair whose first step autotunes for
         seconds), fewer starts are measured, each with more rounds."""
-        spent, done, switch_s = time.time() - self.started_t, self._rounds_this_start(), self._switch_s()
+        spent, done, switch_s = now() - self.started_t, self._rounds_this_start(), self._switch_s()
         for starts in range(self.planned_starts, 0, -1):
             left = self.rule.max_seconds - spent - (starts - 1) * switch_s
             by_time = math.floor((left / max(self.round_s, 1e-3) + done) / starts)
@@ -483,7 +502,7 @@ class InterleavedPair:
             ended.stop()
             self._ended_progress[role].append(ended.progress())
         self.segment += 1
-        began = time.time()
+        began = now()
         waiting = self.standby.pop(0) if self.standby else None
         used_standby = waiting is not None and all(p.poll() is None and p.progress().setup_t for p in waiting.values())
         for role in ROLES:
@@ -495,13 +514,13 @@ class InterleavedPair:
                 self._start_job(role)
         try:
             self._await_first_steps(ROLES, began)
-            trained_t = time.time()
+            trained_t = now()
             for process in self.jobs.values():
                 process.pin_tree()
             steady = self._hold_until_steady(trained_t)
         except JobEnded as ended:
             raise InterleavedFailure(self._too_short(ended.role)) from None
-        self.starts.append(StartInfo(len(self.starts) + 1, self.segment, began, trained_t, time.time(),
+        self.starts.append(StartInfo(len(self.starts) + 1, self.segment, began, trained_t, now(),
                                      used_standby, steady))
 
     def _take_standby(self, role: str, process: JobProcess) -> None:
@@ -511,7 +530,7 @@ class InterleavedPair:
         process.pin_tree()
         self.roles.register(process.pid, role, process.tag)
         self.jobs[role] = process
-        self.run_started_t[role] = time.time()
+        self.run_started_t[role] = now()
         Path(process.spec.env[GATE_VAR]).touch()
 
     def _lengthen_phases_if_too_short(self, last: PhaseRound) -> None:
@@ -539,7 +558,7 @@ class InterleavedPair:
             return
         phase_s = max(2 * self.phase_s if sparse else self.phase_s, needed)
         settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role] if self._queued else 0.0)
-        left = self.rule.max_seconds - (time.time() - self.started_t)
+        left = self.rule.max_seconds - (now() - self.started_t)
         if PHASES_PER_BRACKETED_ROUND * (phase_s + settle_s) <= left:
             self.phase_s, self.settle_s, self._phases_settled = phase_s, settle_s, False
         elif not complete_rounds(self.snapshot(), self.env.idle_power_w):
@@ -596,7 +615,7 @@ class InterleavedPair:
         for other in ROLES:
             if other != role:
                 self.jobs[other].pause()
-        restart_t = time.time()
+        restart_t = now()
         self._start_job(role)
         self.restarts.append(Restart(role, len(self.runs[role]) - 1, ended.end_t, progress.last_t,
                                      _trained_s(progress), discarded, restart_t))
@@ -659,7 +678,7 @@ class InterleavedPair:
         """A run that ended without one step report the harness could read: its length is unknown, and
         no length would help."""
         process = self.jobs[role]
-        ran = (process.exit_t or time.time()) - process.start_t
+        ran = (process.exit_t or now()) - process.start_t
         fix = self._missed(role) or f"; {PROGRESS_FIX.format(process.spec.model)}"
         return (f"{role} {process.spec.model} finished its run (exit code 0) after {ran:.1f} s without a step report "
                 f"the harness could read, so its training cannot be measured{fix}; log: {process.log_path}")
@@ -679,7 +698,7 @@ class InterleavedPair:
         def estimate(values):
             return start_interval(values, segments, self.prior).interval
 
-        stop, why = self.rule.verdict([r["concurrency_efficiency"] for r in complete], time.time() - self.started_t,
+        stop, why = self.rule.verdict([r["concurrency_efficiency"] for r in complete], now() - self.started_t,
                                       self.round_s, estimate, self._more_starts())
         allowed = ("time cap", "--gpu-pairs-max-rounds") + (("precision reached",) if early else ())
         if self.planned_starts > 1 and why is not None and not why.startswith(allowed):
@@ -709,7 +728,7 @@ class InterleavedPair:
     def snapshot(self) -> InterleavedMeasurement:
         samples = tuple(self.sampler.samples) if self.sampler else ()
         return InterleavedMeasurement(self._progress("fg"), self._progress("bg"), tuple(self.rounds), samples,
-                                      (self.started_t, self.warm_t or time.time()), self.rule, self.stop_reason,
+                                      (self.started_t, self.warm_t or now()), self.rule, self.stop_reason,
                                       self.failure, out_dir=self.out_dir, phase_s=self.phase_s,
                                       settle_s=self.settle_s, report_gap_s=dict(self.report_gap_s),
                                       restarts=tuple(self.restarts), starts=tuple(self.starts),

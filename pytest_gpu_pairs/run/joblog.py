@@ -12,7 +12,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from pytest_gpu_pairs.inputs import open_regular
+from pytest_gpu_pairs.inputs import open_regular, printable
 from pytest_gpu_pairs.patterns import compile_pattern
 from pytest_gpu_pairs.protocol import Progress, bounded_lines
 
@@ -23,6 +23,7 @@ OOM_PATTERN = re.compile(
 HARNESS_LINE = "# gpu-pairs:"
 LOG_TAIL_BYTES = 256 * 1024
 LOG_LINE_BYTES = 64 * 1024  # a longer log line is matched on its first 64 KiB
+LOG_READ_BYTES = 16 << 20  # of a log read for its metrics (its end) or for any output at all (its start)
 SIGKILL_EXIT_CODES = (-signal.SIGKILL, 128 + signal.SIGKILL)
 
 
@@ -46,7 +47,14 @@ def detect_oom(log_path: str, progress: Progress, returncode: Optional[int] = No
                killed_by_harness: bool = False) -> Optional[str]:
     """The out-of-memory message of a job: its progress error event, the messages PyTorch and
     CUDA print (in the log's last 256 KiB), or a SIGKILL that the harness did not send, which is
-    what the kernel's OOM killer (host memory, a cgroup limit) does."""
+    what the kernel's OOM killer (host memory, a cgroup limit) does. The message is the job's text,
+    its control characters escaped (``inputs.printable``): it is quoted wherever the failure is shown."""
+    found = _oom_message(log_path, progress, returncode, killed_by_harness)
+    return None if found is None else printable(found)
+
+
+def _oom_message(log_path: str, progress: Progress, returncode: Optional[int],
+                 killed_by_harness: bool) -> Optional[str]:
     if progress.error and progress.error.get("oom"):
         lines = str(progress.error.get("message") or "").strip().splitlines()
         return (lines[-1] if lines else "out of memory (the job's error event gave no message)")[:300]
@@ -66,16 +74,23 @@ def _number_or_text(text: str) -> Any:
     try:
         value = float(text)
     except ValueError:
-        return text
-    return value if math.isfinite(value) else text
+        return printable(text)
+    return value if math.isfinite(value) else printable(text)
 
 
-def own_lines(log_path: str) -> Iterator[str]:
-    """The job's own lines of its log, streamed and each cut at ``LOG_LINE_BYTES``: memory stays
-    flat on a log of any size, a 300 MB line without a newline included. Nothing if unreadable."""
+def own_lines(log_path: str, from_end: bool = False) -> Iterator[str]:
+    """The job's own lines of its log, streamed and each cut at ``LOG_LINE_BYTES``: its first
+    ``LOG_READ_BYTES``, or with ``from_end`` its last (from the first line that starts in them).
+    Memory and time stay flat on a log of any size, a 300 MB line without a newline or a sparse
+    file of terabytes included. Nothing if unreadable."""
     try:
         with open_regular(log_path) as handle:
-            for raw, _ in bounded_lines(handle, LOG_LINE_BYTES):
+            start = max(0, os.fstat(handle.fileno()).st_size - LOG_READ_BYTES) if from_end else 0
+            handle.seek(start)
+            lines = bounded_lines(handle, LOG_LINE_BYTES, LOG_READ_BYTES)
+            if start:
+                next(lines, None)  # the end of a line that began before the part read
+            for raw, _ in lines:
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 if not line.startswith(HARNESS_LINE):
                     yield line
@@ -84,18 +99,20 @@ def own_lines(log_path: str) -> Iterator[str]:
 
 
 def has_output(log_path: str) -> bool:
-    """Whether the job printed anything at all (a line that is not blank)."""
+    """Whether the job printed anything at all (a line that is not blank, in the log's first
+    ``LOG_READ_BYTES``)."""
     return any(line.strip() for line in own_lines(log_path))
 
 
 def parse_log_metrics(log_path: str, patterns: dict[str, str]) -> dict[str, Any]:
     """Metrics of a command workload from its log: each pattern's first group at its last match,
-    matched line by line; a number where it parses (a finite one: ``nan`` stays text)."""
+    matched line by line in the log's last ``LOG_READ_BYTES`` (where a run prints its results); a
+    number where it parses (a finite one: ``nan`` stays text)."""
     if not patterns:
         return {}
     compiled = {name: compile_pattern(p) for name, p in patterns.items()}
     found: dict[str, Any] = {}
-    for line in own_lines(log_path):
+    for line in own_lines(log_path, from_end=True):
         for name, pattern in compiled.items():
             match = pattern.search(line)
             if match:

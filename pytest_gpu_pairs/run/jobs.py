@@ -25,7 +25,7 @@ import psutil
 
 from pytest_gpu_pairs.devices.cpus import pin_process
 from pytest_gpu_pairs.experiment.cases import JobConfig
-from pytest_gpu_pairs.protocol import ENV_VAR, Progress, ProgressReader
+from pytest_gpu_pairs.protocol import ENV_VAR, GATE_VAR, STEADY_STATE_VAR, Progress, ProgressReader, now
 from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
@@ -67,6 +67,13 @@ class JobSpec:
     protocol: bool = False  # always speaks the progress protocol: ready only on its ready event
     progress_pattern: Optional[str] = None  # progress read from the log (a command workload's)
     cpus: Optional[frozenset[int]] = None  # the CPUs the whole job is pinned to; None: wherever the kernel puts it
+    overruled_env: tuple[str, ...] = ()  # variables of the workload's env the harness's own replaced
+
+
+# Variables the harness decides for every job, set or not: which GPU it sees, whether it measures a
+# steady state, its start gate, its MPS daemon, its progress file and its tag
+HARNESS_VARS = frozenset(("CUDA_VISIBLE_DEVICES", STEADY_STATE_VAR, GATE_VAR, "CUDA_MPS_PIPE_DIRECTORY",
+                          "CUDA_MPS_LOG_DIRECTORY", ENV_VAR, JOB_TAG_VAR))
 
 
 def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> list[str]:
@@ -89,10 +96,17 @@ def flag_arguments(command_hparams: dict[str, Any], values: dict[str, Any]) -> l
 
 def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: float,
                extra_env: Optional[dict[str, str]] = None, cpus: Optional[frozenset[int]] = None) -> JobSpec:
-    """Command line and environment of one job; the environment is the harness's plus job keys."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    """Command line and environment of one job: pytest's environment, then a command workload's
+    ``env`` from its settings, then the harness's own variables (``extra_env``: the GPU, the steady-state
+    switch, the MPS pipe and log folders, a rank's place; on the CPU no visible GPU), which a
+    setting cannot replace: the job would train on another GPU than the one measured, outside its
+    MPS daemon, or leave out what the method needs. A setting of one of ``HARNESS_VARS`` the harness
+    leaves unset is dropped too (the job inherits pytest's). What the settings set and the job does
+    not see is named in its log (``overruled_env``)."""
+    harness = dict(extra_env or {})
     if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
+        harness["CUDA_VISIBLE_DEVICES"] = ""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **harness}
     if job.is_builtin:
         argv = [sys.executable, "-m", "pytest_gpu_pairs.workloads", job.model,
                 "--device", device, "--scale", repr(float(scale))]
@@ -100,11 +114,13 @@ def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: 
             argv += [f"--{name}", str(value)]
         return JobSpec(role, job.model, argv, env, None, timeout_s, protocol=True, cpus=cpus)
     command = job.command
-    env.update(command.env)
+    owned = [name for name in command.env if name in HARNESS_VARS or name in harness]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **{k: v for k, v in command.env.items() if k not in owned}, **harness}
+    overruled = tuple(sorted(name for name in owned if env.get(name) != command.env[name]))
     cwd = str(Path(job.base_dir, command.cwd)) if command.cwd else job.base_dir or None
     argv = list(command.command) + flag_arguments(command.hyperparameters, job.hyperparameters)
     return JobSpec(role, job.model, argv, env, cwd, timeout_s, command.ready_pattern, dict(command.log_patterns),
-                   progress_pattern=command.progress_regex, cpus=cpus)
+                   progress_pattern=command.progress_regex, cpus=cpus, overruled_env=overruled)
 
 
 _LIVE: set[JobProcess] = set()
@@ -166,9 +182,12 @@ class JobProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"{HARNESS_LINE} start {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
                       f"cwd={self.spec.cwd or os.getcwd()} argv={self.spec.argv}\n".encode())
+            if self.spec.overruled_env:
+                log.write(f"{HARNESS_LINE} the workload's env sets {', '.join(self.spec.overruled_env)}, which the "
+                          "harness sets for the job: the harness's values were used\n".encode())
             log.flush()
             with _LIVE_LOCK:
-                self.start_t = time.time()
+                self.start_t = now()
                 try:
                     self.popen = subprocess.Popen(self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,
                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -202,13 +221,13 @@ class JobProcess:
         self.limit_s = self.spec.timeout_s if timeout is None else timeout
         deadline = self.start_t + self.limit_s
         while True:
-            remaining = deadline - time.time()
+            remaining = deadline - now()
             if remaining <= 0:
                 self.timed_out = self.popen.poll() is None
                 break
             try:
                 self.popen.wait(timeout=min(remaining, tick_s) if on_tick else remaining)
-                self.exit_t = time.time()
+                self.exit_t = now()
                 break
             except subprocess.TimeoutExpired:
                 if on_tick:
@@ -317,7 +336,7 @@ class JobProcess:
                 return
             self._finished = True
             _LIVE.discard(self)
-            self.end_t = self.exit_t or time.time()
+            self.end_t = self.exit_t or now()
         if self._follower is not None:
             self._follower.stop(until=self.exit_t)
             logprogress.save(self._follower.progress(), self.log_progress_path)
@@ -348,7 +367,7 @@ class JobProcess:
         returncode = self.popen.returncode if self.popen else None
         oom = detect_oom(self.log_path, progress, returncode, self.timed_out or self.stopped_by_harness)
         return JobOutcome(self.spec.role, self.spec.model, self.spec.argv, self.log_path, self.progress_path,
-                          self.start_t, self.end_t or time.time(), returncode, self.timed_out,
+                          self.start_t, self.end_t or now(), returncode, self.timed_out,
                           self.stopped_by_harness, oom is not None, oom, progress, self.start_error,
                           self.leftovers_killed, parse_log_metrics(self.log_path, self.spec.log_patterns),
                           self.limit_s, has_output(self.log_path))

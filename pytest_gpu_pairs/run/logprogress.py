@@ -14,14 +14,13 @@ import math
 import os
 import re
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.patterns import compile_pattern
-from pytest_gpu_pairs.protocol import MAX_COUNT, MAX_STEPS, STEADY_STEP_INTERVAL_S, Progress
+from pytest_gpu_pairs.protocol import MAX_COUNT, MAX_STEPS, STEADY_STEP_INTERVAL_S, Progress, now
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE
 
 POLL_S = 0.01  # a line is stamped when it is read: within 10 ms of being written
@@ -169,7 +168,7 @@ class LogFollower:
     """
 
     def __init__(self, log_path: str | Path, parser: LogProgress, poll_s: float = POLL_S,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = now):
         self.log_path, self.parser, self.poll_s, self.clock = Path(log_path), parser, poll_s, clock
         self._offset = 0
         self._partial = b""

@@ -33,6 +33,7 @@ from typing import Any, Optional
 import psutil
 
 from pytest_gpu_pairs.experiment.cases import MpsLimits
+from pytest_gpu_pairs.protocol import now
 
 CONTROL_NAME = "nvidia-cuda-mps-control"
 PID_FILE = "nvidia-cuda-mps-control.pid"
@@ -254,16 +255,16 @@ class MpsDaemon:
         H100 a round started in that moment lost both its jobs, so every MPS round waits here first.
         Never ready within ``timeout_s``: the round runs anyway and its jobs' failure is its record.
         """
-        began, attempts, problem = time.time(), 0, None
+        began, attempts, problem = now(), 0, None
         while True:
             attempts += 1
             try:
                 self.check_client(argv)
-                ready = {"mps_check_start_t": began, "mps_ready_t": time.time(), "mps_ready_attempts": attempts}
+                ready = {"mps_check_start_t": began, "mps_ready_t": now(), "mps_ready_attempts": attempts}
                 return {**ready, "mps_refused": problem} if problem else ready
             except MpsUnavailable as exc:
                 problem = str(exc)
-            if time.time() + pause_s - began >= timeout_s:
+            if now() + pause_s - began >= timeout_s:
                 return {"mps_check_start_t": began, "mps_ready_t": None, "mps_ready_attempts": attempts,
                         "mps_not_ready": problem}
             time.sleep(pause_s)

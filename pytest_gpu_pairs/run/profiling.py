@@ -28,7 +28,7 @@ from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.monitor.samples import GpuSample
-from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress
+from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress, now
 from pytest_gpu_pairs.run.interleaved import long_running
 from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
 from pytest_gpu_pairs.run.minfit import RESOLUTION_MB, bisect_min_fit, probe_fits
@@ -109,8 +109,8 @@ class _Watch:
 
 
 def _wait_first_step(process: JobProcess, watch: _Watch, timeout_s: float) -> Optional[float]:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
+    deadline = now() + timeout_s
+    while now() < deadline:
         progress = process.progress()
         if progress.steps:
             return progress.steps[0][0]
@@ -122,20 +122,20 @@ def _wait_first_step(process: JobProcess, watch: _Watch, timeout_s: float) -> Op
 
 
 def _hold_until(process: JobProcess, watch: _Watch, end_t: float) -> None:
-    while time.time() < end_t and process.poll() is None:
+    while now() < end_t and process.poll() is None:
         watch.poll()
-        time.sleep(min(POLL_S, max(0.0, end_t - time.time())))
+        time.sleep(min(POLL_S, max(0.0, end_t - now())))
 
 
 def _stretch(process: JobProcess, watch: _Watch, start: float, longest_s: float) -> float:
     """Hold a job that steps slowly until its window has ``REPORTS_WANTED`` step reports, for at most
     ``longest_s`` from ``start``; the window's end."""
-    while process.poll() is None and time.time() < start + longest_s:
+    while process.poll() is None and now() < start + longest_s:
         if sum(1 for t, _ in process.progress().steps if t >= start) >= REPORTS_WANTED:
             break
         watch.poll()
         time.sleep(POLL_S)
-    return min(time.time(), start + longest_s)
+    return min(now(), start + longest_s)
 
 
 def window_rate(steps: list[tuple[float, int]], start: float, end: float) -> tuple[Optional[float], int, Optional[float]]:
@@ -200,7 +200,7 @@ def _ended_run(run: SoloRun, process: JobProcess, progress: Progress) -> None:
         why = f"ran out of memory ({outcome.oom_message})" if outcome.oom else f"exit code {code}"
         run.failure = f"{run.model} ended during the profile: {why}; log: {process.log_path}"
         return
-    run.run_s = (process.exit_t or time.time()) - process.start_t
+    run.run_s = (process.exit_t or now()) - process.start_t
     run.run_steps = progress.steps[-1][1] if progress.steps else 0
 
 
@@ -215,7 +215,7 @@ def profile_job(job: JobConfig, device: str, scale: float, work_dir: Path, warmu
                       {STEADY_STATE_VAR: "1"}, cpus)
     process = JobProcess(spec, work_dir / f"{job.model}.log", work_dir / f"{job.model}.progress.jsonl")
     run.log_path = process.log_path
-    roles, rapl = PidRoles(), RaplSampler()
+    roles, rapl = PidRoles(), RaplSampler(clock=now)
     sampler = Sampler(gpu, sample_hz, roles).start() if gpu is not None and device == "cuda" else None
     rapl.start()
     try:
@@ -243,7 +243,7 @@ def _measure(run: SoloRun, process: JobProcess, roles: PidRoles, ready_timeout_s
     run.startup_s = first_t - process.start_t
     _hold_until(process, watch, first_t + warmup_s + window_s)
     stretched = _stretch(process, watch, first_t + warmup_s, MAX_STRETCH * window_s)
-    end_t = min(time.time(), max(first_t + warmup_s + window_s, stretched))
+    end_t = min(now(), max(first_t + warmup_s + window_s, stretched))
     window = (first_t + warmup_s, end_t)
     progress = process.progress()
     run.step_time_s, run.steps_in_window, run.report_gap_s = window_rate(progress.steps, *window)

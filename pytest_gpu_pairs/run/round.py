@@ -20,7 +20,7 @@ from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.protocol import GATE_VAR
+from pytest_gpu_pairs.protocol import GATE_VAR, now
 from pytest_gpu_pairs.record.measurement import JobOutcome, Measurement
 from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
 from pytest_gpu_pairs.run.background import BackgroundLoop
@@ -65,7 +65,7 @@ class Round:
         for pgid, role in env.fixed_roles.items():
             self.roles.register(pgid, role)
         self.sampler: Optional[Sampler] = None
-        self.rapl = RaplSampler()
+        self.rapl = RaplSampler(clock=now)
         self.background: Optional[BackgroundLoop] = None
         self.fg_outcome: Optional[JobOutcome] = None
         self._fg_process: Optional[JobProcess] = None
@@ -81,7 +81,7 @@ class Round:
                           {**self.env.extra_env, **self.job_env.get(role, {})}, self.env.job_cpus(role, job.is_builtin))
 
     def _stamp(self, name: str, t: Optional[float] = None) -> None:
-        self.timeline[name] = time.time() if t is None else t
+        self.timeline[name] = now() if t is None else t
 
     def start(self) -> None:
         """Monitors up, then the background loop, returning as soon as the background is training
@@ -187,7 +187,7 @@ def measure_solo(job: JobConfig, env: Environment, out_dir: str | Path, timeout_
         round_.abort()
 
 
-def cool_down(seconds: float, device_released_t: Optional[float], clock=time.time, sleep=time.sleep) -> float:
+def cool_down(seconds: float, device_released_t: Optional[float], clock=now, sleep=time.sleep) -> float:
     """Wait until the device has been free of our jobs for ``seconds`` (the settings'
     ``cool_down_s``; 0 by default: no fixed sleep between cases). Returns the seconds slept."""
     if seconds <= 0 or device_released_t is None:

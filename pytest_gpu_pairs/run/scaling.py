@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,6 +22,7 @@ from pytest_gpu_pairs.devices.cpus import format_cpu_list
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_gpu
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
+from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement, scaling_record
@@ -49,7 +49,8 @@ def usable_gpus(env: Environment) -> list[Gpu]:
         return [env.gpu]
     named = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
     try:
-        return [open_gpu(entry) for entry in named] if named else [Gpu(index) for index in range(gpu_count())]
+        return [open_gpu(entry, clock=now) for entry in named] if named else [Gpu(index, clock=now)
+                                                                                for index in range(gpu_count())]
     except NvmlUnavailable:
         return [env.gpu]
 
@@ -103,7 +104,7 @@ class ScalingRun:
             pytest.fail(f"{self.case.id}: could not prepare its folder in {self.session.options.out_dir}: "
                         f"{exc.strerror or exc}", pytrace=False)
         self.timeline["cool_down_s"] = self.session.cool_down(self.case.cool_down_s)
-        self.timeline["case_start_t"] = time.time()
+        self.timeline["case_start_t"] = now()
         try:
             return self._finish(self._measure(gpus))
         except StoreWriteError as exc:
@@ -212,7 +213,7 @@ class ScalingRun:
         return self.env.cpus.reason or f"fewer of the jobs' cores than the {self.plan.gpus} ranks"
 
     def _times(self) -> dict[str, Any]:
-        return {**self.timeline, "case_end_t": time.time()}
+        return {**self.timeline, "case_end_t": now()}
 
     def _finish(self, record: Record) -> CaseResult:
         self.close()
@@ -244,7 +245,7 @@ def _round_times(job: DataParallelJob, m: ScalingMeasurement) -> dict[str, Any]:
     firsts = [r.progress.ready_t for r in m.ranks if r.progress.ready_t is not None]
     lasts = [r.progress.last_t for r in m.ranks if r.progress.last_t is not None]
     return {"fg_start_t": job.start_t, "fg_train_start_t": min(firsts) if firsts else None,
-            "fg_train_end_t": max(lasts) if lasts else None, "fg_end_t": job.end_t, "round_end_t": time.time()}
+            "fg_train_end_t": max(lasts) if lasts else None, "fg_end_t": job.end_t, "round_end_t": now()}
 
 
 def _per_gpu_batch(case: Case, results: list[dict[str, Any]]) -> Optional[int]:

@@ -34,6 +34,7 @@ from pytest_gpu_pairs.experiment.cases import (
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
@@ -79,6 +80,26 @@ def job_cpu_plan(pin: str, share: tuple[int, int], usable: frozenset[int]) -> Cp
     return plan_job_cpus(cores, None if pin == "auto" else int(pin))
 
 
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def job_settings(job: Optional[JobConfig]) -> Optional[dict[str, Any]]:
+    """Everything a job runs as: its workload and effective hyperparameters, for a command workload
+    all its settings say (argv, cwd, env, hyperparameter flags, ready, log and progress patterns),
+    and its MPS limits."""
+    if job is None:
+        return None
+    return {"model": job.model, "hparams": job.hyperparameters,
+            "command": job.command.model_dump(mode="json") if job.command is not None else None,
+            "mps": job.mps.as_record() if job.mps is not None else None}
+
+
+MEASUREMENT_SETTINGS = ("method", "sharing", "runs_per_config", "timeout_s", "ready_timeout_s", "restart_delay_s",
+                        "crash_loop_failures", "crash_loop_window_s", "cool_down_s", "phase_s", "settle_s", "warmup_s",
+                        "starts", "card_mb", "scaling")
+
+
 class DeviceRequestError(RuntimeError):
     pass
 
@@ -95,7 +116,7 @@ def open_device_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[G
     try:
         if spec is None:
             return _visible_or_first_gpu(), None
-        return open_gpu(spec), None
+        return open_gpu(spec, clock=now), None
     except NvmlUnavailable as exc:
         if device == "cuda":
             raise DeviceRequestError(f"--gpu-pairs-device cuda, but no GPU is usable: {exc}") from None
@@ -108,8 +129,8 @@ def _visible_or_first_gpu() -> Gpu:
     visible = visible_gpu()
     if visible is not None:
         with contextlib.suppress(NvmlUnavailable):
-            return open_gpu(visible)
-    return Gpu(0)
+            return open_gpu(visible, clock=now)
+    return Gpu(0, clock=now)
 
 
 def _idle_power(gpu: Gpu) -> tuple[Optional[float], Optional[str]]:
@@ -239,7 +260,8 @@ class GpuPairsSession:
     def conclude(self, case: Case, record: Record, benchmark: Any) -> CaseResult:
         """A finished case's record, the other plugins' keys in it, typed and left where every reader
         finds it: pytest-benchmark's entry, ``result.json`` and this session's results."""
-        typed_record = typed({"schema": SCHEMA_VERSION, **self.extended(case, record.to_dict())})
+        typed_record = typed({"schema": SCHEMA_VERSION, **self.extended(case, record.to_dict()),
+                              "settings_digest": self.settings_digest(case)})
         record_benchmark(benchmark, typed_record)
         path = save_result(self.case_dir(case), typed_record)
         result = CaseResult(case, typed_record, self.enforce_efficiency, [str(path)], enforce_vram=self.enforce_vram)
@@ -376,7 +398,7 @@ class GpuPairsSession:
         return cool_down(seconds, self.device_released_t)
 
     def release_device(self) -> None:
-        self.device_released_t = time.time()
+        self.device_released_t = now()
 
     def fresh_case_dir(self, case: Case) -> Path:
         """The case's folder, emptied: logs are appended to, so a rerun must not mix two runs."""
@@ -385,10 +407,36 @@ class GpuPairsSession:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
+    def settings_digest(self, case: Case) -> dict[str, str]:
+        """What a case measures, as digests a record keeps (the settings themselves may hold secrets in
+        a workload's env): each job as it runs (``job_settings``), and how it is measured (the case's
+        method, phases, rounds, timeouts and restarts, this session's scale, device, emulated card,
+        sampling, MPS limits, and for interleaved rounds the stopping rule: precision target, round
+        and time caps). Thresholds are not in it: a resumed case is checked against this session's."""
+        device = self.environment().device
+        measurement: dict[str, Any] = {name: getattr(case, name) for name in MEASUREMENT_SETTINGS}
+        options = self.options
+        measurement.update(scale=options.scale, device=self.environment().device_name,
+                           gpu_memory_mb=options.gpu_memory_mb, sample_hz=options.sample_hz)
+        if case.sharing == "mps":
+            measurement.update(mps_threads=options.mps_threads, mps_mem_limit_mb=options.mps_mem_limit_mb)
+        if case.method == "interleaved":
+            rule = options.stopping_rule(device, case.runs_per_config)
+            measurement.update(precision=rule.precision, max_rounds=rule.max_rounds, max_case_s=rule.max_seconds)
+        return {"fg": _digest(job_settings(case.fg)), "bg": _digest(job_settings(case.bg)),
+                "measurement": _digest(measurement)}
+
+    def changed_since(self, case: Case, record: Record) -> list[str]:
+        """What of ``settings_digest`` differs from what the record measured (all of it for a record
+        written before records kept it: nothing says what it measured)."""
+        recorded = record.settings_digest if isinstance(record.settings_digest, dict) else {}
+        now = self.settings_digest(case)
+        return [part for part in now if recorded.get(part) != now[part]]
+
     def resumable(self, case: Case) -> Optional[Record]:
         """With ``--gpu-pairs-resume``: the case's complete earlier result, if it measured the same
-        thing (models, hyperparameters, sharing, scale, device, emulated card size); else None and
-        the case runs again."""
+        thing (models, hyperparameters, sharing, scale, device, emulated card size, and everything
+        ``settings_digest`` holds); else None and the case runs again."""
         if not self.options.resume:
             return None
         try:
@@ -400,7 +448,7 @@ class GpuPairsSession:
         same = {**json.loads(json.dumps(dict(describe(case)), default=str)), "scale": self.options.scale,
                 "device": self.environment().device_name, "gpu_memory_mb": self.options.gpu_memory_mb}
         recorded = {"method": "epoch", **record.to_dict()}  # records older than the method key measured one epoch
-        if not all(recorded.get(key) == value for key, value in same.items()):
+        if not all(recorded.get(key) == value for key, value in same.items()) or self.changed_since(case, record):
             return None
         return self._under_current_checks(case, record)
 

@@ -45,22 +45,23 @@ class _TimedSync:
 
 
 def _timed_steps(workload, seconds: float, sync) -> tuple[int, float, float, float]:
-    """Train until ``seconds`` have passed (synchronised); (steps, start, end) wall times and the
-    seconds spent waiting in the synchronisations after the start."""
+    """Train until ``seconds`` have passed (synchronised, on the monotonic clock: a wall clock set
+    back mid-run does not stretch it); (steps, start, end) wall times and the seconds spent waiting
+    in the synchronisations after the start."""
     batches = workload.batches()
     sync()
     timed = _TimedSync(sync)
-    start = time.time()
+    start, began = time.time(), time.monotonic()
     steps = 0
     while True:
         workload.train_step(next(batches))
         steps += 1
         if steps % 5 == 0 or seconds < 2:
             timed()
-            if time.time() - start >= seconds:
+            if time.monotonic() - began >= seconds:
                 break
     timed()
-    return steps, start, time.time(), timed.waited_s
+    return steps, start, start + time.monotonic() - began, timed.waited_s
 
 
 def profile_torch(name: str, device: str, seconds: float, warmup: float, eval_scale: float) -> dict:
@@ -71,11 +72,11 @@ def profile_torch(name: str, device: str, seconds: float, warmup: float, eval_sc
 
     info = builtin(name)
     sync = _sync(device)
-    built_t = time.time()
+    built_t = time.monotonic()
     workload = build(name, device, eval_scale)
     record = {"params": parameter_count(workload.model), "data": workload.data_kind,
               "batch_size": workload.batch_size, "steps_per_epoch": workload.steps_per_epoch(),
-              "build_s": time.time() - built_t}
+              "build_s": time.monotonic() - built_t}
     record["metrics_untrained"] = workload.evaluate()
     _timed_steps(workload, warmup, sync)
     steps, start, end, waited = _timed_steps(workload, seconds, sync)
@@ -102,9 +103,9 @@ def profile_cpu_job(name: str, seconds: float) -> dict:
     info = builtin(name)
     passes = 1
     workload = bl.make(info, {**info.defaults(), "max_iter": passes}, "cpu", 1.0)
-    start = time.time()
+    start, began = time.time(), time.monotonic()
     steps = workload.train(ProgressWriter(None), 0, 1)
-    end = time.time()
+    end = start + time.monotonic() - began
     return {"params": info.param_count, "data": workload.data_kind, "batch_size": info.defaults()["batch_size"],
             "steps_per_epoch": workload.steps_per_epoch(), "window_start": start, "window_end": end,
             "window_s": end - start, "steps": steps, "step_time_s": (end - start) / max(1, steps),

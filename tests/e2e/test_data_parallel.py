@@ -26,7 +26,7 @@ def test_a_single_rank_of_word_lm_trains_wrapped_and_times_each_stretch(tmp_path
     result = Progress.read(progress).result
     assert len(result["warmup_times_s"]) == 1 and len(result["step_times_s"]) == 3 and len(result["probe_times_s"]) == 2
     assert result["backend"] == "gloo" and result["world_size"] == 1 and result["unused_parameters"] == 0
-    assert result["window"][0] < result["window"][1] and result["steps"] == 6
+    assert result["window_mono"][0] < result["window_mono"][1] and result["steps"] == 6
     assert json.loads(progress.read_text().splitlines()[0])["event"] == "setup"
 
 

@@ -10,6 +10,7 @@ from support.helpers import SUITE, pair
 
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.case import PairRun
+from pytest_gpu_pairs.run.fitprofile import PairFits
 from pytest_gpu_pairs.run.jobs import live_jobs
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
@@ -114,11 +115,12 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
                               fresh_case_dir=lambda case: case_dir.mkdir(), case_dir=lambda case: case_dir,
                               has_solo=lambda job: False, cool_down=lambda seconds: 0.0, release_device=lambda: None,
                               results=[], enforce_efficiency=True, enforce_vram=True,
-                              extended=lambda case, record: record)
+                              extended=lambda case, record: record, settings_digest=lambda case: {},
+                              fits=SimpleNamespace(for_case=lambda case, env: PairFits(unmeasured="not here")))
     session.conclude = partial(GpuPairsSession.conclude, session)
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a", hyperparameters={}), bg=None,
                            timeout_s=60, cool_down_s=0.0, sharing="timeslice", design="pairs", variant="default",
-                           mode="concurrent", method="epoch")
+                           mode="concurrent", method="epoch", vram_budget_mb=7500.0)
     run = PairRun(case, session, benchmark=SimpleNamespace(extra_info={}))
     with pytest.raises(pytest.fail.Exception, match="solo baseline of a failed: out of memory"):
         run()

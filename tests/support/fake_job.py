@@ -5,8 +5,9 @@ progress protocol (or only prints a ready line), takes "device memory" from a sh
 folder of claim files, so that two jobs together can run out of memory where each alone fits),
 starts helper processes like data-loader workers, and can crash, hang, run out of memory or
 ignore SIGTERM from a given invocation on. Hostile on request: it trains in a session of its own
-under a launcher, floods its log with progress lines, writes numbers no float holds, or puts a FIFO
-or a link to /dev/zero where its progress file should be. It never imports torch: the tests stay fast.
+under a launcher, floods its log with progress lines, writes numbers no float holds, puts a FIFO
+or a link to /dev/zero where its progress file should be, or makes its progress file or log a
+sparse file of terabytes, or steps its wall clock. It never imports torch: the tests stay fast.
 """
 from __future__ import annotations
 
@@ -57,8 +58,16 @@ def parse(argv):
                    help="seconds after its first step from which every step takes --slow-step-s (a host that "
                         "gets busy after the warm-up)")
     p.add_argument("--slow-step-s", type=float, default=0.0)
+    p.add_argument("--sparse", default="", choices=["", "progress", "log"],
+                   help="after its first step, make its progress file or its log 8 TiB long without writing them "
+                        "(truncate: a sparse file), then go on writing at their new end")
+    p.add_argument("--clock-step-s", type=float, default=0.0,
+                   help="after its first step, its wall clock (time.time) jumps by this many seconds, as NTP or a "
+                        "person setting the clock does")
     p.add_argument("--accuracy", type=float, default=0.5)
     p.add_argument("--note", default="", help="any text; printed back verbatim")
+    p.add_argument("--print-env", action="append", default=[], metavar="NAME",
+                   help="print 'env NAME=value' (or 'env NAME unset') for this variable of its environment")
     return p.parse_args(argv)
 
 
@@ -167,6 +176,20 @@ def plant_progress_file(kind: str) -> None:
         os.symlink("/dev/zero", path)
 
 
+SPARSE_BYTES = 8 << 40
+
+
+def make_sparse(kind: str) -> None:
+    """The file 8 TiB longer, no byte written: what ``truncate -s 8T`` does to a file being read."""
+    path = os.environ["GPU_PAIRS_PROGRESS"] if kind == "progress" else os.readlink(f"/proc/{os.getpid()}/fd/1")
+    os.truncate(path, os.path.getsize(path) + SPARSE_BYTES)
+
+
+def step_wall_clock(seconds: float) -> None:
+    real = time.time
+    time.time = lambda: real() + seconds
+
+
 def launch_trainer(args, argv) -> int:
     """The launcher waits for its trainer, which runs in a session of its own (``setsid``)."""
     write_pid(args.pids, "launcher")
@@ -201,6 +224,8 @@ def main(argv=None) -> int:
     print(f"fake job: invocation {n}, fault {fault}, argv {sys.argv[1:]}", flush=True)
     if args.note:
         print(f"note: {args.note}", flush=True)
+    for name in args.print_env:
+        print(f"env {name}={os.environ[name]}" if name in os.environ else f"env {name} unset", flush=True)
     if os.environ.get("GPU_PAIRS_STEADY_STATE"):
         print("steady state only: per-epoch evaluation left out", flush=True)
     if args.ignore_term:
@@ -232,6 +257,10 @@ def main(argv=None) -> int:
                 write_bad_progress()
             if args.huge_numbers:
                 write_huge_numbers(args.protocol)
+            if args.sparse:
+                make_sparse(args.sparse)
+            if args.clock_step_s:
+                step_wall_clock(args.clock_step_s)
         if writer:
             writer.step(step, step / args.steps)
         if args.print_steps:

@@ -282,3 +282,29 @@ def test_a_line_longer_than_any_protocol_line_still_being_written_is_said_once(t
     progress = reader.read()
     assert progress.bad_lines == 2 and progress.steps[-1] == (9.0, 9)
     assert _same(progress, Progress.read(path))
+
+
+def test_a_fit_runs_memory_events_are_read_in_order_and_bad_ones_refused(tmp_path):
+    from pytest_gpu_pairs.protocol import MEMORY_PHASES
+
+    path = tmp_path / "p.jsonl"
+    writer = ProgressWriter(str(path), clock=lambda: 5.0)
+    for phase in MEMORY_PHASES:
+        writer.memory(phase, 10.0, 8.0, 9.0)
+    with path.open("a") as handle:
+        handle.write('{"event": "memory", "phase": "lunch", "t": 6, "peak_reserved_mb": 1, "peak_allocated_mb": 1, '
+                     '"reserved_mb": 1}\n')
+        handle.write('{"event": "memory", "phase": "eval", "t": 6, "peak_reserved_mb": -1, "peak_allocated_mb": 1, '
+                     '"reserved_mb": 1}\n')
+    progress = Progress.read(path)
+    assert [m["phase"] for m in progress.memory] == list(MEMORY_PHASES)
+    assert progress.bad_lines == 2 and "'phase'" in progress.first_problem
+
+
+@pytest.mark.parametrize("value, expected", [("", (None, False)), ("21", (21, True)), ("21:restart", (21, False)),
+                                             ("0", (None, False)), ("x", (None, False)), ("-3", (None, False))])
+def test_the_fit_run_variable_names_the_steps_and_whether_the_run_is_whole(monkeypatch, value, expected):
+    from pytest_gpu_pairs.protocol import FIT_RUN_VAR, fit_run_steps
+
+    monkeypatch.setenv(FIT_RUN_VAR, value)
+    assert fit_run_steps() == expected

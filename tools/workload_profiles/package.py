@@ -10,7 +10,8 @@
   start to first training step) and finish (last step to exit), which a profile window cannot;
 - ``reports/reference/verdicts/fit-profiles/``: each workload's whole-run fit profile on the 10 GB
   card the default suite names, whose starts' seconds say what measuring a fit profile costs
-  (``fit_s``), which the estimator charges to the first case that needs a profile not yet stored;
+  (``fit_s``), which the estimator charges to the first case that needs a profile not yet stored, and
+  its whole-run and steady need on that card, which the planner judges a pair's fit by;
 - ``reports/reference/default_method/sessions-88e4113/summary.json``: the H100 default-method study, whose
   built-in pairs (no restarts) say how many interleaved rounds a case takes to reach its ±3 %
   target (``typical.precision_rounds``, the median, at ``typical.precision_target``), which the
@@ -27,6 +28,8 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from pytest_gpu_pairs.record.fit import FitProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "reports/reference/planner/workload_profiles.json"
@@ -70,26 +73,33 @@ def precision_target(summary: dict[str, Any]) -> float:
     return float(statistics.median(session["precision_target"] for session in _unrestarted(summary)))
 
 
-def fit_seconds(profiles: list[dict[str, Any]]) -> dict[str, float]:
-    """Per workload: the seconds its fit profile's starts took together (at default hyperparameters)."""
-    return {p["workload"]: round(sum(start["seconds"] for start in p["starts"]), 1) for p in profiles
-            if p.get("builtin") and p.get("starts")}
+def fit_figures(profiles: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per workload (at default hyperparameters): the seconds its fit profile's starts took together,
+    and its whole-run and steady need on the card it was measured on."""
+    figures = {}
+    for raw in profiles:
+        profile = FitProfile.model_validate(raw)
+        if profile.builtin and profile.starts:
+            figures[profile.workload] = {"fit_s": round(sum(s.seconds for s in profile.starts), 1),
+                                         "fit_need_mb": profile.need_mb, "fit_steady_mb": profile.steady_mb,
+                                         "fit_card_mb": profile.card_mb}
+    return figures
 
 
-def _workload(row: dict[str, Any], overheads: dict[str, list[float]] | None, fit_s: float | None) -> dict[str, Any]:
+def _workload(row: dict[str, Any], overheads: dict[str, list[float]] | None,
+              fit: dict[str, float] | None) -> dict[str, Any]:
     entry = {k: _round(row.get(k)) for k in WORKLOAD_KEYS if row.get(k) is not None}
     for key in ("startup_s", "finish_s"):
         if overheads:
             entry[key] = round(statistics.median(overheads[key]), 2)
-    if fit_s is not None:
-        entry["fit_s"] = fit_s
+    entry.update({key: value for key, value in (fit or {}).items() if value is not None})
     return entry
 
 
 def build(profiles: dict[str, Any], feasibility: dict[str, Any], default_method: dict[str, Any],
           fits: list[dict[str, Any]] = ()) -> dict[str, Any]:
     overheads = solo_overheads(feasibility)
-    fit_s = fit_seconds(list(fits))
+    fit = fit_figures(list(fits))
     typical = {key: round(statistics.median(v for o in overheads.values() for v in o[key]), 2)
                for key in ("startup_s", "finish_s")}
     typical["precision_rounds"] = precision_rounds(default_method)
@@ -100,7 +110,7 @@ def build(profiles: dict[str, Any], feasibility: dict[str, Any], default_method:
             "idle_power_w": _round(profiles.get("idle_power_w")),
             "min_fit_method": profiles.get("min_fit_method"),
             "typical": typical,
-            "workloads": [_workload(w, overheads.get(w["model"]), fit_s.get(w["model"])) for w in profiles["workloads"]],
+            "workloads": [_workload(w, overheads.get(w["model"]), fit.get(w["model"])) for w in profiles["workloads"]],
             "pairs": [{"models": p["models"], "min_fit_mb": p.get("min_fit_mb")} for p in profiles.get("pairs", [])]}
 
 

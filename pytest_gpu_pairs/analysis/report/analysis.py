@@ -53,10 +53,25 @@ def test_row(analysis: str, subject: str, test: str, n: int, statistic: float, p
             "p": p, "effect": effect}
 
 
+PER_PHASE = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j", "cpu_energy_j",
+             "serial_energy_j")  # an interleaved record's are a phase's (half a second), not a whole run's
+
+
+def interleaved(runs: pd.DataFrame) -> pd.Series:
+    """Rows of the default method: each job measured alone and the pair together in rounds of
+    short phases. Their slowdown, efficiency and memory are measured figures; they have no
+    foreground run with a duration, and their energies are a phase's."""
+    return runs["method"] == "interleaved" if "method" in runs else pd.Series(False, index=runs.index)
+
+
 def valid_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs that count: not a duplicate row, not failed, with a duration."""
-    keep = runs["duplicate_of"].isna() & (runs["success"] != False) & runs["fg_duration_s"].notna()  # noqa: E712
-    return runs[keep].copy()
+    """Runs that count: not a duplicate row, not failed, with a duration (an epoch run or a
+    predecessor's) or measured in interleaved rounds; an interleaved row's per-phase energies are
+    left out here, so no analysis of whole runs' energy reads them as one."""
+    keep = runs["duplicate_of"].isna() & (runs["success"] != False)  # noqa: E712
+    valid = runs[keep & (runs["fg_duration_s"].notna() | interleaved(runs))].copy()
+    valid.loc[interleaved(valid), [c for c in PER_PHASE if c in valid]] = np.nan
+    return valid
 
 
 def _text(value: Any) -> str:
@@ -93,7 +108,7 @@ def add_solo_baselines(runs: pd.DataFrame) -> pd.DataFrame:
     for column in ("solo_duration_s", "solo_gpu_energy_j", "solo_n"):
         runs[column] = np.nan
     runs["slowdown_basis"] = None
-    for index, row in runs[runs["mode"] == "concurrent"].iterrows():
+    for index, row in runs[(runs["mode"] == "concurrent") & ~interleaved(runs)].iterrows():
         _match_baseline(runs, index, row, same, scaled)
     measured = runs["fg_slowdown"].notna() & (runs["mode"] == "concurrent")
     runs.loc[measured, "slowdown_basis"] = "measured"
@@ -467,6 +482,11 @@ def _notes(runs: pd.DataFrame, valid: pd.DataFrame) -> list[str]:
     failed = int((runs["success"] == False).sum())  # noqa: E712
     if failed:
         notes.append(f"{failed} failed runs are listed in summary.csv and left out of the analysis")
+    rounds = int(interleaved(valid).sum())
+    if rounds:
+        notes.append(f"{rounds} run(s) measured in interleaved rounds: their slowdown, efficiency and peak VRAM are "
+                     "analysed; their energies are a phase's, not a whole run's, and are left out of the energy "
+                     "analyses (see each record's energy_saved_vs_serial and energy per step)")
     concurrent = valid[valid["mode"] == "concurrent"]
     unknown_bg = int(concurrent["bg_model"].isna().sum())
     if unknown_bg:

@@ -20,9 +20,10 @@ import pandas as pd
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.compat import raw_data as seed
-from pytest_gpu_pairs.inputs import open_regular
-from pytest_gpu_pairs.record.keys import meaning, perf_higher_is_better
+from pytest_gpu_pairs.inputs import open_regular, printable
+from pytest_gpu_pairs.record.keys import KEYS, meaning, perf_higher_is_better
 from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.plausible import LARGEST_FIGURE
 from pytest_gpu_pairs.record.store import StoreError, load_run
 
 
@@ -82,6 +83,7 @@ COLUMNS: dict[str, str] = {
     "driver": "NVIDIA driver",
     "cuda_driver_version": "CUDA version of the driver",
     "repeats": _key("repeats"),
+    "method": _key("method", "predecessor rows: epoch, whole runs"),
     "duplicate_of": "run_id of an identical row kept instead (same model, mode, duration and energy)",
 }
 RECORD_NUMBERS = ("fg_duration_s", "fg_wall_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio",
@@ -133,9 +135,10 @@ def record_run(record: Record, source: str, kind: str, index: int, machine: dict
         "source": source, "source_kind": kind, "source_row": index, "run_id": record.case_id,
         "case_id": record.case_id, "timestamp": None, "mode": record.mode,
         "fg_model": record.fg_model, "bg_model": record.bg_model,
-        "success": not record.failure and not record.oom, "failure": record.failure,
+        "success": not record.failure and not record.oom,
+        "failure": printable(record.failure) if isinstance(record.failure, str) else record.failure,
         "experiment_source": record.design, "variant": record.variant, "mutated_param": None,
-        "oom": record.oom, "sharing": record.sharing,
+        "oom": record.oom, "sharing": record.sharing, "method": record.method,
         "device": record.device or machine.get("device"), "gpu_name": machine.get("gpu_name"),
         "driver": machine.get("driver"), "cuda_driver_version": machine.get("cuda_driver_version")}
     for key in RECORD_NUMBERS:
@@ -156,8 +159,30 @@ def _load_ours(path: Path) -> tuple[list[dict[str, Any]], Input]:
     except StoreError as exc:
         raise ReportInputError(str(exc)) from None
     kind = "run_dir" if path.is_dir() else ("result_json" if path.name == "result.json" else "benchmark_json")
+    for case_id, record in run.records.items():
+        _refuse_beyond_measurement(path, case_id, record)
     rows = [record_run(r, str(path), kind, i, run.machine) for i, r in enumerate(run.records.values())]
     return rows, Input(str(path), kind, len(rows), run.machine)
+
+
+DRAWABLE = 1e15  # past any measurement (a year of a thousand GPUs is 1e13 J), and where matplotlib's transforms still hold
+DRAWABLE_RATIO = 1e6  # a ratio or fraction this far from 1 is no measurement (an efficiency lies in 0-2)
+
+
+def _refuse_beyond_measurement(path: Path, case_id: str, record: Record) -> None:
+    """A figure like 1e40 is finite and typed, yet no measurement: drawn, it overflows matplotlib's
+    transforms or asks for a figure of more pixels than exist. One line naming the file and JSON
+    path, as the comparison gate says it (which takes figures up to ``LARGEST_FIGURE``)."""
+    for key in RECORD_NUMBERS:
+        value = _number(record.get(key))
+        bound = min(LARGEST_FIGURE, DRAWABLE_RATIO if key in KEYS and KEYS[key].unit in ("ratio", "fraction")
+                    else DRAWABLE)
+        if value is not None and abs(value) > bound:
+            raise ReportInputError(f"{path}: $[{case_id!r}].{key}: expected a measured figure (at most "
+                                   f"{bound:g} in size), got {value:.3g}")
+        if value is not None and value < 0 and key in KEYS and KEYS[key].unit in ("MB", "ratio"):
+            raise ReportInputError(f"{path}: $[{case_id!r}].{key}: expected 0 or more ({KEYS[key].unit}), "
+                                   f"got {value:.3g}")
 
 
 def _load_seed(path: Path) -> tuple[list[dict[str, Any]], Input]:
@@ -275,6 +300,7 @@ def load_runs(paths: Iterable[str | Path], perf_metrics: Optional[Mapping[str, s
         if column not in frame:
             frame[column] = None
     frame["sharing"] = frame["sharing"].fillna("timeslice")
+    frame["method"] = frame["method"].fillna("epoch")  # the predecessor's runs and records older than the key
     frame["pair"] = [pair_label(fg, bg, mode, sharing) for fg, bg, mode, sharing
                      in zip(frame["fg_model"], frame["bg_model"], frame["mode"], frame["sharing"])]
     numeric = [c for c in frame.columns if c in RECORD_NUMBERS or c.endswith("_std") or c.startswith("perf_")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -83,7 +83,7 @@ def efficiency_figure(a: Analysis) -> tuple[Figure, str]:
                 label="lower bound 1/fg_slowdown, geometric mean (background progress not recorded)")
     for yi, (_, row) in zip(y, table.iterrows()):
         n = row["n efficiency"] if row["n efficiency"] > 0 else row["n slowdown"]
-        ax.text(row["value"], yi, f" {row['value']:.2f} (n={int(n)})", va="center", fontsize=8)
+        ax.text(row["value"], yi, f" {row['value']:.2f} (n={int(n)})", va="center", fontsize=8, clip_on=True)
     limit = table["min_efficiency"].dropna()
     if len(limit):
         ax.plot(limit, y[table["min_efficiency"].notna()], "r|", markersize=16, markeredgewidth=2,
@@ -275,7 +275,7 @@ def vram_figure(a: Analysis) -> tuple[Figure, str]:
     ax.plot(table["vram_budget_mb"], y, "r|", markersize=16, markeredgewidth=2, label=label("vram_budget_mb"))
     for yi, (_, row) in zip(y, table.iterrows()):
         ax.text(row["peak_vram_mb"], yi, f"  {row['peak_vram_mb']:.0f} MB (n={int(row['n'])})", va="center",
-                fontsize=8)
+                fontsize=8, clip_on=True)
     ax.set_yticks(y, table["label"], fontsize=8)
     ax.set_xlabel(axis_label("peak_vram_mb"))
     ax.set_xlim(0, max(float(table["vram_budget_mb"].max(skipna=True) or 0), float(table["peak_vram_mb"].max())) * 1.3)
@@ -300,13 +300,30 @@ FIGURES: list[tuple[str, str, Callable[[Analysis], tuple[Figure, str]]]] = [
 ]
 
 
+def literal_text(a: Analysis) -> Analysis:
+    """``a`` with every text its tables hold drawn as written: matplotlib reads a text between two
+    ``$`` as mathtext, so a workload called ``m$^^$`` (a legal name) would be a formula that fails
+    to parse, and no report would be written. Escaped, each ``$`` is one dollar sign."""
+    def escaped(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        for column in [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]:
+            frame[column] = frame[column].map(lambda v: v.replace("$", r"\$") if isinstance(v, str) else v)
+        return frame
+
+    return replace(a, runs=escaped(a.runs), overhead=escaped(a.overhead),
+                   sensitivity={hp: escaped(f) for hp, f in a.sensitivity.items()},
+                   interference=escaped(a.interference), efficiency=escaped(a.efficiency), pareto=escaped(a.pareto),
+                   vram=escaped(a.vram), tests=escaped(a.tests))
+
+
 def draw_all(a: Analysis, out_dir: Path) -> list[Plot]:
     """Every figure as ``out_dir/<name>.png``, or the reason it could not be drawn."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = []
+    drawn = literal_text(a)
     for name, title, draw in FIGURES:
         try:
-            figure, caption = draw(a)
+            figure, caption = draw(drawn)
         except NoData as reason:
             plots.append(Plot(name, title, skipped=str(reason)))
             continue

@@ -320,3 +320,26 @@ def test_a_moved_pace_says_whether_the_cards_time_limited_the_pair():
     assert "at most 1.62 in BASE and 1.41 in NEW" in limited
     unknown = pace_note(_paced(100.0), _paced(120.0))
     assert "contends for the GPU" in unknown
+
+
+@pytest.mark.parametrize("metric, extra", [("peak_vram_mb", {}),
+                                           ("vram_fit_mb", {"vram_uncertainty_mb": 3.0})])
+def test_a_memory_peak_that_moved_beyond_its_limit_is_a_regression_with_one_reading_a_side(tmp_path, capsys, metric,
+                                                                                           extra):
+    """A peak is one reading per run, not a mean of rounds: the gate judges it against its limit and
+    the readings' resolution, never "cannot tell"."""
+    def run(name, mb):
+        data = json.loads(BENCH.read_text())
+        for bench in data["benchmarks"]:
+            bench["extra_info"].update({metric: mb, **extra})
+        path = tmp_path / name
+        path.write_text(json.dumps(data))
+        return path
+
+    base = run("base.json", 4640.0)
+    assert cli.main(["compare", str(base), str(run("big.json", 13216.0)), "--fail", f"{metric}:3%"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "resolution" in out and "cannot tell" not in out
+    assert cli.main(["compare", str(base), str(run("edge.json", 4640.0 * 1.03 + 2.0)), "--fail", f"{metric}:3%"]) == 0
+    assert "within resolution" in capsys.readouterr().out
+    assert cli.main(["compare", str(base), str(run("same.json", 4641.0)), "--fail", f"{metric}:3%"]) == 0

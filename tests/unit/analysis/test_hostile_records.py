@@ -104,3 +104,13 @@ def test_the_report_never_raises_on_a_corrupted_record(tmp_path, capsys, corrupt
     out, _ = _corrupted(tmp_path, change)
     assert cli.main(["report", str(out), "-o", str(tmp_path / "report")]) in (0, 1, 2)
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("key, value", [("peak_vram_mb", -1e30), ("concurrency_efficiency", -1e5),
+                                        ("concurrency_efficiency", 1e40), ("gpu_energy_j", 1e16)])
+def test_a_figure_no_measurement_gives_is_one_line_not_a_broken_plot(tmp_path, capsys, key, value):
+    """Negative memory or efficiency, or magnitudes past any run, would overflow the plots' transforms
+    or ask for a figure of more pixels than exist: the report refuses the record, naming file and path."""
+    out, _ = _corrupted(tmp_path, lambda data: data.update({key: value}))
+    assert cli.main(["report", str(out), "-o", str(tmp_path / "report")]) == 2
+    assert f".{key}: expected" in capsys.readouterr().err

@@ -285,3 +285,28 @@ def test_a_bad_reference_file_is_one_line_with_its_json_path(tmp_path):
     with pytest.raises(SettingsError) as caught:
         read_reference(path)
     assert str(caught.value).startswith(f"{path}: $.pairs[0].models: ") and "\n" not in str(caught.value)
+
+
+def test_the_planner_judges_a_pairs_fit_by_whole_runs_where_fit_profiles_were_measured_on_the_card():
+    table = read_profiles()
+    planner = Planner(table)
+    pcb_pair = planner.fit(("pcb", "vulberta_mlp"), 10240.0)  # the H100 reference's profiles, measured on 10 GB
+    assert pcb_pair.basis.startswith("whole-run fit profiles (H100 reference)")
+    assert pcb_pair.need_mb == pytest.approx(table.get("pcb").fit_need_mb + table.get("vulberta_mlp").fit_need_mb)
+    assert pcb_pair.verdict == "tight"  # its start-up transient passes the card; its steady need does not
+    small = planner.fit(("mnist_ff", "resnet20"), 10240.0)
+    assert small.verdict == "fits" and small.basis.startswith("whole-run")
+    assert not planner.fit(("mnist_ff", "resnet20"), 8192.0).basis.startswith("whole-run")  # not that card
+    here = Planner(table, whole_runs={("mnist_ff", 8192.0): memory.WholeRun(900.0, 800.0, "measured here"),
+                                      ("resnet20", 8192.0): memory.WholeRun(8000.0, 7500.0, "measured here")})
+    assert here.fit(("mnist_ff", "resnet20"), 8192.0).verdict == "no"
+
+
+@given(st.floats(100.0, 20000.0), st.floats(0.0, 1.0), st.floats(100.0, 20000.0), st.floats(0.0, 1.0),
+       st.floats(1000.0, 40000.0), st.floats(1000.0, 40000.0))
+def test_a_larger_card_never_turns_a_whole_run_fit_away(need_a, share_a, need_b, share_b, small, large):
+    a = memory.WholeRun(need_a, need_a * share_a, "x")
+    b = memory.WholeRun(need_b, need_b * share_b, "x")
+    order = {"no": 0, "tight": 1, "fits": 2}
+    low, high = sorted((small, large))
+    assert order[memory.whole_run_fit(high, a, b).verdict] >= order[memory.whole_run_fit(low, a, b).verdict]

@@ -51,3 +51,16 @@ def test_a_committed_record_of_the_current_layout_is_written_back_as_it_was(path
     """Read and written through the typed record, a GPU run's record keeps every key and value."""
     written = write_record(tmp_path, read_record(path))
     assert json.loads(written.read_text(encoding="utf-8")) == json.loads(path.read_text(encoding="utf-8"))
+
+
+def _split_records():
+    for path in RECORD_FILES:
+        for case_id, record in load_run(path).records.items():
+            if record.method == "interleaved" and record.fg_gpu_energy_j is not None:
+                yield pytest.param(record, id=f"{path.relative_to(ROOT)}:{case_id}")
+
+
+@pytest.mark.parametrize("record", list(_split_records()))
+def test_every_committed_interleaved_energy_split_adds_up_to_the_energy_above_idle(record):
+    total = record.fg_gpu_energy_j + record.bg_gpu_energy_j
+    assert total == pytest.approx(record.gpu_energy_above_idle_j, rel=1e-6)

@@ -86,7 +86,8 @@ def test_resume_takes_a_complete_result_of_the_same_measurement_only(tmp_path):
     case = _case(epochs=1)
     session = _session(tmp_path)
     assert session.resumable(case) is None
-    save_result(session.case_dir(case), _record(case, failure="OOM: foreground ..."))
+    save_result(session.case_dir(case), _record(case, failure="OOM: foreground ...",
+                                                settings_digest=session.settings_digest(case)))
     assert session.resumable(case)["failure"] == "OOM: foreground ..."
     assert _session(tmp_path, resume=False).resumable(case) is None
     assert _session(tmp_path, scale=0.25).resumable(case) is None

@@ -74,14 +74,14 @@ class FakeInfo:
 
 
 class FakeGpu:
-    def __init__(self, index=0, uuid=None):
+    def __init__(self, index=0, uuid=None, clock=None):
         self.info = FakeInfo(index, uuid or f"GPU-{index}")
 
 
 def test_the_ranks_gpus_are_the_pinned_one_the_visible_ones_or_all(monkeypatch):
     monkeypatch.setattr(scaling, "Gpu", FakeGpu)
     monkeypatch.setattr(scaling, "gpu_count", lambda: 3)
-    monkeypatch.setattr(scaling, "open_gpu", lambda spec: FakeGpu(int(spec[-1]), spec))
+    monkeypatch.setattr(scaling, "open_gpu", lambda spec, clock=None: FakeGpu(int(spec[-1]), spec))
     own = FakeGpu(5)
     assert scaling.usable_gpus(Environment("cpu", 1.0, 10.0)) == []
     assert scaling.usable_gpus(Environment("cuda", 1.0, 10.0, gpu=own, extra_env={"CUDA_VISIBLE_DEVICES": "GPU-5"})) == [own]

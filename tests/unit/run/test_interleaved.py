@@ -3,13 +3,12 @@ job that reports rarely or steps slowly."""
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.protocol import Progress, now
 from pytest_gpu_pairs.run.interleaved import REPORTS_PER_PHASE, STEPS_PER_SETTLE, phase_lengths, running_gap
 
 
@@ -123,7 +122,7 @@ def _pair_after_a_round(pace_s, phase_s, settle_s=0.1, cap_s=180.0, fg_reports=N
     pair.case = SimpleNamespace(phase_s=0.5, fg=SimpleNamespace(model="slow"), bg=SimpleNamespace(model="fast"))
     pair.phase_s, pair.settle_s, pair.rounds, pair._phases_settled = phase_s, settle_s, [last], False
     pair.warm_t, pair.rule = 10.0, StoppingRule(None, 3, None, cap_s)
-    pair.started_t = time.time() - t  # the case began when its first report's clock began
+    pair.started_t = now() - t  # the case began when its first report's clock began
     pair._progress = {"fg": fg, "bg": bg}.__getitem__
     pair.snapshot = lambda: None
     pair.env = SimpleNamespace(idle_power_w=None)
@@ -188,3 +187,63 @@ def test_on_the_cpu_settling_stays_the_settings_however_slow_a_step():
     progresses = [reporting(0.25, 50), reporting(1.5, 1)]
     assert phase_lengths(progresses, 0.0, 10.0, 2.0, 0.3, queued=False)[1] == 0.3
     assert phase_lengths(progresses, 0.0, 10.0, 2.0, 0.3, queued=True)[1] == STEPS_PER_SETTLE * 1.5
+
+
+def _reports(rate_at, until: float, every: float = 0.05):
+    """Step reports every ``every`` s up to ``until`` of a job whose rate at time t is ``rate_at(t)``."""
+    steps, t, n = [], 0.0, 0.0
+    while t <= until:
+        steps.append((t, int(n)))
+        n += rate_at(t) * every
+        t += every
+    return steps
+
+
+def test_a_job_still_speeding_up_is_not_steady_and_a_noisy_one_at_its_pace_is():
+    from pytest_gpu_pairs.run.interleaved import STEADY_TOLERANCE, is_steady
+
+    ramping = _reports(lambda t: 100.0 * (1 + t), 3.0)
+    assert not is_steady(ramping, 3.0, 0.5, STEADY_TOLERANCE)
+    level = _reports(lambda t: 100.0 * (1.04 if int(t * 10) % 2 else 0.96), 3.0)
+    assert is_steady(level, 3.0, 0.5, STEADY_TOLERANCE)
+    assert not is_steady(level[:3], 3.0, 0.5, STEADY_TOLERANCE)  # too few reports in a window
+
+
+@given(st.floats(0.1, 1000.0), st.floats(0.1, 1000.0))
+def test_a_run_is_refused_as_too_short_only_well_below_what_it_needed(trained, needed):
+    from pytest_gpu_pairs.run.interleaved import TOO_SHORT_MARGIN, too_short
+
+    assert too_short(trained, needed) == (trained * TOO_SHORT_MARGIN < needed)
+    if trained >= needed:
+        assert not too_short(trained, needed)  # the message's numbers can never contradict the decision
+
+
+def test_the_rounds_a_target_needs_grow_with_the_noise_and_none_reach_it_past_the_offsets():
+    from pytest_gpu_pairs.record.stats import BetweenStarts
+    from pytest_gpu_pairs.run.interleaved import UNREACHABLE_ROUNDS, rounds_for_target
+
+    quiet = [2.0 + 0.02 * (-1) ** i for i in range(10)]
+    noisy = [2.0 + 0.2 * (-1) ** i for i in range(10)]
+    assert rounds_for_target(quiet, 3, 0.02, None) < rounds_for_target(noisy, 3, 0.02, None)
+    assert rounds_for_target(quiet, 3, 0.02, BetweenStarts(0.05, 3.0, "x")) == UNREACHABLE_ROUNDS
+
+
+def test_a_later_starts_jobs_wait_on_spare_cpus_of_their_role_never_on_a_measured_jobs():
+    from pytest_gpu_pairs.run.cpus import plan_job_cpus
+
+    plan = plan_job_cpus([(i,) for i in range(16)])
+    own = plan.for_job("fg", True)
+    spare = [plan.spare_for("fg", i) for i in (1, 2, 3)]
+    assert own == {1, 2} and spare == [{3, 4}, {5, 6}, None]  # fg's share is cores 1-7
+    assert not (spare[0] & plan.for_job("bg", True)) and plan.spare_for("fg", 0) is None
+    assert plan_job_cpus([(0,), (1,), (2,)]).spare_for("fg", 1) is None
+
+
+def test_a_standby_job_taken_into_the_pair_is_counted_under_its_new_role():
+    from pytest_gpu_pairs.monitor.gpu import PidRoles
+
+    roles = PidRoles(getpgid=lambda pid: pid, job_tag=lambda pid: None)
+    roles.register(42, "standby")
+    assert roles.role_of(42) == "standby"
+    roles.register(42, "fg")
+    assert roles.role_of(42) == "fg"

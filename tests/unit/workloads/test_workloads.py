@@ -53,3 +53,22 @@ def test_per_epoch_evaluation_is_left_out_only_when_the_harness_measures_steady_
     monkeypatch.setattr(workload, "evaluate", lambda: evaluated.append(1) or {})
     workload.end_epoch()
     assert evaluated == ([] if steady else [1])
+
+
+@pytest.mark.parametrize("kind, evaluates", [("6", True), ("6:restart", False)])
+def test_a_fit_run_trains_its_steps_evaluates_once_and_leaves_no_checkpoint(tmp_path, monkeypatch, kind, evaluates):
+    """On the CPU a fit run has no allocator to read, so it reports no memory, but it runs its parts:
+    its steps, and (a whole run) the evaluation and a checkpoint written and removed beside its
+    progress file."""
+    from pytest_gpu_pairs.catalog import builtin
+    from pytest_gpu_pairs.protocol import ENV_VAR, FIT_RUN_VAR, Progress
+    from pytest_gpu_pairs.workloads.train import build, run
+
+    progress = tmp_path / "p.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(progress))
+    monkeypatch.setenv(FIT_RUN_VAR, kind)
+    assert run(builtin("mnist_ff"), build("mnist_ff", "cpu", 0.01, epochs=50), "cpu", 0.01) == 0
+    read = Progress.read(progress)
+    assert read.total_steps == 6 and read.memory == []
+    assert bool(read.result["metrics"]) is evaluates
+    assert not list(tmp_path.glob("fit-checkpoint-*"))
