@@ -35,6 +35,10 @@ from pytest_gpu_pairs.record.store import RESUMED_KEY, save_benchmark_json
 ROUND_FIGURE = "pair_s_per_solo_s"
 ROUND_UNIT = "pair-s per solo-"  # pytest-benchmark's header then reads "Name (time in pair-s per solo-s)"
 DEFAULT_COLUMNS = ["min", "max", "mean", "stddev", "median", "iqr", "outliers", "ops", "rounds", "iterations"]
+ROUND_NOTE = (f"pytest-benchmark's table above: one value per complete round of {ROUND_FIGURE}, 1 / that round's "
+              "efficiency (the pair's seconds per second of one job's work alone: 0.5 when sharing is free, 1.0 when it "
+              "is no better than one job after the other; lower is better), so its mean is not 1 / eff of the "
+              "gpu-pairs table")
 MACHINE_KEY = "gpu_pairs"  # our part of pytest-benchmark's machine_info
 _ROUND_CLOCK = [0.0]
 _COMPARED_GPUS = pytest.StashKey[list]()  # the gpu_pairs machine info of each run --benchmark-compare loaded
@@ -111,6 +115,15 @@ class RoundFigureTable:
         columns = getattr(bench, "columns", None)
         if isinstance(columns, list) and columns == DEFAULT_COLUMNS:
             columns.remove("ops")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter, config: pytest.Config) -> None:
+        """Under the tables, once, what pytest-benchmark's table holds where it showed a case's rounds."""
+        bench = getattr(config, "_benchmarksession", None)
+        shown = getattr(bench, "benchmarks", None) or []
+        if not getattr(bench, "disabled", False) and any(times_rounds({"params": getattr(b, "params", None)})
+                                                         for b in shown):
+            terminalreporter.write_line(ROUND_NOTE)
 
 
 def case_params(case) -> dict[str, Any]:

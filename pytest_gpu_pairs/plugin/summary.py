@@ -16,7 +16,6 @@ import pytest
 
 from pytest_gpu_pairs.inputs import printable
 from pytest_gpu_pairs.planning.estimate import clock
-from pytest_gpu_pairs.plugin.benchmark import ROUND_FIGURE
 from pytest_gpu_pairs.record.fit import FIT_SOURCE
 from pytest_gpu_pairs.record.keys import label, meaning
 from pytest_gpu_pairs.record.model import Record
@@ -222,15 +221,6 @@ def interrupted_lines(session, args: list[str]) -> list[str]:
             f"  to finish the rest without repeating finished cases: {resume_command(args)}"]
 
 
-def benchmark_lines(records: list[Record]) -> list[str]:
-    """What pytest-benchmark's table above holds for the cases that handed it their rounds."""
-    if not any(str(r.benchmark_figure or "").startswith(ROUND_FIGURE) for r in records):
-        return []
-    return [f"pytest-benchmark's table above: one value per complete round of {ROUND_FIGURE}, 1 / that round's eff "
-            "(the pair's seconds per second of one job's work alone: 0.5 when sharing is free, 1.0 when it is no "
-            "better than one job after the other; lower is better), so its mean is not 1 / eff of this table"]
-
-
 def impossible_lines(records: list[Record]) -> list[str]:
     """The cases with a figure no sharing can give, each with its figures: a session on a loaded
     host must not pass such numbers on unremarked."""
@@ -323,8 +313,6 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
         _write(reporter, legend())
     for problem in ended["problems"]:
         _write(reporter, f"not written as the session ended: {problem}")
-    for line in benchmark_lines(records):
-        _write(reporter, line)
     for line in impossible_lines(records):
         _write(reporter, line)
     for line in sharing_lines(records):
