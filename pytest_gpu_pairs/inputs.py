@@ -1,6 +1,7 @@
 """Untrusted JSON in: one clear line naming the file, the JSON path and what was expected."""
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -38,10 +39,37 @@ def json_path(loc: tuple) -> str:
     return path
 
 
+def _misspelt(errors: list[dict[str, Any]]) -> Optional[tuple[dict[str, Any], str]]:
+    """An unexpected key that is a near miss of a required key missing beside it ("foregound" for
+    "foreground"): that error and the key it meant, which says more than "required key is missing"."""
+    missing: dict[tuple, list[str]] = {}
+    for err in errors:
+        if err["type"] == "missing" and err["loc"] and isinstance(err["loc"][-1], str):
+            missing.setdefault(tuple(err["loc"][:-1]), []).append(err["loc"][-1])
+    for err in errors:
+        key = err["loc"][-1] if err["type"] == "extra_forbidden" and err["loc"] else None
+        near = difflib.get_close_matches(key, missing.get(tuple(err["loc"][:-1]), []), n=1, cutoff=0.75) \
+            if isinstance(key, str) else []
+        if near:
+            return err, near[0]
+    return None
+
+
+def _shown(loc: tuple) -> tuple:
+    """An error's location without pydantic's union and validator tags."""
+    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+
+
 def first_error(exc: ValidationError, source: str) -> SettingsError:
     errors = exc.errors(include_url=False)
+    misspelt = _misspelt(errors)
+    if misspelt is not None:
+        err, meant = misspelt
+        more = f" (and {len(errors) - 2} more problem{'s' if len(errors) > 3 else ''})" if len(errors) > 2 else ""
+        return SettingsError(source, json_path(_shown(err["loc"])), f"unexpected key {err['loc'][-1]!r}; did you mean "
+                                                            f"{meant!r}? (a required key, missing here){more}")
     err = errors[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+    loc = _shown(err["loc"])
     kind, message = err["type"], err["msg"]
     if kind == "missing":
         text = "required key is missing"

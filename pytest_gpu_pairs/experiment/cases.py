@@ -5,6 +5,11 @@ selects by model, and nothing run-dependent is in it so ``--benchmark-compare`` 
 cases of two runs by name. A case measured under MPS carries ``-mps`` at the end (``-k mps``);
 a time-sliced case, the driver's default, keeps the plain id. A scaling case, one job on N GPUs,
 is ``<group>-<model>-gpus<N>`` (``-k gpus2``).
+
+The project's own suite (the settings its ini names in ``gpu_pairs_settings``) owns its ids: a
+case of another experiment whose id would be one of them carries its experiment's name in front,
+``<name>.<id>``, so that it never takes the suite's folder in a shared results folder, while the
+suite's ids (its reference results, the baselines compared with them, ``-k g01``) stay as they are.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
@@ -371,12 +377,23 @@ class DuplicateCaseError(ValueError):
     pass
 
 
-def expand_all(experiments: Iterable[Experiment], overrides: Overrides = Overrides()) -> list[Case]:
-    """Cases of several files; two cases with one id would make results ambiguous, so refuse."""
+def suite_owned(case: Case, experiment: Experiment, owned: Mapping[str, str]) -> Case:
+    """The case, named after its experiment as well where the project's suite owns its id
+    (``owned``: id -> the suite's experiment name) and it comes from another experiment."""
+    if owned.get(case.id, experiment.name) == experiment.name:
+        return case
+    return replace(case, id=f"{experiment.name}.{case.id}")
+
+
+def expand_all(experiments: Iterable[Experiment], overrides: Overrides = Overrides(),
+               owned: Mapping[str, str] = MappingProxyType({})) -> list[Case]:
+    """Cases of several files; two cases with one id would make results ambiguous, so refuse.
+    ``owned``: the ids of the project's suite, with its experiment's name (``suite_owned``)."""
     seen: dict[str, str] = {}
     cases = []
     for experiment in experiments:
         for case in with_sharing(expand(experiment, overrides), sharing_modes(experiment, overrides)):
+            case = suite_owned(case, experiment, owned)
             _check_id_length(experiment, case)
             if case.id in seen and seen[case.id] != case.source:
                 raise DuplicateCaseError(

@@ -12,27 +12,30 @@ could not be measured is null with its reason under ``unmeasured``.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError, JobConfig
-from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.inputs import SettingsError, read_json
 from pytest_gpu_pairs.planning.own_profiles import KIND, VERSION, read_profile
 from pytest_gpu_pairs.planning.plan import select
-from pytest_gpu_pairs.record.store import StoreWriteError, json_text, save_profile
+from pytest_gpu_pairs.record.store import StoreWriteError, json_text, profile_path, save_profile
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
-from pytest_gpu_pairs.run.profiling import SoloRun, cpu_name, min_fit, profile_job
+from pytest_gpu_pairs.run.profiling import MAX_STRETCH, SoloRun, cpu_name, min_fit, profile_job
 from pytest_gpu_pairs.run.session import DeviceRequestError, GpuPairsSession, open_device_gpu
 
 DEFAULT_OUT = "gpu-pairs-results"
 WARMUP_S = 3.0
 WINDOW_S = 8.0
 READY_TIMEOUT_S = 600.0
+MOVED_FACTOR = 1.5  # a step time this many times the stored one (or its inverse) is worth a warning
 
 
 def _seconds(text: str) -> float:
@@ -81,8 +84,11 @@ def _epoch_length(job: JobConfig) -> tuple[Optional[int], Optional[str]]:
                  "where it ended within the profile: run_s, run_steps)"
 
 
-def record_of(job: JobConfig, run: SoloRun, device_name: str, scale: float, warmup_s: float) -> dict[str, Any]:
-    """The stored profile: what the run measured, and for every figure it could not, why."""
+def record_of(job: JobConfig, run: SoloRun, device_name: str, scale: float, warmup_s: float,
+              run_load: Optional[float] = None) -> dict[str, Any]:
+    """The stored profile: what the run measured, and for every figure it could not, why; with the
+    host's load while it ran (``load_avg``, the 1-minute load average at its end), since a CPU
+    step's time is that of the load it shared the CPU with."""
     steps_per_epoch, no_epoch = _epoch_length(job)
     unmeasured = dict(run.unmeasured)
     if no_epoch:
@@ -98,7 +104,8 @@ def record_of(job: JobConfig, run: SoloRun, device_name: str, scale: float, warm
             "run_s": run.run_s, "run_steps": run.run_steps, "peak_memory_mb": run.peak_memory_mb,
             "memory_kind": run.memory_kind, "util_avg_pct": run.util_avg_pct, "power_avg_w": run.power_avg_w,
             "energy_per_step_j": run.energy_per_step_j, "cpu_package_power_w": run.cpu_package_power_w,
-            "min_fit_mb": None, "log": run.log_path, "unmeasured": unmeasured}
+            "min_fit_mb": None, "log": run.log_path, "load_avg": run_load, "cpu_count": os.cpu_count(),
+            "unmeasured": unmeasured}
 
 
 def _add_min_fit(record: dict[str, Any], job: JobConfig, gpu, work_dir: Path) -> None:
@@ -137,24 +144,79 @@ def _print_table(records: list[dict[str, Any]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
+def load_average() -> Optional[float]:
+    """The host's 1-minute load average (None where the system gives none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def load_warnings(record: dict[str, Any], before: Optional[dict[str, Any]]) -> list[str]:
+    """What makes a stored rate doubtful: a host busier than its CPUs while it ran, or a step time
+    far from the one this folder held for the same workload and device (the host's load moves a
+    CPU rate by factors)."""
+    found = []
+    load, cpus = record.get("load_avg"), record.get("cpu_count")
+    if record.get("device") == "cpu" and isinstance(load, (int, float)) and cpus and load > cpus:
+        found.append(f"warning: {record['workload']}: the host was busy while it ran (load {load:.1f} on {cpus} CPUs): "
+                     "its step time is this load's; profile again on a quieter host for plans that hold")
+    old_step, new_step = (before or {}).get("step_time_s"), record.get("step_time_s")
+    if isinstance(old_step, (int, float)) and old_step > 0 and isinstance(new_step, (int, float)) and new_step > 0:
+        ratio = new_step / old_step
+        if not 1 / MOVED_FACTOR <= ratio <= MOVED_FACTOR:
+            then = f", load {before['load_avg']:.1f} then" if isinstance(before.get("load_avg"), (int, float)) else ""
+            now = f", {load:.1f} now" if isinstance(load, (int, float)) else ""
+            found.append(f"warning: {record['workload']}: {new_step:.4g} s per step is {ratio:.2g} x the "
+                         f"{old_step:.4g} s stored before ({str(before.get('measured_at') or 'earlier')[:40]}{then}{now}); "
+                         "on a CPU the host's load moves this by factors: the plans use the new one")
+    return found
+
+
+def _stored(out: Path, workload: str, device: str) -> Optional[dict[str, Any]]:
+    """The profile this folder held before (a bad or missing one is no comparison)."""
+    try:
+        data = read_json(profile_path(out, workload, device))
+    except (SettingsError, OSError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _progress_line(record: dict[str, Any], asked_s: float) -> str:
+    stretched = (f", window stretched to {record['window_s']:.0f} s for its slow steps"
+                 if record.get("window_s") and record["window_s"] > asked_s * 1.5 else "")
+    return (f"  {record['workload']}: {record['step_time_s']:.4g} s per step, start-up "
+            f"{record['startup_s'] or 0:.1f} s{stretched}")
+
+
 def _profile_all(jobs: list[JobConfig], args: argparse.Namespace, out: Path, gpu, device: str,
                  device_name: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each workload in turn, said as it starts and as it ends (a slow one takes minutes); on
+    stdout, or on stderr where stdout is the JSON."""
     records, failures = [], []
     work_dir = out / "_profiles" / "runs"
-    for job in jobs:
+    say = sys.stderr if args.json else sys.stdout
+    for index, job in enumerate(jobs, 1):
+        print(f"[{index}/{len(jobs)}] {job.model} ...", file=say, flush=True)
         run = profile_job(job, device, args.scale, work_dir / job.model, args.warmup, args.seconds,
                           READY_TIMEOUT_S, gpu)
         if run.failure or run.step_time_s is None:
-            failures.append(run.failure or f"{job.model}: {run.unmeasured.get('step_time_s')}; log: {run.log_path}")
+            failures.append(run.failure or f"{job.model}: {run.unmeasured.get('step_time_s')} (now "
+                                           f"{args.seconds:g}); log: {run.log_path}")
+            print(f"  {job.model}: not measured (see the error below)", file=say, flush=True)
             continue
-        record = record_of(job, run, device_name, args.scale, args.warmup)
+        record = record_of(job, run, device_name, args.scale, args.warmup, load_average())
         if args.min_fit:
             _add_min_fit(record, job, gpu, work_dir / job.model)
         else:
             record["unmeasured"]["min_fit_mb"] = "not asked for (--min-fit)"
+        before = _stored(out, job.model, device)
         path = save_profile(out, job.model, device, record)
         read_profile(path)  # what is stored must read back as the next session will read it
         records.append(record)
+        print(_progress_line(record, args.seconds), file=say, flush=True)
+        for warning in load_warnings(record, before):
+            print(warning, file=say, flush=True)
     return records, failures
 
 
@@ -173,7 +235,9 @@ def run(args: argparse.Namespace) -> int:
     device_name = gpu.info.name if gpu is not None else cpu_name() or platform.machine() or "cpu"
     jobs = workloads_of(cases)
     print(f"gpu-pairs profile: {len(jobs)} workload(s) alone on {device} ({device_name}), "
-          f"{args.warmup:g} s warm-up and {args.seconds:g} s measured each" + (f"; {reason}" if reason else ""))
+          f"{args.warmup:g} s warm-up and {args.seconds:g} s measured each (longer for slow steps, up to "
+          f"{MAX_STRETCH} x)" + (f"; {reason}" if reason else ""), file=sys.stderr if args.json else sys.stdout,
+          flush=True)
     try:
         records, failures = _profile_all(jobs, args, out, gpu, device, device_name)
     except (StoreWriteError, SettingsError) as exc:

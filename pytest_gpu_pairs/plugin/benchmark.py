@@ -33,6 +33,12 @@ import pytest
 from pytest_gpu_pairs.record.store import RESUMED_KEY, save_benchmark_json
 
 ROUND_FIGURE = "pair_s_per_solo_s"
+ROUND_UNIT = "pair-s per solo-"  # pytest-benchmark's header then reads "Name (time in pair-s per solo-s)"
+DEFAULT_COLUMNS = ["min", "max", "mean", "stddev", "median", "iqr", "outliers", "ops", "rounds", "iterations"]
+ROUND_NOTE = (f"pytest-benchmark's table above: one value per complete round of {ROUND_FIGURE}, 1 / that round's "
+              "efficiency (the pair's seconds per second of one job's work alone: 0.5 when sharing is free, 1.0 when it "
+              "is no better than one job after the other; lower is better), so its mean is not 1 / eff of the "
+              "gpu-pairs table")
 MACHINE_KEY = "gpu_pairs"  # our part of pytest-benchmark's machine_info
 _ROUND_CLOCK = [0.0]
 _COMPARED_GPUS = pytest.StashKey[list]()  # the gpu_pairs machine info of each run --benchmark-compare loaded
@@ -83,6 +89,41 @@ def round_timer(node, benchmark) -> Optional[Callable[[list[dict[str, Any]]], Op
         time_rounds(benchmark, values)
         return f"{ROUND_FIGURE}: 1 / concurrency_efficiency of each of the {len(values)} complete rounds"
     return hand_over
+
+
+def times_rounds(entry: dict[str, Any]) -> bool:
+    """A benchmark whose statistics are an interleaved case's rounds (``pair_s_per_solo_s``)."""
+    params = entry.get("params") if isinstance(entry, dict) else None
+    return isinstance(params, dict) and "case_id" in params and params.get("method") == "interleaved" \
+        and params.get("mode") == "concurrent"
+
+
+class RoundFigureTable:
+    """pytest-benchmark's table of interleaved cases, in the unit of what it holds: a group of them
+    is headed "time in pair-s per solo-s" and shows each round's ``pair_s_per_solo_s`` unscaled
+    (1.0417, not "1,041.7" under "time in ms"); its OPS column, 1 / mean, is no rate of anything
+    here and is left out unless ``--benchmark-columns`` asks for it."""
+
+    @pytest.hookimpl(tryfirst=True, optionalhook=True)
+    def pytest_benchmark_scale_unit(self, config, unit, benchmarks, best, worst, sort):
+        if not benchmarks or not all(times_rounds(b) for b in benchmarks):
+            return None
+        return (ROUND_UNIT, 1.0) if unit == "seconds" else ("", 1.0)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        bench = getattr(session.config, "_benchmarksession", None)
+        columns = getattr(bench, "columns", None)
+        if isinstance(columns, list) and columns == DEFAULT_COLUMNS:
+            columns.remove("ops")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter, config: pytest.Config) -> None:
+        """Under the tables, once, what pytest-benchmark's table holds where it showed a case's rounds."""
+        bench = getattr(config, "_benchmarksession", None)
+        shown = getattr(bench, "benchmarks", None) or []
+        if not getattr(bench, "disabled", False) and any(times_rounds({"params": getattr(b, "params", None)})
+                                                         for b in shown):
+            terminalreporter.write_line(ROUND_NOTE)
 
 
 def case_params(case) -> dict[str, Any]:

@@ -44,6 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.has_plugin("benchmark"):
         config.pluginmanager.register(benchmark.ResumedCases(_results), "gpu-pairs-resumed-cases")
         config.pluginmanager.register(benchmark.ComparisonFailure(), "gpu-pairs-benchmark-compare-fail")
+        config.pluginmanager.register(benchmark.RoundFigureTable(), "gpu-pairs-round-figure-table")
     gate.configure(config)  # a worker refuses a foreign baseline before its first case; the controller compares
 
 

@@ -115,15 +115,17 @@ def last_progress(path: Path) -> Optional[dict[str, Any]]:
 
 
 def snapshot(round_, started: float, now: float) -> Snapshot:
-    """What the line shows for a running ``measure.Round``."""
-    bg = round_.bg_job.model if round_.bg_job is not None else None
-    label = f"{round_.fg_job.model}+{bg} pair" if bg else f"{round_.fg_job.model} solo"
-    event = last_progress(Path(round_.out_dir) / "fg.progress.jsonl")
+    """What the line shows for a running round of the epoch method (``run.round.Round``), or for an
+    interleaved case (``run.interleaved.InterleavedPair``: its ``live_status`` says which phase runs)."""
+    fg, bg = _models(round_)
+    status = getattr(round_, "live_status", None)
+    label = f"{fg}+{bg} {status()}" if status else (f"{fg}+{bg} pair" if bg else f"{fg} solo")
+    event = last_progress(Path(getattr(round_, "fg_progress_path", None) or Path(round_.out_dir) / "fg.progress.jsonl"))
     shot = Snapshot(label, now - started, waiting=event is None)
     if event is not None:
         shot.epoch = event.get("epoch")
         shot.step = event.get("step", 1 if event.get("event") == "ready" else None)
-    if shot.waiting and bg:
+    if shot.waiting and bg and not status:
         shot.label = f"{label}: {bg} starting"
     sampler = round_.sampler
     sample = sampler.samples[-1] if sampler is not None and sampler.samples else None
@@ -131,6 +133,12 @@ def snapshot(round_, started: float, now: float) -> Snapshot:
         shot.power_w = sample.power_w
         shot.vram_mb = sample.role_memory_mb(("fg", "bg")) or sample.mem_used_mb
     return shot
+
+
+def _models(round_) -> tuple[str, Optional[str]]:
+    case = getattr(round_, "case", None)
+    fg, bg = (case.fg, case.bg) if case is not None else (round_.fg_job, round_.bg_job)
+    return fg.model, bg.model if bg is not None else None
 
 
 def render(shot: Snapshot, room: int) -> str:
@@ -196,7 +204,9 @@ class LiveLine:
         if case is None:
             return shot
         shot.case = f"case {case.index}/{case.total}"
-        epochs = (self._round.fg_job.hyperparameters.get("epochs") if self._round is not None else None)
+        # an interleaved case's jobs train until the harness ends them: no epoch count to finish
+        fg_job = getattr(self._round, "fg_job", None)
+        epochs = fg_job.hyperparameters.get("epochs") if fg_job is not None else None
         job_eta = job_eta_s(shot.epoch, epochs if isinstance(epochs, (int, float)) else None, shot.elapsed_s)
         session = self.session_eta(now)
         parts = ([f"job ~{clock(job_eta)}"] if job_eta is not None else []) + (

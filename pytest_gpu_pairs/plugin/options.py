@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 DEFAULT_OUT = "gpu-pairs-results"
 DEFAULT_DEVICE = "auto"
 DEFAULT_SCALE = 1.0
-MAX_CASE_S_HELP, PRECISION_HELP = 90.0, 0.02  # run.options' values, checked by a unit test
+MAX_CASE_S_HELP, MAX_CASE_S_CPU_HELP, PRECISION_HELP = 90.0, 300.0, 0.02  # run.options' values, checked by a unit test
 RENAMED = {"--vram-budget-mb": "--gpu-pairs-vram-budget-mb", "--min-efficiency": "--gpu-pairs-min-efficiency",
            "--sample-hz": "--gpu-pairs-sample-hz", "--gpu-memory-mb": "--gpu-pairs-gpu-memory-mb"}
 
@@ -176,7 +176,8 @@ def _add(group) -> None:
     group.addoption("--gpu-pairs-max-rounds", type=_positive_int, default=None, metavar="N",
                     help="most interleaved rounds per case (default: no limit but the time cap, --gpu-pairs-max-case-s)")
     group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=None, metavar="S",
-                    help=f"device time cap per interleaved case, warm-up included (default: {MAX_CASE_S_HELP:g})")
+                    help=f"device time cap per interleaved case, warm-up included (default: {MAX_CASE_S_HELP:g} on a GPU, "
+                         f"{MAX_CASE_S_CPU_HELP:g} on the CPU, where steps are slower)")
 
 
 def _add_ini(parser: pytest.Parser) -> None:
@@ -245,7 +246,7 @@ def planning(config: pytest.Config) -> bool:
 
 
 def options_from_config(config: pytest.Config) -> GpuPairsOptions:
-    from pytest_gpu_pairs.run.options import MAX_CASE_S, MAX_ROUNDS, GpuPairsOptions
+    from pytest_gpu_pairs.run.options import MAX_ROUNDS, GpuPairsOptions
 
     given = config.getoption("gpu_pairs_settings")
     settings = tuple(Path(p) for p in given) if given else tuple(config.getini("gpu_pairs_settings"))
@@ -270,6 +271,7 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         resume=config.getoption("gpu_pairs_resume"), method=config.getoption("gpu_pairs_method"),
         precision=precision or None, precision_off=precision == 0.0,
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
-        max_case_s=MAX_CASE_S if max_case_s is None else max_case_s,
+        max_case_s=max_case_s,
         worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu,
-        pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share(workerinput))
+        pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share(workerinput),
+        suite=tuple(Path(p) for p in config.getini("gpu_pairs_settings")))

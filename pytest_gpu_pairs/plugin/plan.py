@@ -36,7 +36,9 @@ def profile_hint(estimates: Sequence[Estimate], device: str, scale: float, out_d
     if not unknown:
         return []
     return [f"note: {len(unknown)} case(s) rest on the default; measure each workload's rate in seconds first: "
-            f"gpu-pairs profile SETTINGS --device {device} --scale {scale:g} --out {out_dir} (the same -k)"]
+            f"gpu-pairs profile SETTINGS --device {device} --scale {scale:g} --out {out_dir} (the same -k; a "
+            "workload that steps slowly is measured longer by itself, and one it still could not measure names "
+            "the --seconds to give it)"]
 
 
 def plan_lines(estimates: Sequence[Estimate], device: str, scale: float, out_dir=None,

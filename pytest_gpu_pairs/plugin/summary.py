@@ -1,6 +1,8 @@
 """The terminal summary: one line per case with its status and duration, a legend, what could not
 be measured here and why, and the cases an interruption cut short with the command that resumes
-them. The same table is written as ``summary.csv`` in the results folder."""
+them. The same table is written as ``summary.csv`` in the results folder, with a row for every
+other case the folder holds a complete result of (``session`` earlier), so that it lists the
+folder, not only the last session."""
 from __future__ import annotations
 
 import re
@@ -17,7 +19,7 @@ from pytest_gpu_pairs.planning.estimate import clock
 from pytest_gpu_pairs.record.fit import FIT_SOURCE
 from pytest_gpu_pairs.record.keys import label, meaning
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, impossible
+from pytest_gpu_pairs.record.plausible import BOUNDS, MARK, flagged, suspect_rounds
 from pytest_gpu_pairs.record.store import StoreWriteError, atomic_write_csv
 
 COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "duration", "{}"),
@@ -27,7 +29,8 @@ COLUMNS = (("case", "case_id", "{}"), ("status", "status", "{}"), ("time", "dura
            ("bg J/step", "bg_gpu_energy_per_step_j", "{:.3g}"),
            ("VRAM MB", "vram_judged_mb", "{:.0f}"), ("oom", "oom", "{}"))
 OWN_LEGEND = {
-    "status": "passed, failed (the reason is in the test's failure), resumed (recorded earlier)",
+    "status": "passed, failed (the reason is in the test's failure), resumed (recorded earlier); summary.csv also "
+              "lists the folder's cases of earlier sessions (session: earlier)",
     "time": "the case's wall time",
     "VRAM MB": "the pair's memory the budget judged: its whole-run need from both jobs' fit profiles on the card the "
                "settings name (vram_fit_mb), else the peak sampled during the case (peak_vram_mb)",
@@ -35,7 +38,9 @@ OWN_LEGEND = {
                 "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts)",
 }
 MARKS_LEGEND = ("±: half width of a figure's 95 % interval; -: not measured (see below); !: a figure no sharing "
-                "can give (eff above 2, slow below 1), see below")
+                "can give (eff above 2, slow below 1, bg above 1; its interval below 0; or a round of it far past "
+                "these), see below; eff, slow and bg are each the mean of the case's rounds (of per-round "
+                "efficiencies 1/slow + bg), so eff is not 1/slow + bg of the means shown")
 
 
 def legend_entry(title: str, key: str) -> str:
@@ -144,33 +149,56 @@ def _half_width(ci: Any) -> str:
     return f"±{(ci[1] - ci[0]) / 2:.2g}"
 
 
-def _mark(key: str, value: Any) -> str:
-    """``!`` after a figure no sharing can give (its note in result.json says the likely cause)."""
-    return MARK if impossible(key, value) else ""
+def _mark(key: str, record: dict[str, Any]) -> str:
+    """``!`` after a figure no sharing can give, or one whose interval or rounds reach past what
+    sharing can give (its note in result.json says which and the likely cause)."""
+    return MARK if flagged(record, key) else ""
 
 
 def format_table(records: list[dict[str, Any]]) -> list[str]:
     rows = [[title for title, _, _ in COLUMNS]]
-    rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) + _mark(key, r.get(key)) for _, key, fmt in COLUMNS]
+    rows += [[_cell(fmt, r.get(key)) + _half_width(r.get(f"{key}_ci")) + _mark(key, r) for _, key, fmt in COLUMNS]
              for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
 def write_csv(out_dir: Path, table: list[dict[str, Any]]) -> Path:
-    """``summary.csv``: the terminal table with full precision, intervals as their own columns."""
+    """``summary.csv``: the terminal table with full precision, intervals as their own columns, then
+    the folder's other complete cases, which an earlier session recorded (``session``: this or earlier)."""
 
     keys = [key for _, key, _ in COLUMNS if key != "duration"] + ["duration_s"]
     header = tuple(keys + [f"{key}_ci_low" for key in keys if key.endswith("efficiency")]
-                   + [f"{key}_ci_high" for key in keys if key.endswith("efficiency")])
+                   + [f"{key}_ci_high" for key in keys if key.endswith("efficiency")] + ["session"])
 
-    def line(row: dict[str, Any]) -> list[Any]:
+    def line(row: dict[str, Any], session: str) -> list[Any]:
         ci = row.get("concurrency_efficiency_ci")
         low, high = (ci if isinstance(ci, list) and len(ci) == 2 else (None, None))
-        return [row.get(key) for key in keys] + [low, high]
+        return [row.get(key) for key in keys] + [low, high, session]
+    earlier = earlier_rows(out_dir, {row.get("case_id") for row in table})
     path = Path(out_dir) / CSV_NAME
-    atomic_write_csv(path, header, (line(row) for row in table))
+    atomic_write_csv(path, header, [line(row, "this") for row in table] + [line(row, "earlier") for row in earlier])
     return path
+
+
+def earlier_rows(out_dir: Path, present: set) -> list[dict[str, Any]]:
+    """Rows for the cases of the folder this session did not run: their complete records as an
+    earlier session left them, solo baselines of the harness's own left out."""
+    from pytest_gpu_pairs.record.store import complete_records
+
+    records = sorted((r for r in complete_records(out_dir) if r.case_id not in present and r.design != "baseline"),
+                     key=lambda r: str(r.case_id))
+    return [{**r, **energy_vs_serial(r), "status": recorded_status(r), "duration": _duration(duration_s(r)),
+             "duration_s": duration_s(r)} for r in records]
+
+
+def recorded_status(record: Record) -> str:
+    """A record's verdict without its session: failed on a failure or an OOM, on a pair that measured
+    no efficiency, and on an efficiency below the minimum where it was measured on a GPU."""
+    eff, minimum = record.concurrency_efficiency, record.min_efficiency
+    unmeasured = record.mode == "concurrent" and eff is None
+    below = record.device not in (None, "cpu") and None not in (eff, minimum) and eff < minimum
+    return "failed" if record.failure or record.oom or unmeasured or below else "passed"
 
 
 def _keys_text(keys: set[str]) -> str:
@@ -198,13 +226,28 @@ def impossible_lines(records: list[Record]) -> list[str]:
     host must not pass such numbers on unremarked."""
     lines = []
     for record in records:
-        flagged = [f"{key} {getattr(record, key):.2f}" for key in BOUNDS if impossible(key, getattr(record, key))]
-        if flagged:
-            lines.append(f"  {record.case_id}: {', '.join(flagged)}")
+        figures = dict(record)
+        marked = [_flagged_text(figures, key) for key in BOUNDS if flagged(figures, key)]
+        if marked:
+            lines.append(f"  {record.case_id}: {', '.join(marked)}")
     if not lines:
         return []
     return ["figures no sharing can give (!), not findings: the solo and the shared measurements ran under "
             "different conditions (the likely cause is in each key's note in result.json):"] + lines
+
+
+def _flagged_text(record: dict[str, Any], key: str) -> str:
+    """A marked figure as the lines under the table name it: its mean, and the rounds past what a
+    round's noise gives."""
+    value = record.get(key)
+    text = f"{key} {value:.2f}" if isinstance(value, (int, float)) else f"{key} -"
+    rounds = suspect_rounds(record, key)
+    if rounds:
+        text += " (" + ", ".join(f"round {index} {v:.2f}" for index, v in rounds) + ")"
+    ci = record.get(f"{key}_ci")
+    if isinstance(ci, list) and len(ci) == 2 and isinstance(ci[0], (int, float)) and ci[0] < 0:
+        text += f" (interval reaches {ci[0]:.2f})"
+    return text
 
 
 def plain_reason(note: str) -> str:

@@ -512,11 +512,13 @@ def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement
             notes.unmeasured(key, f"the case could not be measured: {m.failure}")
     if env.idle_power_w is None and m.samples:
         notes.unmeasured("gpu_energy_above_idle_j", "idle power was not measured")
+    stopped = f"; the case stopped: {m.stop_reason}" if m.stop_reason else ""
     for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
         if record.get(key) is None:
-            notes.unmeasured(key, "no round had two step reports of each job inside each of its phases: a job "
-                                  "without the progress protocol or a progress_pattern reports no steps, and a job "
-                                  "slower than one step per phase_s / 2 needs longer phases")
+            notes.unmeasured(key, "no round had two step reports of each job inside each of its phases (phases of "
+                                  f"{record['phase_s']:g} s{stopped}): a job without the progress protocol or a "
+                                  "progress_pattern reports no steps, and a job slower than one step per phase_s / 2 "
+                                  "needs longer phases (more --gpu-pairs-max-case-s, or a less loaded host)")
     if record["precision_target"] is None:
         notes.unmeasured("precision_reached", "no precision target: a fixed number of rounds (the CPU default, "
                                               "or --gpu-pairs-precision off)")

@@ -1,7 +1,11 @@
-"""A case's checks: the VRAM budget, OOMs and failures, the efficiency minimum.
+"""A case's checks: the VRAM budget, OOMs and failures, the efficiency minimum, and that a pair
+measured what it is for.
 
 A check that applies and could not be evaluated (its figure is None) is not a pass: the case fails
-with the reason the figure is missing and what would make it measurable.
+with the reason the figure is missing and what would make it measurable. A concurrent case whose
+efficiency could not be measured fails on every device, the CPU included, where the minimum itself
+is not enforced: a pair case that measured nothing has shown nothing, and a pass with `-` in every
+column would say it had.
 """
 from __future__ import annotations
 
@@ -87,14 +91,18 @@ class CaseResult:
         return (self.record.notes or {}).get(key) or "not measured"
 
     def _unevaluated_efficiency(self) -> Optional[str]:
-        """The minimum applies and the efficiency is None (a case that failed says so already)."""
+        """A concurrent case whose efficiency is None (a case that failed says so already): where
+        the minimum applies it could not be checked, and elsewhere nothing was measured."""
         r = self.record
-        if not self.enforce_efficiency or self.case.mode != "concurrent" or r.concurrency_efficiency is not None:
+        if self.case.mode != "concurrent" or r.concurrency_efficiency is not None:
             return None
         silent = [model for model, source, given in ((r.fg_model, r.fg_progress_source, "fg_progress_source" in r),
                                                      (r.bg_model, r.bg_progress_source, "bg_progress_source" in r))
                   if given and source is None]
         fix = PROGRESS_FIX.format(" and ".join(silent)) if silent else "see notes.concurrency_efficiency"
+        if not self.enforce_efficiency:
+            return (f"not measured: concurrency_efficiency is null ({self._note('concurrency_efficiency')}), so the "
+                    f"case has no figure to report; {fix}")
         return (f"the minimum efficiency {self.min_efficiency:.3f} could not be checked: concurrency_efficiency "
                 f"is null ({self._note('concurrency_efficiency')}); {fix}")
 

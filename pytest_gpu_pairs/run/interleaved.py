@@ -17,6 +17,7 @@ short to hold its warm-up and a few rounds: the message says how long a run must
 """
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 import time
@@ -29,6 +30,7 @@ from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.protocol import GATE_VAR, STEADY_STATE_VAR, Progress, now
+from pytest_gpu_pairs.record.checks import PROGRESS_FIX
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound, Restart, StartInfo
 from pytest_gpu_pairs.record.phases import BETWEEN_START_PRIOR, complete_rounds
 from pytest_gpu_pairs.record.stats import BetweenStarts, StoppingRule, bracket_inflation, start_interval, t_quantile
@@ -42,7 +44,8 @@ POLL_S = 0.1
 REPORTS_PER_PHASE = 4  # step reports of the slower reporter inside a measured phase, at least
 STEPS_PER_SETTLE = 2  # steps of the slower job that settling lasts, at least (its GPU queue drains)
 MIN_ROUNDS_PER_RUN = 3  # rounds a job's run must hold after its warm-up, or the case cannot be measured
-MAX_PHASE_GROWTH = 16  # phases lengthen to at most this many times the settings' phase_s
+PHASES_PER_BRACKETED_ROUND = 5  # a round's three phases and the two solo phases that close its bracket
+PACE_SLACK = 1.0  # a phase fits a job's pace when it holds the step reports wanted at that pace
 ROLES = ("fg", "bg")
 STARTS_ON_GPU = 3  # independent starts of the pair a case spreads its rounds over on a GPU (settings: starts)
 MIN_ROUNDS_PER_START = 6  # rounds each start but the last measures before the next one begins
@@ -96,14 +99,18 @@ def report_gaps(progresses: Sequence[Progress], since: float, until: float) -> l
 
 
 def phase_lengths(progresses: Sequence[Progress], since: float, until: float, phase_s: float,
-                  settle_s: float) -> tuple[float, float]:
+                  settle_s: float, queued: bool = True) -> tuple[float, float]:
     """Measured and settling seconds per phase, from the jobs' cadence in the warm-up: short
     phases keep a round's solo and pair phases within seconds of each other, so the slow drift of
     a host-bound job falls on both sides of its ratio; but a phase must hold enough step reports
     of a job that reports rarely (then it lasts a whole multiple of ``phase_s``, so the same jobs
     get the same phases in every session), and settling must outlast a step of a slow job. A step
     lasts at most the time between two reports (each ends a step): a job whose progress counts
-    epochs (a Hugging Face ``'epoch': 0.5``) settles for its steps, not for two epochs."""
+    epochs (a Hugging Face ``'epoch': 0.5``) settles for its steps, not for two epochs.
+    On a device that queues work (``queued``: a GPU) settling outlasts those steps; on the CPU a
+    stopped job stops at once and a continued one runs again at once, so settling stays
+    ``settle_s``, since a step that takes seconds there would otherwise spend a third of every
+    round waiting."""
     step_times = []
     for progress, gap in zip(progresses, report_gaps(progresses, since, until)):
         inside = [(t, s) for t, s in progress.steps if since <= t <= until]
@@ -113,7 +120,7 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     gaps = [g for g in report_gaps(progresses, since, until) if g is not None]
     needed = max([REPORTS_PER_PHASE * g for g in gaps], default=0.0)
     phase = phase_s * max(1, math.ceil(needed / phase_s - 1e-9))
-    settle = max([settle_s] + [STEPS_PER_SETTLE * t for t in step_times])
+    settle = max([settle_s] + [STEPS_PER_SETTLE * t for t in step_times if queued])
     return phase, settle
 
 
@@ -206,10 +213,12 @@ class InterleavedPair:
         self.stop_reason: Optional[str] = None
         self.failure: Optional[str] = None
         self._closed = False
+        self._phase_now: Optional[str] = None  # what runs now, for the live line
 
     def run(self) -> InterleavedMeasurement:
         """The whole measurement, started, warmed up, measured and closed."""
         try:
+            self._tell_live("round_started")
             self._start()
             self._warm_up()
             self._measure_rounds()
@@ -326,7 +335,7 @@ class InterleavedPair:
         self.starts.append(StartInfo(1, self.segment, self.started_t, trained_t, self.warm_t, False, steady))
         progresses = [self._progress(role) for role in ROLES]
         self.phase_s, self.settle_s = phase_lengths(progresses, trained_t, self.warm_t, self.case.phase_s,
-                                                    self.case.settle_s)
+                                                    self.case.settle_s, self._queued)
         gaps = report_gaps(progresses, trained_t, self.warm_t)
         self.report_gap_s = {role: gap for role, gap in zip(ROLES, gaps) if gap is not None}
 
@@ -371,6 +380,7 @@ class InterleavedPair:
             raise CapReached()
 
     def _phase(self, name: str) -> Phase:
+        self._phase_now = name
         running = ROLES if name == "pair" else (name,)
         for role, process in self.jobs.items():
             (process.resume if role in running else process.pause)()
@@ -524,17 +534,57 @@ class InterleavedPair:
         Path(process.spec.env[GATE_VAR]).touch()
 
     def _lengthen_phases_if_too_short(self, last: PhaseRound) -> None:
-        """Until a round is complete, a job that reported fewer than two steps in a phase of its own
-        steps more slowly than its warm-up cadence promised (a loaded host, a slower stretch of its
-        data): the phases and the settling double, up to ``MAX_PHASE_GROWTH`` times the settings'.
-        Once a round is complete the lengths stay, so that a case's rounds all have the same phases."""
-        if self._phases_settled or self.phase_s * 2 > MAX_PHASE_GROWTH * self.case.phase_s:
+        """A job that stepped more slowly than its warm-up cadence promised (a loaded host, a slower
+        stretch of its data) lengthens the phases after a round: to hold ``REPORTS_PER_PHASE``
+        reports at the pace it showed in that round (seconds of running per step report, the time
+        it was paused left out), and where it reported fewer than two steps in a phase, to at least
+        double; on a GPU the settling grows to ``STEPS_PER_SETTLE`` of its steps. The lengths settle at the
+        first complete round whose pace they fit, and stay while rounds hold two reports of each job
+        in each phase, so that a case's rounds have the same phases; a round that does not (the
+        host got busier) lengthens them again. Phases that leave no room in the case's time cap for
+        one bracketed round cannot measure this pair here: before any round is complete the case
+        fails, saying so; after, the lengths stay and the cap ends the case with what it has."""
+        sparse = [(role, phase) for phase in last.phases for role in _running(phase)
+                  if _reports_in(self._progress(role), phase) < 2]
+        if self._phases_settled and not sparse:
             return
-        if complete_rounds(self.snapshot(), self.env.idle_power_w):
-            self._phases_settled = True
-        elif any(_reports_in(self._progress(role), phase) < 2 for phase in last.phases
-                 for role in (ROLES if phase.name == "pair" else (phase.name,))):
-            self.phase_s, self.settle_s = self.phase_s * 2, self.settle_s * 2
+        gaps = {role: running_gap(self._progress(role), self._running_spans(role), last.start, last.end)
+                for role in ROLES}
+        role = max(gaps, key=gaps.__getitem__)
+        unit = self.case.phase_s
+        needed = unit * math.ceil(REPORTS_PER_PHASE * gaps[role] / unit - 1e-9)
+        if not sparse and needed <= PACE_SLACK * self.phase_s:
+            self._phases_settled = bool(complete_rounds(self.snapshot(), self.env.idle_power_w))
+            return
+        phase_s = max(2 * self.phase_s if sparse else self.phase_s, needed)
+        settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role] if self._queued else 0.0)
+        left = self.rule.max_seconds - (now() - self.started_t)
+        if PHASES_PER_BRACKETED_ROUND * (phase_s + settle_s) <= left:
+            self.phase_s, self.settle_s, self._phases_settled = phase_s, settle_s, False
+        elif not complete_rounds(self.snapshot(), self.env.idle_power_w):
+            self.phase_s, self.settle_s = phase_s, settle_s
+            phase = next((phase for sparse_role, phase in sparse if sparse_role == role), None)
+            raise InterleavedFailure(self._too_slow(role, phase, gaps[role], left))
+
+    @property
+    def _queued(self) -> bool:
+        """The jobs train on a device that queues their work (a GPU), which settling must let drain."""
+        return getattr(self.env, "device", "cuda") == "cuda"
+
+    def _running_spans(self, role: str) -> list[tuple[float, float]]:
+        """When the job ran: the warm-up, and every phase it was not paused in."""
+        return [(self.started_t, self.warm_t)] + [(p.switched_t, p.end) for r in self.rounds for p in r.phases
+                                                   if role in _running(p)]
+
+    def _too_slow(self, role: str, phase: Optional[Phase], gap: float, left: float) -> str:
+        model = self._job(role).model
+        sparse = (f"; it reported fewer than 2 steps in a {phase.end - phase.switched_t:.1f} s phase ({phase.name})"
+                  if phase is not None else "")
+        return (f"{role} {model} steps too slowly here for the case's time cap: about one step report every "
+                f"{gap:.1f} s of its running in the last round{sparse}; phases that hold {REPORTS_PER_PHASE} of them "
+                f"({self.phase_s:g} s, settling {self.settle_s:.1f} s) leave no room for one bracketed round in the "
+                f"{max(0.0, left):.0f} s left of {self.rule.max_seconds:g} s: raise --gpu-pairs-max-case-s, run where "
+                f"the jobs step faster (a less loaded host, a GPU), or give the job less work per step")
 
     def _restart(self, role: str) -> None:
         """The ended run's tail discarded, a new run started while the other job waits paused, and
@@ -615,12 +665,23 @@ class InterleavedPair:
 
     def _too_short(self, role: str) -> str:
         process = self.jobs[role]
+        if not process.progress().steps:
+            return self._never_reported(role)
         trained = _trained_s(process.progress())
         return (f"{role} {process.spec.model} finished its run (exit code 0) after {trained:.1f} s of training, too "
                 f"short to measure: a run must train through its warm-up ({self._warmup_used_s():.1f} s here) and "
                 f"{MIN_ROUNDS_PER_RUN} rounds ({self._round_s_here():.1f} s each here), about {self._needed_s():.0f} s; "
                 f"give each run more work (more epochs or iterations) or set a shorter defaults.warmup_s"
                 f"{self._missed(role)}; log: {process.log_path}")
+
+    def _never_reported(self, role: str) -> str:
+        """A run that ended without one step report the harness could read: its length is unknown, and
+        no length would help."""
+        process = self.jobs[role]
+        ran = (process.exit_t or now()) - process.start_t
+        fix = self._missed(role) or f"; {PROGRESS_FIX.format(process.spec.model)}"
+        return (f"{role} {process.spec.model} finished its run (exit code 0) after {ran:.1f} s without a step report "
+                f"the harness could read, so its training cannot be measured{fix}; log: {process.log_path}")
 
     def _missed(self, role: str) -> str:
         """Where the job's log had lines its progress_pattern read no step from: that, with a line it missed."""
@@ -645,6 +706,25 @@ class InterleavedPair:
         self.stop_reason = why
         return stop
 
+    def _tell_live(self, event: str) -> None:
+        """The live line draws this case while it runs (``live_status``) and is erased when it ends."""
+        live = getattr(self.env, "live", None)
+        if live is not None:
+            getattr(live, event)(self)
+
+    def live_status(self) -> str:
+        """What the live line says runs now: the jobs starting, the warm-up, or a round's phase."""
+        if self._phase_now is None:
+            return "warm-up" if self.jobs else "starting"
+        what = "pair" if self._phase_now == "pair" else f"{self._phase_now} alone"
+        start = f"start {max(1, len(self.starts))}/{self.planned_starts} " if self.planned_starts > 1 else ""
+        return f"{start}round {sum(1 for r in self.rounds if r.phase('pair')) + 1}: {what}"
+
+    @property
+    def fg_progress_path(self) -> Optional[str]:
+        process = self.jobs.get("fg")
+        return process.progress_path if process is not None else None
+
     def snapshot(self) -> InterleavedMeasurement:
         samples = tuple(self.sampler.samples) if self.sampler else ()
         return InterleavedMeasurement(self._progress("fg"), self._progress("bg"), tuple(self.rounds), samples,
@@ -664,6 +744,7 @@ class InterleavedPair:
         if self._closed:
             return
         self._closed = True
+        self._tell_live("round_ended")
         with deferred_signals():
             try:
                 for process in [*self.jobs.values(), *(p for pair in self.standby for p in pair.values())]:
@@ -679,6 +760,10 @@ class InterleavedPair:
                     save_cpu_readings(self.rapl.readings, self.out_dir)
 
 
+def _running(phase: Phase) -> tuple[str, ...]:
+    return ROLES if phase.name == "pair" else (phase.name,)
+
+
 def _gate_to_first_step(progress: Progress) -> Optional[float]:
     """From a job's setup event (model and data built, at its start gate) to its first step."""
     if progress.setup_t is None or progress.ready_t is None:
@@ -688,6 +773,22 @@ def _gate_to_first_step(progress: Progress) -> Optional[float]:
 
 def _reports_in(progress: Progress, phase: Phase) -> int:
     return sum(1 for t, _ in progress.steps if phase.start <= t <= phase.end)
+
+
+def running_gap(progress: Progress, spans: Sequence[tuple[float, float]], since: float, until: float) -> float:
+    """A job's seconds of running per step report from ``since`` to ``until``: the median of its
+    gaps between reports counted over ``spans`` (when it ran) only, so a pause between two
+    reports adds nothing; and at least the running time since its last report, which a job that
+    stopped reporting still owes."""
+    times = [t for t, _ in progress.steps if t <= until]
+    anchors = times[max(0, bisect.bisect_left(times, since) - 1):]
+    gaps = [_ran(spans, a, b) for a, b in zip(anchors, anchors[1:])]
+    silent = _ran(spans, anchors[-1] if anchors else since, until)
+    return max(statistics.median(gaps) if gaps else 0.0, silent)
+
+
+def _ran(spans: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
 
 
 def _trained_s(progress: Progress) -> float:

@@ -22,6 +22,11 @@ MAX_ROUNDS: Optional[int] = None  # the time cap ends a case that does not reach
 # next start lands (the between-start offset alone is about +-1.9 % over three starts), so the cap, not
 # the target, ends most cases, and a plan knows their cost in advance
 MAX_CASE_S = 90.0
+# on the CPU a training step takes tenths of a second to seconds (a 2-core laptop: resnet20's step in
+# the pair 1-5 s, siamese's 2-4 s), and the phases must hold several of them: three rounds then need
+# minutes, and the CPU's time is no shared device's; a case there may take this long unless the
+# option says otherwise
+MAX_CASE_S_CPU = 300.0
 
 
 class OptionsError(ValueError):
@@ -56,11 +61,12 @@ class GpuPairsOptions:
     precision: Optional[float] = None  # None: the device's default (2 % on a GPU, fixed rounds on the CPU)
     precision_off: bool = False
     max_rounds: Optional[int] = MAX_ROUNDS
-    max_case_s: float = MAX_CASE_S
+    max_case_s: Optional[float] = None  # None: the device's (MAX_CASE_S on a GPU, MAX_CASE_S_CPU on the CPU)
     worker: Optional[str] = None  # the pytest-xdist worker this session is (gw0, ...), None outside xdist
     gpu: Optional[str] = None  # the GPU this session owns (NVML index or UUID); None: GPU 0, unpinned
     pin_cpus: str = "auto"  # auto, off, or a number of CPUs per job
     cpu_share: tuple[int, int] = (0, 1)  # this worker's block of the host's cores: (index, count)
+    suite: tuple[Path, ...] = ()  # the project's own suite (the ini's gpu_pairs_settings): it owns its case ids
 
     def __post_init__(self) -> None:
         for name, option in _POSITIVE.items():
@@ -79,4 +85,10 @@ class GpuPairsOptions:
         if precision is not None:
             min_rounds = max(min_rounds, MIN_ROUNDS_FOR_PRECISION)
         max_rounds = None if self.max_rounds is None else max(self.max_rounds, min_rounds)
-        return StoppingRule(precision, min_rounds, max_rounds, self.max_case_s)
+        return StoppingRule(precision, min_rounds, max_rounds, self.case_cap_s(device))
+
+    def case_cap_s(self, device: str) -> float:
+        """The time cap of an interleaved case: the option's, else the device's default."""
+        if self.max_case_s is not None:
+            return self.max_case_s
+        return MAX_CASE_S if device == "cuda" else MAX_CASE_S_CPU

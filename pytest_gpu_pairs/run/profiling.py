@@ -6,7 +6,9 @@ interleaved case (a built-in told to train far longer than the profile lasts, in
 mode: no per-epoch evaluation, twenty step reports a second; a command workload as declared, its
 progress from the protocol or its ``progress_pattern``), so the rate measured is the rate a case
 will see. The window starts ``warmup_s`` after the first step report (start-up, autotuning and
-first steps left out) and lasts ``window_s``. On a GPU, NVML is sampled from this process (which
+first steps left out) and lasts ``window_s``, or longer for a job that steps slowly: until it holds
+``REPORTS_WANTED`` step reports, up to ``MAX_STRETCH`` times ``window_s`` (a CPU step of a large
+model takes many seconds, and a rate needs several of them). On a GPU, NVML is sampled from this process (which
 creates no CUDA context): the job's own peak memory, utilisation, power and energy; on the CPU,
 the resident memory of the job's processes and, where RAPL is readable, the CPU package's power.
 A figure that could not be measured is None, with the reason in ``unmeasured``.
@@ -36,6 +38,8 @@ POLL_S = 0.1
 MB = 1024 * 1024
 ROLE = "fg"
 MIN_STEPS = 2  # step reports a window must hold for a rate
+REPORTS_WANTED = 4  # step reports a window stretches for, where the job steps slowly
+MAX_STRETCH = 10  # a window stretches to at most this many times the one asked for
 
 
 @dataclass
@@ -123,6 +127,17 @@ def _hold_until(process: JobProcess, watch: _Watch, end_t: float) -> None:
         time.sleep(min(POLL_S, max(0.0, end_t - now())))
 
 
+def _stretch(process: JobProcess, watch: _Watch, start: float, longest_s: float) -> float:
+    """Hold a job that steps slowly until its window has ``REPORTS_WANTED`` step reports, for at most
+    ``longest_s`` from ``start``; the window's end."""
+    while process.poll() is None and now() < start + longest_s:
+        if sum(1 for t, _ in process.progress().steps if t >= start) >= REPORTS_WANTED:
+            break
+        watch.poll()
+        time.sleep(POLL_S)
+    return min(now(), start + longest_s)
+
+
 def window_rate(steps: list[tuple[float, int]], start: float, end: float) -> tuple[Optional[float], int, Optional[float]]:
     """(seconds per step, steps, median seconds between reports) of the reports inside [start, end]."""
     inside = [(t, s) for t, s in steps if start <= t <= end]
@@ -196,7 +211,7 @@ def profile_job(job: JobConfig, device: str, scale: float, work_dir: Path, warmu
     device) samples the card where the job trains on one."""
     work_dir.mkdir(parents=True, exist_ok=True)
     run = SoloRun(job.model, device)
-    spec = build_spec(long_running(job), ROLE, device, scale, ready_timeout_s + warmup_s + window_s + 60.0,
+    spec = build_spec(long_running(job), ROLE, device, scale, ready_timeout_s + warmup_s + MAX_STRETCH * window_s + 60.0,
                       {STEADY_STATE_VAR: "1"}, cpus)
     process = JobProcess(spec, work_dir / f"{job.model}.log", work_dir / f"{job.model}.progress.jsonl")
     run.log_path = process.log_path
@@ -227,7 +242,8 @@ def _measure(run: SoloRun, process: JobProcess, roles: PidRoles, ready_timeout_s
         return
     run.startup_s = first_t - process.start_t
     _hold_until(process, watch, first_t + warmup_s + window_s)
-    end_t = min(now(), first_t + warmup_s + window_s)
+    stretched = _stretch(process, watch, first_t + warmup_s, MAX_STRETCH * window_s)
+    end_t = min(now(), max(first_t + warmup_s + window_s, stretched))
     window = (first_t + warmup_s, end_t)
     progress = process.progress()
     run.step_time_s, run.steps_in_window, run.report_gap_s = window_rate(progress.steps, *window)
@@ -236,7 +252,10 @@ def _measure(run: SoloRun, process: JobProcess, roles: PidRoles, ready_timeout_s
         run.step_time_s, run.steps_in_window, run.report_gap_s = window_rate(progress.steps, *window)
     run.window_s = window[1] - window[0] if run.step_time_s is not None else None
     if run.step_time_s is None:
-        run.unmeasured["step_time_s"] = f"fewer than {MIN_STEPS} step reports after the first"
+        run.unmeasured["step_time_s"] = (f"fewer than {MIN_STEPS} step reports after the first, in "
+                                         f"{end_t - first_t:.0f} s of training (the window stretches to "
+                                         f"{MAX_STRETCH} x --seconds for a job that steps slowly): give it a "
+                                         f"longer window with --seconds")
     _ended_run(run, process, progress)
     _finish_gpu(run, sampler, window)
     _finish_cpu(run, rapl, window, watch.peak_mb)

@@ -19,9 +19,21 @@ from filelock import FileLock, Timeout
 
 from pytest_gpu_pairs.devices.cpus import physical_cores, usable_cpus
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu, visible_gpu
-from pytest_gpu_pairs.experiment.cases import Case, JobConfig, Overrides, baseline_case, describe, expand_all
+from pytest_gpu_pairs.experiment.cases import (
+    Case,
+    DuplicateCaseError,
+    JobConfig,
+    Overrides,
+    baseline_case,
+    describe,
+    expand,
+    expand_all,
+    sharing_modes,
+    with_sharing,
+)
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.build import case_record
 from pytest_gpu_pairs.record.checks import CaseResult
@@ -261,8 +273,22 @@ class GpuPairsSession:
             overrides = Overrides(vram_budget_mb=self.options.vram_budget_mb,
                                   min_efficiency=self.options.min_efficiency, sharing=self.options.sharing,
                                   method=self.options.method, earlier_runs=lambda: complete_records(self.options.out_dir))
-            self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides)
+            self._cases = expand_all((load_experiment(p) for p in self.options.settings), overrides,
+                                     self._suite_ids(overrides))
         return self._cases
+
+    def _suite_ids(self, overrides: Overrides) -> dict[str, str]:
+        """The case ids the project's suite owns (id -> its experiment's name); none where the ini
+        names no suite or it cannot be read (a session of other settings need not depend on it)."""
+        owned: dict[str, str] = {}
+        for path in self.options.suite:
+            try:
+                experiment = load_experiment(path)
+                cases = with_sharing(expand(experiment, overrides), sharing_modes(experiment, overrides))
+            except (SettingsError, DuplicateCaseError, ValueError, OSError):
+                continue
+            owned.update((case.id, experiment.name) for case in cases)
+        return owned
 
     def plan(self, case_ids: list[str]) -> None:
         """The ids of the cases this session will run, in order (after selection)."""

@@ -317,13 +317,17 @@ def test_a_fifo_or_a_device_link_as_a_jobs_progress_file_is_named_and_the_case_e
     assert jobs_started_under(pytester.path / "out") == []
 
 
-def test_a_background_that_prints_works_and_exits_0_is_a_finished_run_and_the_case_passes(pytester):
+def test_a_background_that_prints_works_and_exits_0_is_a_finished_run_not_a_crash_loop(pytester):
     """docs/settings.md: without a progress or ready pattern, a command workload is ready when it
-    exits with code 0 (after at least 2 s of work); the loop restarts it, it is no crash loop."""
+    exits with code 0 (after at least 2 s of work); the loop restarts it, it is no crash loop. It
+    reports no steps, so the pair has no efficiency: the case fails for that alone, naming the fix."""
     works = "import time; print('training', flush=True); time.sleep(2.5); print('done', flush=True)"
     settings = write_settings(pytester.path, {"fg": command("--steps", "40", "--step-s", "0.1"),
                                               "bg": {"command": [sys.executable, "-c", works]}}, restart_delay_s=0)
-    run(pytester, settings).assert_outcomes(passed=1)
+    result = run(pytester, settings)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*not measured: concurrency_efficiency is null*give fg and bg a progress_pattern*"])
+    assert "crash loop" not in result.stdout.str()
     runs = [json.loads(line) for line in (pytester.path / "out" / CASE / "bg-runs.jsonl").read_text().splitlines()]
     finished = [r for r in runs if r["exit_code"] == 0]
     assert finished and all(r["ready_basis"] == "fallback" for r in finished)

@@ -157,6 +157,71 @@ def stopped_processes_of(out) -> list[int]:
     return found
 
 
+def _slowing(slow_step_s):
+    """A job that steps fast through the warm-up and then slowly, as on a host that gets busy."""
+    return {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--steps", "100000", "--step-s", "0.01",
+                        "--slow-after-s", "1.0", "--slow-step-s", str(slow_step_s)]}
+
+
+def _slowing_settings(path, slow_step_s):
+    path.write_text(json.dumps({
+        "name": "slowing", "defaults": {"method": "interleaved", "phase_s": 0.05, "settle_s": 0.05, "warmup_s": 0.3,
+                                        "min_efficiency": 0.0},
+        "workloads": {"trainer": _slowing(slow_step_s), "loader": _job(0.02)},
+        "pairs": [{"group": "p1", "foreground": {"model": "trainer"}, "background": {"model": "loader"}}]}))
+    return path
+
+
+def test_phases_grow_to_the_steps_a_job_takes_after_the_warm_up_and_the_case_measures(pytester):
+    """The warm-up promised steps of 10 ms; then each takes 0.9 s, longer than sixteen times the
+    settings' phase: the phases grow to hold several of the slow steps and the case has its figures."""
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _slowing_settings(pytester.path / "s.json", 0.9),
+                                           "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
+    assert record["phase_s"] >= 2 * 0.9 > 16 * 0.05
+    assert record["settle_s"] == 0.05  # on the CPU nothing queues: settling stays the settings' however slow a step
+    assert record["concurrency_efficiency"] is not None and record["n_rounds"] >= ROUNDS
+    assert jobs_started_under(out) == []
+
+
+def test_a_job_too_slow_for_the_time_cap_fails_the_case_and_says_what_to_change(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _slowing_settings(pytester.path / "s.json", 4.0),
+                                           "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider",
+                                           "--gpu-pairs-max-case-s", "25")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fg trainer steps too slowly here for the case's time cap: about one step report "
+                                 "every * s of its running*raise --gpu-pairs-max-case-s*"])
+    result.stdout.fnmatch_lines(["p1-trainer+loader-default-concurrent  failed *"])
+    record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
+    assert record["concurrency_efficiency"] is None and "steps too slowly" in record["failure"]
+    assert jobs_started_under(out) == []
+
+
+def test_a_script_that_trains_without_a_progress_pattern_is_told_to_get_one_not_to_train_longer(pytester):
+    """Its log has hundreds of step lines the harness was never told how to read: the case says
+    which job needs a progress_pattern, and never that the run was too short."""
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    printing = {"command": [sys.executable, str(FAKE_JOB), "--print-steps", "--steps", "150", "--step-s", "0.02"]}
+    (pytester.path / "s.json").write_text(json.dumps({
+        "name": "silent", "defaults": {"method": "interleaved", "warmup_s": 0.3, "ready_timeout_s": 60},
+        "workloads": {"printer": printing, "loader": _job(0.02)},
+        "pairs": [{"group": "p1", "foreground": {"model": "printer"}, "background": {"model": "loader"}}]}))
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", pytester.path / "s.json", "--gpu-pairs-device", "cpu",
+                                           "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fg printer finished its run (exit code 0) after * s without a step report the "
+                                 "harness could read*give printer a progress_pattern (its log's step lines) or report "
+                                 "steps with pytest_gpu_pairs.progress*"])
+    assert "too short" not in result.stdout.str()
+    assert jobs_started_under(out) == []
+
+
 def test_a_case_spreads_its_rounds_evenly_over_independent_starts_and_ends_every_job(pytester):
     """Three starts of the pair: each start's jobs are new processes, warm up until steady, and
     measure the same planned number of rounds; the interval is taken over the starts and every

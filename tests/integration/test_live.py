@@ -74,3 +74,29 @@ def test_in_a_real_terminal_the_line_is_drawn_and_erased(tmp_path, standalone_py
     assert "1 passed" in shown
     assert SAVE_CURSOR + " [mnist solo 0:0" in shown and "fg epoch 0.50 step 7" in shown
     assert RESTORE_CURSOR + ERASE_TO_END in shown
+
+
+def _protocol_job(step_s: float) -> dict:
+    from support.helpers import FAKE_JOB
+
+    return {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--steps", "100000", "--step-s", str(step_s)]}
+
+
+def test_an_interleaved_case_draws_the_line_with_its_round_and_phase(tmp_path, standalone_pytest):
+    """The default method's case, in a real terminal: the line names the case, its round and what runs."""
+    import json
+
+    from support.helpers import SUITE
+
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    (tmp_path / "s.json").write_text(json.dumps({
+        "name": "live", "defaults": {"phase_s": 1.0, "settle_s": 0.2, "warmup_s": 0.5, "min_efficiency": 0.0},
+        "workloads": {"trainer": _protocol_job(0.01), "loader": _protocol_job(0.02)},
+        "pairs": [{"group": "p1", "foreground": {"model": "trainer"}, "background": {"model": "loader"}}]}))
+    shown = _run_in_a_terminal(["-m", "pytest", "-p", "no:cacheprovider", "--gpu-pairs-device", "cpu",
+                                "--gpu-pairs-settings", "s.json", "--gpu-pairs-out", str(tmp_path / "out"),
+                                "test_suite.py"], tmp_path)
+    assert "1 passed" in shown
+    assert SAVE_CURSOR + " [case 1/1 trainer+loader round " in shown
+    assert ": pair " in shown and "alone " in shown and "fg epoch " in shown
+    assert RESTORE_CURSOR + ERASE_TO_END in shown

@@ -75,3 +75,31 @@ def test_no_case_selected_is_one_line(tmp_path, capsys):
     settings = _settings(tmp_path / "mine.json")
     assert gpu_pairs(["profile", settings, "-k", "nothing_like_it", "--device", "cpu", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().out == "error: no case selected\n"
+
+
+def test_a_workload_that_steps_slowly_gets_a_longer_window_and_each_one_is_said_as_it_ends(tmp_path, capsys):
+    """A step of 1.2 s is longer than the window asked for: the window stretches until it holds
+    several steps, and the workloads are named one by one while the profile runs."""
+    slow = {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--step-s", "1.2", "--steps", "100000"]}
+    settings, out = _settings(tmp_path / "mine.json", trainer=slow), tmp_path / "out"
+    assert gpu_pairs(["profile", settings, "--device", "cpu", "--out", str(out), "--warmup", "0.2",
+                      "--seconds", "1.0"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    said = [line for line in printed if line.startswith(("[", "  trainer:", "  loader:"))]
+    assert said[0] == "[1/2] trainer ..." and said[2] == "[2/2] loader ..."
+    assert said[1].startswith("  trainer: ") and "window stretched to" in said[1]
+    assert printed.index(said[-1]) < printed.index(next(line for line in printed if line.startswith("workload ")))
+    trainer = json.loads((out / "_profiles" / "trainer.cpu.json").read_text())
+    assert trainer["window_s"] > 2 * 1.0 and trainer["step_time_s"] >= 1.0
+    assert trainer["cpu_count"] >= 1 and "load_avg" in trainer
+    assert jobs_started_under(out) == []
+
+
+def test_a_workload_too_slow_even_for_the_stretched_window_names_the_option_that_gives_it_more(tmp_path, capsys):
+    slow = {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--step-s", "3.0", "--steps", "100000"]}
+    settings = _settings(tmp_path / "mine.json", trainer=slow)
+    assert gpu_pairs(["profile", settings, "-k", "p1", "--device", "cpu", "--out", str(tmp_path / "out"),
+                      "--warmup", "0.1", "--seconds", "0.2"]) == 1
+    [error] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("error: ")]
+    assert error.startswith("error: trainer: fewer than 2 step reports after the first") and "--seconds" in error
+    assert jobs_started_under(tmp_path / "out") == []

@@ -26,7 +26,8 @@ def test_a_users_repository_from_a_seed_style_models_config_runs_as_a_pair(pytes
         "path": "repos/toy", "train_script": "./train.sh", "models": ["small"], "model_flag": "-n",
         "supported_hyperparams": {"epochs": {"flag": "-e", "type": "int", "default": 2},
                                   "learning_rate": {"flag": "--lr", "type": "float", "default": 0.1}},
-        "performance_metrics": {"log_patterns": {"test_accuracy": "Test Accuracy[:\\s]+([0-9.]+)"}}}}}))
+        "performance_metrics": {"log_patterns": {"test_accuracy": "Test Accuracy[:\\s]+([0-9.]+)"}},
+        "progress_pattern": "^Epoch (?P<epoch>\\d+)"}}}))
     settings = pytester.path / "exp.json"
     settings.write_text(json.dumps({"name": "exp", "workloads_file": "models_config.json",
                                     "defaults": {"method": "epoch", "restart_delay_s": 0.2, "timeout_s": 60},
@@ -39,4 +40,5 @@ def test_a_users_repository_from_a_seed_style_models_config_runs_as_a_pair(pytes
     info = json.loads((pytester.path / "b.json").read_text())["benchmarks"][0]["extra_info"]
     assert info["perf"]["test_accuracy"] == 93.5
     assert info["fg_model"] == "toy_small" and info["bg_runs"] >= 1
+    assert info["concurrency_efficiency"] is not None and info["bg_progress_source"] == "log"  # its epochs, read
     assert jobs_started_under(out) == []

@@ -54,6 +54,10 @@ def parse(argv):
                    help="put a FIFO, or a link to /dev/zero, where the harness reads the job's progress")
     p.add_argument("--flood-s", type=float, default=0.0,
                    help="print progress lines as fast as it can for this many seconds first (forever: -1)")
+    p.add_argument("--slow-after-s", type=float, default=-1.0,
+                   help="seconds after its first step from which every step takes --slow-step-s (a host that "
+                        "gets busy after the warm-up)")
+    p.add_argument("--slow-step-s", type=float, default=0.0)
     p.add_argument("--sparse", default="", choices=["", "progress", "log"],
                    help="after its first step, make its progress file or its log 8 TiB long without writing them "
                         "(truncate: a sparse file), then go on writing at their new end")
@@ -240,9 +244,12 @@ def main(argv=None) -> int:
         from pytest_gpu_pairs.protocol import ProgressWriter
 
         writer = ProgressWriter.from_env()
+    first_t = None
     for step in range(1, args.steps + 1):
-        time.sleep(args.step_s)
+        slow = first_t is not None and 0 <= args.slow_after_s <= time.monotonic() - first_t
+        time.sleep(args.slow_step_s if slow else args.step_s)
         if step == 1:
+            first_t = time.monotonic()
             print("Epoch 1 started", flush=True)
             if writer:
                 writer.ready()

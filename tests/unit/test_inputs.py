@@ -113,3 +113,24 @@ def test_parsing_any_file_gives_data_or_one_problem(data):
         assert "\n" not in str(problem) and problem.path.startswith("$")
     else:
         assert finite_or_none(parsed)[1] == []
+
+
+@given(st.sampled_from(["foreground", "background"]), st.data())
+def test_a_misspelt_required_key_is_named_with_the_key_it_meant(key, data):
+    """One letter dropped, doubled or swapped: the error names the key written and the one meant,
+    not only that a required key is missing."""
+    from pytest_gpu_pairs.experiment.load import parse_experiment
+
+    i = data.draw(st.integers(1, len(key) - 2))
+    typo = data.draw(st.sampled_from([key[:i] + key[i + 1:], key[:i] + key[i] + key[i:],
+                                      key[:i] + key[i + 1] + key[i] + key[i + 2:]]))
+    if typo == key:
+        return
+    job = {"model": "mnist_ff"}
+    pair = {"group": "g01", "foreground": job, "background": job}
+    del pair[key]
+    pair[typo] = job
+    with pytest.raises(SettingsError) as caught:
+        parse_experiment({"name": "my_experiment", "pairs": [pair]}, "my_experiment.json")
+    assert str(caught.value) == (f"my_experiment.json: $.pairs[0].{typo}: unexpected key {typo!r}; did you mean "
+                                 f"{key!r}? (a required key, missing here)")

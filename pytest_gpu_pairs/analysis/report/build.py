@@ -59,9 +59,10 @@ def build_report(inputs: Iterable[str | Path], out_dir: str | Path, title: Optio
     notes = loaded.notes + analysis.notes
     plots = draw_all(analysis, out_dir / "plots")
     summary, stats_path, html_path = out_dir / "summary.csv", out_dir / "stats.csv", out_dir / "report.html"
-    atomic_write_text(summary, summary_table(runs, analysis).to_csv(index=False))
-    atomic_write_text(stats_path, analysis.tests.to_csv(index=False))
+    csvs = {"summary.csv": summary_table(runs, analysis).to_csv(index=False), "stats.csv": analysis.tests.to_csv(index=False)}
+    atomic_write_text(summary, csvs["summary.csv"])
+    atomic_write_text(stats_path, csvs["stats.csv"])
     title = title or f"gpu-pairs report: {', '.join(Path(str(i)).name for i in inputs)}"
-    atomic_write_text(html_path, render(title, analysis, plots, loaded.inputs, notes, device_label))
+    atomic_write_text(html_path, render(title, analysis, plots, loaded.inputs, notes, device_label, csvs))
     files = [summary, stats_path, html_path] + [p.path for p in plots if p.path is not None]
     return Report(out_dir, analysis, plots, notes, files)

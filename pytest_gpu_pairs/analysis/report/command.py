@@ -29,7 +29,29 @@ def model_metric(text: str) -> tuple[str, str]:
     return model.strip(), metric.strip()
 
 
+REPORT_LIBRARIES = ("pandas", "matplotlib", "scipy")  # the report extra
+INSTALL_REPORT = "pip install 'pytest-gpu-pairs[report]' (in a checkout of the project: pip install -e '.[report]')"
+
+
+def missing_library(exc: ModuleNotFoundError) -> str | None:
+    """The report extra's library an import did not find, or None for any other module."""
+    root = (exc.name or "").split(".")[0]
+    return root if root in REPORT_LIBRARIES else None
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _build(args)
+    except ModuleNotFoundError as exc:
+        missing = missing_library(exc)
+        if missing is None:
+            raise
+        print(f"error: gpu-pairs report needs the report extra ({', '.join(REPORT_LIBRARIES)}), and {missing} is not "
+              f"installed: {INSTALL_REPORT}", file=sys.stderr)
+        return 2
+
+
+def _build(args: argparse.Namespace) -> int:
     from pytest_gpu_pairs.analysis.report.build import build_report
     from pytest_gpu_pairs.analysis.report.load import ReportInputError
 

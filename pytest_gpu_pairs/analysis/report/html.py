@@ -1,5 +1,6 @@
-"""``report.html``: one static, self-contained page (inline CSS, PNGs embedded as base64, no
-script, no external request), so it opens from a file, an e-mail or a CI artifact alike."""
+"""``report.html``: one static, self-contained page (inline CSS, PNGs and the report's CSVs
+embedded as base64, no script, no external request), so it opens from a file, an e-mail or a CI
+artifact alike, and its links work wherever it was moved."""
 from __future__ import annotations
 
 import base64
@@ -88,14 +89,28 @@ def definitions() -> list[tuple[str, str]]:
     return keys + list(OWN_DEFINITIONS.items())
 
 
+MAX_EMBEDDED_CSV = 4 << 20  # a CSV up to this size travels inside the page; a larger one is linked beside it
+
+
+def _csv_link(name: str, text: Optional[str]) -> str:
+    """A link that downloads the CSV from the page itself (a data: URI), so it still works where the
+    page was moved or mailed alone; a CSV too large to embed is linked beside the page."""
+    if text is None or len(text.encode("utf-8")) > MAX_EMBEDDED_CSV:
+        return f"<a href='{_e(name)}'>{_e(name)}</a> (beside this page, in the report folder)"
+    data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    return f"<a download='{_e(name)}' href='data:text/csv;charset=utf-8;base64,{data}'>{_e(name)}</a>"
+
+
 def render(title: str, analysis: Analysis, plots: list[Plot], inputs: list[Input], notes: list[str],
-           device_label: Optional[str] = None) -> str:
+           device_label: Optional[str] = None, csvs: Optional[dict[str, str]] = None) -> str:
+    """The page; ``csvs`` (file name -> text) are the report's CSVs, which the page carries along."""
+    csvs = csvs or {}
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>", _headline(analysis),
              "<h2>Inputs</h2>", _table(_inputs(inputs, device_label)),
-             "<p class='note'>Per-run values: <a href='summary.csv'>summary.csv</a> (the predecessor's columns, then ours); "
-             "every statistical test: <a href='stats.csv'>stats.csv</a>.</p>"]
+             f"<p class='note'>Per-run values: {_csv_link('summary.csv', csvs.get('summary.csv'))} (the predecessor's "
+             f"columns, then ours); every statistical test: {_csv_link('stats.csv', csvs.get('stats.csv'))}.</p>"]
     if notes:
         parts += ["<h2>About these data</h2><ul>", *(f"<li>{_e(n)}</li>" for n in notes), "</ul>"]
     parts.append("<h2>Figures</h2>")

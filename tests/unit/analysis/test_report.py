@@ -265,3 +265,22 @@ def test_the_joint_fit_needs_residual_freedom():
 
     x, concurrent = np.array([0.0, 1.0, 0.0, 1.0]), np.array([False, False, True, True])
     assert joint_interaction(x, x, concurrent, np.repeat("m", 4), np.repeat("a", 4)) is None
+
+
+def test_the_pages_links_to_its_csvs_work_when_the_page_is_moved_alone(tmp_path):
+    """The CSVs ride inside the page (download links of data: URIs): moved, mailed or attached
+    without its folder, the page still hands over exactly the CSVs the folder holds."""
+    import base64
+    import re
+    import shutil
+
+    assert cli.main(["report", str(BENCH), str(RUN_DIR), "-o", str(tmp_path / "r")]) == 0
+    moved = tmp_path / "elsewhere" / "report.html"
+    moved.parent.mkdir()
+    shutil.move(tmp_path / "r" / "report.html", moved)
+    page = moved.read_text()
+    links = dict(re.findall(r"<a download='([^']+)' href='data:text/csv;charset=utf-8;base64,([^']+)'>", page))
+    assert sorted(links) == ["stats.csv", "summary.csv"]
+    for name, data in links.items():
+        assert base64.b64decode(data).decode("utf-8") == (tmp_path / "r" / name).read_text()
+    assert "href='summary.csv'" not in page and "href='stats.csv'" not in page

@@ -9,6 +9,7 @@ from pytest_gpu_pairs.plugin.summary import (
     UNMEASURED_HEADING,
     format_table,
     impossible_lines,
+    legend,
     unmeasured_lines,
 )
 from pytest_gpu_pairs.record.store import typed
@@ -76,3 +77,19 @@ def test_a_misspelt_figure_is_an_error_where_it_is_read():
     assert record.concurrency_efficiency == 1.2
     with pytest.raises(AttributeError, match="concurency_efficiency"):
         record.concurency_efficiency  # noqa: B018 - the read is the test
+
+
+def test_a_mean_under_two_built_from_an_impossible_round_is_marked_and_its_round_named():
+    rounds = [{"round": 1, "complete": True, "concurrency_efficiency": 1.2, "fg_slowdown": 1.4},
+              {"round": 2, "complete": True, "concurrency_efficiency": 3.95, "fg_slowdown": 0.34}]
+    records = [typed({"case_id": "g01-a+b", "concurrency_efficiency": 1.80, "fg_slowdown": 0.87,
+                      "bg_progress_ratio": 2.02, "rounds": rounds})]
+    table = format_table(records)
+    assert "1.80!" in table[1] and "0.87!" in table[1] and "2.02!" in table[1]
+    [_, line] = impossible_lines(records)
+    assert line == ("  g01-a+b: concurrency_efficiency 1.80 (round 2 3.95), fg_slowdown 0.87 (round 2 0.34), "
+                    "bg_progress_ratio 2.02")
+
+
+def test_the_legend_says_how_the_means_relate():
+    assert "so eff is not 1/slow + bg of the means shown" in legend()

@@ -2,6 +2,8 @@
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_gpu_pairs.record.checks import CaseResult
 
@@ -38,10 +40,26 @@ def test_a_null_efficiency_with_both_jobs_reporting_points_at_the_notes():
     assert "see notes.concurrency_efficiency" in problem and "progress_pattern" not in problem
 
 
-def test_where_the_minimum_does_not_apply_a_null_efficiency_is_not_a_failure():
-    assert CaseResult(CASE, record(concurrency_efficiency=None), enforce_efficiency=False).problems() == []
+def test_where_the_minimum_does_not_apply_a_pair_that_measured_nothing_still_does_not_pass():
+    why = "no round had two step reports of each job inside each of its phases"
+    r = record(concurrency_efficiency=None, notes={"concurrency_efficiency": why})
+    [problem] = CaseResult(CASE, r, enforce_efficiency=False).problems()
+    assert problem.startswith("not measured: concurrency_efficiency is null") and why in problem
+    assert "minimum" not in problem  # on the CPU the minimum is not enforced, and the message does not pretend
     solo = SimpleNamespace(**{**vars(CASE), "mode": "solo"})
     assert CaseResult(solo, record(concurrency_efficiency=None)).problems() == []
+
+
+@given(efficiency=st.one_of(st.none(), st.floats(0.0, 3.0)), enforce_efficiency=st.booleans(),
+       enforce_vram=st.booleans(), failure=st.sampled_from([None, "foreground script exited with code 1"]))
+def test_a_concurrent_case_passes_only_with_a_measured_efficiency(efficiency, enforce_efficiency, enforce_vram, failure):
+    """Whatever applies on the device, a pair case without an efficiency is never a pass."""
+    r = record(concurrency_efficiency=efficiency, failure=failure)
+    problems = CaseResult(CASE, r, enforce_efficiency=enforce_efficiency, enforce_vram=enforce_vram).problems()
+    if efficiency is None or failure:
+        assert problems
+    if efficiency is None and not failure:
+        assert len(problems) == 1 and "concurrency_efficiency is null" in problems[0]
 
 
 def test_a_case_that_failed_says_so_once_not_also_that_its_figures_are_missing():

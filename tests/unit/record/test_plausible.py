@@ -2,10 +2,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_gpu_pairs.record.build import aggregate
 from pytest_gpu_pairs.record.model import built
-from pytest_gpu_pairs.record.plausible import impossible, impossible_notes, with_impossible_notes
+from pytest_gpu_pairs.record.plausible import (
+    BOUNDS,
+    flagged,
+    impossible,
+    impossible_notes,
+    round_bound,
+    with_impossible_notes,
+)
 
 
 def test_a_value_past_its_bound_is_flagged_with_the_value_and_the_likely_cause():
@@ -19,7 +28,7 @@ def test_figures_within_the_bounds_and_missing_ones_are_not_flagged():
     assert impossible_notes({"concurrency_efficiency": 2.0, "fg_slowdown": 1.0}) == {}
     assert impossible_notes({"concurrency_efficiency": None, "fg_slowdown": True}) == {}
     assert not impossible("concurrency_efficiency", 1.99) and impossible("fg_slowdown", 0.99)
-    assert not impossible("bg_progress_ratio", 5.0)
+    assert impossible("bg_progress_ratio", 2.02) and not impossible("bg_progress_ratio", 0.99)
 
 
 def test_an_interval_wholly_past_the_bound_is_said_and_one_that_reaches_it_is_named():
@@ -41,3 +50,43 @@ def test_the_note_follows_an_earlier_note_and_gives_way_to_the_mean_of_the_round
     assert mean.fg_slowdown == pytest.approx(1.2) and "fg_slowdown" not in mean.notes
     again = with_impossible_notes(record)
     assert again["notes"]["fg_slowdown"].count("suspect:") == 1
+
+
+def test_a_background_faster_beside_the_foreground_than_alone_is_flagged():
+    note = impossible_notes({"bg_progress_ratio": 2.02})["bg_progress_ratio"]
+    assert note.startswith("suspect: 2.020 lies above 1, the background ran faster beside another job than alone")
+
+
+def test_a_mean_under_its_bound_built_partly_from_an_impossible_round_is_flagged_with_that_round():
+    rounds = [{"round": 1, "complete": True, "concurrency_efficiency": 1.1, "fg_slowdown": 1.5},
+              {"round": 2, "complete": True, "concurrency_efficiency": 3.95, "fg_slowdown": 0.34},
+              {"round": 3, "complete": False, "concurrency_efficiency": 9.0, "fg_slowdown": 0.01},
+              {"round": 4, "complete": True, "concurrency_efficiency": 0.35, "fg_slowdown": 4.0}]
+    record = {"concurrency_efficiency": 1.80, "fg_slowdown": 1.95, "rounds": rounds}
+    notes = impossible_notes(record)
+    assert "round 2 at 3.950 lies above 3.2" in notes["concurrency_efficiency"]
+    assert "round 2 at 0.340 lies below 0.625" in notes["fg_slowdown"] and "round 3" not in notes["fg_slowdown"]
+    assert flagged(record, "concurrency_efficiency") and flagged(record, "fg_slowdown")
+
+
+def test_an_interval_that_reaches_below_zero_says_it_says_nothing():
+    record = {"fg_slowdown": 7.0, "fg_slowdown_ci": [-72.5, 87.2]}
+    assert "its interval [-72.500, 87.200] reaches below 0, which no ratio of rates can" in \
+        impossible_notes(record)["fg_slowdown"]
+    assert flagged(record, "fg_slowdown") and not flagged({"fg_slowdown": 7.0, "fg_slowdown_ci": [2.0, 12.0]},
+                                                          "fg_slowdown")
+
+
+@given(st.sampled_from(sorted(BOUNDS)), st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12), st.data())
+def test_a_case_is_flagged_exactly_when_its_mean_or_one_of_its_rounds_lies_past_what_sharing_gives(key, spread, data):
+    """Rounds drawn anywhere between 0 and beyond the round bound: flagged iff the mean is past the
+    bound or a round past the round bound (intervals left out)."""
+    op, bound = BOUNDS[key]
+    far = round_bound(key)
+    low, high = (0.01, far * 1.2) if op == ">" else (far * 0.8, 3.0)
+    values = [low + f * (high - low) for f in spread]
+    mean = sum(values) / len(values)
+    record = {key: mean, "rounds": [{"round": i + 1, "complete": True, key: v} for i, v in enumerate(values)]}
+    past_mean = mean > bound if op == ">" else mean < bound
+    past_round = any((v > far if op == ">" else v < far) for v in values)
+    assert flagged(record, key) == (past_mean or past_round)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.protocol import Progress
-from pytest_gpu_pairs.run.interleaved import REPORTS_PER_PHASE, STEPS_PER_SETTLE, phase_lengths
+from pytest_gpu_pairs.protocol import Progress, now
+from pytest_gpu_pairs.run.interleaved import REPORTS_PER_PHASE, STEPS_PER_SETTLE, phase_lengths, running_gap
 
 
 def reporting(every_s: float, steps_per_report: int, until: float = 10.0) -> Progress:
@@ -63,6 +64,129 @@ def test_a_job_that_ends_while_the_other_is_restarted_is_restarted_too():
     pair._restart("fg")
     assert replaced == ["fg", "bg"]
     assert warmed == [(["fg"], 1.0), (["fg", "bg"], 2.0)]
+
+
+def _reports_at_running_pace(spans, pace_s):
+    """A job that reports every ``pace_s`` seconds of running, and nothing while paused."""
+    progress, ran, step = Progress(), 0.0, 1
+    for start, end in spans:
+        t = start + (pace_s - ran % pace_s if ran else pace_s)
+        while t <= end:
+            progress.steps.append((t, step))
+            step += 1
+            t += pace_s
+        ran += end - start
+    return progress
+
+
+@given(st.lists(st.tuples(st.floats(0.05, 5.0), st.floats(0.0, 20.0)), min_size=1, max_size=12),
+       st.floats(0.01, 3.0))
+def test_a_jobs_pace_leaves_out_the_time_it_was_paused(segments, pace_s):
+    """Runs of any length with pauses of any length between them: the pace read is the job's own
+    seconds of running per report, never stretched by a pause."""
+    spans, t = [], 0.0
+    for run_s, pause_s in segments:
+        spans.append((t, t + run_s))
+        t += run_s + pause_s
+    progress = _reports_at_running_pace(spans, pace_s)
+    gap = running_gap(progress, spans, 0.0, spans[-1][1])
+    if len(progress.steps) >= 2:
+        assert math.isclose(gap, pace_s, rel_tol=1e-6, abs_tol=1e-6)
+    else:
+        assert gap <= sum(b - a for a, b in spans) + 1e-9
+
+
+def test_a_job_that_stopped_reporting_owes_at_least_its_silence():
+    progress = Progress(steps=[(0.0, 1), (0.1, 2), (0.2, 3)])
+    assert running_gap(progress, [(0.0, 0.3), (5.0, 9.0)], 0.0, 9.0) == pytest.approx(4.1)
+
+
+def _pair_after_a_round(pace_s, phase_s, settle_s=0.1, cap_s=180.0, fg_reports=None):
+    """An InterleavedPair just after one round of ``phase_s`` phases in which fg reported every
+    ``pace_s`` seconds of running (or at the times given) and bg often."""
+    from types import SimpleNamespace
+
+    from pytest_gpu_pairs.record.measurement import Phase, PhaseRound
+    from pytest_gpu_pairs.record.stats import StoppingRule
+    from pytest_gpu_pairs.run.interleaved import InterleavedPair
+
+    pair = InterleavedPair.__new__(InterleavedPair)
+    t, phases = 10.0, []
+    for name in ("fg", "bg", "pair"):
+        phases.append(Phase(name, t, t + settle_s, t + settle_s + phase_s))
+        t += settle_s + phase_s
+    last = PhaseRound(1, tuple(phases))
+    fg_spans = [(0.0, 10.0)] + [(p.switched_t, p.end) for p in phases if p.name != "bg"]
+    fg = Progress(steps=fg_reports) if fg_reports is not None else _reports_at_running_pace(fg_spans, pace_s)
+    bg = _reports_at_running_pace([(0.0, 10.0)] + [(p.switched_t, p.end) for p in phases if p.name != "fg"], 0.05)
+    pair.case = SimpleNamespace(phase_s=0.5, fg=SimpleNamespace(model="slow"), bg=SimpleNamespace(model="fast"))
+    pair.phase_s, pair.settle_s, pair.rounds, pair._phases_settled = phase_s, settle_s, [last], False
+    pair.warm_t, pair.rule = 10.0, StoppingRule(None, 3, None, cap_s)
+    pair.started_t = now() - t  # the case began when its first report's clock began
+    pair._progress = {"fg": fg, "bg": bg}.__getitem__
+    pair.snapshot = lambda: None
+    pair.env = SimpleNamespace(idle_power_w=None)
+    return pair, last
+
+
+def test_phases_grow_past_any_fixed_multiple_to_hold_the_reports_of_a_slow_job(monkeypatch):
+    from pytest_gpu_pairs.run import interleaved
+
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: [])
+    pair, last = _pair_after_a_round(pace_s=5.0, phase_s=8.0, cap_s=400.0)
+    pair._lengthen_phases_if_too_short(last)
+    assert pair.phase_s >= REPORTS_PER_PHASE * 5.0 > 16 * 0.5 and pair.settle_s >= STEPS_PER_SETTLE * 5.0
+
+
+def test_a_complete_round_at_the_jobs_pace_settles_the_lengths(monkeypatch):
+    from pytest_gpu_pairs.run import interleaved
+
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: [{"complete": True}])
+    pair, last = _pair_after_a_round(pace_s=0.4, phase_s=2.0)
+    pair._lengthen_phases_if_too_short(last)
+    assert (pair.phase_s, pair._phases_settled) == (2.0, True)
+    pair, last = _pair_after_a_round(pace_s=1.5, phase_s=2.0)  # complete, yet with two reports where eight fit
+    pair._lengthen_phases_if_too_short(last)
+    assert pair.phase_s == 0.5 * math.ceil(REPORTS_PER_PHASE * 1.5 / 0.5) and not pair._phases_settled
+
+
+def test_phases_the_time_cap_cannot_hold_fail_the_case_with_the_fix(monkeypatch):
+    from pytest_gpu_pairs.run import interleaved
+
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: [])
+    pair, last = _pair_after_a_round(pace_s=17.0, phase_s=8.0, cap_s=180.0, fg_reports=[(1.0, 1)])
+    with pytest.raises(interleaved.InterleavedFailure, match="fg slow steps too slowly here for the case's time cap"
+                                                             ".*--gpu-pairs-max-case-s"):
+        pair._lengthen_phases_if_too_short(last)
+
+
+def test_settled_lengths_grow_again_when_the_host_gets_busier(monkeypatch):
+    """A job that fell to one report in a phase after the lengths settled: a round at that pace
+    would be left out, so the phases lengthen again."""
+    from pytest_gpu_pairs.run import interleaved
+
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: [{"complete": True}])
+    pair, last = _pair_after_a_round(pace_s=1.5, phase_s=2.0, fg_reports=[(9.5, 1), (11.0, 2), (30.0, 3)])
+    pair._phases_settled = True
+    pair._lengthen_phases_if_too_short(last)
+    assert pair.phase_s >= 4.0 and not pair._phases_settled
+
+
+def test_with_complete_rounds_in_hand_phases_too_long_for_the_cap_stay_and_the_case_goes_on(monkeypatch):
+    from pytest_gpu_pairs.run import interleaved
+
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: [{"complete": True}])
+    pair, last = _pair_after_a_round(pace_s=17.0, phase_s=8.0, cap_s=180.0, fg_reports=[(1.0, 1)])
+    pair._phases_settled = True
+    pair._lengthen_phases_if_too_short(last)  # no failure: the time cap ends the case with its complete rounds
+    assert pair.phase_s == 8.0
+
+
+def test_on_the_cpu_settling_stays_the_settings_however_slow_a_step():
+    """Nothing queues on the CPU: a job stopped stops at once, a job continued runs at once."""
+    progresses = [reporting(0.25, 50), reporting(1.5, 1)]
+    assert phase_lengths(progresses, 0.0, 10.0, 2.0, 0.3, queued=False)[1] == 0.3
+    assert phase_lengths(progresses, 0.0, 10.0, 2.0, 0.3, queued=True)[1] == STEPS_PER_SETTLE * 1.5
 
 
 def _reports(rate_at, until: float, every: float = 0.05):
