@@ -187,7 +187,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode),
         experiment=experiment.name, design=experiment.design, group=pair.group, variant=variant,
         mode=mode, fg=fg, bg=bg,
-        vram_budget_mb=_first(overrides.vram_budget_mb, pair.vram_budget_mb, d.vram_budget_mb),
+        vram_budget_mb=vram_budget(overrides, pair.vram_budget_mb, d.vram_budget_mb),
         min_efficiency=_first(overrides.min_efficiency, pair.min_efficiency, d.min_efficiency),
         runs_per_config=_first(pair.runs_per_config, d.runs_per_config),
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
@@ -205,6 +205,13 @@ def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> 
 
 def _first(*values):
     return next(v for v in values if v is not None)
+
+
+def vram_budget(overrides: Overrides, *declared: Optional[float]) -> float:
+    """The VRAM budget a case is checked against, decided here and nowhere else: the option, else
+    what the settings declare (a pair's own before the file's defaults), else the schema's default
+    (a solo baseline that no settings file describes)."""
+    return _first(overrides.vram_budget_mb, *declared, DEFAULTS.vram_budget_mb)
 
 
 # --- hp_study: does sharing change how hyperparameters act? -------------------------------
@@ -338,7 +345,7 @@ def _scaling_count_case(experiment: Experiment, spec: ScalingSpec, overrides: Ov
     return Case(id=scaling_case_id(spec.group, spec.workload.model, gpus), experiment=experiment.name,
                 design=experiment.design, group=spec.group, variant=f"gpus{gpus}", mode="scaling",
                 fg=job_config(experiment, spec.workload), bg=None,
-                vram_budget_mb=_first(overrides.vram_budget_mb, spec.vram_budget_mb, d.vram_budget_mb),
+                vram_budget_mb=vram_budget(overrides, spec.vram_budget_mb, d.vram_budget_mb),
                 min_efficiency=0.0, runs_per_config=1, restart_delay_s=0.0, timeout_s=d.timeout_s,
                 cool_down_s=d.cool_down_s, ready_timeout_s=d.ready_timeout_s, method="steps",
                 source=experiment.source, note=spec.note or "",
