@@ -59,7 +59,7 @@ def test_an_unknown_method_is_refused_in_one_line_naming_the_case():
        device=st.sampled_from(["cuda", "cpu"]))
 def test_only_the_interleaved_method_has_a_stopping_rule_and_it_keeps_its_floor(runs, precision, off, device):
     case = SimpleNamespace(runs_per_config=runs)
-    opts = options(precision=precision, precision_off=off)
+    opts = options(precision=0.0 if off else precision)
     rule = INTERLEAVED.stopping_rule(opts, device, case)
     assert rule.min_rounds >= max(MIN_INTERLEAVED_ROUNDS, runs)
     if rule.precision is not None:
