@@ -100,6 +100,9 @@ class Overrides:
     min_efficiency: Optional[float] = None
     sharing: Optional[tuple[str, ...]] = None
     method: Optional[str] = None
+    precision: Optional[float] = None
+    max_rounds: Optional[int] = None
+    max_case_s: Optional[float] = None
     # earlier complete results: history the mutation design avoids (read only when a design needs it)
     earlier_runs: Callable[[], Iterable[Mapping[str, Any]]] = field(default=tuple, compare=False)
 
@@ -152,6 +155,11 @@ class Case:
     warmup_s: float = DEFAULTS.warmup_s
     starts: Optional[int] = DEFAULTS.starts
     card_mb: Optional[float] = DEFAULTS.card_mb
+    # the stopping rule of interleaved rounds as asked: precision None is the device's default and 0
+    # none, max_case_s None the device's cap (``run.methods`` makes the rule for the device)
+    precision: Optional[float] = None
+    max_rounds: Optional[int] = None
+    max_case_s: Optional[float] = None
     source: str = ""
     note: str = ""
     scaling: Optional[ScalingPlan] = None
@@ -195,6 +203,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         crash_loop_window_s=d.crash_loop_window_s,
         method=_first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch",
         phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
+        precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
         source=experiment.source, note=pair.note or "")
 
 

@@ -329,7 +329,7 @@ class Estimator:
 
     def _interleaved_rounds(self, case: Case) -> tuple[float, str, str]:
         fg, bg = self.job(case.fg), self.job(case.bg)
-        rule = INTERLEAVED.stopping_rule(self.options, self.device, case)
+        rule = INTERLEAVED.stopping_rule(case, self.device)
         phase, settle = phases(case, (fg, bg))
         target, how = self._target_rounds(rule)
         if self.device == "cuda" and rule.precision is not None:

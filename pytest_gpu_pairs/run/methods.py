@@ -23,7 +23,7 @@ from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.scaling import scaling_record
 from pytest_gpu_pairs.record.stats import StoppingRule
 from pytest_gpu_pairs.run.case import CaseContext, CaseRun
-from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.run.options import stopping_rule
 from pytest_gpu_pairs.run.pair import EpochRounds, InterleavedRounds, RoundTimer
 from pytest_gpu_pairs.run.scaling import ScalingRanks
 
@@ -48,17 +48,18 @@ class Method:
     record: Callable[..., Record]
     estimate: Callable[[Estimates, Case], Any]
     # how many rounds a case measures on a device; None where the case says (``runs_per_config``)
-    stopping_rule: Callable[[GpuPairsOptions, str, Case], Optional[StoppingRule]]
+    stopping_rule: Callable[[Case, str], Optional[StoppingRule]]
     round_clock: bool  # pytest-benchmark's rounds are this method's rounds, timed by gpu-pairs' round clock
 
 
-def _no_rule(options: GpuPairsOptions, device: str, case: Case) -> None:
+def _no_rule(case: Case, device: str) -> None:
     return None
 
 
-def _interleaved_rule(options: GpuPairsOptions, device: str, case: Case) -> StoppingRule:
-    """The options' rule for ``device``, never fewer than ``MIN_INTERLEAVED_ROUNDS`` rounds."""
-    return options.stopping_rule(device, max(MIN_INTERLEAVED_ROUNDS, case.runs_per_config))
+def _interleaved_rule(case: Case, device: str) -> StoppingRule:
+    """The rule the case was built with, for ``device``; never fewer than ``MIN_INTERLEAVED_ROUNDS`` rounds."""
+    return stopping_rule(case.precision, case.max_rounds, case.max_case_s, device,
+                         max(MIN_INTERLEAVED_ROUNDS, case.runs_per_config))
 
 
 def _epoch_runner(case: Case, context: CaseContext, benchmark, round_timer: Optional[RoundTimer] = None) -> CaseRun:
@@ -68,7 +69,7 @@ def _epoch_runner(case: Case, context: CaseContext, benchmark, round_timer: Opti
 def _interleaved_runner(case: Case, context: CaseContext, benchmark,
                         round_timer: Optional[RoundTimer] = None) -> CaseRun:
     def part(run: CaseRun) -> InterleavedRounds:
-        rule = INTERLEAVED.stopping_rule(context.options, run.env.device, case)
+        rule = INTERLEAVED.stopping_rule(case, run.env.device)
         return InterleavedRounds(run, rule, round_timer, INTERLEAVED.record)
     return CaseRun(case, context, benchmark, part)
 

@@ -79,23 +79,17 @@ class GpuPairsOptions:
         if self.settings and self.out_dir.exists() and not self.out_dir.is_dir():
             raise OptionsError(f"--gpu-pairs-out {self.out_dir}: expected a folder, and this is a file")
 
-    def stopping_rule(self, device: str, min_rounds: int) -> StoppingRule:
-        """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed
-        number on the CPU (where the figures only show that the pipeline works)."""
-        precision = self.precision_on(device)
-        if precision is not None:
-            min_rounds = max(min_rounds, MIN_ROUNDS_FOR_PRECISION)
-        max_rounds = None if self.max_rounds is None else max(self.max_rounds, min_rounds)
-        return StoppingRule(precision, min_rounds, max_rounds, self.case_cap_s(device))
 
-    def precision_on(self, device: str) -> Optional[float]:
-        """The precision target on ``device``, None where rounds are a fixed number."""
-        if self.precision is not None:
-            return self.precision or None
-        return DEFAULT_PRECISION if device == "cuda" else None
-
-    def case_cap_s(self, device: str) -> float:
-        """The time cap of an interleaved case: the option's, else the device's default."""
-        if self.max_case_s is not None:
-            return self.max_case_s
-        return MAX_CASE_S if device == "cuda" else MAX_CASE_S_CPU
+def stopping_rule(precision: Optional[float], max_rounds: Optional[int], max_case_s: Optional[float], device: str,
+                  min_rounds: int) -> StoppingRule:
+    """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed
+    number on the CPU (where the figures only show that the pipeline works). ``precision`` None is
+    the device's default and 0 none; ``max_case_s`` None is the device's cap."""
+    if precision is None:
+        precision = DEFAULT_PRECISION if device == "cuda" else None
+    precision = precision or None
+    if precision is not None:
+        min_rounds = max(min_rounds, MIN_ROUNDS_FOR_PRECISION)
+    max_rounds = None if max_rounds is None else max(max_rounds, min_rounds)
+    cap = max_case_s if max_case_s is not None else (MAX_CASE_S if device == "cuda" else MAX_CASE_S_CPU)
+    return StoppingRule(precision, min_rounds, max_rounds, cap)

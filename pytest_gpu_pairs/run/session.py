@@ -87,7 +87,8 @@ class GpuPairsSession:
         self._cases: Optional[list[Case]] = None
         self._planned: list[str] = []
         self.overrides = Overrides(vram_budget_mb=options.vram_budget_mb, min_efficiency=options.min_efficiency,
-                                   sharing=options.sharing, method=options.method,
+                                   sharing=options.sharing, method=options.method, precision=options.precision,
+                                   max_rounds=options.max_rounds, max_case_s=options.max_case_s,
                                    earlier_runs=lambda: complete_records(options.out_dir))
         self.folder = OutputFolder(options.out_dir, options.worker)
         self.sharing = SharingManager(self.folder.own_dir, options.mps_control, options.mps_threads,
@@ -229,7 +230,7 @@ class GpuPairsSession:
                            gpu_memory_mb=options.gpu_memory_mb, sample_hz=options.sample_hz)
         if case.sharing == "mps":
             measurement.update(mps_threads=options.mps_threads, mps_mem_limit_mb=options.mps_mem_limit_mb)
-        rule = method_of(case).stopping_rule(options, device, case)
+        rule = method_of(case).stopping_rule(case, device)
         if rule is not None:
             measurement.update(precision=rule.precision, max_rounds=rule.max_rounds, max_case_s=rule.max_seconds)
         return {"fg": _digest(job_settings(case.fg)), "bg": _digest(job_settings(case.bg)),

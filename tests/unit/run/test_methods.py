@@ -17,7 +17,13 @@ from pytest_gpu_pairs.record.build import case_record, interleaved_record
 from pytest_gpu_pairs.record.scaling import scaling_record
 from pytest_gpu_pairs.run.case import CaseContext, CaseRun
 from pytest_gpu_pairs.run.methods import EPOCH, INTERLEAVED, METHODS, MIN_INTERLEAVED_ROUNDS, SCALING, method_of
-from pytest_gpu_pairs.run.options import MIN_ROUNDS_FOR_PRECISION, GpuPairsOptions
+from pytest_gpu_pairs.run.options import (
+    DEFAULT_PRECISION,
+    MAX_CASE_S,
+    MAX_CASE_S_CPU,
+    MIN_ROUNDS_FOR_PRECISION,
+    GpuPairsOptions,
+)
 from pytest_gpu_pairs.run.pair import EpochRounds, InterleavedRounds
 from pytest_gpu_pairs.run.scaling import ScalingRanks
 
@@ -56,16 +62,26 @@ def test_an_unknown_method_is_refused_in_one_line_naming_the_case():
 
 
 @given(runs=st.integers(1, 60), precision=st.one_of(st.none(), st.floats(0.001, 0.5)), off=st.booleans(),
-       device=st.sampled_from(["cuda", "cpu"]))
-def test_only_the_interleaved_method_has_a_stopping_rule_and_it_keeps_its_floor(runs, precision, off, device):
-    case = SimpleNamespace(runs_per_config=runs)
-    opts = options(precision=0.0 if off else precision)
-    rule = INTERLEAVED.stopping_rule(opts, device, case)
+       cap=st.one_of(st.none(), st.floats(1.0, 1000.0)), device=st.sampled_from(["cuda", "cpu"]))
+def test_only_the_interleaved_method_has_a_stopping_rule_and_it_keeps_its_floor(runs, precision, off, cap, device):
+    case = SimpleNamespace(runs_per_config=runs, precision=0.0 if off else precision, max_rounds=None, max_case_s=cap)
+    rule = INTERLEAVED.stopping_rule(case, device)
     assert rule.min_rounds >= max(MIN_INTERLEAVED_ROUNDS, runs)
     if rule.precision is not None:
         assert rule.min_rounds >= MIN_ROUNDS_FOR_PRECISION
     assert (rule.precision is None) == (off or (precision is None and device == "cpu"))
-    assert EPOCH.stopping_rule(opts, device, case) is None and SCALING.stopping_rule(opts, device, case) is None
+    assert rule.precision in (None, precision, DEFAULT_PRECISION)
+    assert rule.max_seconds == (cap if cap is not None else MAX_CASE_S if device == "cuda" else MAX_CASE_S_CPU)
+    assert EPOCH.stopping_rule(case, device) is None and SCALING.stopping_rule(case, device) is None
+
+
+def test_the_stopping_rule_is_decided_when_the_case_is_built_from_the_options():
+    [case] = cases({"pairs": [PAIR]}, precision=0.0, max_rounds=40, max_case_s=60.0)
+    assert (case.precision, case.max_rounds, case.max_case_s) == (0.0, 40, 60.0)
+    rule = INTERLEAVED.stopping_rule(case, "cuda")
+    assert (rule.precision, rule.max_rounds, rule.max_seconds) == (None, 40, 60.0)
+    [default] = cases({"pairs": [PAIR]})
+    assert INTERLEAVED.stopping_rule(default, "cuda").precision == DEFAULT_PRECISION
 
 
 def test_each_method_asks_the_estimator_for_its_own_estimate():
@@ -97,7 +113,7 @@ def test_each_method_runs_its_case_in_the_one_wrapper_with_its_own_part(method, 
 def test_an_interleaved_part_is_given_its_methods_rule_for_the_device_the_case_runs_on():
     [case] = cases({"pairs": [PAIR]})
     rule = INTERLEAVED.runner(case, context("cuda"), SimpleNamespace(), None).part.rule
-    assert rule == INTERLEAVED.stopping_rule(options(), "cuda", case) and rule.precision is not None
+    assert rule == INTERLEAVED.stopping_rule(case, "cuda") and rule.precision is not None
 
 
 def test_a_scaling_case_runs_in_the_same_wrapper_with_the_ranks_part():
