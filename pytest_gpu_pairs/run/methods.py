@@ -43,6 +43,9 @@ class Estimates(Protocol):
 
 @dataclass(frozen=True)
 class Method:
+    """One way of measuring a case. Its part and its record builder are named here together, so a
+    runner never picks a builder of its own, and planning charges what the runner will do."""
+
     name: str  # the case's and the record's ``method``
     runner: Callable[[Case, CaseContext, Any, Optional[RoundTimer]], CaseRun]
     record: Callable[..., Record]

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.protocol import now
-from pytest_gpu_pairs.record.build import aggregate, case_record, failed_record, interleaved_record
+from pytest_gpu_pairs.record.build import aggregate, failed_record
 from pytest_gpu_pairs.record.fit import fit_record
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.model import Record
@@ -111,7 +111,7 @@ class EpochRounds(OnOneGpu):
     """The epoch method: solo baselines first (cached), then ``runs_per_config`` rounds in which
     pytest-benchmark times the foreground job alone; a solo case's rounds have no background."""
 
-    def __init__(self, run: CaseRun, build: Callable[..., Record] = case_record):
+    def __init__(self, run: CaseRun, build: Callable[..., Record]):
         super().__init__(run)
         self.build = build
         self.measurements: list[Measurement] = []
@@ -235,8 +235,8 @@ class InterleavedRounds(OnOneGpu):
     until the stopping rule is met; then each complete round is handed to pytest-benchmark as one
     of its rounds."""
 
-    def __init__(self, run: CaseRun, rule: StoppingRule, round_timer: Optional[RoundTimer] = None,
-                 build: Callable[..., Record] = interleaved_record):
+    def __init__(self, run: CaseRun, rule: StoppingRule, round_timer: Optional[RoundTimer],
+                 build: Callable[..., Record]):
         super().__init__(run)
         self.rule, self.round_timer, self.build = rule, round_timer, build
         self._pair: Optional[InterleavedPair] = None

@@ -24,7 +24,7 @@ from pytest_gpu_pairs.experiment.cases import Case
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement, scaling_record
+from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement
 from pytest_gpu_pairs.record.store import atomic_write_csv, save_samples
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
@@ -78,7 +78,7 @@ CPU_RANK_THREADS = "1"  # a rank on the CPU: one intra-op thread, as torchrun se
 class ScalingRanks:
     """The scaling method's part of the case wrapper: one job's ranks on the case's GPUs."""
 
-    def __init__(self, run: CaseRun, build: Callable[..., Record] = scaling_record):
+    def __init__(self, run: CaseRun, build: Callable[..., Record]):
         self.run, self.case, self.context, self.env = run, run.case, run.context, run.env
         self.build = build
         self.plan = self.case.scaling.scaled(self.env.scale)
