@@ -112,10 +112,6 @@ class GpuPairsSession:
         return self.folder.own_dir
 
     @property
-    def subreaper(self) -> bool:
-        return self.folder.subreaper
-
-    @property
     def orphans_killed(self) -> list[int]:
         """Job processes an earlier pytest left running in the output folder, killed when the device opened."""
         return self.device.orphans_killed
