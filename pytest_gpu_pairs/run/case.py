@@ -23,7 +23,6 @@ from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreWriteError, save_incomplete
 from pytest_gpu_pairs.run.device import Device
 from pytest_gpu_pairs.run.fitprofile import FitProfiles
-from pytest_gpu_pairs.run.options import GpuPairsOptions
 from pytest_gpu_pairs.run.outdir import OutputFolder, OutsideOutputFolder
 from pytest_gpu_pairs.run.sharing import SharingManager
 from pytest_gpu_pairs.run.solos import SoloBaselines
@@ -34,7 +33,6 @@ class CaseContext:
     """What a case may use of its session: the session's parts, and the one step that leaves the
     record where every reader finds it (``conclude``)."""
 
-    options: GpuPairsOptions
     folder: OutputFolder
     device: Device
     solos: SoloBaselines

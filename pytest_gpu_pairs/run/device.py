@@ -122,6 +122,11 @@ class Device:
         return self._env
 
     @property
+    def card_mb(self) -> Optional[float]:
+        """The size of the emulated card (``--gpu-pairs-gpu-memory-mb``), None where the whole GPU is used."""
+        return self.options.gpu_memory_mb
+
+    @property
     def enforce_efficiency(self) -> bool:
         """Thresholds in settings describe GPU sharing; on the CPU only an explicit option applies."""
         return self.environment().device == "cuda" or self.options.min_efficiency is not None
@@ -144,7 +149,7 @@ class Device:
 
         Without a GPU there is no card to shrink: ``CardEmulationUnavailable`` says so.
         """
-        size = self.options.gpu_memory_mb
+        size = self.card_mb
         if size is None:
             return None
         env = self.environment()

@@ -95,7 +95,7 @@ class ScalingRanks:
 
     def _gpus_or_skip(self) -> list[Gpu]:
         if self.env.device != "cuda":
-            if self.context.options.gpu_memory_mb is not None:
+            if self.context.device.card_mb is not None:
                 pytest.skip(f"--gpu-pairs-gpu-memory-mb emulates a smaller GPU and needs one: {self.env.gpu_unavailable}")
             return []
         gpus = usable_gpus(self.env)
@@ -135,7 +135,7 @@ class ScalingRanks:
         return RankSetup(self.case.fg, self.plan, self.env.device, self.env.scale, self.case.timeout_s, env, cpus)
 
     def _start_ballasts(self, gpus: list[Gpu], out: Path, roles: PidRoles) -> None:
-        size = self.context.options.gpu_memory_mb
+        size = self.context.device.card_mb
         if size is None:
             return
         for rank, gpu in enumerate(gpus):
@@ -165,7 +165,7 @@ class ScalingRanks:
 
     def _card(self, rank: int, gpu: Gpu) -> tuple[float, Optional[float]]:
         """(the card's memory as its rank saw it, what the ballast held of it)."""
-        size = self.context.options.gpu_memory_mb
+        size = self.context.device.card_mb
         if size is None:
             return gpu.info.memory_total_mb, None
         held = self.ballasts[rank].held_mb if rank < len(self.ballasts) else None
@@ -190,7 +190,7 @@ class ScalingRanks:
         notes = dict(record.notes or {})
         if cpus is None:
             notes["job_cpus"] = f"ranks not pinned: {self._unpinned_reason()}"
-        return record.updated(gpu_memory_mb=self.context.options.gpu_memory_mb, job_cpus=cpus, notes=notes)
+        return record.updated(gpu_memory_mb=self.context.device.card_mb, job_cpus=cpus, notes=notes)
 
     def close(self) -> None:
         """Every rank, monitor and ballast ended; safe to call at any point and more than once."""

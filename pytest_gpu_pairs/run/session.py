@@ -103,8 +103,7 @@ class GpuPairsSession:
     @property
     def context(self) -> CaseContext:
         """What a case runner may use of this session."""
-        return CaseContext(self.options, self.folder, self.device, self.solos, self.sharing, self.fits,
-                           self.conclude, self.results)
+        return CaseContext(self.folder, self.device, self.solos, self.sharing, self.fits, self.conclude, self.results)
 
     @property
     def own_dir(self) -> Path:

@@ -118,7 +118,7 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
     solos = SimpleNamespace(has=lambda job: False, measure=lambda job, timeout_s: failed_solo)
     session = SimpleNamespace(folder=folder, device=device, results=[], extended=lambda case, record: record,
                               settings_digest=lambda case: {})
-    context = CaseContext(SimpleNamespace(gpu_memory_mb=10240), folder, device, solos, sharing,
+    context = CaseContext(folder, device, solos, sharing,
                           SimpleNamespace(for_case=lambda case, env: PairFits(unmeasured="not here")),
                           partial(GpuPairsSession.conclude, session), session.results)
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a", hyperparameters={}), bg=None,

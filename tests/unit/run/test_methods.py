@@ -22,7 +22,6 @@ from pytest_gpu_pairs.run.options import (
     MAX_CASE_S,
     MAX_CASE_S_CPU,
     MIN_ROUNDS_FOR_PRECISION,
-    GpuPairsOptions,
 )
 from pytest_gpu_pairs.run.pair import EpochRounds, InterleavedRounds
 from pytest_gpu_pairs.run.scaling import ScalingRanks
@@ -33,12 +32,6 @@ PAIR = {"group": "g01", "foreground": {"model": "resnet20"}, "background": {"mod
 
 def cases(data: dict, **overrides):
     return expand_all([parse_experiment({"name": "m", **data}, "m.json")], Overrides(**overrides))
-
-
-def options(**changes) -> GpuPairsOptions:
-    values = {"settings": (), "device": "cpu", "scale": 1.0, "vram_budget_mb": None, "min_efficiency": None,
-              "sample_hz": 10.0, "out_dir": Path("out"), **changes}
-    return GpuPairsOptions(**values)
 
 
 def test_every_method_is_registered_under_the_name_its_cases_and_records_carry():
@@ -98,7 +91,7 @@ def test_only_the_interleaved_methods_rounds_are_timed_by_the_round_clock():
 
 def context(device: str = "cpu") -> CaseContext:
     env = SimpleNamespace(device=device, scale=1.0)
-    return CaseContext(options(), SimpleNamespace(), SimpleNamespace(environment=lambda: env), SimpleNamespace(),
+    return CaseContext(SimpleNamespace(), SimpleNamespace(environment=lambda: env), SimpleNamespace(),
                        SimpleNamespace(), SimpleNamespace(), lambda case, record, benchmark: None, [])
 
 
