@@ -149,3 +149,16 @@ def test_the_name_rule_finds_a_comparison_written_either_way():
               'c = case.design in ("scaling", "x")\nok = "epoch" in self._groups\nalso_ok = case.mode == "solo"\n')
     assert name_compares(source) == ["1: case.method == 'interleaved'", "2: 'steps' != record.get('method')",
                                      "3: case.design in ('scaling', 'x')"]
+
+
+CASE_MODULES = ("case", "pair", "scaling", "interleaved", "round", "methods", "outdir", "device", "solos")
+
+
+@pytest.mark.parametrize("module", CASE_MODULES)
+def test_what_runs_a_case_does_not_import_the_session(module):
+    """A case reaches the session's parts through its ``CaseContext``: the session is no hub a case's
+    every step passes through."""
+    tree = ast.parse((PACKAGE / "run" / f"{module}.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert "pytest_gpu_pairs.run.session" not in imported
