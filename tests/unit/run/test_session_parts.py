@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_gpu_pairs.experiment.cases import JobConfig, Overrides, vram_budget
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.run import outdir
 from pytest_gpu_pairs.run.device import CardEmulationUnavailable, Device
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 from pytest_gpu_pairs.run.outdir import OutputFolder, OutputFolderUnavailable, OutsideOutputFolder
@@ -43,7 +44,10 @@ def test_a_case_folder_is_emptied_for_a_rerun_and_never_lies_outside(tmp_path):
         folder.case_dir(SimpleNamespace(id="../escaped"))
 
 
-def test_a_second_session_on_a_claimed_folder_is_refused_in_one_line_until_the_first_releases_it(tmp_path):
+def test_a_second_session_on_a_claimed_folder_is_refused_in_one_line_until_the_first_releases_it(tmp_path,
+                                                                                               monkeypatch):
+    # the claim makes pytest the subreaper of every later orphan: not this test's process
+    monkeypatch.setattr(outdir, "become_subreaper", lambda: False)
     first, second = OutputFolder(tmp_path / "out"), OutputFolder(tmp_path / "out")
     first.claim()
     try:
