@@ -54,7 +54,7 @@ from pytest_gpu_pairs.planning.schedule import CaseCost
 from pytest_gpu_pairs.protocol import STEADY_STEP_INTERVAL_S
 from pytest_gpu_pairs.record.store import case_records, fit_profiles
 from pytest_gpu_pairs.run.interleaved import REPORTS_PER_PHASE, STEPS_PER_SETTLE
-from pytest_gpu_pairs.run.methods import INTERLEAVED, method_of
+from pytest_gpu_pairs.run.methods import interleaved_rule, method_of
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 
 DEFAULT_JOB_S = 60.0
@@ -327,9 +327,9 @@ class Estimator:
             names.append(job.model if known else f"{job.model} ({DEFAULT_FIT_S:g} s assumed)")
         return seconds, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
 
-    def _interleaved_rounds(self, case: Case) -> tuple[float, str, str]:
-        fg, bg = self.job(case.fg), self.job(case.bg)
-        rule = INTERLEAVED.stopping_rule(case, self.device)
+    def _interleaved_rounds(self, case: Case, bg_job: JobConfig) -> tuple[float, str, str]:
+        fg, bg = self.job(case.fg), self.job(bg_job)
+        rule = interleaved_rule(case, self.device)
         phase, settle = phases(case, (fg, bg))
         target, how = self._target_rounds(rule)
         if self.device == "cuda" and rule.precision is not None:
@@ -350,6 +350,8 @@ class Estimator:
         earlier = self.earlier.rounds_s.get(case.id)
         if earlier is not None:
             return Estimate(case.id, earlier + case.cool_down_s, EARLIER, "as timed before")
+        if case.scaling is None:
+            raise ValueError(f"{case.id}: a scaling case without its plan")
         plan = case.scaling.scaled(self.options.scale)
         steps = plan.warmup_steps + plan.steps + plan.comm_probe_steps
         job = self.job(case.fg)
@@ -365,7 +367,9 @@ class Estimator:
 
     def interleaved(self, case: Case) -> Estimate:
         """An interleaved case: its rounds played to the stopping rule, and the pair's fit profiles."""
-        spent, basis, detail = self._interleaved_rounds(case)
+        if case.bg is None:
+            raise ValueError(f"{case.id}: an interleaved case is a pair")
+        spent, basis, detail = self._interleaved_rounds(case, case.bg)
         earlier = self.earlier.rounds_s.get(case.id)
         if earlier is not None:
             spent, basis, detail = earlier, EARLIER, "as timed before"

@@ -59,7 +59,7 @@ def _no_rule(case: Case, device: str) -> None:
     return None
 
 
-def _interleaved_rule(case: Case, device: str) -> StoppingRule:
+def interleaved_rule(case: Case, device: str) -> StoppingRule:
     """The rule the case was built with, for ``device``; never fewer than ``MIN_INTERLEAVED_ROUNDS`` rounds."""
     return stopping_rule(case.precision, case.max_rounds, case.max_case_s, device,
                          max(MIN_INTERLEAVED_ROUNDS, case.runs_per_config))
@@ -72,7 +72,7 @@ def _epoch_runner(case: Case, context: CaseContext, benchmark, round_timer: Opti
 def _interleaved_runner(case: Case, context: CaseContext, benchmark,
                         round_timer: Optional[RoundTimer] = None) -> CaseRun:
     def part(run: CaseRun) -> InterleavedRounds:
-        rule = INTERLEAVED.stopping_rule(case, run.env.device)
+        rule = interleaved_rule(case, run.env.device)
         return InterleavedRounds(run, rule, round_timer, INTERLEAVED.record)
     return CaseRun(case, context, benchmark, part)
 
@@ -84,7 +84,7 @@ def _scaling_runner(case: Case, context: CaseContext, benchmark, round_timer: Op
 EPOCH = Method("epoch", _epoch_runner, case_record, lambda estimates, case: estimates.epoch(case), _no_rule,
                round_clock=False)
 INTERLEAVED = Method("interleaved", _interleaved_runner, interleaved_record,
-                     lambda estimates, case: estimates.interleaved(case), _interleaved_rule, round_clock=True)
+                     lambda estimates, case: estimates.interleaved(case), interleaved_rule, round_clock=True)
 SCALING = Method("steps", _scaling_runner, scaling_record, lambda estimates, case: estimates.scaling(case), _no_rule,
                  round_clock=False)
 

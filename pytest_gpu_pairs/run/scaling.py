@@ -81,6 +81,8 @@ class ScalingRanks:
     def __init__(self, run: CaseRun, build: Callable[..., Record]):
         self.run, self.case, self.context, self.env = run, run.case, run.context, run.env
         self.build = build
+        if self.case.scaling is None:
+            raise ValueError(f"{self.case.id}: not a scaling case")
         self.plan = self.case.scaling.scaled(self.env.scale)
         self.job: Optional[DataParallelJob] = None
         self.gpus: list[Gpu] = []
@@ -156,6 +158,8 @@ class ScalingRanks:
         for rank, trace in enumerate(traces):
             if trace.samples:
                 save_samples(trace.samples, out / f"gpu{rank}")
+        if self.job is None:
+            raise RuntimeError(f"{self.case.id}: the data-parallel job never started")
         ranks = self.job.outcomes()
         results = [r.progress.result or {} for r in ranks]
         _save_step_times(out, results)
