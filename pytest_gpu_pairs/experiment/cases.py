@@ -100,6 +100,9 @@ class Overrides:
     min_efficiency: Optional[float] = None
     sharing: Optional[tuple[str, ...]] = None
     method: Optional[str] = None
+    precision: Optional[float] = None
+    max_rounds: Optional[int] = None
+    max_case_s: Optional[float] = None
     # earlier complete results: history the mutation design avoids (read only when a design needs it)
     earlier_runs: Callable[[], Iterable[Mapping[str, Any]]] = field(default=tuple, compare=False)
 
@@ -152,6 +155,11 @@ class Case:
     warmup_s: float = DEFAULTS.warmup_s
     starts: Optional[int] = DEFAULTS.starts
     card_mb: Optional[float] = DEFAULTS.card_mb
+    # the stopping rule of interleaved rounds as asked: precision None is the device's default and 0
+    # none, max_case_s None the device's cap (``run.methods`` makes the rule for the device)
+    precision: Optional[float] = None
+    max_rounds: Optional[int] = None
+    max_case_s: Optional[float] = None
     source: str = ""
     note: str = ""
     scaling: Optional[ScalingPlan] = None
@@ -187,7 +195,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode),
         experiment=experiment.name, design=experiment.design, group=pair.group, variant=variant,
         mode=mode, fg=fg, bg=bg,
-        vram_budget_mb=_first(overrides.vram_budget_mb, pair.vram_budget_mb, d.vram_budget_mb),
+        vram_budget_mb=vram_budget(overrides, pair.vram_budget_mb, d.vram_budget_mb),
         min_efficiency=_first(overrides.min_efficiency, pair.min_efficiency, d.min_efficiency),
         runs_per_config=_first(pair.runs_per_config, d.runs_per_config),
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
@@ -195,6 +203,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         crash_loop_window_s=d.crash_loop_window_s,
         method=_first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch",
         phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
+        precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
         source=experiment.source, note=pair.note or "")
 
 
@@ -205,6 +214,13 @@ def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> 
 
 def _first(*values):
     return next(v for v in values if v is not None)
+
+
+def vram_budget(overrides: Overrides, *declared: Optional[float]) -> float:
+    """The VRAM budget a case is checked against, decided here and nowhere else: the option, else
+    what the settings declare (a pair's own before the file's defaults), else the schema's default
+    (a solo baseline that no settings file describes)."""
+    return _first(overrides.vram_budget_mb, *declared, DEFAULTS.vram_budget_mb)
 
 
 # --- hp_study: does sharing change how hyperparameters act? -------------------------------
@@ -338,7 +354,7 @@ def _scaling_count_case(experiment: Experiment, spec: ScalingSpec, overrides: Ov
     return Case(id=scaling_case_id(spec.group, spec.workload.model, gpus), experiment=experiment.name,
                 design=experiment.design, group=spec.group, variant=f"gpus{gpus}", mode="scaling",
                 fg=job_config(experiment, spec.workload), bg=None,
-                vram_budget_mb=_first(overrides.vram_budget_mb, spec.vram_budget_mb, d.vram_budget_mb),
+                vram_budget_mb=vram_budget(overrides, spec.vram_budget_mb, d.vram_budget_mb),
                 min_efficiency=0.0, runs_per_config=1, restart_delay_s=0.0, timeout_s=d.timeout_s,
                 cool_down_s=d.cool_down_s, ready_timeout_s=d.ready_timeout_s, method="steps",
                 source=experiment.source, note=spec.note or "",

@@ -54,6 +54,7 @@ from pytest_gpu_pairs.planning.schedule import CaseCost
 from pytest_gpu_pairs.protocol import STEADY_STEP_INTERVAL_S
 from pytest_gpu_pairs.record.store import case_records, fit_profiles
 from pytest_gpu_pairs.run.interleaved import REPORTS_PER_PHASE, STEPS_PER_SETTLE
+from pytest_gpu_pairs.run.methods import interleaved_rule, method_of
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 
 DEFAULT_JOB_S = 60.0
@@ -326,9 +327,9 @@ class Estimator:
             names.append(job.model if known else f"{job.model} ({DEFAULT_FIT_S:g} s assumed)")
         return seconds, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
 
-    def _interleaved(self, case: Case) -> tuple[float, str, str]:
-        fg, bg = self.job(case.fg), self.job(case.bg)
-        rule = self.options.stopping_rule(self.device, max(3, case.runs_per_config))
+    def _interleaved_rounds(self, case: Case, bg_job: JobConfig) -> tuple[float, str, str]:
+        fg, bg = self.job(case.fg), self.job(bg_job)
+        rule = interleaved_rule(case, self.device)
         phase, settle = phases(case, (fg, bg))
         target, how = self._target_rounds(rule)
         if self.device == "cuda" and rule.precision is not None:
@@ -343,12 +344,14 @@ class Estimator:
             detail += f"; step rates unknown ({PROFILE_HINT})"
         return played.seconds, basis, detail
 
-    def _scaling(self, case: Case) -> Estimate:
+    def scaling(self, case: Case) -> Estimate:
         """A scaling case: its ranks start together and run their steps at the profiled step time of
         the per-GPU batch; the all-reduce is not counted."""
         earlier = self.earlier.rounds_s.get(case.id)
         if earlier is not None:
             return Estimate(case.id, earlier + case.cool_down_s, EARLIER, "as timed before")
+        if case.scaling is None:
+            raise ValueError(f"{case.id}: a scaling case without its plan")
         plan = case.scaling.scaled(self.options.scale)
         steps = plan.warmup_steps + plan.steps + plan.comm_probe_steps
         job = self.job(case.fg)
@@ -359,15 +362,23 @@ class Estimator:
         return Estimate(case.id, spent + case.cool_down_s, job.basis, f"{plan.gpus} rank(s), {steps} steps")
 
     def case(self, case: Case) -> Estimate:
-        if case.scaling is not None:
-            return self._scaling(case)
-        if case.mode == "concurrent" and case.method == "interleaved" and case.bg is not None:
-            spent, basis, detail = self._interleaved(case)
-            earlier = self.earlier.rounds_s.get(case.id)
-            if earlier is not None:
-                spent, basis, detail = earlier, EARLIER, "as timed before"
-            fit_s, fit_detail = self._fits(case)
-            return Estimate(case.id, spent + fit_s + case.cool_down_s, basis, detail + fit_detail)
+        """The estimate the case's method names (``run.methods``)."""
+        return method_of(case).estimate(self, case)
+
+    def interleaved(self, case: Case) -> Estimate:
+        """An interleaved case: its rounds played to the stopping rule, and the pair's fit profiles."""
+        if case.bg is None:
+            raise ValueError(f"{case.id}: an interleaved case is a pair")
+        spent, basis, detail = self._interleaved_rounds(case, case.bg)
+        earlier = self.earlier.rounds_s.get(case.id)
+        if earlier is not None:
+            spent, basis, detail = earlier, EARLIER, "as timed before"
+        fit_s, fit_detail = self._fits(case)
+        return Estimate(case.id, spent + fit_s + case.cool_down_s, basis, detail + fit_detail)
+
+    def epoch(self, case: Case) -> Estimate:
+        """An epoch case, solo or a pair: its solo baselines (charged to the first case needing
+        them) and ``runs_per_config`` rounds."""
         solo_s, solo_bases, charged = self._solos([case.fg] if case.mode == "solo" else
                                                   [j for j in (case.fg, case.bg) if j is not None])
         earlier = self.earlier.rounds_s.get(case.id)

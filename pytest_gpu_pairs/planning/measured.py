@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, V
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 from pytest_gpu_pairs.record.metrics import measured_mean
 from pytest_gpu_pairs.record.store import load_run
+from pytest_gpu_pairs.run.methods import EPOCH, INTERLEAVED
 
 REFERENCE = Path(__file__).with_name("reference_pairs.json")
 
@@ -120,7 +121,7 @@ def _fit_evidence(records: Iterable) -> FitEvidence:
     return FitEvidence(min(ran) if ran else None, max(oom) if oom else None)
 
 
-def read_measured(paths: Sequence[Path], methods: Sequence[str] = ("interleaved",)) -> Measured:
+def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.name,)) -> Measured:
     """The measured pairs of ``paths`` (results folders, benchmark JSON, result.json files);
     ``StoreError`` in one line for the first unusable file. Efficiency and energy come from every
     record that did not run out of memory, fit evidence from the records made on emulated cards.
@@ -137,7 +138,7 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = ("interleaved"
             models = pair_key(record.get("fg_model"), record.get("bg_model"))
             if record.get("gpu_memory_mb") is not None:
                 emulated.setdefault(models, []).append(record)
-            if (record.get("method") or "epoch") not in methods:
+            if (record.get("method") or EPOCH.name) not in methods:
                 skipped += 1
                 continue
             grouped.setdefault((models, record.get("sharing") or "timeslice"), []).append((str(path), record))

@@ -26,10 +26,11 @@ from pytest_gpu_pairs.inputs import SettingsError, read_json
 from pytest_gpu_pairs.planning.own_profiles import KIND, VERSION, read_profile
 from pytest_gpu_pairs.planning.plan import select
 from pytest_gpu_pairs.record.store import StoreWriteError, json_text, profile_path, save_profile
+from pytest_gpu_pairs.run.device import DeviceRequestError, open_device_gpu
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
 from pytest_gpu_pairs.run.profiling import MAX_STRETCH, SoloRun, cpu_name, min_fit, profile_job
-from pytest_gpu_pairs.run.session import DeviceRequestError, GpuPairsSession, open_device_gpu
+from pytest_gpu_pairs.run.session import GpuPairsSession
 
 DEFAULT_OUT = "gpu-pairs-results"
 WARMUP_S = 3.0

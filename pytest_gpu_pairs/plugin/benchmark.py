@@ -56,8 +56,11 @@ def _advance_round_clock(seconds: float) -> None:
 
 
 def benchmark_marks(case) -> list:
-    """The ``benchmark`` marker that hands an interleaved case's rounds to pytest-benchmark."""
-    return [pytest.mark.benchmark(timer=round_clock)] if case.method == "interleaved" and case.mode == "concurrent" else []
+    """The ``benchmark`` marker that hands a case's rounds to pytest-benchmark, for a method whose
+    rounds are its own (the interleaved one)."""
+    from pytest_gpu_pairs.run.methods import method_of
+
+    return [pytest.mark.benchmark(timer=round_clock)] if method_of(case).round_clock else []
 
 
 def uses_round_clock(node) -> bool:
@@ -94,8 +97,12 @@ def round_timer(node, benchmark) -> Optional[Callable[[list[dict[str, Any]]], Op
 def times_rounds(entry: dict[str, Any]) -> bool:
     """A benchmark whose statistics are an interleaved case's rounds (``pair_s_per_solo_s``)."""
     params = entry.get("params") if isinstance(entry, dict) else None
-    return isinstance(params, dict) and "case_id" in params and params.get("method") == "interleaved" \
-        and params.get("mode") == "concurrent"
+    if not (isinstance(params, dict) and "case_id" in params and params.get("mode") == "concurrent"):
+        return False
+    from pytest_gpu_pairs.run.methods import METHODS
+
+    method = METHODS.get(str(params.get("method")))
+    return method is not None and method.round_clock
 
 
 class RoundFigureTable:

@@ -25,7 +25,7 @@ def gpu_pairs(request) -> GpuPairsSession:
     from pytest_gpu_pairs.plugin.benchmark import warn_of_another_gpu
     from pytest_gpu_pairs.plugin.gate import machine_info, refuse_foreign_baseline
     from pytest_gpu_pairs.record.store import StoreWriteError
-    from pytest_gpu_pairs.run.session import DeviceRequestError
+    from pytest_gpu_pairs.run.device import DeviceRequestError
 
     session = gpu_pairs_session(request.config)
     try:
@@ -75,7 +75,8 @@ def _resumed(case: Case, session: GpuPairsSession, recorded):
     ``pair_run`` hands the test in place of a runner: the recorded result."""
     from pytest_gpu_pairs.record.checks import CaseResult
 
-    result = CaseResult(case, recorded, session.enforce_efficiency, resumed=True, enforce_vram=session.enforce_vram)
+    result = CaseResult(case, recorded, session.device.enforce_efficiency, resumed=True,
+                        enforce_vram=session.device.enforce_vram)
     session.results.append(result)
     if not result.problems():
         pytest.skip(f"complete result in {session.case_dir(case)}")
@@ -83,17 +84,12 @@ def _resumed(case: Case, session: GpuPairsSession, recorded):
 
 
 def _runner(case: Case, session: GpuPairsSession, benchmark, node):
-    """The runner of a case's design: a scaling case trains one job on several GPUs, every other
-    case a pair or a solo job on one (its interleaved rounds handed to pytest-benchmark)."""
+    """The runner of a case's method, given the session's parts (an interleaved case's rounds are
+    handed to pytest-benchmark through the round timer)."""
     from pytest_gpu_pairs.plugin.benchmark import round_timer
+    from pytest_gpu_pairs.run.methods import method_of
 
-    if case.design == "scaling":
-        from pytest_gpu_pairs.run.scaling import ScalingRun
-
-        return ScalingRun(case, session, benchmark)
-    from pytest_gpu_pairs.run.case import PairRun
-
-    return PairRun(case, session, benchmark, round_timer(node, benchmark))
+    return method_of(case).runner(case, session.context, benchmark, round_timer(node, benchmark))
 
 
 def _place(session: GpuPairsSession, case_id: str) -> tuple[int, int, float, float]:
@@ -109,7 +105,7 @@ def solo_baseline(gpu_pairs: GpuPairsSession):
     """``solo_baseline(job_config)``: the job alone on the device, measured once per session."""
     from pytest_gpu_pairs.experiment.schema import DEFAULTS
 
-    return lambda job, timeout_s=DEFAULTS.timeout_s: gpu_pairs.solo(job, timeout_s)
+    return lambda job, timeout_s=DEFAULTS.timeout_s: gpu_pairs.solos.measure(job, timeout_s)
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
     if session is None or not session.options.settings:
         return
     from pytest_gpu_pairs.plugin.xdist import collected_cases
-    from pytest_gpu_pairs.run.session import OutputFolderUnavailable
+    from pytest_gpu_pairs.run.outdir import OutputFolderUnavailable
 
     state["collected"] = collected_cases(ids, {case.id for case in _load_cases(node.config)})
     if not state["collected"]:
@@ -210,7 +210,7 @@ def _claim_output_folder(state) -> None:
     """A session that will run cases claims the output folder before the first one: another
     session holding it is one ERROR line, exit code 4. A session without cases (collect-only, a
     plan, or a test run that selects none) leaves the folder and the process alone."""
-    from pytest_gpu_pairs.run.session import OutputFolderUnavailable
+    from pytest_gpu_pairs.run.outdir import OutputFolderUnavailable
 
     try:
         state.claim_output_folder()

@@ -269,7 +269,7 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         mps_control=config.getini("gpu_pairs_mps_control") or None,
         gpu_memory_mb=config.getoption("gpu_pairs_gpu_memory_mb"),
         resume=config.getoption("gpu_pairs_resume"), method=config.getoption("gpu_pairs_method"),
-        precision=precision or None, precision_off=precision == 0.0,
+        precision=precision,
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
         max_case_s=max_case_s,
         worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu,

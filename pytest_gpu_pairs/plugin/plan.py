@@ -13,7 +13,7 @@ from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimate_cases, long_cases, session_total
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles
 from pytest_gpu_pairs.record.store import StoreError, load_result
-from pytest_gpu_pairs.run.session import OutsideOutputFolder
+from pytest_gpu_pairs.run.outdir import OutsideOutputFolder
 
 
 def planned_device(device: str) -> str:

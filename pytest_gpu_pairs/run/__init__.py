@@ -1,1 +1,1 @@
-"""Running cases: the session, the case runner, rounds, supervised jobs and sharing."""
+"""Running cases: the session and its parts, the methods, the one case wrapper, rounds, supervised jobs and sharing."""

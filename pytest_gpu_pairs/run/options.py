@@ -58,8 +58,9 @@ class GpuPairsOptions:
     gpu_memory_mb: Optional[float] = None
     resume: bool = False
     method: Optional[str] = None
-    precision: Optional[float] = None  # None: the device's default (2 % on a GPU, fixed rounds on the CPU)
-    precision_off: bool = False
+    # the interleaved rounds' precision target: None for the device's default (2 % on a GPU, fixed
+    # rounds on the CPU), 0 for none (fixed rounds everywhere, --gpu-pairs-precision off)
+    precision: Optional[float] = None
     max_rounds: Optional[int] = MAX_ROUNDS
     max_case_s: Optional[float] = None  # None: the device's (MAX_CASE_S on a GPU, MAX_CASE_S_CPU on the CPU)
     worker: Optional[str] = None  # the pytest-xdist worker this session is (gw0, ...), None outside xdist
@@ -78,17 +79,17 @@ class GpuPairsOptions:
         if self.settings and self.out_dir.exists() and not self.out_dir.is_dir():
             raise OptionsError(f"--gpu-pairs-out {self.out_dir}: expected a folder, and this is a file")
 
-    def stopping_rule(self, device: str, min_rounds: int) -> StoppingRule:
-        """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed
-        number on the CPU (where the figures only show that the pipeline works)."""
-        precision = None if self.precision_off else (self.precision or (DEFAULT_PRECISION if device == "cuda" else None))
-        if precision is not None:
-            min_rounds = max(min_rounds, MIN_ROUNDS_FOR_PRECISION)
-        max_rounds = None if self.max_rounds is None else max(self.max_rounds, min_rounds)
-        return StoppingRule(precision, min_rounds, max_rounds, self.case_cap_s(device))
 
-    def case_cap_s(self, device: str) -> float:
-        """The time cap of an interleaved case: the option's, else the device's default."""
-        if self.max_case_s is not None:
-            return self.max_case_s
-        return MAX_CASE_S if device == "cuda" else MAX_CASE_S_CPU
+def stopping_rule(precision: Optional[float], max_rounds: Optional[int], max_case_s: Optional[float], device: str,
+                  min_rounds: int) -> StoppingRule:
+    """How many interleaved rounds a case measures: to the precision target on a GPU, a fixed
+    number on the CPU (where the figures only show that the pipeline works). ``precision`` None is
+    the device's default and 0 none; ``max_case_s`` None is the device's cap."""
+    if precision is None:
+        precision = DEFAULT_PRECISION if device == "cuda" else None
+    precision = precision or None
+    if precision is not None:
+        min_rounds = max(min_rounds, MIN_ROUNDS_FOR_PRECISION)
+    max_rounds = None if max_rounds is None else max(max_rounds, min_rounds)
+    cap = max_case_s if max_case_s is not None else (MAX_CASE_S if device == "cuda" else MAX_CASE_S_CPU)
+    return StoppingRule(precision, min_rounds, max_rounds, cap)

@@ -1,4 +1,4 @@
-"""The scaling case runner: the case's GPUs (each made smaller by a ballast under
+"""The scaling method's part of the case wrapper: the case's GPUs (each made smaller by a ballast under
 ``--gpu-pairs-gpu-memory-mb``), an NVML monitor on each, the job's ranks, then one record,
 whatever happens.
 
@@ -11,8 +11,8 @@ figure is null with the reason.
 """
 from __future__ import annotations
 
-import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,25 +20,19 @@ import pytest
 
 from pytest_gpu_pairs.devices.cpus import format_cpu_list
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_gpu
-from pytest_gpu_pairs.experiment.cases import Case, describe
+from pytest_gpu_pairs.experiment.cases import Case
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.protocol import now
-from pytest_gpu_pairs.record.checks import CaseResult
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement, scaling_record
-from pytest_gpu_pairs.record.store import (
-    StoreWriteError,
-    atomic_write_csv,
-    save_incomplete,
-    save_samples,
-)
+from pytest_gpu_pairs.record.scaling import GpuTrace, ScalingMeasurement
+from pytest_gpu_pairs.record.store import atomic_write_csv, save_samples
 from pytest_gpu_pairs.run import ballast
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
+from pytest_gpu_pairs.run.case import CaseRun
 from pytest_gpu_pairs.run.cpus import BUILTIN_JOB_CPUS, CpuPlan, share_of_cores
 from pytest_gpu_pairs.run.dataparallel import DataParallelJob, RankSetup
 from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.proctree import deferred_signals
-from pytest_gpu_pairs.run.session import GpuPairsSession, OutsideOutputFolder
 
 
 def usable_gpus(env: Environment) -> list[Gpu]:
@@ -81,44 +75,29 @@ def rank_cpus(plan: CpuPlan, ranks: int, one_loop: bool) -> tuple[Optional[froze
 CPU_RANK_THREADS = "1"  # a rank on the CPU: one intra-op thread, as torchrun sets for several ranks
 
 
-class ScalingRun:
-    """Runs one scaling case; the fixture ``pair_run`` hands it to the test as it hands a pair's runner."""
+class ScalingRanks:
+    """The scaling method's part of the case wrapper: one job's ranks on the case's GPUs."""
 
-    def __init__(self, case: Case, session: GpuPairsSession, benchmark):
-        self.case, self.session, self.benchmark = case, session, benchmark
-        self.env = session.environment()
-        self.plan = case.scaling.scaled(self.env.scale)
+    def __init__(self, run: CaseRun, build: Callable[..., Record]):
+        self.run, self.case, self.context, self.env = run, run.case, run.context, run.env
+        self.build = build
+        if self.case.scaling is None:
+            raise ValueError(f"{self.case.id}: not a scaling case")
+        self.plan = self.case.scaling.scaled(self.env.scale)
         self.job: Optional[DataParallelJob] = None
+        self.gpus: list[Gpu] = []
         self.ballasts: list[Ballast] = []
         self.samplers: list[Sampler] = []
-        self.timeline: dict[str, Any] = {}
-        self._recorded = False
 
-    def __call__(self) -> CaseResult:
-        gpus = self._gpus_or_skip()
-        try:
-            self.session.fresh_case_dir(self.case)
-        except OutsideOutputFolder as exc:
-            pytest.fail(f"{self.case.id}: {exc}", pytrace=False)
-        except OSError as exc:
-            pytest.fail(f"{self.case.id}: could not prepare its folder in {self.session.options.out_dir}: "
-                        f"{exc.strerror or exc}", pytrace=False)
-        self.timeline["cool_down_s"] = self.session.cool_down(self.case.cool_down_s)
-        self.timeline["case_start_t"] = now()
-        try:
-            return self._finish(self._measure(gpus))
-        except StoreWriteError as exc:
-            self.close()
-            pytest.fail(f"{self.case.id}: {exc}", pytrace=False)
-        except BaseException as exc:
-            if not self._recorded and not isinstance(exc, pytest.skip.Exception):
-                self.close()
-                self._save_incomplete(exc)
-            raise
+    def prepare(self) -> None:
+        self.gpus = self._gpus_or_skip()
+
+    def before_start(self) -> None:
+        self.run.timeline["cool_down_s"] = self.context.device.cool_down(self.case.cool_down_s)
 
     def _gpus_or_skip(self) -> list[Gpu]:
         if self.env.device != "cuda":
-            if self.session.options.gpu_memory_mb is not None:
+            if self.context.device.card_mb is not None:
                 pytest.skip(f"--gpu-pairs-gpu-memory-mb emulates a smaller GPU and needs one: {self.env.gpu_unavailable}")
             return []
         gpus = usable_gpus(self.env)
@@ -127,30 +106,26 @@ class ScalingRun:
                         "(run it without -n and --gpu-pairs-gpus, on a machine with enough GPUs)")
         return gpus[:self.plan.gpus]
 
-    def _save_incomplete(self, exc: BaseException) -> None:
-        with contextlib.suppress(StoreWriteError):
-            reason = (f"interrupted by Ctrl-C or SIGTERM ({str(exc) or 'KeyboardInterrupt'})"
-                      if isinstance(exc, KeyboardInterrupt) else f"the harness stopped the case: {type(exc).__name__}: {exc}")
-            save_incomplete(self.session.case_dir(self.case), {**describe(self.case), "timeline": self._times()}, reason)
-
-    def _measure(self, gpus: list[Gpu]) -> Record:
-        out = self.session.case_dir(self.case)
+    def measure(self) -> Record:
+        gpus = self.gpus
+        out = self.context.folder.case_dir(self.case)
         roles = PidRoles()
         self._start_ballasts(gpus, out, roles)
         self.samplers = [Sampler(gpu, self.env.sample_hz, roles).start() for gpu in gpus]
         self.job = DataParallelJob(self._setup(gpus), out).start()
         for pid, role, tag in self.job.roles():
             roles.register(pid, role, tag)
+        benchmark = self.run.benchmark
         try:
-            self.benchmark.pedantic(self.job.wait, rounds=1, iterations=1)
+            benchmark.pedantic(self.job.wait, rounds=1, iterations=1)
         except BaseException:
-            self.benchmark.has_error = True  # as in the pair runner: a cut case has no timings to write
+            benchmark.has_error = True  # as in the pair runner: a cut case has no timings to write
             raise
         measurement = self._measurement(gpus, out)
         self.close()
-        self.session.release_device()
-        self.timeline["rounds"] = [_round_times(self.job, measurement)]
-        return scaling_record(self.case, measurement, self.env.device_name, self.env.scale, self._baseline())
+        self.context.device.release()
+        self.run.timeline["rounds"] = [_round_times(self.job, measurement)]
+        return self.build(self.case, measurement, self.env.device_name, self.env.scale, self._baseline())
 
     def _setup(self, gpus: list[Gpu]) -> RankSetup:
         env = dict(self.env.extra_env)
@@ -162,7 +137,7 @@ class ScalingRun:
         return RankSetup(self.case.fg, self.plan, self.env.device, self.env.scale, self.case.timeout_s, env, cpus)
 
     def _start_ballasts(self, gpus: list[Gpu], out: Path, roles: PidRoles) -> None:
-        size = self.session.options.gpu_memory_mb
+        size = self.context.device.card_mb
         if size is None:
             return
         for rank, gpu in enumerate(gpus):
@@ -171,7 +146,7 @@ class ScalingRun:
             try:
                 card.start()
             except BallastError as exc:
-                self.close()
+                self.run.close()
                 pytest.fail(f"{self.case.id}: --gpu-pairs-gpu-memory-mb on GPU {gpu.info.index}: {exc}", pytrace=False)
             roles.register(card.pid, ballast.ROLE)
 
@@ -183,6 +158,8 @@ class ScalingRun:
         for rank, trace in enumerate(traces):
             if trace.samples:
                 save_samples(trace.samples, out / f"gpu{rank}")
+        if self.job is None:
+            raise RuntimeError(f"{self.case.id}: the data-parallel job never started")
         ranks = self.job.outcomes()
         results = [r.progress.result or {} for r in ranks]
         _save_step_times(out, results)
@@ -192,7 +169,7 @@ class ScalingRun:
 
     def _card(self, rank: int, gpu: Gpu) -> tuple[float, Optional[float]]:
         """(the card's memory as its rank saw it, what the ballast held of it)."""
-        size = self.session.options.gpu_memory_mb
+        size = self.context.device.card_mb
         if size is None:
             return gpu.info.memory_total_mb, None
         held = self.ballasts[rank].held_mb if rank < len(self.ballasts) else None
@@ -200,9 +177,9 @@ class ScalingRun:
 
     def _baseline(self) -> Optional[Record]:
         """The record of this workload's one-GPU case in this session, if it ran and did not fail."""
-        for result in reversed(self.session.results):
+        for result in reversed(self.context.results):
             record, case = result.record, result.case
-            if (case is not None and case.design == "scaling" and case.scaling is not None and case.scaling.gpus == 1
+            if (case is not None and case.scaling is not None and case.scaling.gpus == 1
                     and case.group == self.case.group and case.fg == self.case.fg and not record.failure):
                 return record
         return None
@@ -212,20 +189,12 @@ class ScalingRun:
             return "torchrun starts a command workload's ranks"
         return self.env.cpus.reason or f"fewer of the jobs' cores than the {self.plan.gpus} ranks"
 
-    def _times(self) -> dict[str, Any]:
-        return {**self.timeline, "case_end_t": now()}
-
-    def _finish(self, record: Record) -> CaseResult:
-        self.close()
+    def completed(self, record: Record) -> Record:
         cpus = _described_cpus(self.job.setup if self.job else None, self.env)
         notes = dict(record.notes or {})
         if cpus is None:
             notes["job_cpus"] = f"ranks not pinned: {self._unpinned_reason()}"
-        record = record.updated(timeline=self._times(), gpu_memory_mb=self.session.options.gpu_memory_mb,
-                                job_cpus=cpus, notes=notes)
-        result = self.session.conclude(self.case, record, self.benchmark)
-        self._recorded = True
-        return result
+        return record.updated(gpu_memory_mb=self.context.device.card_mb, job_cpus=cpus, notes=notes)
 
     def close(self) -> None:
         """Every rank, monitor and ballast ended; safe to call at any point and more than once."""

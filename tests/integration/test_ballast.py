@@ -9,9 +9,10 @@ import pytest
 from support.helpers import SUITE, pair
 
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
-from pytest_gpu_pairs.run.case import PairRun
+from pytest_gpu_pairs.run.case import CaseContext
 from pytest_gpu_pairs.run.fitprofile import PairFits
 from pytest_gpu_pairs.run.jobs import live_jobs
+from pytest_gpu_pairs.run.methods import EPOCH
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
 STAND_IN = """\
@@ -109,19 +110,21 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
                                                      start_t=0.0, end_t=1.0), window=(0.0, 1.0))
     sharing = SimpleNamespace(check=lambda case, device: None, prepare=lambda case, device: None)
     case_dir = tmp_path / "case"
-    session = SimpleNamespace(environment=lambda: env, solo=lambda job, timeout_s: failed_solo, sharing=sharing,
-                              emulated_card=lambda case: Ballast(10240, fake_gpu(), tmp_path,
-                                                                 make_argv=stand_in("ready")),
-                              fresh_case_dir=lambda case: case_dir.mkdir(), case_dir=lambda case: case_dir,
-                              has_solo=lambda job: False, cool_down=lambda seconds: 0.0, release_device=lambda: None,
-                              results=[], enforce_efficiency=True, enforce_vram=True,
-                              extended=lambda case, record: record, settings_digest=lambda case: {},
-                              fits=SimpleNamespace(for_case=lambda case, env: PairFits(unmeasured="not here")))
-    session.conclude = partial(GpuPairsSession.conclude, session)
+    folder = SimpleNamespace(path=tmp_path, case_dir=lambda case: case_dir, fresh_case_dir=lambda case: case_dir.mkdir())
+    device = SimpleNamespace(environment=lambda: env, emulated_card=lambda case: Ballast(10240, fake_gpu(), tmp_path,
+                                                                                         make_argv=stand_in("ready")),
+                             cool_down=lambda seconds: 0.0, release=lambda: None,
+                             enforce_efficiency=True, enforce_vram=True)
+    solos = SimpleNamespace(has=lambda job: False, measure=lambda job, timeout_s: failed_solo)
+    session = SimpleNamespace(folder=folder, device=device, results=[], extended=lambda case, record: record,
+                              settings_digest=lambda case: {})
+    context = CaseContext(folder, device, solos, sharing,
+                          SimpleNamespace(for_case=lambda case, env: PairFits(unmeasured="not here")),
+                          partial(GpuPairsSession.conclude, session), session.results)
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=SimpleNamespace(model="a", hyperparameters={}), bg=None,
                            timeout_s=60, cool_down_s=0.0, sharing="timeslice", design="pairs", variant="default",
                            mode="concurrent", method="epoch", vram_budget_mb=7500.0)
-    run = PairRun(case, session, benchmark=SimpleNamespace(extra_info={}))
+    run = EPOCH.runner(case, context, SimpleNamespace(extra_info={}))
     with pytest.raises(pytest.fail.Exception, match="solo baseline of a failed: out of memory"):
         run()
     assert children() == [] and live_jobs() == [] and env.fixed_roles == {}

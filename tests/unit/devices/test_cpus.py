@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 
 from pytest_gpu_pairs.devices.cpus import format_cpu_list, parse_cpu_list, physical_cores
 from pytest_gpu_pairs.run.cpus import plan_job_cpus, share_of_cores
-from pytest_gpu_pairs.run.session import job_cpu_plan
+from pytest_gpu_pairs.run.device import job_cpu_plan
 
 
 def smt_siblings(threads: int, cores: int):

@@ -19,7 +19,7 @@ from pytest_gpu_pairs.experiment.cases import DuplicateCaseError, expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment, load_workloads_file
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.run.jobs import build_spec
-from pytest_gpu_pairs.run.session import OutsideOutputFolder, folder_inside
+from pytest_gpu_pairs.run.outdir import OutsideOutputFolder, folder_inside
 
 
 def command_workload(**extra) -> dict:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from support.helpers import H100_DATA, pair
 
 from pytest_gpu_pairs.catalog import BUILTINS
-from pytest_gpu_pairs.experiment.cases import expand_all
+from pytest_gpu_pairs.experiment.cases import Overrides, expand_all
 from pytest_gpu_pairs.experiment.load import parse_experiment
 from pytest_gpu_pairs.planning.estimate import (
     DEFAULT,
@@ -40,8 +40,9 @@ def options(tmp_path: Path, **changes) -> GpuPairsOptions:
                            min_efficiency=None, sample_hz=10.0, out_dir=tmp_path / "out", **changes)
 
 
-def cases(*pairs, **defaults):
-    return expand_all([parse_experiment({"name": "t", "defaults": defaults, "pairs": list(pairs)}, "t.json")])
+def cases(*pairs, overrides: Overrides = Overrides(), **defaults):
+    return expand_all([parse_experiment({"name": "t", "defaults": defaults, "pairs": list(pairs)}, "t.json")],
+                      overrides)
 
 
 def test_a_profiled_job_costs_startup_steps_times_step_time_and_finish():
@@ -87,9 +88,9 @@ def _phase_s(case, device="cuda"):
 
 
 def test_an_interleaved_case_always_completes_its_first_round_and_stops_at_the_next_check_past_its_cap(tmp_path):
-    case = cases(pair(), method="interleaved", phase_s=600)[0]
+    case = cases(pair(), overrides=Overrides(max_case_s=100.0), method="interleaved", phase_s=600)[0]
     startup, phase = _phase_s(case)
-    estimate = estimate_cases([case], options(tmp_path, max_case_s=100.0), "cuda")[0]
+    estimate = estimate_cases([case], options(tmp_path), "cuda")[0]
     assert estimate.seconds - _fit_s(estimate) == pytest.approx(startup + case.warmup_s + 5 * phase + case.cool_down_s)
     assert "stopped by the 100 s cap" in estimate.detail and "1 rounds" in estimate.detail
 
@@ -104,17 +105,18 @@ def test_an_interleaved_case_on_the_cpu_counts_three_rounds(tmp_path):
 def test_an_interleaved_case_on_a_gpu_costs_its_cap_whatever_its_target(tmp_path):
     """The runner spreads a GPU case's rounds over the pair's starts until the cap: the target, which
     the interval over starts cannot reach within it, does not shorten the estimate."""
-    case = cases(pair(), method="interleaved")[0]
-    _, phase = _phase_s(case)
     for precision in (0.02, 0.2):
-        estimate = estimate_cases([case], options(tmp_path, precision=precision, max_case_s=90.0), "cuda")[0]
+        case = cases(pair(), overrides=Overrides(precision=precision, max_case_s=90.0), method="interleaved")[0]
+        _, phase = _phase_s(case)
+        estimate = estimate_cases([case], options(tmp_path), "cuda")[0]
         assert 90.0 - 3 * phase < estimate.seconds - _fit_s(estimate) <= 90.0
         assert "90 s cap" in estimate.detail and "starts" in estimate.detail
 
 
 def test_a_gpu_case_first_measures_the_fit_profiles_the_folder_lacks_each_once(tmp_path):
-    first, second = cases(pair(), pair(group="g02", bg="resnet32"), method="interleaved")
-    estimates = estimate_cases([first, second], options(tmp_path, max_case_s=90.0), "cuda")
+    first, second = cases(pair(), pair(group="g02", bg="resnet32"), overrides=Overrides(max_case_s=90.0),
+                          method="interleaved")
+    estimates = estimate_cases([first, second], options(tmp_path), "cuda")
     table = packaged()
     assert _fit_s(estimates[0]) == pytest.approx(table.get("mnist_ff").fit_s + table.get("resnet20").fit_s)
     assert "fit profiles of mnist_ff and resnet20" in estimates[0].detail

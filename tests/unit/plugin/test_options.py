@@ -20,11 +20,7 @@ def test_each_old_spelling_on_the_command_line_gets_one_line_naming_the_new_one(
 def test_the_cpu_gets_its_own_case_cap_and_an_option_wins_on_every_device():
     """A CPU step takes tenths of a second to seconds: a case there may run longer than a GPU case,
     unless --gpu-pairs-max-case-s says how long."""
-    from pathlib import Path
-
-    base = run_options.GpuPairsOptions(settings=(), device="auto", scale=1.0, vram_budget_mb=None,
-                                       min_efficiency=None, sample_hz=10.0, out_dir=Path("out"))
-    assert base.stopping_rule("cpu", 3).max_seconds == run_options.MAX_CASE_S_CPU
-    assert base.stopping_rule("cuda", 3).max_seconds == run_options.MAX_CASE_S
-    given = run_options.GpuPairsOptions(**{**vars(base), "max_case_s": 45.0})
-    assert given.stopping_rule("cpu", 3).max_seconds == given.stopping_rule("cuda", 3).max_seconds == 45.0
+    assert run_options.stopping_rule(None, None, None, "cpu", 3).max_seconds == run_options.MAX_CASE_S_CPU
+    assert run_options.stopping_rule(None, None, None, "cuda", 3).max_seconds == run_options.MAX_CASE_S
+    assert run_options.stopping_rule(None, None, 45.0, "cpu", 3).max_seconds == \
+        run_options.stopping_rule(None, None, 45.0, "cuda", 3).max_seconds == 45.0

@@ -10,7 +10,7 @@ from support.fake_nvml import FakeClock, FakeNvml
 from pytest_gpu_pairs.devices import nvml as nvml_module
 from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu
 from pytest_gpu_pairs.plugin import xdist
-from pytest_gpu_pairs.run import session as session_module
+from pytest_gpu_pairs.run import device as device_module
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
@@ -82,7 +82,7 @@ def test_a_gpu_opens_by_uuid_or_nvml_index(nvml):
 
 
 def test_a_pinned_session_monitors_its_gpu_and_hands_its_uuid_to_the_jobs(tmp_path, monkeypatch, nvml):
-    monkeypatch.setattr(session_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
+    monkeypatch.setattr(device_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
     options = GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
                               sample_hz=10.0, out_dir=tmp_path / "out", worker="gw1", gpu="2")
     session = GpuPairsSession(options)
@@ -95,7 +95,7 @@ def test_a_pinned_session_monitors_its_gpu_and_hands_its_uuid_to_the_jobs(tmp_pa
 
 
 def test_an_unpinned_session_is_as_before(tmp_path, monkeypatch, nvml):
-    monkeypatch.setattr(session_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
+    monkeypatch.setattr(device_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
     options = GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
                               sample_hz=10.0, out_dir=tmp_path / "out")
     env = GpuPairsSession(options).environment()
@@ -132,7 +132,7 @@ def test_a_gpu_opens_by_a_unique_uuid_prefix_as_cuda_accepts_it(nvml, monkeypatc
 
 
 def test_an_unpinned_session_monitors_the_gpu_cuda_visible_devices_gives_its_jobs(tmp_path, monkeypatch, nvml):
-    monkeypatch.setattr(session_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
+    monkeypatch.setattr(device_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
     options = GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
                               sample_hz=10.0, out_dir=tmp_path / "out")
@@ -145,7 +145,7 @@ def test_an_unpinned_session_monitors_the_gpu_cuda_visible_devices_gives_its_job
 
 
 def test_an_entry_nvml_cannot_open_as_a_gpu_leaves_gpu_0(tmp_path, monkeypatch, nvml):
-    monkeypatch.setattr(session_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
+    monkeypatch.setattr(device_module, "_idle_power", lambda gpu: (None, "not measured in this test"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f1c0d2e-0000-0000-0000-000000000000")
     options = GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
                               sample_hz=10.0, out_dir=tmp_path / "out")

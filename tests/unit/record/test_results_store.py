@@ -102,7 +102,7 @@ def test_a_rerun_empties_the_case_folder_so_logs_of_two_runs_never_mix(tmp_path)
     folder = session.case_dir(case)
     folder.mkdir(parents=True)
     (folder / "bg-runs.jsonl").write_text('{"run": 1}\n')
-    assert list(session.fresh_case_dir(case).iterdir()) == []
+    assert list(session.folder.fresh_case_dir(case).iterdir()) == []
 
 
 def test_cool_down_waits_only_for_what_is_left_of_it():

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.experiment.cases import describe, expand
+from pytest_gpu_pairs.experiment.cases import Overrides, describe, expand
 from pytest_gpu_pairs.experiment.load import parse_experiment
 from pytest_gpu_pairs.record.store import save_result
 from pytest_gpu_pairs.run.options import GpuPairsOptions
@@ -33,8 +33,8 @@ def session(tmp_path, **options) -> GpuPairsSession:
     return GpuPairsSession(GpuPairsOptions(**values))
 
 
-def case(data: dict):
-    return expand(parse_experiment(data, "s.json"))[0]
+def case(data: dict, overrides: Overrides = Overrides()):
+    return expand(parse_experiment(data, "s.json"), overrides)[0]
 
 
 def recorded(tmp_path, data: dict = SETTINGS, **options) -> GpuPairsSession:
@@ -87,7 +87,8 @@ def test_a_changed_job_or_measurement_setting_is_measured_again(tmp_path, path, 
                                      {"scale": 0.25}])
 def test_a_changed_measurement_option_is_measured_again(tmp_path, options):
     recorded(tmp_path)
-    assert session(tmp_path, **options).resumable(case(SETTINGS)) is None
+    again = session(tmp_path, **options)
+    assert again.resumable(case(SETTINGS, again.overrides)) is None
 
 
 def test_mps_limits_are_part_of_an_mps_case_only(tmp_path):
