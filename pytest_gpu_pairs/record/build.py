@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.counters import counter_energy_j, unwrap_counter
-from pytest_gpu_pairs.monitor.samples import JOB_ROLES
+from pytest_gpu_pairs.monitor.samples import JOB_ROLES, GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.checks import PROGRESS_FIX
@@ -126,7 +126,7 @@ def _serial_comparison(m: Measurement, energy: Optional[float], notes: Notes, wo
     return {"serial_energy_j": serial, "energy_saved_vs_serial": saved}
 
 
-def _mps_server_mb(sample, servers: set[int]) -> float:
+def _mps_server_mb(sample: GpuSample, servers: frozenset[int]) -> float:
     return sum(v for pid, v in sample.proc_mem_mb.items() if pid in servers and v is not None)
 
 
@@ -218,7 +218,8 @@ def _energy_split(m: Measurement, above_idle: Optional[float], idle_w: Optional[
 
 
 def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str) -> dict[str, Any]:
-    bg_time = (metrics.coverage(m.background.training_intervals(), *m.window) or 0.0) * m.window_s
+    intervals = m.background.training_intervals() if m.background is not None else []
+    bg_time = (metrics.coverage(intervals, *m.window) or 0.0) * m.window_s
     fg, bg = metrics.split_energy(above_idle, m.window_s, bg_time)
     notes.unmeasured("energy_split_method", why)
     return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}

@@ -174,6 +174,7 @@ class DeviceFacts(Protocol):
     scale: float
     sample_hz: float
     idle_power_w: Optional[float]
+    idle_power_note: Optional[str]
     gpu_unavailable: Optional[str]
     cpus: JobCpus
 

@@ -72,8 +72,11 @@ class Record(RecordFields):
 
 KNOWN: frozenset[str] = frozenset(Record.model_fields) | {"schema"}
 
-_ROUND_ONLY: dict[str, Any] = {"round": (Optional[StrictInt], None), "segment": (Optional[StrictInt], None),
-                               "bracketed": (Optional[StrictBool], None), "phases": (Optional[list[dict[str, Any]]], None)}
+_ROUND_FIELDS: dict[str, Any] = {
+    **{name: (field.rebuild_annotation(), None) for name, field in Record.model_fields.items()
+       if name not in ("rounds", "schema_version")},
+    "round": (Optional[StrictInt], None), "segment": (Optional[StrictInt], None),
+    "bracketed": (Optional[StrictBool], None), "phases": (Optional[list[dict[str, Any]]], None)}
 
 
 class _RoundBase(BaseModel):
@@ -89,9 +92,7 @@ class _RoundBase(BaseModel):
         return data
 
 
-Round = create_model("Round", __base__=_RoundBase, **{name: (field.rebuild_annotation(), None)
-                                                        for name, field in Record.model_fields.items()
-                                                        if name not in ("rounds", "schema_version")}, **_ROUND_ONLY)
+Round = create_model("Round", __base__=_RoundBase, **_ROUND_FIELDS)
 Round.__doc__ = ("One entry of a record's ``rounds``: a repeat's figures, or an interleaved round's rates, "
                  "energies and phases, each key typed as the record's is (it is only read as a dict).")
 
