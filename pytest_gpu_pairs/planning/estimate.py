@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
-from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.experiment.cases import Case, JobConfig, ScalingPlan
 from pytest_gpu_pairs.planning.own_profiles import BASIS as OWN
 from pytest_gpu_pairs.planning.own_profiles import OwnProfile, OwnProfiles, read_own_profiles
 from pytest_gpu_pairs.planning.profiles import packaged
@@ -123,7 +123,8 @@ def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earli
     if out_dir is None or not Path(out_dir).is_dir():
         return Earlier()
     found, _ = case_records(out_dir)
-    rounds, solos = {}, {}
+    rounds: dict[str, float] = {}
+    solos: dict[tuple[str, str], float] = {}
     for _, record in found:
         data = record.to_dict()
         if not data.get("complete") or data.get("scale") != scale or (data.get("device") == "cpu") != (device == "cpu"):
@@ -137,7 +138,8 @@ def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earli
                 solos.setdefault(_job_key(solo["model"], hparams), spent)
                 solo_spent += spent
         case_s = _span(timeline, "case_start_t", "case_end_t")
-        fit_s = data.get("fit_profile_s") if isinstance(data.get("fit_profile_s"), (int, float)) else 0.0
+        fit = data.get("fit_profile_s")
+        fit_s = fit if isinstance(fit, (int, float)) else 0.0
         if case_s is not None and data.get("case_id"):
             rounds[data["case_id"]] = max(0.0, case_s - solo_spent - fit_s)
     return Earlier(rounds, solos)
@@ -178,14 +180,15 @@ def _batch_ratio(job: JobConfig, profiled_batch: Optional[int]) -> float:
     return float(batch) / profiled_batch if isinstance(batch, (int, float)) and profiled_batch else 1.0
 
 
-def _own_cost(job: JobConfig, profile: OwnProfile, scale: float) -> JobCost:
-    """One run from a profile measured here: its step rate times the run's steps where they are
-    known (a built-in's epochs; a command workload's whole run seen in the profile)."""
-    step = profile.step_time_s * _batch_ratio(job, profile.batch_size)
+def _own_cost(job: JobConfig, profile: OwnProfile, step_time_s: float, scale: float) -> JobCost:
+    """One run from a profile measured here: its step rate (``step_time_s``, the profile's) times
+    the run's steps where they are known (a built-in's epochs; a command workload's whole run seen
+    in the profile)."""
+    step = step_time_s * _batch_ratio(job, profile.batch_size)
     steps = _steps(job, scale) if job.is_builtin else None
     train = steps * step if steps is not None else profile.run_train_s()
     known = train is not None
-    return JobCost(profile.startup_s or 0.0, train if known else DEFAULT_JOB_S, 0.0, OWN, profile.util_avg_pct or 0.0,
+    return JobCost(profile.startup_s or 0.0, train if train is not None else DEFAULT_JOB_S, 0.0, OWN, profile.util_avg_pct or 0.0,
                    step, profile.report_gap_s or report_gap(step), known, profile.source)
 
 
@@ -194,7 +197,7 @@ def job_cost(job: JobConfig, device: str, scale: float, own: Optional[OwnProfile
     stated default where nothing is known of it."""
     mine = own.for_job(job, device) if own is not None else None
     if mine is not None and mine.step_time_s:
-        return _own_cost(job, mine, scale)
+        return _own_cost(job, mine, mine.step_time_s, scale)
     table = packaged()
     row = table.get(job.model) if job.is_builtin else None
     steps = _steps(job, scale) if row is not None else None
@@ -278,7 +281,7 @@ class Estimator:
         return (known, EARLIER) if known is not None else (self.job(job).total_s, _run_basis(self.job(job)))
 
     def _solos(self, jobs: Iterable[JobConfig]) -> tuple[float, list[str], tuple[JobConfig, ...]]:
-        seconds, bases, charged = 0.0, [], []
+        seconds, bases, charged = 0.0, list[str](), list[JobConfig]()
         for job in jobs:
             if job in self.measured:
                 continue
@@ -322,12 +325,12 @@ class Estimator:
             self.fitted.add(key)
             row = packaged().get(job.model) if job.is_builtin else None
             known = row is not None and row.fit_s is not None
-            seconds += row.fit_s if known else DEFAULT_FIT_S
+            seconds += row.fit_s if row is not None and row.fit_s is not None else DEFAULT_FIT_S
             names.append(job.model if known else f"{job.model} ({DEFAULT_FIT_S:g} s assumed)")
         return seconds, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
 
-    def _interleaved(self, case: Case) -> tuple[float, str, str]:
-        fg, bg = self.job(case.fg), self.job(case.bg)
+    def _interleaved(self, case: Case, bg_job: JobConfig) -> tuple[float, str, str]:
+        fg, bg = self.job(case.fg), self.job(bg_job)
         rule = self.options.stopping_rule(self.device, max(3, case.runs_per_config))
         phase, settle = phases(case, (fg, bg))
         target, how = self._target_rounds(rule)
@@ -343,13 +346,13 @@ class Estimator:
             detail += f"; step rates unknown ({PROFILE_HINT})"
         return played.seconds, basis, detail
 
-    def _scaling(self, case: Case) -> Estimate:
+    def _scaling(self, case: Case, scaling: ScalingPlan) -> Estimate:
         """A scaling case: its ranks start together and run their steps at the profiled step time of
         the per-GPU batch; the all-reduce is not counted."""
         earlier = self.earlier.rounds_s.get(case.id)
         if earlier is not None:
             return Estimate(case.id, earlier + case.cool_down_s, EARLIER, "as timed before")
-        plan = case.scaling.scaled(self.options.scale)
+        plan = scaling.scaled(self.options.scale)
         steps = plan.warmup_steps + plan.steps + plan.comm_probe_steps
         job = self.job(case.fg)
         if job.basis == DEFAULT or not job.step_s:
@@ -360,9 +363,9 @@ class Estimator:
 
     def case(self, case: Case) -> Estimate:
         if case.scaling is not None:
-            return self._scaling(case)
+            return self._scaling(case, case.scaling)
         if case.mode == "concurrent" and case.method == "interleaved" and case.bg is not None:
-            spent, basis, detail = self._interleaved(case)
+            spent, basis, detail = self._interleaved(case, case.bg)
             earlier = self.earlier.rounds_s.get(case.id)
             if earlier is not None:
                 spent, basis, detail = earlier, EARLIER, "as timed before"

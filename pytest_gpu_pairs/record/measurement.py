@@ -162,21 +162,30 @@ class BackgroundRuns:
 class JobCpus(Protocol):
     """Which CPUs the jobs were pinned to, as the record says it (the run layer's ``CpuPlan``)."""
 
-    reason: Optional[str]  # why there was no pinning
+    @property
+    def reason(self) -> Optional[str]: ...  # why there was no pinning
 
     def described(self, one_loop: dict[str, bool]) -> Optional[dict[str, str]]: ...
 
 
 class DeviceFacts(Protocol):
-    """What a record says about where it was measured (the run layer's ``Environment`` has these)."""
+    """What a record says about where it was measured (the run layer's ``Environment`` has these);
+    read-only, so a dataclass's field and a property both provide one."""
 
-    device_name: str
-    scale: float
-    sample_hz: float
-    idle_power_w: Optional[float]
-    idle_power_note: Optional[str]
-    gpu_unavailable: Optional[str]
-    cpus: JobCpus
+    @property
+    def device_name(self) -> str: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def sample_hz(self) -> float: ...
+    @property
+    def idle_power_w(self) -> Optional[float]: ...
+    @property
+    def idle_power_note(self) -> Optional[str]: ...
+    @property
+    def gpu_unavailable(self) -> Optional[str]: ...
+    @property
+    def cpus(self) -> JobCpus: ...
 
     def one_loop(self, builtin: bool) -> bool: ...
 

@@ -178,7 +178,7 @@ def _finite_record(data: dict[str, Any]) -> dict[str, Any]:
     return {**clean, "notes": notes}
 
 
-def save_result(out_dir: str | Path, record: Mapping[str, Any]) -> Path:
+def save_result(out_dir: str | Path, record: Mapping[str, Any] | Record) -> Path:
     """A complete result: the case ran to its end, passing or failing (an OOM, a timeout, a crash
     loop is what the pair does, and a rerun with ``--gpu-pairs-resume`` keeps it)."""
     path = Path(out_dir) / RESULT
@@ -186,7 +186,7 @@ def save_result(out_dir: str | Path, record: Mapping[str, Any]) -> Path:
     return path
 
 
-def save_incomplete(out_dir: str | Path, record: Mapping[str, Any], reason: str) -> Path:
+def save_incomplete(out_dir: str | Path, record: Mapping[str, Any] | Record, reason: str) -> Path:
     """Marks a case that did not run to its end (Ctrl-C, SIGTERM, an error of the harness):
     ``complete`` is false, so a resumed run measures it again."""
     path = Path(out_dir) / RESULT
@@ -226,7 +226,7 @@ def save_benchmark_json(bench: Any, output_json: dict[str, Any]) -> None:
     bench.save_json(benchmark_entries_typed(output_json, str(getattr(bench.json, "name", bench.json))))
 
 
-def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
+def _plain(record: Mapping[str, Any] | Record) -> dict[str, Any]:
     return record.to_dict() if isinstance(record, Record) else json.loads(json.dumps(dict(record), default=str))
 
 
