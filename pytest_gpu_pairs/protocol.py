@@ -279,7 +279,7 @@ class Progress:
 
     ready_t: Optional[float] = None
     setup_t: Optional[float] = None
-    steps: list[tuple[float, int]] = field(default_factory=list)
+    steps: list[tuple[float, float]] = field(default_factory=list)  # (time, step): a log's progress_pattern counts fractional steps
     result: Optional[dict[str, Any]] = None
     error: Optional[dict[str, Any]] = None
     bad_lines: int = 0
@@ -305,7 +305,7 @@ class Progress:
             return runs[0]
         chained = cls(ready_t=runs[0].ready_t, setup_t=runs[0].setup_t, source=runs[0].source,
                       no_match=next((run.no_match for run in runs if run.no_match), None))
-        offset = 0
+        offset: float = 0
         for run in runs:
             chained.steps += [(t, step + offset) for t, step in run.steps]
             offset = chained.steps[-1][1] if chained.steps else offset
@@ -365,7 +365,7 @@ class Progress:
         return self.steps[-1][0] if self.steps else None
 
     @property
-    def total_steps(self) -> int:
+    def total_steps(self) -> float:
         reported = int(self.result.get("steps") or 0) if self.result else 0
         return max(self.steps[-1][1] if self.steps else 0, reported)
 

@@ -139,7 +139,7 @@ def allocator_start(memory_events: Sequence[Mapping[str, Any]], nvml_at: Any, nv
                     failure=failure, seconds=seconds)
 
 
-def nvml_phase(t: float, steps: Sequence[tuple[float, int]], gap_s: float) -> str:
+def nvml_phase(t: float, steps: Sequence[tuple[float, float]], gap_s: float) -> str:
     """Which part of a command workload's run a reading at ``t`` fell in, from its step reports:
     before its second report it was starting, after its last it was ending, in a silence of more
     than ``gap_s`` inside training it was doing something else (evaluating, saving)."""
@@ -151,7 +151,7 @@ def nvml_phase(t: float, steps: Sequence[tuple[float, int]], gap_s: float) -> st
     return "gap" if steps[after][0] - steps[after - 1][0] > gap_s else STEADY_PHASE
 
 
-def nvml_start(readings: Sequence[tuple[float, float]], steps: Sequence[tuple[float, int]], gap_s: float,
+def nvml_start(readings: Sequence[tuple[float, float]], steps: Sequence[tuple[float, float]], gap_s: float,
                exit_code: Optional[int], oom: bool, failure: Optional[str], seconds: float) -> FitStart:
     """A command workload's start: the densest NVML readings, each put in the part of the run it
     fell in by the job's own step reports."""

@@ -59,7 +59,7 @@ HEADLINE_INTERVALS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_rati
                       "serial_energy_j", "gpu_power_avg_w")
 
 
-def _time(report: tuple[float, int]) -> float:
+def _time(report: tuple[float, float]) -> float:
     return report[0]
 
 
@@ -88,13 +88,13 @@ def rate(progress: Progress, phase: Optional[Phase], usual_gap_s: Optional[float
     return (s1 - s0) / (t1 - t0)
 
 
-def _silence(reports: Sequence[tuple[float, int]], phase: Phase) -> float:
+def _silence(reports: Sequence[tuple[float, float]], phase: Phase) -> float:
     """The longest stretch of the phase without a report, its two ends included."""
     times = [phase.start] + [t for t, _ in reports] + [phase.end]
     return max(b - a for a, b in zip(times, times[1:]))
 
 
-def _gap_limit(reports: Sequence[tuple[float, int]], usual_gap_s: float) -> float:
+def _gap_limit(reports: Sequence[tuple[float, float]], usual_gap_s: float) -> float:
     """How long a job may stay silent inside a phase: several of its usual gaps (its warm-up
     cadence, or its cadence in this phase if slower: a job slowed down in the pair reports less
     often), and never less than ``MIN_SILENCE_S``, so a hiccup of a fast reporter is no gap."""

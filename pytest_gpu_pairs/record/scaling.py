@@ -148,7 +148,7 @@ class ScalingMeasurement:
     """The plain facts of one scaling case: its steps, how each rank ended, each GPU's samples."""
 
     plan: ScalingPlan
-    backend: str
+    backend: Optional[str]  # None where the ranks did not say which they used
     ranks: list[JobOutcome]
     gpus: list[GpuTrace] = field(default_factory=list)
     gpu_unavailable: Optional[str] = None

@@ -98,7 +98,8 @@ class PairRun:
         except BallastError as exc:
             self.close()
             pytest.fail(f"{self.case.id}: --gpu-pairs-gpu-memory-mb: {exc}", pytrace=False)
-        self.env.fixed_roles[self._card.pid] = ballast.ROLE
+        if self._card.pid is not None:
+            self.env.fixed_roles[self._card.pid] = ballast.ROLE
         try:
             return self._run()
         finally:
@@ -137,7 +138,7 @@ class PairRun:
 
     def _benchmark_figure(self, record: Record) -> dict[str, Any]:
         """What pytest-benchmark's statistics of an interleaved case hold, or why they hold nothing."""
-        figure = self.round_timer(record.rounds) if self.round_timer else None
+        figure = self.round_timer(record.rounds or []) if self.round_timer else None
         if figure is not None:
             return {"benchmark_figure": figure}
         why = ("no complete round to hand to pytest-benchmark" if self.round_timer else
@@ -229,6 +230,8 @@ class PairRun:
         self._round.start()
 
     def _foreground(self):
+        if self._round is None:
+            raise RuntimeError(f"{self.case.id}: the round's foreground runs after the round started")
         return self._round.run_foreground()
 
     def _end_round(self, *_: Any) -> None:
@@ -279,7 +282,8 @@ class PairRun:
     def _stop_card(self) -> None:
         if self._card is not None:
             self._card.stop()
-            self.env.fixed_roles.pop(self._card.pid, None)
+            if self._card.pid is not None:
+                self.env.fixed_roles.pop(self._card.pid, None)
 
 
 def _interruption(exc: BaseException) -> str:

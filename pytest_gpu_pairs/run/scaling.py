@@ -87,6 +87,8 @@ class ScalingRun:
     def __init__(self, case: Case, session: GpuPairsSession, benchmark):
         self.case, self.session, self.benchmark = case, session, benchmark
         self.env = session.environment()
+        if case.scaling is None:
+            raise ValueError(f"{case.id}: not a scaling case")
         self.plan = case.scaling.scaled(self.env.scale)
         self.job: Optional[DataParallelJob] = None
         self.ballasts: list[Ballast] = []
@@ -183,6 +185,8 @@ class ScalingRun:
         for rank, trace in enumerate(traces):
             if trace.samples:
                 save_samples(trace.samples, out / f"gpu{rank}")
+        if self.job is None:
+            raise RuntimeError(f"{self.case.id}: the data-parallel job never started")
         ranks = self.job.outcomes()
         results = [r.progress.result or {} for r in ranks]
         _save_step_times(out, results)
@@ -259,7 +263,7 @@ def _per_gpu_batch(case: Case, results: list[dict[str, Any]]) -> Optional[int]:
 def _described_cpus(setup: Optional[RankSetup], env: Environment) -> Optional[dict[str, str]]:
     if setup is None or not setup.cpus or None in setup.cpus:
         return None
-    return {**{f"rank{r}": format_cpu_list(cpus) for r, cpus in enumerate(setup.cpus)},
+    return {**{f"rank{r}": format_cpu_list(cpus) for r, cpus in enumerate(setup.cpus) if cpus is not None},
             "harness": format_cpu_list(env.cpus.harness)}
 
 

@@ -489,6 +489,8 @@ class GpuPairsSession:
 
     def _write_session_file(self) -> None:
         env = self._env
+        if env is None:  # written once the environment is open
+            return
         info = env.gpu.info.__dict__ if env.gpu is not None else None
         write_session(self.own_dir, {
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "device": env.device_name, "gpu": info,
