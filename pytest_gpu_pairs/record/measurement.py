@@ -7,6 +7,7 @@ from typing import Any, Optional, Protocol
 
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.record.stats import BetweenStarts, StoppingRule
 
 
 @dataclass
@@ -278,7 +279,7 @@ class InterleavedMeasurement:
     rounds: tuple[PhaseRound, ...]
     samples: tuple[GpuSample, ...]
     warmup: tuple[float, float]
-    rule: Any = None  # the StoppingRule that ended the measurement
+    rule: Optional[StoppingRule] = None  # the rule that ended the measurement
     stop_reason: Optional[str] = None
     failure: Optional[str] = None
     oom: bool = False
@@ -290,4 +291,4 @@ class InterleavedMeasurement:
     restarts: tuple[Restart, ...] = ()
     starts: tuple[StartInfo, ...] = ()
     planned_starts: int = 1
-    prior: Any = None  # the stats.BetweenStarts the interval pooled with the starts' own offsets (None: none)
+    prior: Optional[BetweenStarts] = None  # what the interval pooled with the starts' own offsets (None: none)

@@ -1,5 +1,6 @@
-"""The record's typed fields: the checked-in ``record/fields.py`` is what the key table makes, and a
-type checker reading it refuses a misspelt attribute or a figure used as the wrong type."""
+"""The record's typed fields: the checked-in ``record/fields.py`` is what the key table makes, the
+builders' groups are record keys typed as the record types them, and a type checker refuses a
+misspelt attribute or group key, or a figure of the wrong type."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from pytest_gpu_pairs.record.groups import GROUPS, Background, CpuEnergy, Timing, merged
 from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND
 from pytest_gpu_pairs.record.model import KNOWN, Record
 from tools.codegen.record_fields import MODULE, source
@@ -27,6 +31,25 @@ def test_every_key_of_the_table_is_a_field_and_nothing_else_is():
     assert Record.model_fields["schema_version"].alias == "schema"
 
 
+@pytest.mark.parametrize("group", GROUPS, ids=lambda g: g.__name__)
+def test_every_field_of_a_group_is_a_record_key_typed_as_the_record_types_it(group):
+    for name, field in group.model_fields.items():
+        assert name in Record.model_fields, f"{group.__name__}.{name} is not a key of the record"
+        assert field.rebuild_annotation() == Record.model_fields[name].rebuild_annotation(), f"{group.__name__}.{name}"
+
+
+def test_a_group_gives_the_keys_it_was_given_and_none_it_was_not():
+    assert Timing(fg_duration_s=1.5, window_s=None).keys_set() == {"fg_duration_s": 1.5, "window_s": None}
+    assert Timing(fg_duration_s=1.5).without(["fg_duration_s", "bg_speed_ratio"]).keys_set() == {"fg_duration_s": None}
+
+
+def test_two_groups_that_set_one_key_are_refused_where_the_record_is_put_together():
+    assert merged(Timing(window_s=2.0), CpuEnergy(cpu_energy_j=None), {"notes": {}}) == {
+        "window_s": 2.0, "cpu_energy_j": None, "notes": {}}
+    with pytest.raises(ValueError, match="set by two groups: bg_runs"):
+        merged(Background(bg_runs=1), {"bg_runs": 2})
+
+
 def _mypy(tmp_path: Path, programs: dict[str, str]) -> subprocess.CompletedProcess[str]:
     for name, text in programs.items():
         (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
@@ -37,11 +60,12 @@ def _mypy(tmp_path: Path, programs: dict[str, str]) -> subprocess.CompletedProce
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_the_type_checker_refuses_a_misspelt_record_attribute_and_accepts_the_right_one(tmp_path):
+def test_the_type_checker_refuses_a_misspelt_record_attribute_or_group_key_and_accepts_the_right_ones(tmp_path):
     result = _mypy(tmp_path, {
         "misspelt.py": """\
             from typing import Optional
 
+            from pytest_gpu_pairs.record.groups import Sharing, Timing
             from pytest_gpu_pairs.record.model import Record
 
 
@@ -51,10 +75,15 @@ def test_the_type_checker_refuses_a_misspelt_record_attribute_and_accepts_the_ri
 
             def model_name(record: Record) -> int:
                 return record.fg_model
+
+
+            TIMING = Timing(fg_duraton_s=1.5)
+            SHARING = Sharing(fg_slowdown="1.5")
         """,
         "spelt.py": """\
             from typing import Optional
 
+            from pytest_gpu_pairs.record.groups import Timing
             from pytest_gpu_pairs.record.model import Record, built
 
 
@@ -68,13 +97,20 @@ def test_the_type_checker_refuses_a_misspelt_record_attribute_and_accepts_the_ri
 
             def notes(record: Record) -> dict[str, str]:
                 return built({"fg_slowdown": 1.5}).notes or record.notes or {}
+
+
+            TIMING = Timing(fg_duration_s=1.5, duration_basis="training")
         """,
     })
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert result.returncode == 1, result.stdout + result.stderr
-    assert any(line.startswith("misspelt.py:7:") and '"Record" has no attribute "concurrency_eficiency"' in line
+    assert any(line.startswith("misspelt.py:8:") and '"Record" has no attribute "concurrency_eficiency"' in line
                for line in errors), result.stdout
-    assert any(line.startswith("misspelt.py:11:") and "Incompatible return value type" in line
+    assert any(line.startswith("misspelt.py:12:") and "Incompatible return value type" in line
                for line in errors), result.stdout
+    assert any(line.startswith("misspelt.py:15:") and 'Unexpected keyword argument "fg_duraton_s"' in line
+               for line in errors), result.stdout
+    assert any(line.startswith("misspelt.py:16:") and 'Argument "fg_slowdown" to "Sharing" has incompatible type'
+               in line for line in errors), result.stdout
     assert not [line for line in errors if line.startswith("spelt.py")], result.stdout
-    assert len(errors) == 2, result.stdout
+    assert len(errors) == 4, result.stdout
