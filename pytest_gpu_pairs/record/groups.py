@@ -26,7 +26,8 @@ class Group(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def keys_set(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.model_fields_set}
+        """The keys a builder set, in the group's order (a round is kept as this dict)."""
+        return {name: getattr(self, name) for name in type(self).model_fields if name in self.model_fields_set}
 
     def without(self: G, keys: Iterable[str]) -> G:
         """A copy with those of ``keys`` this group holds set to None: figures that cannot stand."""
@@ -186,6 +187,46 @@ class Restarts(Group):
     bg_restarts: Optional[StrictInt] = None
     rounds_discarded: Optional[StrictInt] = None
     restarts: Optional[list[Any]] = None
+
+
+class InterleavedRound(Group):
+    """One interleaved round's figures, kept as one entry of the record's ``rounds``: which round
+    and segment, whether its pair phase was bracketed, whether it counts, its rates, energies and
+    the card's state, and its phases. Its fields are those of a round (``record.model.Round``)."""
+
+    round: Optional[StrictInt] = None
+    segment: Optional[StrictInt] = None
+    bracketed: Optional[StrictBool] = None
+    complete: Optional[StrictBool] = None
+    concurrency_efficiency: Optional[Number] = None
+    fg_slowdown: Optional[Number] = None
+    bg_progress_ratio: Optional[Number] = None
+    gpu_energy_j: Optional[Number] = None
+    gpu_energy_above_idle_j: Optional[Number] = None
+    fg_gpu_energy_j: Optional[Number] = None
+    bg_gpu_energy_j: Optional[Number] = None
+    fg_gpu_energy_per_step_j: Optional[Number] = None
+    bg_gpu_energy_per_step_j: Optional[Number] = None
+    fg_alone_energy_j: Optional[Number] = None
+    bg_alone_energy_j: Optional[Number] = None
+    serial_energy_j: Optional[Number] = None
+    energy_saved_vs_serial: Optional[Number] = None
+    gpu_power_avg_w: Optional[Number] = None
+    fg_steps_per_s: Optional[Number] = None
+    fg_solo_steps_per_s: Optional[Number] = None
+    bg_steps_per_s: Optional[Number] = None
+    bg_solo_steps_per_s: Optional[Number] = None
+    window_s: Optional[Number] = None
+    fg_solo_gpu_busy: Optional[Number] = None
+    bg_solo_gpu_busy: Optional[Number] = None
+    pair_gpu_busy: Optional[Number] = None
+    efficiency_bound: Optional[Number] = None
+    sm_clock_mhz: Optional[Number] = None
+    mem_clock_mhz: Optional[Number] = None
+    power_limit_w: Optional[Number] = None
+    gpu_temp_max_c: Optional[Number] = None
+    clock_event_reasons: Optional[list[Any]] = None
+    phases: Optional[list[dict[str, Any]]] = None
 
 
 GROUPS: tuple[type[Group], ...] = (CaseFacts, Timing, Background, Sharing, Memory, EnergySplit, SerialComparison,

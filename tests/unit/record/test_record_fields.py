@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpu_pairs.record.groups import GROUPS, Background, CpuEnergy, Timing, merged
+from pytest_gpu_pairs.record.groups import GROUPS, Background, CpuEnergy, InterleavedRound, Timing, merged
 from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND
-from pytest_gpu_pairs.record.model import KNOWN, Record
+from pytest_gpu_pairs.record.model import KNOWN, Record, Round
 from tools.codegen.record_fields import MODULE, source
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,6 +36,11 @@ def test_every_field_of_a_group_is_a_record_key_typed_as_the_record_types_it(gro
     for name, field in group.model_fields.items():
         assert name in Record.model_fields, f"{group.__name__}.{name} is not a key of the record"
         assert field.rebuild_annotation() == Record.model_fields[name].rebuild_annotation(), f"{group.__name__}.{name}"
+
+
+def test_an_interleaved_round_is_typed_as_a_round_of_the_record_is():
+    for name, field in InterleavedRound.model_fields.items():
+        assert field.rebuild_annotation() == Round.model_fields[name].rebuild_annotation(), name
 
 
 def test_a_group_gives_the_keys_it_was_given_and_none_it_was_not():
