@@ -289,15 +289,15 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
 UNFINISHED_FG = ("fg_duration_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency")
 
 
-def _unfinished_foreground(m: Measurement, notes: Notes) -> Optional[str]:
+def _foreground_unfinished(m: Measurement, notes: Notes) -> bool:
     """A foreground that crashed, ran out of memory, timed out or was stopped has no duration to
     compare: its partial figures would pass for a slowdown. They become None with the reason."""
     if m.fg.completed:
-        return None
+        return False
     why = m.fg_stopped_because or m.fg.reason()
     for key in UNFINISHED_FG:
         notes[key] = f"the foreground did not finish: {why}"
-    return why
+    return True
 
 
 def _explain_missing_efficiency(sharing: Sharing, background: Background, notes: Notes) -> None:
@@ -366,7 +366,7 @@ def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], s
     timing = _timing(m, solo_fg, notes)
     background = _background_figures(m, solo_bg, notes)
     sharing = _sharing(m, timing, background, notes)
-    if _unfinished_foreground(m, notes) is not None:
+    if _foreground_unfinished(m, notes):
         timing, background, sharing = (timing.without(UNFINISHED_FG), background.without(UNFINISHED_FG),
                                        sharing.without(UNFINISHED_FG))
     _explain_missing_efficiency(sharing, background, notes)

@@ -1,5 +1,5 @@
-"""The typed record: one model, made from the key table, that every record passes through on its
-way to disk and on its way back. Values of the wrong type are refused, not coerced: a
+"""The typed record: one model, made from the key table (its fields generated into ``fields.py``),
+that every record passes through on its way to disk and on its way back. Values of the wrong type are refused, not coerced: a
 ``"concurrency_efficiency": "1.2"`` read from disk is a broken record, not the number 1.2.
 
 A key outside the table is refused, naming it and the nearest key that exists: a misspelt key is

@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_gpu_pairs.record.groups import GROUPS, Background, CpuEnergy, InterleavedRound, Timing, merged
 from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND
@@ -46,6 +48,15 @@ def test_an_interleaved_round_is_typed_as_a_round_of_the_record_is():
 def test_a_group_gives_the_keys_it_was_given_and_none_it_was_not():
     assert Timing(fg_duration_s=1.5, window_s=None).keys_set() == {"fg_duration_s": 1.5, "window_s": None}
     assert Timing(fg_duration_s=1.5).without(["fg_duration_s", "bg_speed_ratio"]).keys_set() == {"fg_duration_s": None}
+
+
+@given(st.data())
+def test_a_group_gives_exactly_the_keys_it_was_given_in_its_own_order(data):
+    group = data.draw(st.sampled_from(GROUPS))
+    given_keys = data.draw(st.sets(st.sampled_from(sorted(group.model_fields))))
+    found = group(**dict.fromkeys(given_keys)).keys_set()
+    assert list(found) == [name for name in group.model_fields if name in given_keys]
+    assert merged(group(**dict.fromkeys(given_keys)), {"notes": {}}) == {**found, "notes": {}}
 
 
 def test_two_groups_that_set_one_key_are_refused_where_the_record_is_put_together():
