@@ -9,10 +9,11 @@ import re
 import stat
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Optional
+from typing import IO, TYPE_CHECKING, Any, Optional, TypeGuard
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
+    from pydantic_core import ErrorDetails
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -39,7 +40,7 @@ def json_path(loc: tuple) -> str:
     return path
 
 
-def _misspelt(errors: list[dict[str, Any]]) -> Optional[tuple[dict[str, Any], str]]:
+def _misspelt(errors: list[ErrorDetails]) -> Optional[tuple[ErrorDetails, str]]:
     """An unexpected key that is a near miss of a required key missing beside it ("foregound" for
     "foreground"): that error and the key it meant, which says more than "required key is missing"."""
     missing: dict[tuple, list[str]] = {}
@@ -124,7 +125,7 @@ def read_capped(path: str | Path, limit: int = MAX_JSON_BYTES) -> bytes:
         return handle.read(limit + 1)
 
 
-def is_finite_number(value: Any) -> bool:
+def is_finite_number(value: Any) -> TypeGuard[float]:
     """A number Python computes with safely: not a bool, not NaN or Infinity (Python's JSON reader
     accepts both, and ``1e400`` becomes Infinity), and an integer no larger than the largest float
     (``float()`` of a 400-digit integer raises OverflowError)."""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Optional
+from typing import IO, Any, Optional, TypeGuard
 
 from pytest_gpu_pairs.inputs import describe_number, finite_or_none, is_finite_number, open_regular
 
@@ -159,7 +159,7 @@ EVENTS = ("setup", "ready", "step", "result", "error", "memory")
 MEMORY_FIGURES = ("peak_reserved_mb", "peak_allocated_mb", "reserved_mb")
 
 
-def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES,
+def bounded_lines(handle: IO[bytes], max_bytes: int = MAX_LINE_BYTES,
                   budget: Optional[int] = None) -> Iterator[tuple[bytes, bool]]:
     """The lines of a binary file, streamed: each at most ``max_bytes`` long, with True where a
     longer line was cut there (the rest of it is skipped unread into memory), and no more than
@@ -185,7 +185,7 @@ def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES,
 MAX_COUNT = 2**53  # steps, epochs' batches: every whole number up to here is exact as a float too
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return is_finite_number(value)
 
 
@@ -279,7 +279,7 @@ class Progress:
 
     ready_t: Optional[float] = None
     setup_t: Optional[float] = None
-    steps: list[tuple[float, int]] = field(default_factory=list)
+    steps: list[tuple[float, float]] = field(default_factory=list)  # (time, step): a log's progress_pattern counts fractional steps
     result: Optional[dict[str, Any]] = None
     error: Optional[dict[str, Any]] = None
     bad_lines: int = 0
@@ -305,7 +305,7 @@ class Progress:
             return runs[0]
         chained = cls(ready_t=runs[0].ready_t, setup_t=runs[0].setup_t, source=runs[0].source,
                       no_match=next((run.no_match for run in runs if run.no_match), None))
-        offset = 0
+        offset: float = 0
         for run in runs:
             chained.steps += [(t, step + offset) for t, step in run.steps]
             offset = chained.steps[-1][1] if chained.steps else offset
@@ -365,7 +365,7 @@ class Progress:
         return self.steps[-1][0] if self.steps else None
 
     @property
-    def total_steps(self) -> int:
+    def total_steps(self) -> float:
         reported = int(self.result.get("steps") or 0) if self.result else 0
         return max(self.steps[-1][1] if self.steps else 0, reported)
 
@@ -436,7 +436,7 @@ class ProgressReader:
                 tail = b"" if stopped or self._passing_over else handle.read(MAX_LINE_BYTES + 1)
             return self._snapshot(tail)
 
-    def _catch_up(self, handle: BinaryIO, until_ready: bool) -> bool:
+    def _catch_up(self, handle: IO[bytes], until_ready: bool) -> bool:
         """Parse the finished lines since the last call, at most ``MAX_BACKLOG_BYTES`` and a line of
         them; True where it stopped at the ready event."""
         info = os.fstat(handle.fileno())

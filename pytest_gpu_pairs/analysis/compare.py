@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -200,9 +200,10 @@ def _ratio(value_key: str, *reference_keys: str):
     def ratio(r: dict[str, Any]) -> Optional[float]:
         value = metric_value(r, value_key)
         parts = [metric_value(r, k) for k in reference_keys]
-        if value is None or any(p is None for p in parts) or sum(parts) <= 0:
+        known = [p for p in parts if p is not None]
+        if value is None or len(known) < len(parts) or sum(known) <= 0:
             return None
-        found = value / sum(parts)
+        found = value / sum(known)
         return found if abs(found) <= LARGEST_FIGURE else None  # over a part next to 0: no energy per work
     return ratio
 
@@ -246,7 +247,7 @@ def _scaled(record: Record, factor: float) -> Record:
     """``record`` with its per-phase energies, their spreads and every round's scaled alike, so
     that the interval test on the rounds judges the same quantity as the table shows."""
     keys = [k for m in PER_PHASE_ENERGY for k in (m, f"{m}_std")]
-    out = {k: _times(getattr(record, k), factor) for k in keys if metric_value(record, k) is not None}
+    out: dict[str, Any] = {k: _times(getattr(record, k), factor) for k in keys if metric_value(record, k) is not None}
     if isinstance(record.rounds, list):
         out["rounds"] = [{**r, **{m: _times(r[m], factor) for m in PER_PHASE_ENERGY if metric_value(r, m) is not None}}
                          if isinstance(r, dict) else r for r in record.rounds]
@@ -262,21 +263,23 @@ def _times(value: float, factor: float) -> float:
     return found
 
 
-def metric_value(record: dict[str, Any], metric: str) -> Optional[float]:
+def metric_value(record: Mapping[str, Any] | Record, metric: str) -> Optional[float]:
     value = (record.get("perf") or {}).get(metric[5:]) if metric.startswith("perf.") else record.get(metric)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
 
 
-def _std(record: dict[str, Any], metric: str) -> Optional[float]:
+def _std(record: Mapping[str, Any] | Record, metric: str) -> Optional[float]:
     return None if metric.startswith("perf.") else metric_value(record, f"{metric}_std")
 
 
 def change_from(base: float, new: float) -> float:
     """NEW relative to BASE, as the gate judges it (``record.metrics.relative_change``, whose
     argument order is the other way round)."""
-    return relative_change(new, base, infinite_from_zero=True)
+    change = relative_change(new, base, infinite_from_zero=True)
+    assert change is not None  # both are numbers, and from a zero BASE the change is infinite
+    return change
 
 
 def is_regression(base: float, new: float, threshold: Threshold) -> bool:
@@ -345,7 +348,7 @@ def _prior_of(record: Record) -> Optional[BetweenStarts]:
     return BetweenStarts(float(prior["sd"]), float(prior["df"]), str(prior.get("source", "")))
 
 
-def _noise_verdict(row: Row, base_record: Record, new_record: Record,
+def _noise_verdict(row: Row, t: Threshold, base_record: Record, new_record: Record,
                    values: Optional[tuple[list[float], list[float]]] = None) -> None:
     """A change beyond the limit is a regression only if the rounds say it is real: the 95 %
     intervals of the two runs' rounds lie apart, NEW's on the bad side. Sessions differ by more
@@ -359,7 +362,7 @@ def _noise_verdict(row: Row, base_record: Record, new_record: Record,
         row.status = "cannot tell"
         row.reason = "one round on a side: a change cannot be told from noise; measure more rounds (interleaved method)"
         return
-    apart = new_ci.low > base_ci.high if row.limit.direction == "lower" else new_ci.high < base_ci.low
+    apart = new_ci.low > base_ci.high if t.direction == "lower" else new_ci.high < base_ci.low
     p_value = welch_p_value(base, new, bracketed=_bracketed(base_record) or _bracketed(new_record))
     evidence = f"{len(base)} vs {len(new)} rounds, Welch p={p_value:.2g}"
     if apart:
@@ -383,11 +386,12 @@ def _judge(row: Row, base_record: Record, new_record: Record,
     elif t is None:
         row.status = ""
     elif is_memory(row.metric):
-        _memory_verdict(row, base_record, new_record)
+        _memory_verdict(row, t, (row.base, row.new), (base_record, new_record))
     elif is_regression(row.base, row.new, t):
-        _noise_verdict(row, base_record, new_record, values)
+        _noise_verdict(row, t, base_record, new_record, values)
     else:
-        worse = row.change if t.direction == "lower" else -row.change
+        change = change_from(row.base, row.new)
+        worse = change if t.direction == "lower" else -change
         row.status = "improved" if worse < -t.pct / 100.0 else "ok"
 
 
@@ -408,14 +412,14 @@ NVML_MB = 1.0
 ALLOCATOR_AND_NVML_MB = 3.0
 
 
-def _memory_verdict(row: Row, base_record: Record, new_record: Record) -> None:
+def _memory_verdict(row: Row, t: Threshold, values: tuple[float, float], records: tuple[Record, Record]) -> None:
     """A memory peak is one reading per run, not a mean of rounds: it moved if the change exceeds the
     limit by more than the two readings' resolution, whatever the rounds say."""
-    t = row.limit
+    (base, new), (base_record, new_record) = values, records
     resolution = memory_resolution(base_record, row.metric) + memory_resolution(new_record, row.metric)
-    worse = (row.new - row.base) if t.direction == "lower" else (row.base - row.new)
-    allowed = abs(row.base) * t.pct / 100.0
-    evidence = f"{row.new - row.base:+.0f} MB; resolution {resolution:.0f} MB"
+    worse = (new - base) if t.direction == "lower" else (base - new)
+    allowed = abs(base) * t.pct / 100.0
+    evidence = f"{new - base:+.0f} MB; resolution {resolution:.0f} MB"
     if worse > allowed + resolution:
         row.status, row.regression = "REGRESSION", True
         row.reason = f"moved beyond the limit and the readings' resolution ({evidence})"
@@ -470,8 +474,9 @@ def _row(case_id: str, metric: str, old: Record, cur: Record, limit: Optional[Th
 
 def _judged_row(case_id: str, metric: str, old: Record, cur: Record, limit: Optional[Threshold]) -> Row:
     ratios = work_ratios(old, metric), work_ratios(cur, metric)
-    if all(ratios) and metric_value(old, metric) is not None and mean_and_std(ratios[0])[0] > 0:
-        return _per_work_row(case_id, metric, old, cur, limit, ratios)
+    base_value, base_mean = metric_value(old, metric), mean_and_std(ratios[0])[0]
+    if ratios[1] and base_value is not None and base_mean is not None and base_mean > 0:
+        return _per_work_row(case_id, metric, (old, cur), limit, ratios, base_value / base_mean)
     factor = phase_factor(old, cur) if metric in PER_PHASE_ENERGY else None
     now = _scaled(cur, factor) if factor else cur
     row = Row(case_id, metric, metric_value(old, metric), metric_value(now, metric), _std(old, metric),
@@ -483,17 +488,19 @@ def _judged_row(case_id: str, metric: str, old: Record, cur: Record, limit: Opti
     return row
 
 
-def _per_work_row(case_id: str, metric: str, old: Record, cur: Record, limit: Optional[Threshold],
-                  ratios: tuple[list[float], list[float]]) -> Row:
-    """BASE as recorded; NEW as the same work would have cost at NEW's energy per unit of work."""
+def _per_work_row(case_id: str, metric: str, records: tuple[Record, Record], limit: Optional[Threshold],
+                  ratios: tuple[list[float], list[float]], at_base: float) -> Row:
+    """BASE as recorded; NEW as the same work would have cost at NEW's energy per unit of work
+    (``at_base``: BASE's value per unit of its energy-per-work ratio)."""
+    old, cur = records
     base_value = metric_value(old, metric)
-    (base_mean, _), (new_mean, new_sd) = mean_and_std(ratios[0]), mean_and_std(ratios[1])
-    at_base = base_value / base_mean
-    row = Row(case_id, metric, base_value, new_mean * at_base, _std(old, metric),
+    new_mean, new_sd = mean_and_std(ratios[1])
+    row = Row(case_id, metric, base_value, None if new_mean is None else new_mean * at_base, _std(old, metric),
               None if new_sd is None else new_sd * abs(at_base), limit)
     _judge(row, old, cur, ratios)
     measured = metric_value(cur, metric)
-    raw = f"; as measured {measured:.4g} ({_change(change_from(base_value, measured))})" if measured is not None else ""
+    raw = (f"; as measured {measured:.4g} ({_change(change_from(base_value, measured))})"
+           if measured is not None and base_value is not None else "")
     row.reason = "; ".join(filter(None, [row.reason, PER_WORK_TEXT + raw]))
     return row
 

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from pytest_gpu_pairs.analysis.compare import MACHINE_KEYS
 from pytest_gpu_pairs.record.model import Record
@@ -163,7 +163,7 @@ def _check_no_special_files(merged: Merged) -> None:
                              "device or socket; remove it and merge again")
 
 
-def _copy_folder(source: Path, target: Path, record: Record, notes: list[str]) -> None:
+def _copy_folder(source: Path, target: Path, record: Optional[Record], notes: list[str]) -> None:
     """The case's folder without its record (written again, typed) and without hidden files; a link
     in it is skipped with a note, never followed."""
     target.mkdir(parents=True)
@@ -211,11 +211,11 @@ def merge(folders: Sequence[str | Path], out: str | Path) -> Merged:
     out = Path(out).absolute()
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
         raise MergeError(f"-o {out}: expected a new or empty folder")
-    folders = [Path(f).absolute() for f in folders]
-    inside = next((f for f in folders if _overlaps(out, f)), None)
+    paths = [Path(f).absolute() for f in folders]
+    inside = next((f for f in paths if _overlaps(out, f)), None)
     if inside is not None:
         raise MergeError(f"-o {out}: expected a folder outside the folders being merged, and it overlaps {inside}")
-    merged = gather(folders)
+    merged = gather(paths)
     write(merged, out)
     return merged
 

@@ -16,9 +16,9 @@ import statistics
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from pytest_gpu_pairs.inputs import open_regular
 from pytest_gpu_pairs.record.model import Record
@@ -38,6 +38,9 @@ class ReportInputError(ValueError):
 
 # --- loading ------------------------------------------------------------------------------
 
+CaseFigures = Union[Record, Mapping[str, Any]]  # a record as read, or its figures as a plain mapping (a round)
+
+
 def _records_from_benchmark(path: Path) -> list[Record]:
     try:
         return list(load_run(path).records.values())
@@ -54,7 +57,7 @@ def _records_from_dir(folder: Path) -> list[Record]:
     return [record for _, record in found if record.complete]
 
 
-def _records_from_tgz(path: Path) -> list[dict[str, Any]]:
+def _records_from_tgz(path: Path) -> list[Record]:
     """The case records in an archive: only its ``result.json`` members, extracted as plain files
     (tarfile's data filter refuses links, devices and paths leaving the folder)."""
     try:
@@ -67,10 +70,10 @@ def _records_from_tgz(path: Path) -> list[dict[str, Any]]:
         raise ReportInputError(f"{path}: $: expected a readable .tgz of results folders ({exc})") from None
 
 
-def load_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+def load_records(paths: Iterable[str | Path]) -> list[Record]:
     """Every case record in ``paths``; a case found in two inputs is refused in one line naming
     both (a stale copy must not silently stand in for the case)."""
-    by_id: dict[str, tuple[dict[str, Any], Path]] = {}
+    by_id: dict[str, tuple[Record, Path]] = {}
     for path in map(Path, paths):
         if path.is_dir():
             found = _records_from_dir(path)
@@ -88,13 +91,13 @@ def load_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 # --- analysis -----------------------------------------------------------------------------
 
-def pair_id(record: dict[str, Any]) -> str:
+def pair_id(record: CaseFigures) -> str:
     """The case id without its mechanism suffix: what both mechanisms of one pair share."""
     case_id, sharing = record["case_id"], record.get("sharing") or "timeslice"
     return case_id[: -len(sharing) - 1] if sharing != "timeslice" and case_id.endswith(f"-{sharing}") else case_id
 
 
-def _rounds(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _rounds(record: CaseFigures) -> Sequence[CaseFigures]:
     return record.get("rounds") or [record]
 
 
@@ -106,9 +109,9 @@ def _spread(values: list[Optional[float]]) -> dict[str, Any]:
             "n": len(present), "values": present}
 
 
-def summarise_mechanism(record: dict[str, Any]) -> dict[str, Any]:
+def summarise_mechanism(record: CaseFigures) -> dict[str, Any]:
     rounds = _rounds(record)
-    summary = {key: _spread([r.get(key) for r in rounds]) for key in FIGURES}
+    summary: dict[str, Any] = {key: _spread([r.get(key) for r in rounds]) for key in FIGURES}
     summary.update({"case_id": record["case_id"], "repeats": len(rounds),
                     "failed_rounds": sum(1 for r in rounds if r.get("failure")), "failure": record.get("failure"),
                     "oom": bool(record.get("oom")), "energy_split_method": record.get("energy_split_method"),
@@ -153,7 +156,7 @@ def recommend(mechanisms: dict[str, dict[str, Any]]) -> tuple[Optional[str], str
     return "timeslice", "no difference beyond the spread; timeslice needs no daemon"
 
 
-def compare(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def compare(records: Sequence[CaseFigures]) -> list[dict[str, Any]]:
     """One entry per pair of concurrent cases, in the order the records came."""
     pairs: dict[str, dict[str, Any]] = {}
     for record in records:
@@ -233,7 +236,7 @@ def plot(entries: list[dict[str, Any]], path: Path) -> Optional[str]:
     return None
 
 
-def write_report(records: list[dict[str, Any]], out: Path, sources: list[str]) -> dict[str, Any]:
+def write_report(records: Sequence[CaseFigures], out: Path, sources: list[str]) -> dict[str, Any]:
     entries = compare(records)
     device = next((r.get("device") for r in records if r.get("device")), None)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -90,7 +90,7 @@ def seed_run(row: dict[str, Any], source: str, index: int) -> dict[str, Any]:
         "mutated_param": row.get("mutated_param"), "device": None, "repeats": 1}
     for seed_key, ours in ENERGY_FIELDS.items():
         value = row.get(prefix + seed_key)
-        run[ours] = float(value) if _present(value) else None
+        run[ours] = float(value) if value is not None and _present(value) else None
     for name, value in _hyperparameters(row, prefix, model).items():
         run[f"hp_{name}"] = value
     for key, value in row.items():

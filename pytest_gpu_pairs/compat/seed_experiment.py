@@ -58,14 +58,16 @@ def _seed_job(job: _SeedJob, where: str, source: str) -> dict[str, Any]:
     return {"model": name, "hyperparameters": dict(job.hyperparameters)}
 
 
-def _seed_pair(seed: _SeedFile, entry: _SeedEntry, index: int, where: str, source: str) -> dict[str, Any]:
+def _seed_pair(seed: _SeedFile, entry: _SeedEntry, jobs: tuple[_SeedJob, _SeedJob], index: int, where: str,
+               source: str) -> dict[str, Any]:
     """One parallel entry. In a mutated entry the predecessor's ``runs_per_config`` counts distinct samples
     (its comments: "batch_size: 3->5, need 2, set 3"), so it becomes ``mutations``, each run once."""
-    pair = {"group": _seed_group(entry, index),
-            "foreground": _seed_job(entry.foreground, f"{where}.foreground", source),
-            "background": _seed_job(entry.background, f"{where}.background", source)}
-    if entry.foreground.mutate:
-        pair["mutate"] = list(entry.foreground.mutate)
+    foreground, background = jobs
+    pair: dict[str, Any] = {"group": _seed_group(entry, index),
+                            "foreground": _seed_job(foreground, f"{where}.foreground", source),
+                            "background": _seed_job(background, f"{where}.background", source)}
+    if foreground.mutate:
+        pair["mutate"] = list(foreground.mutate)
         pair["mutations"] = entry.runs_per_config or seed.runs_per_config
     elif entry.runs_per_config is not None:
         pair["runs_per_config"] = entry.runs_per_config
@@ -82,11 +84,11 @@ def _to_native(seed: _SeedFile, source: str) -> tuple[dict[str, Any], list[str],
         where = f"$.experiments[{index}]"
         if entry.foreground is None or entry.background is None:
             raise SettingsError(source, where, "expected both 'foreground' and 'background' for a parallel experiment")
-        pairs.append(_seed_pair(seed, entry, index, where, source))
+        pairs.append(_seed_pair(seed, entry, (entry.foreground, entry.background), index, where, source))
         paths.append(where)
         mutate_paths.append(f"{where}.foreground.mutate")
     mutated = any("mutate" in pair for pair in pairs)
-    native = {"name": seed.experiment_name, "description": seed.description,
+    native: dict[str, Any] = {"name": seed.experiment_name, "description": seed.description,
               "design": "mutation" if mutated else "pairs",
               "defaults": {"runs_per_config": 1 if mutated else seed.runs_per_config,
                            "card_mb": PREDECESSOR_CARD_MB}, "pairs": pairs}

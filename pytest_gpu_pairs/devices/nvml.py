@@ -153,7 +153,8 @@ class Gpu:
         except Exception:
             self._power_fields_ok = False
             return None, None
-        return tuple(v.value.uiVal / 1000.0 if v.nvmlReturn == 0 else None for v in values)
+        average, instant = (v.value.uiVal / 1000.0 if v.nvmlReturn == 0 else None for v in values)
+        return average, instant
 
     def compute_processes(self) -> list[tuple[int, Optional[float]]]:
         """(pid, used MB) of every compute process; used is None where the driver withholds it."""

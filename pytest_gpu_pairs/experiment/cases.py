@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment import mutation
-from pytest_gpu_pairs.experiment.history import GpuPairsWarning, History, load_history
+from pytest_gpu_pairs.experiment.history import EarlierRun, GpuPairsWarning, History, load_history
 from pytest_gpu_pairs.experiment.load import hyperparameter_problem, hyperparameter_specs, value_kind
 from pytest_gpu_pairs.experiment.schema import (
     DEFAULTS,
@@ -104,7 +104,7 @@ class Overrides:
     max_rounds: Optional[int] = None
     max_case_s: Optional[float] = None
     # earlier complete results: history the mutation design avoids (read only when a design needs it)
-    earlier_runs: Callable[[], Iterable[Mapping[str, Any]]] = field(default=tuple, compare=False)
+    earlier_runs: Callable[[], Iterable[EarlierRun]] = field(default=tuple, compare=False)
 
 
 MIN_SCALED_STEPS = 4  # measured steps a scaled-down scaling case keeps: an interval needs several
@@ -293,7 +293,7 @@ def _mutated_cases(experiment: Experiment, index: int, pair: PairSpec, overrides
                    history: History, seen: set) -> list[Case]:
     fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
     specs = hyperparameter_specs(experiment, fg.model)
-    names = mutation.mutated_names(pair.mutate, specs)
+    names = mutation.mutated_names(pair.mutate or (), specs)  # only a pair with mutate is mutated
     label = "_".join(names) if len(names) <= 2 else "mut"
 
     def variant(key) -> str:

@@ -12,10 +12,10 @@ import csv
 import io
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_gpu_pairs.compat.raw_data import seed_row_run
 from pytest_gpu_pairs.experiment.mutation import RunKey, run_key
@@ -37,20 +37,28 @@ class History:
     def ran_elsewhere(self, key: RunKey, case_id: str) -> bool:
         """Was this configuration run before, by anything but this very case?"""
         ids = self.runs.get(key)
-        return bool(ids) and case_id not in ids
+        return ids is not None and len(ids) > 0 and case_id not in ids
 
     def __len__(self) -> int:
         return len(self.runs)
 
 
-def design_id(record: Mapping[str, Any]) -> str:
+class EarlierRun(Protocol):
+    """An earlier result as the run layer read it: the typed record, or a plain mapping of its keys."""
+
+    def get(self, name: str, /) -> Any: ...
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
+def design_id(record: EarlierRun) -> str:
     """The id the design gave the case: without the ``-mps`` a sharing mechanism appends to it."""
     case_id, sharing = record.get("case_id") or "", record.get("sharing") or "timeslice"
     suffix = f"-{sharing}"
     return case_id[:-len(suffix)] if sharing != "timeslice" and case_id.endswith(suffix) else case_id
 
 
-def add_results(history: History, records: Iterable[Mapping[str, Any]]) -> None:
+def add_results(history: History, records: Iterable[EarlierRun]) -> None:
     """Earlier complete results (case records and solo baselines), as the run layer read them."""
     for record in records:
         if not record.get("complete") or not record.get("fg_model"):
@@ -96,7 +104,7 @@ def add_csvs(history: History, entries: list[str], settings_dir: Path, source: s
                           GpuPairsWarning, stacklevel=2)
 
 
-def load_history(earlier: Iterable[Mapping[str, Any]], csvs: list[str], settings_dir: Path, source: str) -> History:
+def load_history(earlier: Iterable[EarlierRun], csvs: list[str], settings_dir: Path, source: str) -> History:
     history = History()
     add_results(history, earlier)
     add_csvs(history, csvs, settings_dir, source)

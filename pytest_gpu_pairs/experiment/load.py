@@ -225,13 +225,13 @@ def _check_design_keys(experiment: Experiment, index: int, pair: PairSpec) -> No
 
 
 def _effective_default(experiment: Experiment, job: JobRef, name: str) -> Any:
-    known = _known_hyperparameters(experiment, job.model)
+    known = hyperparameter_specs(experiment, job.model)
     return job.hyperparameters.get(name, known[name].default)
 
 
 def _check_vary(experiment: Experiment, index: int, pair: PairSpec) -> None:
     where = f"{experiment.pair_path(index)}.vary" if pair.vary is not None else "$.vary"
-    known = _known_hyperparameters(experiment, pair.foreground.model)
+    known = hyperparameter_specs(experiment, pair.foreground.model)
     for name in experiment.pair_vary(pair):
         if name not in known:
             raise SettingsError(experiment.source, at(where, name),
@@ -246,8 +246,8 @@ def _check_vary(experiment: Experiment, index: int, pair: PairSpec) -> None:
 
 def _check_mutate(experiment: Experiment, index: int, pair: PairSpec) -> None:
     where = experiment.mutate_path(index)
-    known = _known_hyperparameters(experiment, pair.foreground.model)
-    for position, name in enumerate(pair.mutate):
+    known = hyperparameter_specs(experiment, pair.foreground.model)
+    for position, name in enumerate(pair.mutate or ()):
         if name == "all":
             continue
         if name not in known:

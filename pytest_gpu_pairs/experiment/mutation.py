@@ -42,6 +42,8 @@ def int_bounds(low: float, high: float) -> tuple[int, int]:
 def sample_value(spec: MutableSpec, rng: random.Random) -> Any:
     if spec.zero_probability > 0 and rng.random() < spec.zero_probability:
         return 0 if spec.type == "int" else 0.0
+    if spec.range is None:
+        raise ValueError("a mutable hyperparameter needs a range to sample from")
     low, high = spec.range
     if spec.distribution == "log_uniform":
         value = math.exp(rng.uniform(math.log(low), math.log(high)))

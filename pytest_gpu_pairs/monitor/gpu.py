@@ -78,12 +78,14 @@ class PidRoles:
         self._getpgid, self._job_tag = getpgid, job_tag
         self._lock = threading.Lock()
 
-    def register(self, pgid: int, role: str, tag: Optional[str] = None) -> None:
+    def register(self, pgid: Optional[int], role: str, tag: Optional[str] = None) -> None:
         """``role`` for the group and tag; a group registered again (a job held in standby that
-        becomes one of the pair) takes its new role for pids already resolved too."""
+        becomes one of the pair) takes its new role for pids already resolved too. A job that did
+        not start has no group (``pgid`` None): only its tag is registered."""
         with self._lock:
-            previous = self._groups.get(pgid)
-            self._groups[pgid] = role
+            previous = self._groups.get(pgid) if pgid is not None else None
+            if pgid is not None:
+                self._groups[pgid] = role
             if tag:
                 self._tags[tag] = role
             if previous is not None and previous != role:

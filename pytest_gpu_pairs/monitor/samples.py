@@ -41,9 +41,8 @@ class GpuSample:
     def role_memory_mb(self, roles: tuple[str, ...]) -> Optional[float]:
         """Summed NVML memory of this sample's processes with one of ``roles``; None if unreported."""
         values = [self.proc_mem_mb[pid] for pid in self.pids_with(roles) if pid in self.proc_mem_mb]
-        if any(v is None for v in values):
-            return None
-        return float(sum(values))
+        known = [v for v in values if v is not None]
+        return float(sum(known)) if len(known) == len(values) else None
 
     def role_sm_pct(self, role: str) -> float:
         return float(sum(v for pid, v in self.proc_sm_pct.items() if self.roles.get(pid, "other") == role))

@@ -124,7 +124,8 @@ def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earli
     if out_dir is None or not Path(out_dir).is_dir():
         return Earlier()
     found, _ = case_records(out_dir)
-    rounds, solos = {}, {}
+    rounds: dict[str, float] = {}
+    solos: dict[tuple[str, str], float] = {}
     for _, record in found:
         data = record.to_dict()
         if not data.get("complete") or data.get("scale") != scale or (data.get("device") == "cpu") != (device == "cpu"):
@@ -138,7 +139,8 @@ def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earli
                 solos.setdefault(_job_key(solo["model"], hparams), spent)
                 solo_spent += spent
         case_s = _span(timeline, "case_start_t", "case_end_t")
-        fit_s = data.get("fit_profile_s") if isinstance(data.get("fit_profile_s"), (int, float)) else 0.0
+        fit = data.get("fit_profile_s")
+        fit_s = fit if isinstance(fit, (int, float)) else 0.0
         if case_s is not None and data.get("case_id"):
             rounds[data["case_id"]] = max(0.0, case_s - solo_spent - fit_s)
     return Earlier(rounds, solos)
@@ -179,14 +181,15 @@ def _batch_ratio(job: JobConfig, profiled_batch: Optional[int]) -> float:
     return float(batch) / profiled_batch if isinstance(batch, (int, float)) and profiled_batch else 1.0
 
 
-def _own_cost(job: JobConfig, profile: OwnProfile, scale: float) -> JobCost:
-    """One run from a profile measured here: its step rate times the run's steps where they are
-    known (a built-in's epochs; a command workload's whole run seen in the profile)."""
-    step = profile.step_time_s * _batch_ratio(job, profile.batch_size)
+def _own_cost(job: JobConfig, profile: OwnProfile, step_time_s: float, scale: float) -> JobCost:
+    """One run from a profile measured here: its step rate (``step_time_s``, the profile's) times
+    the run's steps where they are known (a built-in's epochs; a command workload's whole run seen
+    in the profile)."""
+    step = step_time_s * _batch_ratio(job, profile.batch_size)
     steps = _steps(job, scale) if job.is_builtin else None
     train = steps * step if steps is not None else profile.run_train_s()
     known = train is not None
-    return JobCost(profile.startup_s or 0.0, train if known else DEFAULT_JOB_S, 0.0, OWN, profile.util_avg_pct or 0.0,
+    return JobCost(profile.startup_s or 0.0, train if train is not None else DEFAULT_JOB_S, 0.0, OWN, profile.util_avg_pct or 0.0,
                    step, profile.report_gap_s or report_gap(step), known, profile.source)
 
 
@@ -195,7 +198,7 @@ def job_cost(job: JobConfig, device: str, scale: float, own: Optional[OwnProfile
     stated default where nothing is known of it."""
     mine = own.for_job(job, device) if own is not None else None
     if mine is not None and mine.step_time_s:
-        return _own_cost(job, mine, scale)
+        return _own_cost(job, mine, mine.step_time_s, scale)
     table = packaged()
     row = table.get(job.model) if job.is_builtin else None
     steps = _steps(job, scale) if row is not None else None
@@ -279,7 +282,7 @@ class Estimator:
         return (known, EARLIER) if known is not None else (self.job(job).total_s, _run_basis(self.job(job)))
 
     def _solos(self, jobs: Iterable[JobConfig]) -> tuple[float, list[str], tuple[JobConfig, ...]]:
-        seconds, bases, charged = 0.0, [], []
+        seconds, bases, charged = 0.0, list[str](), list[JobConfig]()
         for job in jobs:
             if job in self.measured:
                 continue
@@ -323,7 +326,7 @@ class Estimator:
             self.fitted.add(key)
             row = packaged().get(job.model) if job.is_builtin else None
             known = row is not None and row.fit_s is not None
-            seconds += row.fit_s if known else DEFAULT_FIT_S
+            seconds += row.fit_s if row is not None and row.fit_s is not None else DEFAULT_FIT_S
             names.append(job.model if known else f"{job.model} ({DEFAULT_FIT_S:g} s assumed)")
         return seconds, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
 

@@ -112,7 +112,8 @@ def _pair(models: tuple[str, str], sharing: str, found: list[tuple[str, Any]]) -
 
 
 def _fit_evidence(records: Iterable) -> FitEvidence:
-    ran, oom = [], []
+    ran: list[float] = []
+    oom: list[float] = []
     for record in records:
         card = _number(record.get("gpu_memory_mb"))
         if card is None:
@@ -208,7 +209,7 @@ def parse_reference(raw: object, source: str) -> Reference:
     pairs = {}
     for p in data.pairs:
         models = pair_key(*p.models)
-        ci = tuple(p.efficiency_ci) if p.efficiency_ci else None
+        ci = (p.efficiency_ci[0], p.efficiency_ci[1]) if p.efficiency_ci else None
         pairs[(models, p.sharing)] = MeasuredPair(models, p.sharing, p.efficiency, ci, p.energy_saved, p.peak_vram_mb,
                                                   p.records, (source,), reference=True)
     fit = {pair_key(*f.models): FitEvidence(f.ran_mb, f.oom_mb) for f in data.fit}

@@ -47,7 +47,8 @@ def need(a: Optional[SoloProfile], b: Optional[SoloProfile], pair_min_fit_mb: Op
     bases = sorted({a.need_basis, b.need_basis} - {"cpu job"}) or ["cpu jobs"]
     if not reserved_mb or not (a.on_gpu or b.on_gpu):
         return a.need_mb + b.need_mb, "sum of " + " and ".join(bases)
-    own = sum(max(0.0, p.need_mb - reserved_mb) if p.min_fit_mb is not None and p.on_gpu else p.need_mb for p in (a, b))
+    own = sum(max(0.0, need - reserved_mb) if p.min_fit_mb is not None and p.on_gpu else need
+              for p, need in ((a, a.need_mb), (b, b.need_mb)))
     return reserved_mb + own, "card reserve + " + " and ".join(bases)
 
 
@@ -76,7 +77,7 @@ def whole_run_fit(card_mb: float, a: WholeRun, b: WholeRun) -> Fit:
 
 def verdict(card_mb: float, need_mb: Optional[float], basis: str, evidence: Optional[FitEvidence] = None) -> Fit:
     measured = evidence.says(card_mb) if evidence is not None else None
-    if measured is not None:
+    if measured is not None and evidence is not None:
         ran = evidence.ran_mb if measured else evidence.oom_mb
         return Fit("fits" if measured else "no", need_mb, card_mb - need_mb if need_mb is not None else None,
                    f"measured: {'ran' if measured else 'out of memory'} on an emulated {ran:.0f} MB card")

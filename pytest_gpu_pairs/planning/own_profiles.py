@@ -90,7 +90,7 @@ class OwnProfile:
         """Same workload on the same device; a command workload also by the same command."""
         if self.workload != job.model or self.device != device or self.builtin != job.is_builtin:
             return False
-        return job.is_builtin or self.command == tuple(job.command.command)
+        return job.is_builtin or (job.command is not None and self.command == tuple(job.command.command))
 
     def run_train_s(self) -> Optional[float]:
         """The training part of a whole run that ended inside the profile (start-up left out)."""

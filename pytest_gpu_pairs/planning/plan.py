@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -52,7 +52,7 @@ def _gpu_counts(text: str) -> tuple[int, ...]:
     if len(parts) > MAX_GPU_COUNTS or not all(counts):
         raise argparse.ArgumentTypeError(f"expected at most {MAX_GPU_COUNTS} GPU counts from 1 to {MAX_BINS} such "
                                          f"as 1,2,4, got {text[:80]!r}")
-    return tuple(sorted(set(counts)))
+    return tuple(sorted({count for count in counts if count is not None}))
 
 
 def _card_mb(text: str) -> float:
@@ -105,7 +105,13 @@ def select(case_ids: Sequence[str], keyword: Optional[str]) -> list[str]:
         expression = Expression.compile(keyword)
     except Exception as exc:  # pytest's own parse error (SyntaxError, ParseError in older releases)
         raise ValueError(f"-k {keyword!r}: {exc}") from None
-    return [i for i in case_ids if expression.evaluate(lambda name, _id=i.lower(), **_: name.lower() in _id)]
+    return [i for i in case_ids if expression.evaluate(_keyword_matcher(i))]
+
+
+def _keyword_matcher(case_id: str) -> Callable[..., bool]:
+    """What ``-k`` asks of a name: is it part of the case id (case-insensitive), as pytest matches ids."""
+    lowered = case_id.lower()
+    return lambda name, **_: name.lower() in lowered
 
 
 def memory_headroom(results: Optional[Path], bins: Sequence[Sequence[str]]) -> Optional[dict[str, Any]]:
@@ -301,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         cases = [c for c in cases if c.id in wanted]
         earlier = earlier_results(results, options.scale, args.device)
         own = read_own_profiles(Path(args.out) if args.out else options.out_dir)
-        pairs = plan_for_pairs(cases, args, folders, own) if cases else None
+        pairs = plan_for_pairs(cases, args, folders, own) if cases else {}
         rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")

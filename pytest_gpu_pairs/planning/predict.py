@@ -88,6 +88,8 @@ class Planner:
 
     def _base_energy(self, models: tuple[str, str], base: model.Base) -> Optional[float]:
         a, b = self.profiles.get(models[0]), self.profiles.get(models[1])
+        if a is None or b is None:
+            return None
         return model.energy_saved(a, b, (base.rate_a, base.rate_b), self.card)
 
     def measured_count(self, sharing: str) -> int:
@@ -120,15 +122,15 @@ class Planner:
         key = pair_key(*models)
         base = self._base(key, sharing)
         value = self._base_energy(key, base) if base is not None else None
-        if value is None:
+        if base is None or value is None:
             return Figure(None, None, None, NONE if base is None else "no solo power")
         return self._learned(self.energy_model, value, key, sharing, base.contention, -1.0, 1.0)
 
     def fit(self, models: tuple[str, str], card_mb: float) -> memory.Fit:
         key = pair_key(*models)
-        whole = [self.whole_run(model, card_mb) for model in key]
-        if None not in whole and key not in self.measured.fit:
-            return memory.whole_run_fit(card_mb, *whole)
+        whole_a, whole_b = self.whole_run(key[0], card_mb), self.whole_run(key[1], card_mb)
+        if whole_a is not None and whole_b is not None and key not in self.measured.fit:
+            return memory.whole_run_fit(card_mb, whole_a, whole_b)
         need, basis = memory.need(self.profiles.get(key[0]), self.profiles.get(key[1]),
                                   self.profiles.pair_min_fit_mb.get(frozenset(key)), self.profiles.reserved_mb)
         return memory.verdict(card_mb, need, basis, self.measured.fit.get(key))
@@ -146,7 +148,7 @@ class Planner:
 
     def pair(self, models: tuple[str, str], card_mb: float, mechanisms: Sequence[str]) -> dict[str, Any]:
         key = pair_key(*models)
-        figures = {m: {"efficiency": self.efficiency(key, m).as_dict(), "energy_saved": self.energy_saved(key, m).as_dict(),
+        figures: dict[str, dict[str, Any]] = {m: {"efficiency": self.efficiency(key, m).as_dict(), "energy_saved": self.energy_saved(key, m).as_dict(),
                        "measured_pairs": self.measured_count(m)} for m in mechanisms}
         fit = self.fit(key, card_mb)
         recommended, note, use = recommend(figures)

@@ -138,7 +138,7 @@ def _row(record: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _print_table(records: list[dict[str, Any]]) -> None:
-    rows = [("workload", "device", "start-up", "per step", "steps/s", "peak memory", "power")]
+    rows: list[tuple[str, ...]] = [("workload", "device", "start-up", "per step", "steps/s", "peak memory", "power")]
     rows += [_row(r) for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -162,14 +162,15 @@ def load_warnings(record: dict[str, Any], before: Optional[dict[str, Any]]) -> l
     if record.get("device") == "cpu" and isinstance(load, (int, float)) and cpus and load > cpus:
         found.append(f"warning: {record['workload']}: the host was busy while it ran (load {load:.1f} on {cpus} CPUs): "
                      "its step time is this load's; profile again on a quieter host for plans that hold")
-    old_step, new_step = (before or {}).get("step_time_s"), record.get("step_time_s")
+    earlier = before or {}
+    old_step, new_step = earlier.get("step_time_s"), record.get("step_time_s")
     if isinstance(old_step, (int, float)) and old_step > 0 and isinstance(new_step, (int, float)) and new_step > 0:
         ratio = new_step / old_step
         if not 1 / MOVED_FACTOR <= ratio <= MOVED_FACTOR:
-            then = f", load {before['load_avg']:.1f} then" if isinstance(before.get("load_avg"), (int, float)) else ""
+            then = f", load {earlier['load_avg']:.1f} then" if isinstance(earlier.get("load_avg"), (int, float)) else ""
             now = f", {load:.1f} now" if isinstance(load, (int, float)) else ""
             found.append(f"warning: {record['workload']}: {new_step:.4g} s per step is {ratio:.2g} x the "
-                         f"{old_step:.4g} s stored before ({str(before.get('measured_at') or 'earlier')[:40]}{then}{now}); "
+                         f"{old_step:.4g} s stored before ({str(earlier.get('measured_at') or 'earlier')[:40]}{then}{now}); "
                          "on a CPU the host's load moves this by factors: the plans use the new one")
     return found
 

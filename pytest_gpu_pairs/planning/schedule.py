@@ -121,10 +121,9 @@ def small_count(text: str) -> int | None:
 def parse_shard(text: str) -> tuple[int, int]:
     """``K/N`` with 1 <= K <= N <= ``MAX_BINS``; ``ValueError`` naming what was expected."""
     parts = text.split("/")
-    numbers = [small_count(p) for p in parts] if len(parts) == 2 else [None]
-    if None in numbers:
+    index, count = (small_count(parts[0]), small_count(parts[1])) if len(parts) == 2 else (None, None)
+    if index is None or count is None:
         raise ValueError(f"expected K/N such as 2/4, with N at most {MAX_BINS}, got {text!r}")
-    index, count = numbers
     if not 1 <= index <= count:
         raise ValueError(f"expected K/N with 1 <= K <= N, got {text!r}")
     return index, count

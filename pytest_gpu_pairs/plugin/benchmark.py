@@ -269,20 +269,30 @@ def json_written_at_end(session: pytest.Session) -> None:
     """pytest-benchmark writes ``--benchmark-json`` as the session ends; a write that fails there (a
     full disk) would end the session in a traceback instead of its results: it becomes one line
     under the results table and exit status 1 (``summary.written_at_end``)."""
-    bench = getattr(session.config, "_benchmarksession", None)
+    bench: Any = getattr(session.config, "_benchmarksession", None)
     save = getattr(bench, "save_json", None)
     if save is None or getattr(save, "written_at_end", False):
         return
-    from pytest_gpu_pairs.plugin.summary import written_at_end
+    bench.save_json = _GuardedSave(session, bench, save)
 
-    def guarded(output_json: dict[str, Any]) -> None:
-        written_at_end(session, lambda: save(output_json), str(getattr(bench, "json", None) or "--benchmark-json"))
-    guarded.written_at_end = True
-    bench.save_json = guarded
+
+class _GuardedSave:
+    """pytest-benchmark's ``save_json`` with a failed write said under the results table."""
+
+    written_at_end = True  # wrapped already: a second session hook leaves it as it is
+
+    def __init__(self, session: pytest.Session, bench: Any, save: Callable[[dict[str, Any]], None]):
+        self.session, self.bench, self.save = session, bench, save
+
+    def __call__(self, output_json: dict[str, Any]) -> None:
+        from pytest_gpu_pairs.plugin.summary import written_at_end
+
+        name = str(getattr(self.bench, "json", None) or "--benchmark-json")
+        written_at_end(self.session, lambda: self.save(output_json), name)
 
 
 def name_the_json_file(config: pytest.Config) -> None:
-    bench = getattr(config, "_benchmarksession", None)
+    bench: Any = getattr(config, "_benchmarksession", None)
     handle = getattr(bench, "json", None)
     if handle is not None and hasattr(handle, "write") and not isinstance(handle, JsonFileByName):
         bench.json = JsonFileByName(handle)

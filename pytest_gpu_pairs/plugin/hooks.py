@@ -242,7 +242,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     """GPU name, driver and CUDA version beside pytest-benchmark's CPU info, for comparisons."""
     session = existing_session(config)
     env = session.opened_environment if session is not None else None
-    if env is not None:
+    if session is not None and env is not None:
         from pytest_gpu_pairs.plugin import gate
 
         machine_info["gpu_pairs"] = gate.machine_info(env, session.options.gpu_memory_mb)

@@ -269,7 +269,7 @@ class LiveLine:
 
 
 def _room(reporter) -> Callable[[], int]:
-    writer = getattr(reporter, "_tw", None)
+    writer: Any = getattr(reporter, "_tw", None)
 
     def room() -> int:
         try:

@@ -33,7 +33,8 @@ def shard_items(config: pytest.Config, items: list[pytest.Item], case_fixture: s
     cases = list({case.id: case for case in by_item.values()}.values())
     costs = case_costs(cases, options, shard_device(options.device), Earlier(), OwnProfiles())
     mine = set(shard_ids(costs, index, count))
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         case = by_item.get(id(item))
         (keep if (case.id in mine if case is not None else index == 1) else drop).append(item)

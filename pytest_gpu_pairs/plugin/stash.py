@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Optional
 
 import pytest
@@ -36,8 +37,18 @@ def gpu_pairs_session(config: pytest.Config) -> GpuPairsSession:
         session.record_extensions = lambda case, record: config.hook.pytest_gpu_pairs_record(case=case, record=record)
         config.stash[SESSION_KEY] = session
         _install_interrupt_handlers(config)
-        config.add_cleanup(session.close)  # cleanups run last-in first-out: closed before SIGTERM is restored
+        config.add_cleanup(lambda: _closed(session))  # cleanups run last-in first-out: closed before SIGTERM is restored
     return session
+
+
+def _closed(session: GpuPairsSession) -> None:
+    session.close()
+
+
+def _restorer(signum: signal.Signals, handler: signal.Handlers) -> Callable[[], None]:
+    def restore() -> None:
+        signal.signal(signum, handler)
+    return restore
 
 
 def _raise_keyboard_interrupt(signum, frame):
@@ -56,4 +67,4 @@ def _install_interrupt_handlers(config: pytest.Config) -> None:
                                    (signal.SIGINT, signal.default_int_handler, signal.SIG_IGN)):
         if signal.getsignal(signum) is replaced:
             signal.signal(signum, ours)
-            config.add_cleanup(lambda signum=signum, replaced=replaced: signal.signal(signum, replaced))
+            config.add_cleanup(_restorer(signum, replaced))

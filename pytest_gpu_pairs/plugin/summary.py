@@ -138,7 +138,8 @@ def energy_vs_serial(record: Record) -> dict[str, Any]:
     """The pair's energy over the serial energy of its work (1 - energy_saved_vs_serial), with its interval."""
     saved, ci = record.energy_saved_vs_serial, record.energy_saved_vs_serial_ci
     ratio = 1.0 - saved if isinstance(saved, (int, float)) and not isinstance(saved, bool) else None
-    interval = [1.0 - ci[1], 1.0 - ci[0]] if isinstance(ci, list) and len(ci) == 2 and None not in ci else None
+    low, high = ci if isinstance(ci, list) and len(ci) == 2 else (None, None)
+    interval = [1.0 - high, 1.0 - low] if low is not None and high is not None else None
     return {"energy_vs_serial": ratio, "energy_vs_serial_ci": interval}
 
 
@@ -197,7 +198,7 @@ def recorded_status(record: Record) -> str:
     no efficiency, and on an efficiency below the minimum where it was measured on a GPU."""
     eff, minimum = record.concurrency_efficiency, record.min_efficiency
     unmeasured = record.mode == "concurrent" and eff is None
-    below = record.device not in (None, "cpu") and None not in (eff, minimum) and eff < minimum
+    below = record.device not in (None, "cpu") and eff is not None and minimum is not None and eff < minimum
     return "failed" if record.failure or record.oom or unmeasured or below else "passed"
 
 

@@ -166,14 +166,15 @@ def _plain(data: Any) -> Any:
 def worker_output(config: pytest.Config, session) -> None:
     """What the controller needs of this worker, in plain JSON types (execnet sends those)."""
     bench = getattr(config, "_benchmarksession", None)
-    benchmarks, machine = [], {}
+    benchmarks: list[dict[str, Any]] = []
+    machine: dict[str, Any] = {}
     if bench is not None:
         benchmarks = [b.as_dict(include_data=True) for b in bench.benchmarks if b and not b.has_error]
         machine = bench.get_machine_info() if benchmarks else {}
     results = [{"case_id": r.case.id, "record": r.record.to_dict(), "resumed": r.resumed,
                 "enforce_efficiency": r.enforce_efficiency, "enforce_vram": r.enforce_vram} for r in session.results]
     session_file = session.own_dir / "session.json"
-    config.workeroutput[WORKER_KEY] = _plain({
+    config.workeroutput[WORKER_KEY] = _plain({  # type: ignore[attr-defined]  # pytest-xdist gives a worker's config it
         "results": results, "interrupted": session.interrupted, "orphans_killed": session.orphans_killed,
         "benchmarks": benchmarks, "machine_info": machine,
         "session": str(session_file) if session_file.is_file() else None})
@@ -221,13 +222,15 @@ def write_session_file(session, gathered: Gathered) -> None:
     """``<out>/session.json``: the first worker's session (device, scale, ...) with every worker's."""
     from pytest_gpu_pairs.record.store import StoreError, read_session, write_session
 
-    sessions = {}
+    sessions: dict[str, dict[str, Any]] = {}
     for worker, output in gathered.ordered():
         if output.get("session"):
             try:
-                sessions[worker] = read_session(os.path.dirname(output["session"]))
+                found = read_session(os.path.dirname(output["session"]))
             except StoreError:
                 continue
+            if found is not None:
+                sessions[worker] = found
     if sessions:
         first = next(iter(sessions.values()))
         write_session(session.options.out_dir, {**first, "worker": None, "workers": sessions})

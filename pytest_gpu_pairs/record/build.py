@@ -12,11 +12,27 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, describe
 from pytest_gpu_pairs.monitor.counters import counter_energy_j, unwrap_counter
-from pytest_gpu_pairs.monitor.samples import JOB_ROLES
+from pytest_gpu_pairs.monitor.samples import JOB_ROLES, GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
 from pytest_gpu_pairs.record.checks import PROGRESS_FIX
 from pytest_gpu_pairs.record.derived import with_derived
+from pytest_gpu_pairs.record.groups import (
+    Background,
+    CaseFacts,
+    CpuEnergy,
+    EnergySplit,
+    GpuEnergy,
+    Interleaving,
+    Memory,
+    Outcome,
+    Restarts,
+    SerialComparison,
+    Sharing,
+    Timing,
+    Where,
+    merged,
+)
 from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, InterleavedMeasurement, Measurement
 from pytest_gpu_pairs.record.model import Record, built
@@ -38,11 +54,12 @@ class Notes(dict):
         self[key] = f"{self[key]}; {reason}" if key in self else reason
 
 
-def _cpu_facts(record: dict[str, Any], notes: Notes, env: DeviceFacts, case: Case) -> None:
+def _job_cpus(notes: Notes, env: DeviceFacts, case: Case) -> Optional[dict[str, str]]:
     jobs = {role: env.one_loop(job.is_builtin) for role, job in (("fg", case.fg), ("bg", case.bg)) if job is not None}
-    record["job_cpus"] = env.cpus.described(jobs)
-    if record["job_cpus"] is None:
+    described = env.cpus.described(jobs)
+    if described is None:
         notes.unmeasured("job_cpus", f"jobs not pinned: {env.cpus.reason}")
+    return described
 
 
 def _in_window(samples, window):
@@ -78,55 +95,58 @@ class Work:
     bg_solo: SoloCost
 
 
-def _gpu_figures(m: Measurement, env: DeviceFacts, notes: Notes, work: Work) -> dict[str, Any]:
-    keys = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
-            "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j", "gpu_power_avg_w",
-            "gpu_power_max_w", "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb",
-            "bg_peak_vram_mb", "other_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial")
-    figures: dict[str, Any] = dict.fromkeys(keys)
-    figures["energy_split_method"] = None
+UNSAMPLED = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
+             "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j", "gpu_power_avg_w", "gpu_power_max_w",
+             "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb",
+             "other_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial", "energy_split_method")
+GpuFigures = tuple[GpuEnergy, Memory, EnergySplit, SerialComparison]
+
+
+def _gpu_figures(m: Measurement, env: DeviceFacts, notes: Notes, work: Work) -> GpuFigures:
+    """The card's figures over the window; without GPU samples every one is None, for one reason."""
     if not m.samples:
         reason = env.gpu_unavailable or "no GPU samples were taken"
-        for key in keys + ("energy_split_method",):
+        for key in UNSAMPLED:
             notes.unmeasured(key, f"not measurable on this run: {reason}")
-        return figures
+        return (GpuEnergy(**dict.fromkeys(GpuEnergy.model_fields)), Memory(**dict.fromkeys(Memory.model_fields)),
+                EnergySplit(**dict.fromkeys(EnergySplit.model_fields)),
+                SerialComparison(**dict.fromkeys(SerialComparison.model_fields)))
     window, inside = m.window, _in_window(m.samples, m.window)
     energy = counter_energy_j(((s.t, s.energy_mj) for s in m.samples), *window)
     if energy is None:
         notes.unmeasured("gpu_energy_j", "the NVML total-energy counter was not readable over the window")
-    figures["gpu_energy_j"] = energy
-    figures["gpu_energy_above_idle_j"] = metrics.energy_above_idle(energy, env.idle_power_w, m.window_s)
+    above_idle = metrics.energy_above_idle(energy, env.idle_power_w, m.window_s)
     if env.idle_power_w is None:
         notes.unmeasured("gpu_energy_above_idle_j", env.idle_power_note or "idle power was not measured")
-    figures["gpu_power_avg_w"] = energy / m.window_s if energy is not None and m.window_s > 0 else None
-    figures["gpu_power_max_w"] = metrics.peak(s.power_w for s in inside)
+    memory = _memory_figures(m.samples, m.sharing_probe, m.mode, notes)
+    split = _energy_split(m, above_idle, env.idle_power_w, notes, work)
     utils = [s.util_pct for s in inside if s.util_pct is not None]
-    figures["gpu_util_avg_pct"] = sum(utils) / len(utils) if utils else None
-    figures["gpu_temp_max_c"] = metrics.peak(s.temp_c for s in inside)
-    figures.update(_memory_figures(m.samples, m.sharing_probe, m.mode, notes))
-    figures.update(_energy_split(m, figures["gpu_energy_above_idle_j"], env.idle_power_w, notes, work))
-    figures["fg_gpu_energy_per_step_j"] = metrics.energy_per_step(figures["fg_gpu_energy_j"], work.fg_steps)
-    figures["bg_gpu_energy_per_step_j"] = metrics.energy_per_step(figures["bg_gpu_energy_j"], work.bg_steps)
-    figures.update(_serial_comparison(m, energy, notes, work))
-    return figures
+    gpu = GpuEnergy(gpu_energy_j=energy, gpu_energy_above_idle_j=above_idle,
+                    gpu_power_avg_w=energy / m.window_s if energy is not None and m.window_s > 0 else None,
+                    gpu_power_max_w=metrics.peak(s.power_w for s in inside),
+                    gpu_util_avg_pct=sum(utils) / len(utils) if utils else None,
+                    gpu_temp_max_c=metrics.peak(s.temp_c for s in inside),
+                    fg_gpu_energy_per_step_j=metrics.energy_per_step(split.fg_gpu_energy_j, work.fg_steps),
+                    bg_gpu_energy_per_step_j=metrics.energy_per_step(split.bg_gpu_energy_j, work.bg_steps))
+    return gpu, memory, split, _serial_comparison(m, energy, notes, work)
 
 
-def _serial_comparison(m: Measurement, energy: Optional[float], notes: Notes, work: Work) -> dict[str, Any]:
+def _serial_comparison(m: Measurement, energy: Optional[float], notes: Notes, work: Work) -> SerialComparison:
     """The window's energy against running the same work one job after the other (whole card)."""
     if m.mode == "solo":
         for key in ("serial_energy_j", "energy_saved_vs_serial"):
             notes.unmeasured(key, "solo case: nothing shares the device")
-        return {"serial_energy_j": None, "energy_saved_vs_serial": None}
+        return SerialComparison(serial_energy_j=None, energy_saved_vs_serial=None)
     serial = metrics.serial_energy_j(work.fg_steps, work.fg_solo.j_per_step, work.bg_steps, work.bg_solo.j_per_step)
     if serial is None:
         notes.unmeasured("serial_energy_j", "a job's steps or its solo energy per step are unknown")
     saved = metrics.energy_saved_fraction(energy, serial)
     if saved is None:
         notes.unmeasured("energy_saved_vs_serial", "needs the window's energy and the serial energy")
-    return {"serial_energy_j": serial, "energy_saved_vs_serial": saved}
+    return SerialComparison(serial_energy_j=serial, energy_saved_vs_serial=saved)
 
 
-def _mps_server_mb(sample, servers: set[int]) -> float:
+def _mps_server_mb(sample: GpuSample, servers: frozenset[int]) -> float:
     return sum(v for pid, v in sample.proc_mem_mb.items() if pid in servers and v is not None)
 
 
@@ -144,7 +164,7 @@ def _other_memory_mb(sample, servers: frozenset[int]) -> float:
                if sample.roles.get(pid, "other") == "other" and pid not in servers and v is not None)
 
 
-def _memory_figures(samples, sharing_probe: dict[str, Any], mode: str, notes: Notes) -> dict[str, Optional[float]]:
+def _memory_figures(samples: Sequence[GpuSample], sharing_probe: dict[str, Any], mode: str, notes: Notes) -> Memory:
     """Peaks of NVML per-process memory (CUDA contexts included) over the whole round.
 
     Only the case's own processes count (under MPS, with the MPS server that holds their
@@ -152,22 +172,21 @@ def _memory_figures(samples, sharing_probe: dict[str, Any], mode: str, notes: No
     ``peak_vram_mb`` (``other_peak_vram_mb`` shows what others held).
     """
     servers = frozenset(sharing_probe.get("server_pids") or ())
-    figures = {"peak_vram_mb": _role_peak(samples, JOB_ROLES, servers),
-               "fg_peak_vram_mb": _role_peak(samples, ("fg",)), "bg_peak_vram_mb": _role_peak(samples, ("bg",)),
-               "other_peak_vram_mb": metrics.peak(_other_memory_mb(s, servers) for s in samples) or None,
-               "mps_server_vram_mb": None}
     if servers:
-        figures["mps_server_vram_mb"] = metrics.peak(_mps_server_mb(s, servers) for s in samples
-                                                     if servers & set(s.proc_mem_mb))
         notes.unmeasured("peak_vram_mb", "under MPS it includes the MPS server's own memory (mps_server_vram_mb)")
     if mode == "solo":
-        figures["bg_peak_vram_mb"] = None
         notes.unmeasured("bg_peak_vram_mb", "solo case: no background job")
-    for key in ("peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb"):
-        if figures[key] is None:
+    figures = Memory(peak_vram_mb=_role_peak(samples, JOB_ROLES, servers), fg_peak_vram_mb=_role_peak(samples, ("fg",)),
+                     bg_peak_vram_mb=None if mode == "solo" else _role_peak(samples, ("bg",)),
+                     other_peak_vram_mb=metrics.peak(_other_memory_mb(s, servers) for s in samples) or None,
+                     mps_server_vram_mb=metrics.peak(_mps_server_mb(s, servers) for s in samples
+                                                     if servers & set(s.proc_mem_mb)) if servers else None)
+    for key, value in (("peak_vram_mb", figures.peak_vram_mb), ("fg_peak_vram_mb", figures.fg_peak_vram_mb),
+                       ("bg_peak_vram_mb", figures.bg_peak_vram_mb)):
+        if value is None:
             notes.unmeasured(key, "NVML listed no process of this job with its memory (a job that never reached "
                                   "the GPU, or NVML pids that do not match the jobs' pids, as in a container)")
-    if figures["other_peak_vram_mb"]:
+    if figures.other_peak_vram_mb:
         notes.unmeasured("other_peak_vram_mb", "processes that are not the case's jobs held GPU memory; "
                                                "they are not in peak_vram_mb")
     return figures
@@ -192,17 +211,17 @@ def _other_sm_pids(m: Measurement) -> list[int]:
 
 
 def _energy_split(m: Measurement, above_idle: Optional[float], idle_w: Optional[float],
-                  notes: Notes, work: Work) -> dict[str, Any]:
+                  notes: Notes, work: Work) -> EnergySplit:
     """fg + bg = energy above idle, exactly; ``energy_split_method`` says how it was split."""
     if above_idle is None:
-        return {"fg_gpu_energy_j": None, "bg_gpu_energy_j": None, "energy_split_method": None}
+        return EnergySplit(fg_gpu_energy_j=None, bg_gpu_energy_j=None, energy_split_method=None)
     if m.mode == "solo":
-        return {"fg_gpu_energy_j": above_idle, "bg_gpu_energy_j": 0.0, "energy_split_method": "solo"}
+        return EnergySplit(fg_gpu_energy_j=above_idle, bg_gpu_energy_j=0.0, energy_split_method="solo")
     if work.sharing == "mps":
         fg, bg = metrics.progress_energy_split(above_idle, work.fg_steps, work.fg_solo.above_idle_j_per_step,
                                                work.bg_steps, work.bg_solo.above_idle_j_per_step)
         if fg is not None:
-            return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "progress_x_solo_energy"}
+            return EnergySplit(fg_gpu_energy_j=fg, bg_gpu_energy_j=bg, energy_split_method="progress_x_solo_energy")
         return _time_share_split(m, above_idle, notes, "under MPS NVML reports the MPS server instead of its "
                                  "clients, and a solo energy per step is missing: split by time on the GPU")
     others = _other_sm_pids(m)
@@ -212,16 +231,17 @@ def _energy_split(m: Measurement, above_idle: Optional[float], idle_w: Optional[
     fg_w, bg_w = metrics.sm_split_weights(_sm_intervals(m, idle_w or 0.0))
     if fg_w + bg_w > 0:
         fg, bg = metrics.split_energy(above_idle, fg_w, bg_w)
-        return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "sm_util"}
+        return EnergySplit(fg_gpu_energy_j=fg, bg_gpu_energy_j=bg, energy_split_method="sm_util")
     return _time_share_split(m, above_idle, notes, "NVML gave no per-process SM utilisation for the jobs: split by "
                              "time on the GPU (fg: the whole window, bg: its training time in it)")
 
 
-def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str) -> dict[str, Any]:
-    bg_time = (metrics.coverage(m.background.training_intervals(), *m.window) or 0.0) * m.window_s
+def _time_share_split(m: Measurement, above_idle: float, notes: Notes, why: str) -> EnergySplit:
+    intervals = m.background.training_intervals() if m.background is not None else []
+    bg_time = (metrics.coverage(intervals, *m.window) or 0.0) * m.window_s
     fg, bg = metrics.split_energy(above_idle, m.window_s, bg_time)
     notes.unmeasured("energy_split_method", why)
-    return {"fg_gpu_energy_j": fg, "bg_gpu_energy_j": bg, "energy_split_method": "time_share"}
+    return EnergySplit(fg_gpu_energy_j=fg, bg_gpu_energy_j=bg, energy_split_method="time_share")
 
 
 def _no_progress(model: str, progress: Progress) -> str:
@@ -235,14 +255,14 @@ def progress_source(progress: Progress) -> Optional[str]:
     return progress.source if progress.steps else None
 
 
-def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes) -> dict[str, Any]:
+def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes) -> Background:
     loop = m.background
     if loop is None:
         for key in ("bg_progress_ratio", "bg_coverage"):
             notes.unmeasured(key, "solo case: no background job")
-        return {"bg_runs": 0, "bg_failures": 0, "bg_coverage": None, "bg_progress_ratio": None, "bg_speed_ratio": None,
-                "bg_progress_source": None,
-                "bg_steps_in_window": None, "bg_solo_steps_per_s": None, "bg_peak_mem_reserved_mb": None}
+        return Background(bg_runs=0, bg_failures=0, bg_coverage=None, bg_progress_ratio=None, bg_speed_ratio=None,
+                          bg_progress_source=None, bg_steps_in_window=None, bg_solo_steps_per_s=None,
+                          bg_peak_mem_reserved_mb=None)
     steps = loop.steps_between(*m.window) if any(r.outcome.progress.steps for r in loop.runs) else None
     solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
     if steps is None:
@@ -257,34 +277,35 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
     bg_perf = loop.last_completed_metrics()
     if bg_perf is None:
         notes.unmeasured("bg_perf", "no background run finished on its own during the case")
-    return {"bg_runs": len(loop.runs), "bg_failures": len(loop.failures), "bg_coverage": cover,
-            "bg_progress_source": next((progress_source(r.outcome.progress) for r in loop.runs
-                                        if r.outcome.progress.steps), None),
-            "bg_progress_ratio": metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
-            "bg_speed_ratio": metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
-            "bg_steps_in_window": steps, "bg_solo_steps_per_s": solo_rate,
-            "bg_peak_mem_reserved_mb": metrics.peak(reserved), "bg_perf": bg_perf}
+    return Background(bg_runs=len(loop.runs), bg_failures=len(loop.failures), bg_coverage=cover,
+                      bg_progress_source=next((progress_source(r.outcome.progress) for r in loop.runs
+                                               if r.outcome.progress.steps), None),
+                      bg_progress_ratio=metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
+                      bg_speed_ratio=metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
+                      bg_steps_in_window=steps, bg_solo_steps_per_s=solo_rate,
+                      bg_peak_mem_reserved_mb=metrics.peak(reserved), bg_perf=bg_perf)
 
 
 UNFINISHED_FG = ("fg_duration_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency")
 
 
-def _drop_unfinished_foreground(m: Measurement, record: dict[str, Any], notes: Notes) -> None:
+def _foreground_unfinished(m: Measurement, notes: Notes) -> bool:
     """A foreground that crashed, ran out of memory, timed out or was stopped has no duration to
     compare: its partial figures would pass for a slowdown. They become None with the reason."""
     if m.fg.completed:
-        return
+        return False
     why = m.fg_stopped_because or m.fg.reason()
     for key in UNFINISHED_FG:
-        record[key] = None
         notes[key] = f"the foreground did not finish: {why}"
+    return True
 
 
-def _explain_missing_efficiency(record: dict[str, Any], notes: Notes) -> None:
-    if record["fg_slowdown"] is None:
+def _explain_missing_efficiency(sharing: Sharing, background: Background, notes: Notes) -> None:
+    if sharing.fg_slowdown is None:
         notes.unmeasured("fg_slowdown", "the foreground's solo baseline gave no duration")
-    if record["concurrency_efficiency"] is None:
-        missing = " and ".join(k for k in ("fg_slowdown", "bg_progress_ratio") if record[k] is None)
+    if sharing.concurrency_efficiency is None:
+        missing = " and ".join(k for k, v in (("fg_slowdown", sharing.fg_slowdown),
+                                              ("bg_progress_ratio", background.bg_progress_ratio)) if v is None)
         notes.unmeasured("concurrency_efficiency", f"it needs {missing}, which this round did not measure")
 
 
@@ -294,64 +315,74 @@ def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], sol
     return built(_round_figures(case, m, solo_fg, solo_bg, env))
 
 
-def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
-                   env: DeviceFacts) -> dict[str, Any]:
-    """A round's figures as the dict the study's derived figures are added to before it is typed."""
-    notes = Notes()
+def _timing(m: Measurement, solo_fg: Optional[Measurement], notes: Notes) -> Timing:
     fg = m.fg
-    fg_result = fg.progress.result or {}
-    record: dict[str, Any] = {**describe(case), "mode": m.mode}
-    record["fg_duration_s"] = fg.duration_s
-    record["fg_wall_s"] = fg.wall_s
-    record["fg_startup_s"] = fg.progress.setup_t - fg.start_t if fg.progress.setup_t else None
-    if record["fg_startup_s"] is None:
+    startup = fg.progress.setup_t - fg.start_t if fg.progress.setup_t else None
+    if startup is None:
         notes.unmeasured("fg_startup_s", "the foreground reported no setup event (built-ins do; a log read with a "
                                          "progress_pattern and pytest_gpu_pairs.progress have none)")
-    record["duration_basis"] = fg.duration_basis
-    record["fg_progress_source"] = progress_source(fg.progress)
     if fg.duration_basis == "process":
         notes.unmeasured("duration_basis", "the foreground reports no progress, so durations are process wall times "
                                            f"(startup included): {_no_progress(fg.model, fg.progress)}")
     if fg.progress.problem_note:
         notes.also("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
-    record["fg_solo_duration_s"] = solo_fg.fg.duration_s if solo_fg is not None else None
-    record["fg_slowdown"] = metrics.fg_slowdown(fg.duration_s, record["fg_solo_duration_s"]) if m.mode != "solo" else None
-    record.update(_background_figures(m, solo_bg, notes))
-    record["concurrency_efficiency"] = metrics.concurrency_efficiency(record["fg_slowdown"], record["bg_progress_ratio"])
+    return Timing(fg_duration_s=fg.duration_s, fg_wall_s=fg.wall_s, fg_startup_s=startup,
+                  duration_basis=fg.duration_basis, fg_progress_source=progress_source(fg.progress),
+                  fg_solo_duration_s=solo_fg.fg.duration_s if solo_fg is not None else None, window_s=m.window_s)
+
+
+def _sharing(m: Measurement, timing: Timing, background: Background, notes: Notes) -> Sharing:
+    slowdown = metrics.fg_slowdown(m.fg.duration_s, timing.fg_solo_duration_s) if m.mode != "solo" else None
     if m.mode == "solo":
         for key in ("fg_slowdown", "concurrency_efficiency"):
             notes.unmeasured(key, "solo case: nothing shares the device")
-    _drop_unfinished_foreground(m, record, notes)
-    _explain_missing_efficiency(record, notes)
-    work = Work(case.sharing, fg.progress.steps_between(*m.window) if fg.progress.steps else None,
-                record["bg_steps_in_window"], SoloCost.of(solo_fg, env), SoloCost.of(solo_bg, env))
-    record.update(_gpu_figures(m, env, notes, work))
-    record.setdefault("mps_server_vram_mb", None)
-    record["mps"] = _sharing_figures(case, m, notes)
-    record["cpu_energy_j"] = m.cpu_energy_j
-    record["cpu_energy_method"] = "rapl" if m.cpu_energy_j is not None else None
+    return Sharing(fg_slowdown=slowdown,
+                   concurrency_efficiency=metrics.concurrency_efficiency(slowdown, background.bg_progress_ratio))
+
+
+def _cpu_energy(m: Measurement, notes: Notes) -> CpuEnergy:
     if m.cpu_energy_j is None:
         cause = f"not measurable: {m.cpu_energy_unavailable or 'RAPL not read'}"
         notes.unmeasured("cpu_energy_j", cause)
         notes.unmeasured("cpu_energy_method", cause)  # no method without a figure: the same cause, one summary line
-    bg_oom = [r for r in (m.background.ooms if m.background else [])]
-    record["oom"] = fg.oom or bool(bg_oom)
-    record["fg_exit_code"] = fg.returncode
-    record["fg_peak_mem_reserved_mb"] = fg_result.get("peak_mem_reserved_mb")
-    record["perf"] = fg.metrics
-    record["device"] = env.device_name
-    record["sample_hz"] = env.sample_hz if m.samples else None
-    record["idle_power_w"] = env.idle_power_w
-    record["idle_power_method"] = IDLE_METHOD if env.idle_power_w is not None else None
-    record["window_s"] = m.window_s
-    record["vram_budget_mb"] = case.vram_budget_mb
-    record["vram_budget_source"] = VRAM_SOURCE
-    record["min_efficiency"] = case.min_efficiency
-    record["scale"] = env.scale
-    _cpu_facts(record, notes, env, case)
-    record["failure"] = _failure_text(m, case.sharing)
-    record["notes"] = dict(notes)
-    return record
+    return CpuEnergy(cpu_energy_j=m.cpu_energy_j, cpu_energy_method="rapl" if m.cpu_energy_j is not None else None)
+
+
+def _case_facts(case: Case, mode: str) -> CaseFacts:
+    return CaseFacts(**{**describe(case), "mode": mode}, vram_budget_mb=case.vram_budget_mb,
+                     vram_budget_source=VRAM_SOURCE, min_efficiency=case.min_efficiency)
+
+
+def _where(env: DeviceFacts, sampled: bool, job_cpus: Optional[dict[str, str]]) -> Where:
+    return Where(device=env.device_name, scale=env.scale, sample_hz=env.sample_hz if sampled else None,
+                 idle_power_w=env.idle_power_w,
+                 idle_power_method=IDLE_METHOD if env.idle_power_w is not None else None, job_cpus=job_cpus)
+
+
+def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+                   env: DeviceFacts) -> dict[str, Any]:
+    """A round's figures as the dict the study's derived figures are added to before it is typed."""
+    notes = Notes()
+    timing = _timing(m, solo_fg, notes)
+    background = _background_figures(m, solo_bg, notes)
+    sharing = _sharing(m, timing, background, notes)
+    if _foreground_unfinished(m, notes):
+        timing, background, sharing = (timing.without(UNFINISHED_FG), background.without(UNFINISHED_FG),
+                                       sharing.without(UNFINISHED_FG))
+    _explain_missing_efficiency(sharing, background, notes)
+    fg_steps = m.fg.progress.steps_between(*m.window) if m.fg.progress.steps else None
+    work = Work(case.sharing, fg_steps, background.bg_steps_in_window, SoloCost.of(solo_fg, env),
+                SoloCost.of(solo_bg, env))
+    gpu = _gpu_figures(m, env, notes, work)
+    bg_oom = m.background.ooms if m.background else []
+    outcome = Outcome(oom=m.fg.oom or bool(bg_oom), failure=_failure_text(m, case.sharing),
+                      fg_exit_code=m.fg.returncode,
+                      fg_peak_mem_reserved_mb=(m.fg.progress.result or {}).get("peak_mem_reserved_mb"),
+                      perf=m.fg.metrics, mps=_sharing_figures(case, m, notes))
+    cpu = _cpu_energy(m, notes)
+    where = _where(env, bool(m.samples), _job_cpus(notes, env, case))
+    return merged(_case_facts(case, m.mode), timing, background, sharing, *gpu, cpu, outcome, where,
+                  {"notes": dict(notes)})
 
 
 def case_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
@@ -393,31 +424,36 @@ def failed_record(case: Case, failure: str, env: DeviceFacts, loop: Optional[Bac
     """The record of a case that could not be measured (a solo baseline failed, the background
     never became ready): what is known, the failure, and None for every figure, with the reason."""
     runs = loop.runs if loop is not None else []
-    record: dict[str, Any] = {**describe(case), "mode": case.mode, "failure": failure,
-                              "oom": any(r.outcome.oom for r in runs), "fg_exit_code": None,
-                              "bg_runs": len(runs), "bg_failures": sum(r.outcome.failed for r in runs),
-                              "device": env.device_name, "scale": env.scale, "perf": {}}
-    notes = {}
-    for key in ("fg_duration_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio", "concurrency_efficiency",
-                "gpu_energy_j", "peak_vram_mb", "bg_coverage", "cpu_energy_j"):
-        record[key] = None
-        notes[key] = f"the case could not be measured: {failure}"
-    record["notes"] = notes
-    return built(record)
+    return built(merged(
+        CaseFacts(**{**describe(case), "mode": case.mode}),
+        Outcome(failure=failure, oom=any(r.outcome.oom for r in runs), fg_exit_code=None, perf={}),
+        Background(bg_runs=len(runs), bg_failures=sum(r.outcome.failed for r in runs), bg_progress_ratio=None,
+                   bg_coverage=None),
+        Timing(fg_duration_s=None, fg_solo_duration_s=None), Sharing(fg_slowdown=None, concurrency_efficiency=None),
+        GpuEnergy(gpu_energy_j=None), Memory(peak_vram_mb=None), CpuEnergy(cpu_energy_j=None),
+        Where(device=env.device_name, scale=env.scale),
+        {"notes": {key: f"the case could not be measured: {failure}" for key in NOT_MEASURED_IN_A_FAILED_CASE}}))
+
+
+NOT_MEASURED_IN_A_FAILED_CASE = ("fg_duration_s", "fg_solo_duration_s", "fg_slowdown", "bg_progress_ratio",
+                                 "concurrency_efficiency", "gpu_energy_j", "peak_vram_mb", "bg_coverage", "cpu_energy_j")
 
 
 def aggregate(rounds: Sequence[Record]) -> Record:
     """One record for all repeats: numeric keys hold the mean, ``<key>_std`` the spread."""
-    record = rounds[-1].to_dict()
-    record["repeats"] = len(rounds)
+    record = {**rounds[-1].to_dict(), "repeats": len(rounds)}
     if len(rounds) > 1:
-        for key in PER_ROUND:
-            mean, std = metrics.mean_and_std([getattr(r, key) for r in rounds])
-            record[key], record[f"{key}_std"] = mean, std
-        record["oom"] = any(r.oom for r in rounds)
-        record["failure"] = "; ".join(r.failure for r in rounds if r.failure) or None
-        record["rounds"] = [{k: getattr(r, k) for k in PER_ROUND + ("oom", "failure")} for r in rounds]
+        record.update(_over_rounds(rounds))
     return built(with_impossible_notes(record))
+
+
+def _over_rounds(rounds: Sequence[Record]) -> dict[str, Any]:
+    """Each per-round figure's mean and ``_std`` (the table's per-round keys), whether any round ran
+    out of memory or failed, and each round's own figures."""
+    spread = {key: metrics.mean_and_std([getattr(r, key) for r in rounds]) for key in PER_ROUND}
+    return {**{key: mean for key, (mean, _) in spread.items()}, **{f"{key}_std": std for key, (_, std) in spread.items()},
+            "oom": any(r.oom for r in rounds), "failure": "; ".join(r.failure for r in rounds if r.failure) or None,
+            "rounds": [{k: getattr(r, k) for k in PER_ROUND + ("oom", "failure")} for r in rounds]}
 
 
 BUSY_KEYS = ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound")
@@ -430,44 +466,40 @@ INTERLEAVED_WARMUP_RULE = ("both jobs started together; excluded, at every start
 def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) -> Record:
     """The record of an interleaved case: the mean of its rounds with intervals, and how it was measured."""
     notes = Notes()
-    record: dict[str, Any] = {**describe(case), "mode": case.mode, "repeats": len(m.rounds), "scale": env.scale,
-                              "device": env.device_name, "sample_hz": env.sample_hz if m.samples else None,
-                              "idle_power_w": env.idle_power_w, "vram_budget_mb": case.vram_budget_mb,
-                              "vram_budget_source": VRAM_SOURCE, "min_efficiency": case.min_efficiency,
-                              "idle_power_method": IDLE_METHOD if env.idle_power_w is not None else None,
-                              "phase_s": m.phase_s or case.phase_s,
-                              "settle_s": case.settle_s if m.settle_s is None else m.settle_s, "warmup_rule": INTERLEAVED_WARMUP_RULE,
-                              "warmup_s": m.warmup[1] - m.warmup[0], "stop_reason": m.stop_reason,
-                              "gpu_seconds": (m.rounds[-1].end if m.rounds else m.warmup[1]) - m.warmup[0],
-                              "energy_split_method": SPLIT_METHOD if m.samples else None,
-                              "oom": m.oom, "failure": m.failure, "perf": {}, "fg_exit_code": None}
-    record.update(case_figures(m, env.idle_power_w))
-    record.update(_restart_figures(m))
-    record["fg_progress_source"], record["bg_progress_source"] = progress_source(m.fg), progress_source(m.bg)
-    rule = m.rule
-    record["precision_target"] = getattr(rule, "precision", None)
-    achieved = record["precision_achieved"]
-    record["precision_reached"] = (None if record["precision_target"] is None
-                                   else achieved is not None and achieved <= record["precision_target"])
-    _explain_unsampled(record, m, env, notes)
+    rounds = case_figures(m, env.idle_power_w)
+    _explain_unsampled(m, env, notes)
     _explain_unread_busy(m, notes)
-    record.update(_memory_figures(m.samples, {}, case.mode, notes))
+    record = merged(_case_facts(case, case.mode), _interleaving(case, m, rounds["precision_achieved"]),
+                    Outcome(oom=m.oom, failure=m.failure, perf={}, fg_exit_code=None), rounds, _restart_figures(m),
+                    EnergySplit(energy_split_method=SPLIT_METHOD if m.samples else None),
+                    Timing(fg_progress_source=progress_source(m.fg)), Background(bg_progress_source=progress_source(m.bg)),
+                    _memory_figures(m.samples, {}, case.mode, notes))
     _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
     for role, progress in (("fg", m.fg), ("bg", m.bg)):
         if progress.problem_note:
             notes.also(f"{role}_progress_source", progress.problem_note)
-    _cpu_facts(record, notes, env, case)
-    record["notes"] = dict(notes)
-    return built(with_impossible_notes(record))
+    where = _where(env, bool(m.samples), _job_cpus(notes, env, case))
+    return built(with_impossible_notes(merged(record, where, {"notes": dict(notes)})))
 
 
-def _restart_figures(m: InterleavedMeasurement) -> dict[str, Any]:
+def _interleaving(case: Case, m: InterleavedMeasurement, achieved: Optional[float]) -> Interleaving:
+    """How the case was measured: phases, warm-up, the device time it held, and the stopping rule's verdict."""
+    target = m.rule.precision if m.rule is not None else None
+    return Interleaving(repeats=len(m.rounds), phase_s=m.phase_s or case.phase_s,
+                        settle_s=case.settle_s if m.settle_s is None else m.settle_s,
+                        warmup_rule=INTERLEAVED_WARMUP_RULE, warmup_s=m.warmup[1] - m.warmup[0],
+                        gpu_seconds=(m.rounds[-1].end if m.rounds else m.warmup[1]) - m.warmup[0],
+                        stop_reason=m.stop_reason, precision_target=target,
+                        precision_reached=None if target is None else achieved is not None and achieved <= target)
+
+
+def _restart_figures(m: InterleavedMeasurement) -> Restarts:
     """How often each job finished its run and was started again, and the rounds that cost."""
-    return {"fg_restarts": sum(1 for r in m.restarts if r.role == "fg"),
-            "bg_restarts": sum(1 for r in m.restarts if r.role == "bg"),
-            "rounds_discarded": sum(r.rounds_discarded for r in m.restarts),
-            "restarts": [r.as_record() for r in m.restarts]}
+    return Restarts(fg_restarts=sum(1 for r in m.restarts if r.role == "fg"),
+                    bg_restarts=sum(1 for r in m.restarts if r.role == "bg"),
+                    rounds_discarded=sum(r.rounds_discarded for r in m.restarts),
+                    restarts=[r.as_record() for r in m.restarts])
 
 
 def _explain_excluded_rounds(record: dict[str, Any], notes: Notes) -> None:
@@ -482,7 +514,7 @@ def _explain_excluded_rounds(record: dict[str, Any], notes: Notes) -> None:
             "report of a run that then ended (its end of training)")
 
 
-def _explain_unsampled(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts, notes: Notes) -> None:
+def _explain_unsampled(m: InterleavedMeasurement, env: DeviceFacts, notes: Notes) -> None:
     """Without GPU samples every GPU figure has one reason: the GPU's, said before any other."""
     if m.samples:
         return

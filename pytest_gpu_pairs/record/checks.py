@@ -98,7 +98,7 @@ class CaseResult:
             return None
         silent = [model for model, source, given in ((r.fg_model, r.fg_progress_source, "fg_progress_source" in r),
                                                      (r.bg_model, r.bg_progress_source, "bg_progress_source" in r))
-                  if given and source is None]
+                  if given and source is None and model is not None]
         fix = PROGRESS_FIX.format(" and ".join(silent)) if silent else "see notes.concurrency_efficiency"
         if not self.enforce_efficiency:
             return (f"not measured: concurrency_efficiency is null ({self._note('concurrency_efficiency')}), so the "

@@ -18,12 +18,12 @@ measured: the run layer measures, the record keeps.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Optional
+from typing import Any, Final, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-KIND = "gpu-pairs fit profile"
-VERSION = 1
+KIND: Final = "gpu-pairs fit profile"
+VERSION: Final = 1
 ALLOCATOR_RESOLUTION_MB = 2.0  # the caching allocator reserves in 2 MB blocks; NVML counts whole MiB
 NVML_RESOLUTION_MB = 1.0
 STEADY_PHASE = "train"
@@ -56,6 +56,12 @@ class FitStart(_Strict):
             return None, self.nvml_peak_mb
         phase = max(self.phases, key=self.phases.__getitem__)
         return phase, max(self.phases[phase], self.nvml_peak_mb or 0.0)
+
+
+def _most(values: Sequence[Optional[float]]) -> Optional[float]:
+    """The largest of ``values``; None where there are none or one is unknown."""
+    known = [v for v in values if v is not None]
+    return max(known) if known and len(known) == len(values) else None
 
 
 class FitProfile(_Strict):
@@ -93,8 +99,7 @@ class FitProfile(_Strict):
         """The most the job held at any point of any start; 0 for a job that trains on the CPU."""
         if not self.on_gpu:
             return 0.0
-        peaks = [start.peak[1] for start in self.starts]
-        return max(peaks) if peaks and self.complete and None not in peaks else None
+        return _most([start.peak[1] for start in self.starts]) if self.complete else None
 
     @property
     def peak_phase(self) -> Optional[str]:
@@ -107,8 +112,7 @@ class FitProfile(_Strict):
         """The most it held while training steadily (after its first step)."""
         if not self.on_gpu:
             return 0.0
-        values = [start.phases.get(STEADY_PHASE) for start in self.starts]
-        return max(values) if values and self.complete and None not in values else None
+        return _most([start.phases.get(STEADY_PHASE) for start in self.starts]) if self.complete else None
 
     @property
     def start_spread_mb(self) -> Optional[float]:
@@ -135,7 +139,7 @@ def allocator_start(memory_events: Sequence[Mapping[str, Any]], nvml_at: Any, nv
                     failure=failure, seconds=seconds)
 
 
-def nvml_phase(t: float, steps: Sequence[tuple[float, int]], gap_s: float) -> str:
+def nvml_phase(t: float, steps: Sequence[tuple[float, float]], gap_s: float) -> str:
     """Which part of a command workload's run a reading at ``t`` fell in, from its step reports:
     before its second report it was starting, after its last it was ending, in a silence of more
     than ``gap_s`` inside training it was doing something else (evaluating, saving)."""
@@ -147,7 +151,7 @@ def nvml_phase(t: float, steps: Sequence[tuple[float, int]], gap_s: float) -> st
     return "gap" if steps[after][0] - steps[after - 1][0] > gap_s else STEADY_PHASE
 
 
-def nvml_start(readings: Sequence[tuple[float, float]], steps: Sequence[tuple[float, int]], gap_s: float,
+def nvml_start(readings: Sequence[tuple[float, float]], steps: Sequence[tuple[float, float]], gap_s: float,
                exit_code: Optional[int], oom: bool, failure: Optional[str], seconds: float) -> FitStart:
     """A command workload's start: the densest NVML readings, each put in the part of the run it
     fell in by the job's own step reports."""
@@ -174,18 +178,29 @@ def pair_fit(fg: Optional[FitProfile], bg: Optional[FitProfile], together_mb: Op
     figures.update({f"{role}_vram_need_phase": p.peak_phase if p else None for role, p in profiles.items()})
     card = next((p.card_mb for p in (fg, bg) if p is not None), None)
     figures.update(vram_card_mb=card, vram_together_mb=together_mb)
-    if missing or together_mb is None:
+    sums = _summed(fg, bg, together_mb)
+    if missing or fg is None or bg is None or sums is None:
         oom = next((f"{role} {p.workload}" for role, p in profiles.items() if p is not None and p.oom), None)
         return {**figures, "vram_fit_mb": None, "vram_steady_mb": None, "vram_transient_mb": None,
                 "vram_peak_phase": f"{oom}: ran out of memory alone on the card" if oom else None,
                 "vram_uncertainty_mb": None, "vram_verdict": "no fit" if oom else None}
-    need = fg.need_mb + bg.need_mb + together_mb
-    steady = fg.steady_mb + bg.steady_mb + together_mb
-    lead_role, lead = max(profiles.items(), key=lambda item: (item[1].need_mb or 0.0) - (item[1].steady_mb or 0.0))
+    need, steady = sums
+    lead_role, lead = max({"fg": fg, "bg": bg}.items(), key=lambda item: (item[1].need_mb or 0.0) - (item[1].steady_mb or 0.0))
     uncertainty = sum(max(p.resolution_mb, p.start_spread_mb or 0.0) for p in (fg, bg) if p.on_gpu)
     return {**figures, "vram_fit_mb": need, "vram_steady_mb": steady, "vram_transient_mb": need - steady,
             "vram_peak_phase": f"{lead_role} {lead.workload}: {phase_words(lead.peak_phase)}",
             "vram_uncertainty_mb": uncertainty, "vram_verdict": verdict(need, steady, budget_mb, card, fg, bg)}
+
+
+def _summed(fg: Optional[FitProfile], bg: Optional[FitProfile],
+            together_mb: Optional[float]) -> Optional[tuple[float, float]]:
+    """The pair's whole-run need and its steady need: both jobs' and what running together costs;
+    None where one of them is unknown."""
+    if fg is None or bg is None or together_mb is None:
+        return None
+    if fg.need_mb is None or bg.need_mb is None or fg.steady_mb is None or bg.steady_mb is None:
+        return None
+    return fg.need_mb + bg.need_mb + together_mb, fg.steady_mb + bg.steady_mb + together_mb
 
 
 def verdict(need: float, steady: float, budget_mb: float, card_mb: Optional[float], fg: FitProfile,

@@ -7,6 +7,7 @@ from typing import Any, Optional, Protocol
 
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.record.stats import BetweenStarts, StoppingRule
 
 
 @dataclass
@@ -162,20 +163,30 @@ class BackgroundRuns:
 class JobCpus(Protocol):
     """Which CPUs the jobs were pinned to, as the record says it (the run layer's ``CpuPlan``)."""
 
-    reason: Optional[str]  # why there was no pinning
+    @property
+    def reason(self) -> Optional[str]: ...  # why there was no pinning
 
     def described(self, one_loop: dict[str, bool]) -> Optional[dict[str, str]]: ...
 
 
 class DeviceFacts(Protocol):
-    """What a record says about where it was measured (the run layer's ``Environment`` has these)."""
+    """What a record says about where it was measured (the run layer's ``Environment`` has these);
+    read-only, so a dataclass's field and a property both provide one."""
 
-    device_name: str
-    scale: float
-    sample_hz: float
-    idle_power_w: Optional[float]
-    gpu_unavailable: Optional[str]
-    cpus: JobCpus
+    @property
+    def device_name(self) -> str: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def sample_hz(self) -> float: ...
+    @property
+    def idle_power_w(self) -> Optional[float]: ...
+    @property
+    def idle_power_note(self) -> Optional[str]: ...
+    @property
+    def gpu_unavailable(self) -> Optional[str]: ...
+    @property
+    def cpus(self) -> JobCpus: ...
 
     def one_loop(self, builtin: bool) -> bool: ...
 
@@ -268,7 +279,7 @@ class InterleavedMeasurement:
     rounds: tuple[PhaseRound, ...]
     samples: tuple[GpuSample, ...]
     warmup: tuple[float, float]
-    rule: Any = None  # the StoppingRule that ended the measurement
+    rule: Optional[StoppingRule] = None  # the rule that ended the measurement
     stop_reason: Optional[str] = None
     failure: Optional[str] = None
     oom: bool = False
@@ -280,4 +291,4 @@ class InterleavedMeasurement:
     restarts: tuple[Restart, ...] = ()
     starts: tuple[StartInfo, ...] = ()
     planned_starts: int = 1
-    prior: Any = None  # the stats.BetweenStarts the interval pooled with the starts' own offsets (None: none)
+    prior: Optional[BetweenStarts] = None  # what the interval pooled with the starts' own offsets (None: none)

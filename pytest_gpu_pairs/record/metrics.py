@@ -76,8 +76,9 @@ def progress_energy_split(total_j: Optional[float], fg_steps: Optional[float], f
     energy per step; the parts then sum to ``total_j`` exactly (``split_energy``). Without a
     usable weight for both jobs (missing, negative, or both zero) there is no split.
     """
-    inputs = (fg_steps, fg_j_per_step, bg_steps, bg_j_per_step)
-    if total_j is None or any(v is None or not math.isfinite(v) or v < 0 for v in inputs):
+    if total_j is None or fg_steps is None or fg_j_per_step is None or bg_steps is None or bg_j_per_step is None:
+        return None, None
+    if any(not math.isfinite(v) or v < 0 for v in (fg_steps, fg_j_per_step, bg_steps, bg_j_per_step)):
         return None, None
     return split_energy(total_j, fg_steps * fg_j_per_step, bg_steps * bg_j_per_step)
 
@@ -85,8 +86,9 @@ def progress_energy_split(total_j: Optional[float], fg_steps: Optional[float], f
 def serial_energy_j(fg_steps: Optional[float], fg_j_per_step: Optional[float], bg_steps: Optional[float],
                     bg_j_per_step: Optional[float]) -> Optional[float]:
     """Energy the same work would have taken run one job after the other, each alone on the card."""
-    inputs = (fg_steps, fg_j_per_step, bg_steps, bg_j_per_step)
-    if any(v is None or v < 0 for v in inputs):
+    if fg_steps is None or fg_j_per_step is None or bg_steps is None or bg_j_per_step is None:
+        return None
+    if min(fg_steps, fg_j_per_step, bg_steps, bg_j_per_step) < 0:
         return None
     return fg_steps * fg_j_per_step + bg_steps * bg_j_per_step
 

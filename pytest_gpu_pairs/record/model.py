@@ -1,5 +1,5 @@
-"""The typed record: one model, made from the key table, that every record passes through on its
-way to disk and on its way back. Values of the wrong type are refused, not coerced: a
+"""The typed record: one model, made from the key table (its fields generated into ``fields.py``),
+that every record passes through on its way to disk and on its way back. Values of the wrong type are refused, not coerced: a
 ``"concurrency_efficiency": "1.2"`` read from disk is a broken record, not the number 1.2.
 
 A key outside the table is refused, naming it and the nearest key that exists: a misspelt key is
@@ -12,30 +12,29 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator, Mapping
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
-    Field,
     StrictBool,
-    StrictFloat,
     StrictInt,
-    StrictStr,
     ValidationError,
     create_model,
     model_validator,
 )
 
-from pytest_gpu_pairs.record.keys import KEYS, PER_ROUND
-
-_TYPES: dict[str, Any] = {"float": Union[StrictInt, StrictFloat], "int": StrictInt, "str": StrictStr,
-                          "bool": StrictBool, "dict": dict[str, Any], "list": list[Any]}
+from pytest_gpu_pairs.record.fields import RecordFields
 
 
-class _RecordBase(BaseModel):
+class Record(RecordFields):
+    """One case's (or one round's) result, every key typed as ``record.keys`` declares it
+    (``record/fields.py``, generated from the table)."""
+
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)  # plugin_keys only
+
+    rounds: Optional[list[Annotated[dict[str, Any], AfterValidator(lambda entry: _checked_round(entry))]]] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -65,40 +64,19 @@ class _RecordBase(BaseModel):
         """The record as JSON-ready data: keys that were never set are left out, as on disk."""
         return self.model_dump(exclude_unset=True, by_alias=True)
 
-    def updated(self, **changes: Any) -> _RecordBase:
+    def updated(self, **changes: Any) -> Record:
         """A copy with ``changes``, checked as a new record is: ``model_copy(update=...)`` would
         keep a misspelt key unchecked until the record is written."""
         return self.model_validate({**self.to_dict(), **changes})
 
 
-def _field(kind: str) -> tuple[Any, None]:
-    return (Optional[_TYPES[kind]], None)
+KNOWN: frozenset[str] = frozenset(Record.model_fields) | {"schema"}
 
-
-_Number = Union[StrictInt, StrictFloat]
-_NESTED: dict[str, Any] = {  # keys whose insides the readers format or compute with
-    "notes": dict[str, StrictStr],
-    "rounds": list[Annotated[dict[str, Any], AfterValidator(lambda entry: _checked_round(entry))]],
-}
-_INTERVAL = Annotated[list[Optional[_Number]], Field(min_length=2, max_length=2)]  # [low, high]: the 95 % interval
-
-
-def _nested(name: str, kind: str) -> tuple[Any, None]:
-    return (Optional[_NESTED[name]], None) if name in _NESTED else _field(kind)
-
-
-_FIELDS = {name: _nested(name, key.type) for name, key in KEYS.items() if name != "schema"}
-_FIELDS["schema_version"] = (Optional[StrictInt], Field(None, alias="schema"))  # "schema" is BaseModel's
-_FIELDS.update({f"{name}_std": _field("float") for name in PER_ROUND})
-_FIELDS.update({f"{name}_ci": (Optional[_INTERVAL], None) for name in PER_ROUND})
-
-Record = create_model("Record", __base__=_RecordBase, **_FIELDS)
-Record.__doc__ = "One case's (or one round's) result, every key typed as ``record.keys`` declares it."
-
-KNOWN: frozenset[str] = frozenset(_FIELDS) | {"schema"}
-
-_ROUND_ONLY: dict[str, Any] = {"round": (Optional[StrictInt], None), "segment": (Optional[StrictInt], None),
-                               "bracketed": (Optional[StrictBool], None), "phases": (Optional[list[dict[str, Any]]], None)}
+_ROUND_FIELDS: dict[str, Any] = {
+    **{name: (field.rebuild_annotation(), None) for name, field in Record.model_fields.items()
+       if name not in ("rounds", "schema_version")},
+    "round": (Optional[StrictInt], None), "segment": (Optional[StrictInt], None),
+    "bracketed": (Optional[StrictBool], None), "phases": (Optional[list[dict[str, Any]]], None)}
 
 
 class _RoundBase(BaseModel):
@@ -114,10 +92,9 @@ class _RoundBase(BaseModel):
         return data
 
 
-Round = create_model("Round", __base__=_RoundBase, **{name: field for name, field in _FIELDS.items()
-                                                        if name not in ("rounds", "schema_version")}, **_ROUND_ONLY)
+Round = create_model("Round", __base__=_RoundBase, **_ROUND_FIELDS)
 Round.__doc__ = ("One entry of a record's ``rounds``: a repeat's figures, or an interleaved round's rates, "
-                 "energies and phases, each key typed as the record's is.")
+                 "energies and phases, each key typed as the record's is (it is only read as a dict).")
 
 
 def _checked_round(entry: dict[str, Any]) -> dict[str, Any]:

@@ -39,8 +39,9 @@ from pytest_gpu_pairs.monitor.counters import EnergyCounter
 from pytest_gpu_pairs.monitor.samples import GpuSample, clock_event_names
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.record.groups import InterleavedRound
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
-from pytest_gpu_pairs.record.stats import BetweenStarts, start_interval
+from pytest_gpu_pairs.record.stats import BetweenStarts, StartInterval, start_interval
 
 SPLIT_METHOD = "shapley_solo_energy"
 SILENCE_GAPS = 3.0  # usual report gaps a job may stay silent inside a phase before the phase is not a training phase
@@ -59,7 +60,7 @@ HEADLINE_INTERVALS = ("concurrency_efficiency", "fg_slowdown", "bg_progress_rati
                       "serial_energy_j", "gpu_power_avg_w")
 
 
-def _time(report: tuple[float, int]) -> float:
+def _time(report: tuple[float, float]) -> float:
     return report[0]
 
 
@@ -88,13 +89,13 @@ def rate(progress: Progress, phase: Optional[Phase], usual_gap_s: Optional[float
     return (s1 - s0) / (t1 - t0)
 
 
-def _silence(reports: Sequence[tuple[float, int]], phase: Phase) -> float:
+def _silence(reports: Sequence[tuple[float, float]], phase: Phase) -> float:
     """The longest stretch of the phase without a report, its two ends included."""
     times = [phase.start] + [t for t, _ in reports] + [phase.end]
     return max(b - a for a, b in zip(times, times[1:]))
 
 
-def _gap_limit(reports: Sequence[tuple[float, int]], usual_gap_s: float) -> float:
+def _gap_limit(reports: Sequence[tuple[float, float]], usual_gap_s: float) -> float:
     """How long a job may stay silent inside a phase: several of its usual gaps (its warm-up
     cadence, or its cadence in this phase if slower: a job slowed down in the pair reports less
     often), and never less than ``MIN_SILENCE_S``, so a hiccup of a fast reporter is no gap."""
@@ -146,22 +147,22 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
     efficiency = metrics.concurrency_efficiency(slowdown, progress)
     busy = {role: metrics.measured_mean(gpu_busy(m.samples, p) for p in solo[role]) for role in ("fg", "bg")}
     energy_expected = bool(m.samples) and idle_w is not None
-    return {"round": r.index, "segment": r.segment,
-            "bracketed": after is not None and all(len(p) == 2 for p in solo.values()),
-            "complete": efficiency is not None and (not energy_expected or fg_j is not None),
-            "concurrency_efficiency": efficiency,
-            "fg_slowdown": slowdown, "bg_progress_ratio": progress, "gpu_energy_j": pair_j,
-            "gpu_energy_above_idle_j": pair_above, "fg_gpu_energy_j": fg_j, "bg_gpu_energy_j": bg_j,
-            "fg_gpu_energy_per_step_j": metrics.energy_per_step(fg_j, fg_steps),
-            "bg_gpu_energy_per_step_j": metrics.energy_per_step(bg_j, bg_steps),
-            "fg_alone_energy_j": fg_alone, "bg_alone_energy_j": bg_alone,
-            "serial_energy_j": serial, "energy_saved_vs_serial": metrics.energy_saved_fraction(pair_j, serial),
-            "gpu_power_avg_w": metrics.per_unit(pair_j, window), "fg_steps_per_s": fg_pair_rate,
-            "fg_solo_steps_per_s": fg_solo_rate, "bg_steps_per_s": bg_pair_rate, "bg_solo_steps_per_s": bg_solo_rate,
-            "window_s": window, "fg_solo_gpu_busy": busy["fg"], "bg_solo_gpu_busy": busy["bg"],
-            "pair_gpu_busy": gpu_busy(m.samples, pair), "efficiency_bound": metrics.efficiency_bound(busy["fg"], busy["bg"]),
-            **device_state(m.samples, r.start, r.end),
-            "phases": [{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end} for p in r.phases]}
+    return InterleavedRound(
+        round=r.index, segment=r.segment, bracketed=after is not None and all(len(p) == 2 for p in solo.values()),
+        complete=efficiency is not None and (not energy_expected or fg_j is not None),
+        concurrency_efficiency=efficiency, fg_slowdown=slowdown, bg_progress_ratio=progress, gpu_energy_j=pair_j,
+        gpu_energy_above_idle_j=pair_above, fg_gpu_energy_j=fg_j, bg_gpu_energy_j=bg_j,
+        fg_gpu_energy_per_step_j=metrics.energy_per_step(fg_j, fg_steps),
+        bg_gpu_energy_per_step_j=metrics.energy_per_step(bg_j, bg_steps),
+        fg_alone_energy_j=fg_alone, bg_alone_energy_j=bg_alone,
+        serial_energy_j=serial, energy_saved_vs_serial=metrics.energy_saved_fraction(pair_j, serial),
+        gpu_power_avg_w=metrics.per_unit(pair_j, window), fg_steps_per_s=fg_pair_rate,
+        fg_solo_steps_per_s=fg_solo_rate, bg_steps_per_s=bg_pair_rate, bg_solo_steps_per_s=bg_solo_rate,
+        window_s=window, fg_solo_gpu_busy=busy["fg"], bg_solo_gpu_busy=busy["bg"],
+        pair_gpu_busy=gpu_busy(m.samples, pair), efficiency_bound=metrics.efficiency_bound(busy["fg"], busy["bg"]),
+        **device_state(m.samples, r.start, r.end),
+        phases=[{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end} for p in r.phases],
+    ).keys_set()
 
 
 def _times(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -258,7 +259,7 @@ def case_figures(m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str
     return out
 
 
-def start_figures(m: InterleavedMeasurement, used: list[dict[str, Any]], eff: Any) -> dict[str, Any]:
+def start_figures(m: InterleavedMeasurement, used: list[dict[str, Any]], eff: StartInterval) -> dict[str, Any]:
     """Each start's own mean efficiency and solo paces beside how it began, and the between-start
     variation the interval took: what moves a start is recorded where it cannot be removed."""
     starts = []

@@ -78,9 +78,8 @@ def suspect_rounds(record: dict[str, Any], key: str) -> list[tuple[Any, float]]:
 def _note(key: str, value: Optional[float], ci: Optional[tuple[float, float]],
           rounds: list[tuple[Any, float]]) -> Optional[str]:
     op, bound = BOUNDS[key]
-    whole = ci is not None and all(_beyond(op, v, bound) for v in ci)
     said = []
-    if whole:
+    if ci is not None and all(_beyond(op, v, bound) for v in ci):
         said.append(f"the interval [{ci[0]:.3f}, {ci[1]:.3f}] lies {_WORDS[op]} {bound:g}, {_CAUSE[key]}")
     elif value is not None and _beyond(op, value, bound):
         reach = f" (its interval [{ci[0]:.3f}, {ci[1]:.3f}] reaches {bound:g})" if ci else ""

@@ -148,7 +148,7 @@ class ScalingMeasurement:
     """The plain facts of one scaling case: its steps, how each rank ended, each GPU's samples."""
 
     plan: ScalingPlan
-    backend: str
+    backend: Optional[str]  # None where the ranks did not say which they used
     ranks: list[JobOutcome]
     gpus: list[GpuTrace] = field(default_factory=list)
     gpu_unavailable: Optional[str] = None
@@ -208,7 +208,7 @@ def step_time(m: ScalingMeasurement, notes: Notes) -> tuple[Optional[Estimate], 
     if m.timed_steps:
         results = m.results()
         spans = slowest_rank_steps([r["step_times_s"] for r in results])
-        windows = [_window(r) for r in results if _window(r) is not None]
+        windows = [w for w in map(_window, results) if w is not None]
         window = (min(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
     else:
         per_rank = [report_spans(rank.progress, m.plan.warmup_steps) for rank in m.ranks]
@@ -263,7 +263,8 @@ def _window_samples(samples: list[GpuSample], window: tuple[float, float]) -> li
 
 def _job_memory_mb(sample: GpuSample) -> Optional[float]:
     values = [mb for pid, mb in sample.proc_mem_mb.items() if sample.roles.get(pid, "other").startswith(RANK_ROLE)]
-    return None if not values or any(v is None for v in values) else float(sum(values))
+    known = [v for v in values if v is not None]
+    return float(sum(known)) if known and len(known) == len(values) else None
 
 
 def gpu_figures(m: ScalingMeasurement, window: Optional[tuple[float, float]], samples_done: Optional[int],
@@ -314,7 +315,8 @@ def _window_figures(m: ScalingMeasurement, window: tuple[float, float], samples_
         utils.append(math.fsum(values) / len(values) if values else None)
     known = [u for u in utils if u is not None]
     energies = [counter_energy_j(((s.t, s.energy_mj) for s in g.samples), *window) for g in m.gpus]
-    total = math.fsum(energies) if energies and None not in energies else None
+    read = [e for e in energies if e is not None]
+    total = math.fsum(read) if read and len(read) == len(energies) else None
     if total is None:
         notes.unmeasured("gpus_energy_j", "an NVML total-energy counter was not readable over the window on some GPU")
     per_sample = total / samples_done if total is not None and samples_done else None

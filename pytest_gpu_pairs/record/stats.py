@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Protocol
 
 CONFIDENCE = 0.95
 MIN_VALUES_FOR_RHO = 5  # fewer bracketed rounds than this: their lag-1 correlation taken at its bound
@@ -286,10 +286,17 @@ def _pooled_between(own: Optional[float], own_df: int, mean: float,
     return math.sqrt(pooled), prior.df + own_df
 
 
-INTERVALS = {"student_t": interval, "student_t_lag1": bracketed_interval, "student_t_starts": bracketed_interval}
+class Estimator(Protocol):
+    """An interval function: the values' mean and interval at ``confidence``."""
+
+    def __call__(self, values: Sequence[Optional[float]], confidence: float = CONFIDENCE) -> Interval: ...
 
 
-def interval_by(method: Optional[str]):
+INTERVALS: dict[str, Estimator] = {"student_t": interval, "student_t_lag1": bracketed_interval,
+                                   "student_t_starts": bracketed_interval}
+
+
+def interval_by(method: Optional[str]) -> Estimator:
     """The interval function a record names (``interval_method``); plain Student-t if it names none.
     Over starts, this is the rounds' part only: ``start_interval`` takes their starts as well."""
     return INTERVALS.get(method or "student_t", interval)

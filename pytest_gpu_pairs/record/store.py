@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from pydantic_core import ErrorDetails
+
 from pytest_gpu_pairs.compat import record_v1
 from pytest_gpu_pairs.inputs import (
     MAX_JSON_BYTES,
@@ -130,7 +132,7 @@ def _atomic_write(path: Path, write, binary: bool = False) -> None:
         raise
 
 
-def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = "$") -> Record:
+def typed(record: Mapping[str, Any] | Record, source: str | Path = "<record>", at: str = "$") -> Record:
     """The record as the typed model; ``StoreError`` naming the first key that does not fit, or that
     the record does not declare (a misspelt key must not read back as a missing figure). A number
     JSON cannot hold (NaN, Infinity, an integer beyond a float's range: a job's metric, a ratio over
@@ -155,12 +157,12 @@ def typed(record: Mapping[str, Any], source: str | Path = "<record>", at: str = 
                          f"({key or 'the record'} must be {expected}, got {error.get('input')!r})") from None
 
 
-def _round_problem(error: dict[str, Any]) -> tuple[tuple, str]:
+def _round_problem(error: ErrorDetails) -> tuple[tuple[int | str, ...], str]:
     """Where in ``rounds`` a round does not fit, and why: a key of the wrong type is said as the
     record's own key is, past the union's member names in pydantic's location."""
     loc = tuple(error["loc"][:3])
     name = loc[2] if len(loc) == 3 else None
-    if name in KEYS:
+    if isinstance(name, str) and name in KEYS:
         return loc, f"{name} must be {_EXPECTED.get(KEYS[name].type, 'a valid value')}"
     return loc, error["msg"].removeprefix("Value error, ")
 
@@ -176,7 +178,7 @@ def _finite_record(data: dict[str, Any]) -> dict[str, Any]:
     return {**clean, "notes": notes}
 
 
-def save_result(out_dir: str | Path, record: Mapping[str, Any]) -> Path:
+def save_result(out_dir: str | Path, record: Mapping[str, Any] | Record) -> Path:
     """A complete result: the case ran to its end, passing or failing (an OOM, a timeout, a crash
     loop is what the pair does, and a rerun with ``--gpu-pairs-resume`` keeps it)."""
     path = Path(out_dir) / RESULT
@@ -184,7 +186,7 @@ def save_result(out_dir: str | Path, record: Mapping[str, Any]) -> Path:
     return path
 
 
-def save_incomplete(out_dir: str | Path, record: Mapping[str, Any], reason: str) -> Path:
+def save_incomplete(out_dir: str | Path, record: Mapping[str, Any] | Record, reason: str) -> Path:
     """Marks a case that did not run to its end (Ctrl-C, SIGTERM, an error of the harness):
     ``complete`` is false, so a resumed run measures it again."""
     path = Path(out_dir) / RESULT
@@ -224,7 +226,7 @@ def save_benchmark_json(bench: Any, output_json: dict[str, Any]) -> None:
     bench.save_json(benchmark_entries_typed(output_json, str(getattr(bench.json, "name", bench.json))))
 
 
-def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
+def _plain(record: Mapping[str, Any] | Record) -> dict[str, Any]:
     return record.to_dict() if isinstance(record, Record) else json.loads(json.dumps(dict(record), default=str))
 
 
@@ -291,7 +293,7 @@ def case_records(out_dir: str | Path, solo: bool = False,
     return found, problems
 
 
-def duplicate_case_message(path: str | Path, where: str, case_id: str, first: str) -> str:
+def duplicate_case_message(path: str | Path, where: str, case_id: Optional[str], first: str) -> str:
     return (f"{path}: {where}.case_id: expected one record per case, but case {case_id!r} is also recorded in "
             f"{first}; remove the stale copy")
 

@@ -129,7 +129,8 @@ def _run_reason(run: BackgroundRun, ready_rule: str) -> str:
     from, that)."""
     if run.outcome.failed or not run.ended_unready:
         return run.outcome.reason()
-    if _trained_too_briefly(run.outcome, run.ready_t, run.ready_basis):
+    if run.ready_t is not None and run.outcome.end_t is not None and \
+            _trained_too_briefly(run.outcome, run.ready_t, run.ready_basis):
         return (f"exited with code 0 {run.outcome.end_t - run.ready_t:.2f} s after it was ready, less than "
                 f"{FINISHED_RUN_MIN_S:g} s and less than the {run.ready_t - run.outcome.start_t:.2f} s it took to start: "
                 "each run trains too little for a foreground to share the device with; give each run more work "

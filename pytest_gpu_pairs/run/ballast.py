@@ -17,9 +17,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pytest_gpu_pairs.inputs import open_regular
+
+if TYPE_CHECKING:
+    from pytest_gpu_pairs.run.jobs import JobProcess
 
 MB = 1024 * 1024
 CHUNK_MB = 1024
@@ -66,7 +69,7 @@ class Ballast:
                  make_argv: Callable[[float], list[str]] = worker_argv, ready_timeout_s: float = READY_TIMEOUT_S):
         self.gpu_memory_mb, self.gpu, self.out_dir = gpu_memory_mb, gpu, Path(out_dir)
         self.env, self.make_argv, self.ready_timeout_s = env or {}, make_argv, ready_timeout_s
-        self.job = None
+        self.job: Optional[JobProcess] = None
         self.ready: dict[str, Any] = {}
         self.held_mb: Optional[float] = None
         self.used_before_mb: Optional[float] = None
@@ -86,32 +89,32 @@ class Ballast:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
         spec = JobSpec(ROLE, ROLE, self.make_argv(target_free), env, None, float("inf"))
-        self.job = JobProcess(spec, self.out_dir / "ballast.log", self.out_dir / "ballast.jsonl").start()
+        job = self.job = JobProcess(spec, self.out_dir / "ballast.log", self.out_dir / "ballast.jsonl").start()
         try:
-            self.ready = self._wait_ready()
+            self.ready = self._wait_ready(job)
         except BaseException:
             self.stop()
             raise
-        self.held_mb = dict(self.gpu.compute_processes()).get(self.job.pid)
+        self.held_mb = dict(self.gpu.compute_processes()).get(job.pid)
         return self
 
-    def _wait_ready(self) -> dict[str, Any]:
+    def _wait_ready(self, job: JobProcess) -> dict[str, Any]:
         deadline = time.monotonic() + self.ready_timeout_s
-        path = Path(self.job.progress_path)
+        path = Path(job.progress_path)
         while time.monotonic() < deadline:
-            if self.job.start_error:
-                raise BallastError(f"the ballast could not start: {self.job.start_error}")
+            if job.start_error:
+                raise BallastError(f"the ballast could not start: {job.start_error}")
             for event in _events(path):
                 if event.get("event") == "ready":
                     return event
                 if event.get("event") == "error":
-                    raise BallastError(f"the ballast failed: {event.get('message')} (log: {self.job.log_path})")
-            if self.job.poll() is not None:
-                raise BallastError(f"the ballast exited with code {self.job.poll()} before holding the memory "
-                                   f"(log: {self.job.log_path})")
+                    raise BallastError(f"the ballast failed: {event.get('message')} (log: {job.log_path})")
+            if job.poll() is not None:
+                raise BallastError(f"the ballast exited with code {job.poll()} before holding the memory "
+                                   f"(log: {job.log_path})")
             time.sleep(0.05)
         raise BallastError(f"the ballast did not hold the memory within {self.ready_timeout_s:.0f} s "
-                           f"(log: {self.job.log_path})")
+                           f"(log: {job.log_path})")
 
     def stop(self) -> None:
         if self.job is not None:

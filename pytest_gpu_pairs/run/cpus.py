@@ -58,7 +58,8 @@ class CpuPlan:
         """The CPUs of the jobs a case ran (role -> whether it is one loop driving a GPU), as the record says them."""
         if not self.jobs:
             return None
-        pinned = {role: format_cpu_list(self.for_job(role, loop)) for role, loop in one_loop.items()}
+        pinned = {role: format_cpu_list(cpus) for role, loop in one_loop.items()
+                  if (cpus := self.for_job(role, loop)) is not None}
         return {**pinned, "harness": format_cpu_list(self.harness)}
 
 

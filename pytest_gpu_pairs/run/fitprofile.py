@@ -72,7 +72,7 @@ def measure_fit(job: JobConfig, env: Environment, folder: Path, card_mb: Optiona
         if card is not None:
             card.stop()
     return FitProfile(key=key, workload=job.model, builtin=job.is_builtin,
-                      command=None if job.is_builtin else list(job.command.command),
+                      command=list(job.command.command) if job.command is not None and not job.is_builtin else None,
                       hyperparameters=dict(job.hparams), device_name=env.device_name, card_mb=card_mb,
                       basis="allocator" if job.is_builtin else "nvml", starts=starts, measured_at=_now(),
                       unmeasured=_unmeasured(job, starts))
@@ -85,6 +85,8 @@ def _one_start(job: JobConfig, env: Environment, folder: Path, index: int, roles
     extra = {**env.extra_env, FIT_RUN_VAR: fit_run} if job.is_builtin else dict(env.extra_env)
     spec = build_spec(job, ROLE, env.device, env.scale, timeout_s, extra, env.job_cpus(ROLE, job.is_builtin))
     process = JobProcess(spec, folder / f"fit{index + 1}.log", folder / f"fit{index + 1}.progress.jsonl")
+    if env.gpu is None:
+        raise RuntimeError("fit profiles are measured on a GPU only")
     sampler = MemorySampler(env.gpu, roles, ROLE)
     began = time.monotonic()
     try:
@@ -172,7 +174,7 @@ class FitProfiles:
         found: dict[str, Optional[FitProfile]] = {}
         for role, job in (("fg", case.fg), ("bg", case.bg)):
             try:
-                found[role] = self._profile(job, env, card, case.timeout_s, spent)
+                found[role] = self._profile(job, env, card, case.timeout_s, spent) if job is not None else None
             except BallastError as exc:
                 return PairFits(unmeasured=f"the {card:.0f} MB card could not be emulated for the fit profiles: {exc}",
                                 seconds=spent[0])

@@ -124,25 +124,25 @@ def phase_lengths(progresses: Sequence[Progress], since: float, until: float, ph
     return phase, settle
 
 
-def is_steady(steps: Sequence[tuple[float, int]], now: float, window_s: float, tolerance: float) -> bool:
+def is_steady(steps: Sequence[tuple[float, float]], now: float, window_s: float, tolerance: float) -> bool:
     """Whether a job's step rate has settled: its two latest windows of ``window_s`` each hold at
     least two step reports and their rates differ by at most ``tolerance`` (relative). A job still
     speeding up after its start (kernels loading, caches filling, autotuning) fails it; a job as
     noisy as a host-bound loop passes within a few windows."""
-    rates = [_window_rate(steps, now - (k + 1) * window_s, now - k * window_s) for k in (1, 0)]
-    if None in rates or not rates[0]:
+    earlier, latest = (_window_rate(steps, now - (k + 1) * window_s, now - k * window_s) for k in (1, 0))
+    if earlier is None or latest is None or not earlier:
         return False
-    return abs(rates[1] - rates[0]) / rates[0] <= tolerance
+    return abs(latest - earlier) / earlier <= tolerance
 
 
-def _window_rate(steps: Sequence[tuple[float, int]], start: float, end: float) -> Optional[float]:
+def _window_rate(steps: Sequence[tuple[float, float]], start: float, end: float) -> Optional[float]:
     inside = [(t, n) for t, n in steps if start <= t <= end]
     if len(inside) < 2 or inside[-1][0] <= inside[0][0] or inside[-1][1] <= inside[0][1]:
         return None
     return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
-def steady_window(steps: Sequence[tuple[float, int]]) -> float:
+def steady_window(steps: Sequence[tuple[float, float]]) -> float:
     """A warm-up window: half a second, or four of the job's gaps between reports if longer."""
     gaps = sorted(b[0] - a[0] for a, b in zip(steps, steps[1:]))
     return max(STEADY_WINDOW_S, 4 * gaps[len(gaps) // 2]) if gaps else STEADY_WINDOW_S
@@ -271,7 +271,10 @@ class InterleavedPair:
         return process
 
     def _job(self, role: str) -> JobConfig:
-        return self.case.fg if role == "fg" else self.case.bg
+        job = self.case.fg if role == "fg" else self.case.bg
+        if job is None:
+            raise InterleavedFailure(f"an interleaved case needs a {role} job")
+        return job
 
     def _start_job(self, role: str) -> None:
         job = self._job(role)
@@ -291,7 +294,7 @@ class InterleavedPair:
         """Every run of the job so far as one count: the ended runs' (read once) and the running one's."""
         return Progress.chained(self._ended_progress[role] + [self.jobs[role].progress()])
 
-    def _current_steps(self, role: str) -> list[tuple[float, int]]:
+    def _current_steps(self, role: str) -> list[tuple[float, float]]:
         return self.jobs[role].progress().steps  # the protocol's, or read from the log (progress_pattern)
 
     def _check_alive(self) -> None:
@@ -506,7 +509,7 @@ class InterleavedPair:
         waiting = self.standby.pop(0) if self.standby else None
         used_standby = waiting is not None and all(p.poll() is None and p.progress().setup_t for p in waiting.values())
         for role in ROLES:
-            if used_standby:
+            if used_standby and waiting is not None:
                 self._take_standby(role, waiting[role])
             else:
                 if waiting is not None:

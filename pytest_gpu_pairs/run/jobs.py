@@ -114,6 +114,8 @@ def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: 
             argv += [f"--{name}", str(value)]
         return JobSpec(role, job.model, argv, env, None, timeout_s, protocol=True, cpus=cpus)
     command = job.command
+    if command is None:
+        raise ValueError(f"{job.model}: neither a built-in workload nor a command workload")
     owned = [name for name in command.env if name in HARNESS_VARS or name in harness]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **{k: v for k, v in command.env.items() if k not in owned}, **harness}
     overruled = tuple(sorted(name for name in owned if env.get(name) != command.env[name]))
@@ -255,10 +257,17 @@ class JobProcess:
         if self.popen is not None:
             self._signal_tree(signal.SIGCONT)
 
+    @property
+    def _main(self) -> subprocess.Popen:
+        """The job's main process: the tree's helpers run only for a job that started."""
+        if self.popen is None:
+            raise RuntimeError(f"{self.spec.model}: the job has not started")
+        return self.popen
+
     def _signal_tree(self, sig: int) -> None:
         """``sig`` to the process group and to every process of the tree and tag; for SIGSTOP looked
         up again until no new one turns up (one may have forked before it was stopped)."""
-        if self.popen.poll() is None:
+        if self._main.poll() is None:
             self._signal_group(sig)
         signalled: set[int] = set()
         for _ in range(TREE_LOOKUPS if sig == signal.SIGSTOP else 1):
@@ -306,12 +315,12 @@ class JobProcess:
         """The processes of the job that are surely its own, except its main process: its psutil
         tree and every process carrying its tag (a descendant in a session of its own among them)."""
         found: dict[int, psutil.Process] = {}
-        if self.popen.poll() is None:  # once reaped, the pid may be someone else's
+        if self._main.poll() is None:  # once reaped, the pid may be someone else's
             with contextlib.suppress(psutil.Error):
-                found = {child.pid: child for child in psutil.Process(self.popen.pid).children(recursive=True)}
+                found = {child.pid: child for child in psutil.Process(self._main.pid).children(recursive=True)}
         for process in tagged_processes(lambda environ: environ.get(JOB_TAG_VAR) == self.tag):
             found.setdefault(process.pid, process)
-        found.pop(self.popen.pid, None)
+        found.pop(self._main.pid, None)
         return [p for p in found.values() if not is_gone(p)]
 
     def _members(self) -> list[psutil.Process]:
@@ -323,12 +332,12 @@ class JobProcess:
         reap_zombies([p for p in adopted if is_gone(p)])
         for process in adopted:
             found.setdefault(process.pid, process)
-        found.pop(self.popen.pid, None)
+        found.pop(self._main.pid, None)
         return [p for p in found.values() if not is_gone(p)]
 
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, sig)
+            os.killpg(self._main.pid, sig)
 
     def _finish(self) -> None:
         with _LIVE_LOCK:
@@ -342,7 +351,7 @@ class JobProcess:
             logprogress.save(self._follower.progress(), self.log_progress_path)
         leftovers = f" leftovers_killed={self.leftovers_killed}" if self.leftovers_killed else ""
         self._write_log(f"\n{HARNESS_LINE} end {time.strftime('%Y-%m-%dT%H:%M:%S%z')} "
-                        f"exit={self.popen.returncode} timed_out={self.timed_out} "
+                        f"exit={self.popen.returncode if self.popen else None} timed_out={self.timed_out} "
                         f"stopped_by_harness={self.stopped_by_harness}{leftovers}\n")
 
     def _write_log(self, text: str) -> None:

@@ -205,6 +205,8 @@ class MpsDaemon:
         return self
 
     def _wait_for_pid(self) -> Optional[int]:
+        if self.pipe_dir is None:  # made by start() before the daemon is asked for
+            return None
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             pid = _read_live_pid(self.pipe_dir / PID_FILE)
@@ -362,6 +364,7 @@ class MpsDaemon:
 
 def _end_client(client: subprocess.Popen) -> str:
     """Let the check client go (stdin closed), kill it if it lingers; its stderr."""
+    assert client.stdin is not None and client.stdout is not None and client.stderr is not None  # opened as PIPEs
     client.stdin.close()
     try:
         client.wait(timeout=10)
@@ -377,7 +380,9 @@ def _end_client(client: subprocess.Popen) -> str:
 def _read_line(process: subprocess.Popen, timeout_s: float) -> Optional[str]:
     """The first line a process prints, or None if it exits or says nothing within ``timeout_s``."""
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+    stdout = process.stdout
+    assert stdout is not None  # opened as a PIPE
+    reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout_s)
     return lines[0].strip() if lines and lines[0] else None

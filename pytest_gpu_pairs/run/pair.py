@@ -84,7 +84,7 @@ class OnOneGpu:
             pytest.skip(f"{self.case.id}: {exc}")
 
     def completed(self, record: Record) -> Record:
-        timeline = record.timeline
+        timeline = record.timeline or {}
         changes: dict[str, Any] = {"case_wall_s": timeline["case_end_t"] - timeline.get("case_start_t", now())}
         changes.update(self._card.figures() if self._card is not None else {"gpu_memory_mb": None})
         changes.update(self._fit_verdict(record))

@@ -77,7 +77,11 @@ def reap_zombies(processes: list[psutil.Process]) -> None:
             os.waitpid(process.pid, os.WNOHANG)
 
 
-_DEFER = threading.local()
+class _Deferral(threading.local):
+    depth = 0  # nested deferrals in this thread
+
+
+_DEFER = _Deferral()
 
 
 @contextlib.contextmanager
@@ -88,8 +92,8 @@ def deferred_signals() -> Iterator[None]:
     middle of a kill and leave the rest of the tree running. The wait is bounded by the kill
     grace. Outside the main thread signals are never delivered, so this is a no-op there.
     """
-    if threading.current_thread() is not threading.main_thread() or getattr(_DEFER, "depth", 0):
-        _DEFER.depth = getattr(_DEFER, "depth", 0) + 1
+    if threading.current_thread() is not threading.main_thread() or _DEFER.depth:
+        _DEFER.depth += 1
         try:
             yield
         finally:
@@ -107,7 +111,7 @@ def deferred_signals() -> Iterator[None]:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for signum in held[:1]:
-            handler = previous[signum]
+            handler = previous[signal.Signals(signum)]
             if callable(handler):
                 handler(signum, None)
             elif handler == signal.SIG_DFL:

@@ -50,7 +50,7 @@ class SoloRun:
     device: str
     startup_s: Optional[float] = None  # process start to its first step report
     step_time_s: Optional[float] = None
-    steps_in_window: int = 0
+    steps_in_window: float = 0
     window_s: Optional[float] = None
     report_gap_s: Optional[float] = None  # the usual time between step reports in the window
     peak_memory_mb: Optional[float] = None
@@ -60,7 +60,7 @@ class SoloRun:
     energy_per_step_j: Optional[float] = None
     cpu_package_power_w: Optional[float] = None
     run_s: Optional[float] = None  # the whole run, where it ended by itself within the profile
-    run_steps: Optional[int] = None
+    run_steps: Optional[float] = None  # a log's progress_pattern may count fractional steps
     failure: Optional[str] = None
     log_path: str = ""
     unmeasured: dict[str, str] = field(default_factory=dict)
@@ -100,7 +100,8 @@ class _Watch:
     """The job's host memory, polled while the profile waits."""
 
     def __init__(self, process: JobProcess):
-        self.process, self.peak_mb = process, None
+        self.process = process
+        self.peak_mb: Optional[float] = None
 
     def poll(self) -> None:
         now = resident_mb(self.process.pid)
@@ -138,7 +139,7 @@ def _stretch(process: JobProcess, watch: _Watch, start: float, longest_s: float)
     return min(now(), start + longest_s)
 
 
-def window_rate(steps: list[tuple[float, int]], start: float, end: float) -> tuple[Optional[float], int, Optional[float]]:
+def window_rate(steps: list[tuple[float, float]], start: float, end: float) -> tuple[Optional[float], float, Optional[float]]:
     """(seconds per step, steps, median seconds between reports) of the reports inside [start, end]."""
     inside = [(t, s) for t, s in steps if start <= t <= end]
     if len(inside) < MIN_STEPS or inside[-1][1] <= inside[0][1]:
@@ -148,7 +149,7 @@ def window_rate(steps: list[tuple[float, int]], start: float, end: float) -> tup
     return (inside[-1][0] - inside[0][0]) / done, done, statistics.median(gaps)
 
 
-def gpu_figures(samples: list[GpuSample], start: float, end: float, steps: int) -> dict[str, Optional[float]]:
+def gpu_figures(samples: list[GpuSample], start: float, end: float, steps: float) -> dict[str, Optional[float]]:
     """The job's NVML peak memory over its life, and utilisation, power and energy per step in the window."""
     peaks = [m for m in (s.role_memory_mb((ROLE,)) for s in samples) if m is not None]
     inside = [s for s in samples if start <= s.t <= end]

@@ -110,38 +110,43 @@ class Round:
             self._gate.touch()
             self._stamp("fg_go_t")
 
-    def _start_foreground(self, gate: Optional[Path] = None) -> None:
+    def _start_foreground(self, gate: Optional[Path] = None) -> JobProcess:
         """Start the foreground job; a built-in one held at ``gate`` (see ``wait_for_start_gate``)."""
         spec = self._spec(self.fg_job, "fg")
         if gate is not None:
             gate.unlink(missing_ok=True)
             spec.env[GATE_VAR] = str(gate)
         self._gate = gate
-        self._fg_process = JobProcess(spec, self.out_dir / "fg.log", self.out_dir / "fg.progress.jsonl").start()
-        self._stamp("fg_start_t", self._fg_process.start_t)
-        if self._fg_process.pid is not None:
-            self.roles.register(self._fg_process.pid, "fg", self._fg_process.tag)
+        process = self._fg_process = JobProcess(spec, self.out_dir / "fg.log", self.out_dir / "fg.progress.jsonl").start()
+        self._stamp("fg_start_t", process.start_t)
+        if process.pid is not None:
+            self.roles.register(process.pid, "fg", process.tag)
+        return process
 
     def run_foreground(self) -> JobOutcome:
         """The foreground job under the load (``fg_go_t``: when it may train); stopped early if the
         background loop fails (a crash-looping background makes the rest of its run worthless)."""
-        if self._fg_process is None:
-            self._start_foreground()
-            self._stamp("fg_go_t", self._fg_process.start_t)
-        self._fg_process.wait(on_tick=self._watch_background, tick_s=0.2)
-        self.fg_outcome = self._fg_process.outcome()
-        self._stamp("fg_end_t", self.fg_outcome.end_t)
-        return self.fg_outcome
+        process = self._fg_process
+        if process is None:
+            process = self._start_foreground()
+            self._stamp("fg_go_t", process.start_t)
+        process.wait(on_tick=self._watch_background, tick_s=0.2)
+        outcome = self.fg_outcome = process.outcome()
+        self._stamp("fg_end_t", outcome.end_t)
+        return outcome
 
     def _watch_background(self) -> None:
         if self.background is not None and self.background.failure and self.fg_stopped_because is None:
             self.fg_stopped_because = f"foreground stopped: {self.background.failure}"
-            self._fg_process.stop()
+            if self._fg_process is not None:
+                self._fg_process.stop()
 
     def finish(self) -> Measurement:
         """Stop the background and monitors, save the samples, and hand back the round's facts."""
         probed = self.probe() if self.probe is not None else {}
         self._close()
+        if self.fg_outcome is None:
+            raise RuntimeError("a round is finished after its foreground ran")
         window = self.fg_outcome.training_window
         samples = self.sampler.samples if self.sampler else []
         if samples:

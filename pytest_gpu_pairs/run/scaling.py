@@ -228,7 +228,7 @@ def _per_gpu_batch(case: Case, results: list[dict[str, Any]]) -> Optional[int]:
 def _described_cpus(setup: Optional[RankSetup], env: Environment) -> Optional[dict[str, str]]:
     if setup is None or not setup.cpus or None in setup.cpus:
         return None
-    return {**{f"rank{r}": format_cpu_list(cpus) for r, cpus in enumerate(setup.cpus)},
+    return {**{f"rank{r}": format_cpu_list(cpus) for r, cpus in enumerate(setup.cpus) if cpus is not None},
             "harness": format_cpu_list(env.cpus.harness)}
 
 

@@ -9,10 +9,12 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL, builtin
 
-_TYPES = {"int": int, "float": float, "str": str, "bool": lambda s: s.lower() in ("1", "true", "yes")}
+_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str, "bool": lambda s: s.lower() in ("1", "true", "yes")}
 
 
 def parse(argv: list[str]) -> tuple[str, str, float, dict]:

@@ -10,6 +10,7 @@ on the values).
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -179,6 +180,11 @@ def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, relu: bool = Tru
     return nn.Sequential(*layers)
 
 
+def _cells(row: nn.Module) -> nn.ModuleList:
+    """One row of a fuse layer: a ModuleList (the outer ModuleList hands its items out as Module)."""
+    return cast(nn.ModuleList, row)
+
+
 class _HrModule(nn.Module):
     """Parallel branches of 4 basic blocks each, then full exchange between resolutions."""
 
@@ -204,7 +210,7 @@ class _HrModule(nn.Module):
     def forward(self, xs: list[torch.Tensor]) -> list[torch.Tensor]:
         xs = [branch(x) for branch, x in zip(self.branches, xs)]
         out = []
-        for row in self.fuse:
+        for row in map(_cells, self.fuse):
             y = row[0](xs[0])
             for j in range(1, len(xs)):
                 y = y + row[j](xs[j])
@@ -236,7 +242,7 @@ class HRNetW18(nn.Module):
             nn.Sequential(nn.Conv2d(head[i] * 4, head[i + 1] * 4, 3, 2, 1), nn.BatchNorm2d(head[i + 1] * 4),
                           nn.ReLU(inplace=True)) for i in range(3))
         self.final = nn.Sequential(nn.Conv2d(1024, 2048, 1), nn.BatchNorm2d(2048), nn.ReLU(inplace=True))
-        self.classifier = nn.Linear(2048, num_classes)
+        self.classifier: nn.Module = nn.Linear(2048, num_classes)  # a re-id head replaces it with nn.Identity
         _init_conv_bn(self)
 
     def forward_features(self, x):

@@ -27,6 +27,7 @@ import math
 import multiprocessing as mp
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +121,7 @@ def top_k_accuracy(scores: np.ndarray, report: np.ndarray, label: np.ndarray) ->
     return {k: hits[k] / max(1, len(reports)) for k in TOP_K}
 
 
-_STEPS = None
+_STEPS: Any = None  # a multiprocessing.Value, set in each worker by the pool initializer
 
 
 def _share_counter(counter) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +31,9 @@ class Generated:
 
     device: torch.device
 
+    def sample(self, n: int, generator: torch.Generator) -> Any:
+        raise NotImplementedError
+
     def stream(self, batch_size: int, seed: int):
         generator = _generator(self.device, seed)
         while True:
@@ -39,7 +43,7 @@ class Generated:
         return self.sample(n, _generator(self.device, seed))
 
 
-def _smooth(n: int, shape: tuple[int, int, int], cell: int, generator: torch.Generator,
+def _smooth(n: int, shape: tuple[int, ...], cell: int, generator: torch.Generator,
             device: torch.device) -> torch.Tensor:
     """Unit-variance low-frequency fields: random values on a coarse grid, bilinearly upsampled."""
     channels, height, width = shape
@@ -111,6 +115,7 @@ class ImagePairs(Generated):
 
     def __init__(self, images: PrototypeImages):
         self.images = images
+        self.device = images.device
 
     def sample(self, n: int, generator: torch.Generator, split: str = "train"):
         x1, y1 = self.images.sample(n, generator, split=split)
@@ -118,10 +123,6 @@ class ImagePairs(Generated):
         other = (y1 + torch.randint(1, self.images.classes, (n,), device=x1.device, generator=generator)) % self.images.classes
         x2, _ = self.images.sample(n, generator, labels=torch.where(same, y1, other), split=split)
         return x1, x2, same.float()
-
-    @property
-    def device(self) -> torch.device:
-        return self.images.device
 
     def fixed_set(self, n: int, seed: int = EVAL_SEED):
         return self.sample(n, _generator(self.device, seed), split="test")

@@ -126,6 +126,8 @@ def train(model: str, requested: str, scale: float, hparams: dict[str, Any], cou
     info = builtin(model)
     if "seed" in hparams:
         hparams = {**hparams, "seed": int(hparams["seed"]) + rank}
+    if info.module is None:
+        raise ValueError(f"{model}: the catalogue names no training module for it")
     workload = importlib.import_module(info.module).make(info, hparams, device, scale)
     batches = workload.batches()
     unused = unused_parameters(workload, batches)

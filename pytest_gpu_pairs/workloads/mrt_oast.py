@@ -94,7 +94,8 @@ class MrtOast(Workload):
         loss = F.binary_cross_entropy(self.model(a, b), target)
         loss.backward()
         self.optimizer.step()
-        self.scheduler.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         return loss
 
     def end_epoch(self):

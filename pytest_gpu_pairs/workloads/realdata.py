@@ -23,7 +23,7 @@ import os
 import pickle
 import struct
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -56,17 +56,22 @@ def read_idx(path: Path) -> np.ndarray:
         return np.frombuffer(handle.read(), dtype=np.uint8).reshape(shape)
 
 
-def load_mnist(root: Path):
+ImageArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # train images, train labels, test images, test labels
+
+
+def load_mnist(root: Path) -> Optional[ImageArrays]:
     """(train images, train labels, test images, test labels) as uint8 arrays, or None."""
     folder = root / "MNIST" / "raw"
     stems = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
     paths = [_find(folder, stem) for stem in stems]
-    if any(p is None for p in paths):
+    found = [p for p in paths if p is not None]
+    if len(found) < len(paths):
         return None
-    return tuple(read_idx(p).copy() for p in paths)
+    train_x, train_y, test_x, test_y = (read_idx(p).copy() for p in found)
+    return train_x, train_y, test_x, test_y
 
 
-def load_cifar10(root: Path):
+def load_cifar10(root: Path) -> Optional[ImageArrays]:
     """(train images NHWC uint8, train labels, test images, test labels), or None."""
     folder = root / "cifar-10-batches-py"
     names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
@@ -107,7 +112,7 @@ def _read_images(paths: list[Path], size: tuple[int, int]) -> np.ndarray:
     out = np.empty((len(paths), height, width, 3), dtype=np.uint8)
     for i, path in enumerate(paths):
         with Image.open(path) as image:
-            out[i] = np.asarray(image.convert("RGB").resize((width, height), Image.BICUBIC))
+            out[i] = np.asarray(image.convert("RGB").resize((width, height), Image.Resampling.BICUBIC))
     return out
 
 
@@ -125,7 +130,7 @@ def load_market(root: Path, size: tuple[int, int], max_train: Optional[int] = No
         for image in sorted(directory.glob("*.jpg")):
             train_paths.append(image)
             train_labels.append(index)
-    split = {"train": (_read_images(train_paths[:max_train], size), np.asarray(train_labels[:max_train]),
+    split: dict[str, tuple[np.ndarray, np.ndarray, Any]] = {"train": (_read_images(train_paths[:max_train], size), np.asarray(train_labels[:max_train]),
                        len(train_dirs))}
     for part, limit in (("query", max_query), ("gallery", max_gallery)):
         paths = sorted((folder / part).glob("*/*.jpg"))[:limit]

@@ -23,6 +23,7 @@ The per-epoch 'val' pass of train.py (751 images, monitoring only) is not run.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,9 +61,10 @@ class ClassBlock(nn.Module):
             block.append(nn.Dropout(p=droprate))
         self.add_block = nn.Sequential(*block)
         self.add_block.apply(weights_init_kaiming)
-        self.classifier = nn.Sequential(nn.Linear(linear, classes))
-        nn.init.normal_(self.classifier[0].weight, std=0.001)
-        nn.init.constant_(self.classifier[0].bias, 0.0)
+        last = nn.Linear(linear, classes)
+        self.classifier = nn.Sequential(last)
+        nn.init.normal_(last.weight, std=0.001)
+        nn.init.constant_(last.bias, 0.0)
 
     def forward(self, x):
         return self.classifier(self.add_block(x))
@@ -105,14 +107,19 @@ class HrReid(nn.Module):
         return self.classifier.embed(self.pooled(x))
 
 
+def _stride_one(block: Any) -> None:
+    """PCB keeps the last stage's resolution: its first block (a torchvision-style Bottleneck) strides 1."""
+    block.downsample[0].stride = (1, 1)
+    block.conv2.stride = (1, 1)
+
+
 class PCB(nn.Module):
     parts = 6
 
     def __init__(self, classes: int):
         super().__init__()
         self.model = resnet50()
-        self.model.layer4[0].downsample[0].stride = (1, 1)
-        self.model.layer4[0].conv2.stride = (1, 1)
+        _stride_one(self.model.layer4[0])
         self.avgpool = nn.AdaptiveAvgPool2d((self.parts, 1))
         self.dropout = nn.Dropout(p=0.5)
         for i in range(self.parts):
@@ -231,19 +238,19 @@ class ReidWorkload(Workload):
         return self.info.name == "pcb"
 
     def build_data(self):
-        shape = tuple(self.info.input_shape)
+        channels, height, width = self.info.input_shape
         root = data_root()
         split = None
         if root is not None:
             limit = None if self.scale >= 1 else scaled_count(GALLERY, self.scale, 4)
-            split = load_market(root, shape[1:], max_query=None if limit is None else scaled_count(QUERIES, self.scale, 2),
+            split = load_market(root, (height, width), max_query=None if limit is None else scaled_count(QUERIES, self.scale, 2),
                                 max_gallery=limit)
         if split is not None:
             self.data_kind = "real"
             self.classes = split["train"][2]
             return _MarketImages(split, self.device, self.is_pcb)
         self.classes = IDENTITIES
-        return ReidIdentities(shape, IDENTITIES, self.device)
+        return ReidIdentities((channels, height, width), IDENTITIES, self.device)
 
     def build_model(self):
         if self.is_pcb:

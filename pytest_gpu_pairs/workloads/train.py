@@ -61,7 +61,7 @@ class Workload:
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = resolve_cudnn_benchmark(self.cudnn_benchmark)
         self.data = self.build_data()
-        self.model = self.build_model().to(self.device)
+        self.model: Any = self.build_model().to(self.device)  # each workload's own network, with its own methods
         self.optimizer = self.build_optimizer()
         self.scheduler = self.build_scheduler()
         self.history: list[dict[str, float]] = []

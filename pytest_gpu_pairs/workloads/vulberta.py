@@ -110,7 +110,8 @@ class VulBerta(Workload):
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.scaler.step(self.optimizer)
             self.scaler.update()
-            self.scheduler.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
         else:
             loss.backward()
             self.optimizer.step()

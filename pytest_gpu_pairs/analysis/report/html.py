@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Optional
 
 import pandas as pd
@@ -42,7 +41,9 @@ def _figure(plot: Plot) -> str:
     if plot.skipped:
         return (f"<h3>{_e(plot.title)}</h3><p class='skipped' data-plot='{_e(plot.name)}'>"
                 f"Not drawn: {_e(plot.skipped)}.</p>")
-    data = base64.b64encode(Path(plot.path).read_bytes()).decode("ascii")
+    if plot.path is None:
+        return f"<h3>{_e(plot.title)}</h3><p class='skipped' data-plot='{_e(plot.name)}'>Not drawn.</p>"
+    data = base64.b64encode(plot.path.read_bytes()).decode("ascii")
     return (f"<h3>{_e(plot.title)}</h3><figure><img alt='{_e(plot.title)}' data-plot='{_e(plot.name)}' "
             f"src='data:image/png;base64,{data}'><figcaption>{_e(plot.caption)} "
             f"(<code>plots/{_e(plot.path.name)}</code>)</figcaption></figure>")

@@ -83,7 +83,7 @@ def efficiency_figure(a: Analysis) -> tuple[Figure, str]:
                 label="lower bound 1/fg_slowdown, geometric mean (background progress not recorded)")
     for yi, (_, row) in zip(y, table.iterrows()):
         n = row["n efficiency"] if row["n efficiency"] > 0 else row["n slowdown"]
-        ax.text(row["value"], yi, f" {row['value']:.2f} (n={int(n)})", va="center", fontsize=8, clip_on=True)
+        ax.text(row["value"], float(yi), f" {row['value']:.2f} (n={int(n)})", va="center", fontsize=8, clip_on=True)
     limit = table["min_efficiency"].dropna()
     if len(limit):
         ax.plot(limit, y[table["min_efficiency"].notna()], "r|", markersize=16, markeredgewidth=2,
@@ -165,8 +165,8 @@ def energy_figure(a: Analysis) -> tuple[Figure, str]:
     return figure, caption
 
 
-def _sensitivity_data(a: Analysis, hp: str, metric: str) -> list[tuple[str, pd.DataFrame, str, str]]:
-    panels = []
+def _sensitivity_data(a: Analysis, hp: str, metric: str) -> list[tuple[str, pd.DataFrame, str, Optional[str]]]:
+    panels: list[tuple[str, pd.DataFrame, str, Optional[str]]] = []
     if f"hp_{hp}" not in a.runs:
         return panels
     for model, rows in a.runs.groupby("fg_model"):
@@ -274,7 +274,7 @@ def vram_figure(a: Analysis) -> tuple[Figure, str]:
     ax.plot(table["peak_vram_mb"], y, "kD", markersize=5, label=f"{label('peak_vram_mb')} (NVML, both jobs)")
     ax.plot(table["vram_budget_mb"], y, "r|", markersize=16, markeredgewidth=2, label=label("vram_budget_mb"))
     for yi, (_, row) in zip(y, table.iterrows()):
-        ax.text(row["peak_vram_mb"], yi, f"  {row['peak_vram_mb']:.0f} MB (n={int(row['n'])})", va="center",
+        ax.text(row["peak_vram_mb"], float(yi), f"  {row['peak_vram_mb']:.0f} MB (n={int(row['n'])})", va="center",
                 fontsize=8, clip_on=True)
     ax.set_yticks(y, table["label"], fontsize=8)
     ax.set_xlabel(axis_label("peak_vram_mb"))

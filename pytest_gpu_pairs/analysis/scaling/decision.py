@@ -135,27 +135,36 @@ def remaining_hours(fit: Fit, job: Job) -> Optional[Estimate]:
     return _scaled(fit.step_time(job.current_gpus), job.remaining_steps / 3600.0)
 
 
+def _hours_left_known(fit: Fit, job: Job) -> Optional[Estimate]:
+    """Time left at the current count where the job says it (its hours, or its steps at its own
+    step time): then only the ratio of step times is taken from the fit."""
+    if job.remaining_hours is None and job.step_time_s is None:
+        return None
+    return remaining_hours(fit, job)
+
+
 def target_hours(fit: Fit, job: Job, target: int) -> Optional[Estimate]:
     """Time to finish on ``target`` GPUs: the work left, in its unit, at the target's step time."""
-    if job.remaining_hours is None and job.remaining_steps is None:
-        return None
     steps_factor = job.current_gpus / target if job.work == "samples" else 1.0
-    if job.remaining_hours is not None or job.step_time_s is not None:
-        now = remaining_hours(fit, job).mean
-        return _scaled(fit.ratio(target, job.current_gpus), now * steps_factor)
+    left = _hours_left_known(fit, job)
+    if left is not None:
+        return _scaled(fit.ratio(target, job.current_gpus), left.mean * steps_factor)
+    if job.remaining_steps is None:
+        return None
     return _scaled(fit.step_time(target), job.remaining_steps * steps_factor / 3600.0)
 
 
 def saved_hours(fit: Fit, job: Job, target: int) -> Optional[Estimate]:
     """Time left now minus time on ``target``, with the fitted model's error carried through once
     (both come from the same measured means)."""
-    if job.remaining_hours is None and job.remaining_steps is None:
-        return None
     steps_factor = job.current_gpus / target if job.work == "samples" else 1.0
-    if job.remaining_hours is not None or job.step_time_s is not None:
-        now = remaining_hours(fit, job).mean
+    left = _hours_left_known(fit, job)
+    if left is not None:
+        now = left.mean
         return fit.propagate(lambda means: now - now * steps_factor * fit.step_at(target, means)
                              / fit.step_at(job.current_gpus, means))
+    if job.remaining_steps is None:
+        return None
     steps_h = job.remaining_steps / 3600.0
     return fit.propagate(lambda means: steps_h * (fit.step_at(job.current_gpus, means)
                                                   - steps_factor * fit.step_at(target, means)))
@@ -174,7 +183,7 @@ def memory_on(workload: Workload, job: Job, target: int) -> tuple[Optional[float
         return None, "no memory was measured (a CPU run) and --memory-fraction was not given"
     exact = [c for c in measured if c.gpus == target]
     chosen = exact or [c for c in measured if c.gpus == max(x.gpus for x in measured)]
-    fraction = max(c.memory_fraction for c in chosen)
+    fraction = max(c.memory_fraction for c in chosen if c.memory_fraction is not None)
     basis = "measured" if exact else f"measured on {chosen[0].gpus}: the same per GPU at a fixed per-GPU batch"
     return fraction, basis
 

@@ -150,7 +150,8 @@ def read_scaling(paths: Sequence[str | Path]) -> Scaling:
                 continue
             source = _source(run.source, case_id)
             group, model = str(record.get("case_id", case_id)).rsplit("-gpus", 1)[0], record.get("fg_model")
-            hparams = record.get("fg_hparams") if isinstance(record.get("fg_hparams"), dict) else {}
+            given = record.get("fg_hparams")
+            hparams = given if isinstance(given, dict) else {}
             key = json.dumps([group, model, hparams], sort_keys=True, default=str)
             workload = found.workloads.setdefault(key, Workload(_group(group, model), str(model), hparams))
             workload.cases.append(read_case(record, source))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 from pytest_gpu_pairs.record.scaling import Estimate, satterthwaite
 
@@ -59,11 +60,17 @@ class Point:
     step: Estimate
 
 
+def _errors(points: Sequence[Point]) -> Optional[list[float]]:
+    """Each mean's standard error; None where any mean has none (no interval) or a zero one."""
+    errors = [p.step.se for p in points]
+    known = [e for e in errors if e]
+    return known if len(known) == len(errors) else None
+
+
 def _weights(points: Sequence[Point]) -> list[float]:
     """One over each mean's variance; equal weights where any mean has no error (no interval)."""
-    if all(p.step.se for p in points):
-        return [1.0 / p.step.se**2 for p in points]
-    return [1.0] * len(points)
+    errors = _errors(points)
+    return [1.0 / e**2 for e in errors] if errors is not None else [1.0] * len(points)
 
 
 def least_squares(gpus: Sequence[int], means: Sequence[float], weights: Sequence[float],
@@ -113,27 +120,29 @@ class Fit:
     @property
     def inflation(self) -> float:
         """sqrt(reduced chi-square) where the points scatter more than their errors say, else 1."""
-        free = len(self.points) - 2
-        if free <= 0 or not all(p.step.se for p in self.points):
+        free, errors = len(self.points) - 2, _errors(self.points)
+        if free <= 0 or errors is None:
             return 1.0
-        chi2 = math.fsum(((p.step.mean - self.step_time(p.gpus, inflate=False).mean) / p.step.se) ** 2
-                         for p in self.points)
+        chi2 = math.fsum(((p.step.mean - self.step_time(p.gpus, inflate=False).mean) / se) ** 2
+                         for p, se in zip(self.points, errors))
         return math.sqrt(max(1.0, chi2 / free))
 
     def propagate(self, figure: Callable[[Sequence[float]], float], inflate: bool = True) -> Estimate:
         """``figure`` of the measured means, with the means' errors carried through it (delta method)."""
         means = [p.step.mean for p in self.points]
         value = figure(means)
-        if any(p.step.se is None for p in self.points):
+        errors = [p.step.se for p in self.points]
+        known = [e for e in errors if e is not None]
+        if len(known) < len(errors):
             return Estimate(value, None, 0.0)
         parts = []
-        for i, point in enumerate(self.points):
-            h = RELATIVE_STEP * (point.step.se or abs(point.step.mean) or 1.0)
+        for i, (point, se) in enumerate(zip(self.points, known)):
+            h = RELATIVE_STEP * (se or abs(point.step.mean) or 1.0)
             up, down = list(means), list(means)
             up[i] += h
             down[i] -= h
             gradient = (figure(up) - figure(down)) / (2.0 * h)
-            parts.append(((gradient * point.step.se) ** 2, point.step.df))
+            parts.append(((gradient * se) ** 2, point.step.df))
         variance = math.fsum(v for v, _ in parts)
         scale = self.inflation if inflate else 1.0
         return Estimate(value, math.sqrt(variance) * scale, satterthwaite(parts))

@@ -58,7 +58,8 @@ def figures(fake, gpu, samples, rel_window, idle_w=IDLE_W, **kw):
     notes = results.Notes()
     env = Environment(device="cuda", scale=1.0, sample_hz=10.0, gpu=gpu, idle_power_w=idle_w)
     work = results.Work("timeslice", None, None, results.SoloCost(), results.SoloCost())
-    return results._gpu_figures(measurement(fake, samples, rel_window, **kw), env, notes, work), notes
+    figures = results._gpu_figures(measurement(fake, samples, rel_window, **kw), env, notes, work)
+    return results.merged(*figures), notes
 
 
 def steady_pair(clock, **kw):
