@@ -452,17 +452,23 @@ class InterleavedPair:
         """After a round's solo phases: go on, begin the next start, or stop. With one start the
         stopping rule decides alone. With several, every start measures the same planned number of
         rounds (the interval over starts is narrowest for a given number of rounds when they are
-        spread evenly), and the precision target and the time cap are also asked at each start's end."""
+        spread evenly), and the precision target and the time cap are also asked at each start's end.
+        The last start goes on past its planned rounds while a precision target is unmet and the cap
+        leaves room: the plan was made from a few rounds' noise, and stopping on it left cases at two
+        thirds of their cap with the target far off."""
         if self.planned_starts == 1:
             return "stop" if self._enough() else None
         done = self._rounds_this_start()
         if self.planned_rounds is None and done >= self.min_rounds_per_start:
             self.planned_rounds = self._plan_rounds()
         if self.planned_rounds is not None and done >= self.planned_rounds:
-            if self._enough(early=True) or not self._more_starts():
+            if self._enough(early=True):
+                return "stop"
+            if self._more_starts():
+                return "next start"
+            if self.rule.precision is None:
                 self.stop_reason = self.stop_reason or self._planned_reason()
                 return "stop"
-            return "next start"
         return "stop" if self._enough() else None
 
     @property
@@ -694,7 +700,9 @@ class InterleavedPair:
     def _enough(self, early: bool = False) -> bool:
         """The stopping rule's verdict on the rounds so far. With several starts a start measures its
         planned rounds unless the time cap or a round limit stops it; at a start's end (``early``)
-        the precision target may also end the case before the planned starts."""
+        the precision target may also end the case before the planned starts. The rule's "the starts'
+        offsets limit the interval" is not asked there (the plan decides how many starts), so the cap
+        and the round limit are always reached."""
         complete = complete_rounds(self.snapshot(), self.env.idle_power_w)
         segments = [r["segment"] for r in complete]
 
@@ -702,7 +710,7 @@ class InterleavedPair:
             return start_interval(values, segments, self.prior).interval
 
         stop, why = self.rule.verdict([r["concurrency_efficiency"] for r in complete], now() - self.started_t,
-                                      self.round_s, estimate, self._more_starts())
+                                      self.round_s, estimate, self.planned_starts > 1)
         allowed = ("time cap", "--gpu-pairs-max-rounds") + (("precision reached",) if early else ())
         if self.planned_starts > 1 and why is not None and not why.startswith(allowed):
             return False

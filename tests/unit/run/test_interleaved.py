@@ -247,3 +247,48 @@ def test_a_standby_job_taken_into_the_pair_is_counted_under_its_new_role():
     assert roles.role_of(42) == "standby"
     roles.register(42, "fg")
     assert roles.role_of(42) == "fg"
+
+
+def _pair_in_its_last_start(precision, spent_s, cap_s=90.0, values=(1.9, 2.1, 1.8, 2.2, 1.95, 2.05, 1.85, 2.15)):
+    """An InterleavedPair in the last of its two planned starts, its planned rounds done there, its
+    rounds noisy enough that a +-2 % target is far off."""
+    from types import SimpleNamespace
+
+    from pytest_gpu_pairs.record.stats import StoppingRule
+    from pytest_gpu_pairs.run import interleaved
+    from pytest_gpu_pairs.run.interleaved import InterleavedPair
+
+    pair = InterleavedPair.__new__(InterleavedPair)
+    pair.rule, pair.prior = StoppingRule(precision, 3, None, cap_s), interleaved.BETWEEN_START_PRIOR
+    pair.planned_starts, pair.planned_rounds, pair.stop_reason = 2, 4, None
+    pair.starts = [SimpleNamespace(segment=0), SimpleNamespace(segment=1)]
+    pair.rounds = [SimpleNamespace(segment=i // 4, phase=lambda name: True) for i in range(8)]
+    pair.started_t, pair.round_s = now() - spent_s, 3.0
+    pair.snapshot, pair.env = (lambda: None), SimpleNamespace(idle_power_w=None)
+    rounds = [{"concurrency_efficiency": v, "segment": i // 4, "complete": True} for i, v in enumerate(values)]
+    return pair, rounds
+
+
+@pytest.mark.parametrize("spent_s", [40.0, 60.0])
+def test_the_last_start_goes_on_past_its_plan_while_the_target_is_unmet_and_the_cap_has_room(monkeypatch, spent_s):
+    from pytest_gpu_pairs.run import interleaved
+
+    pair, rounds = _pair_in_its_last_start(0.02, spent_s)
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: rounds)
+    assert pair._decide() is None and pair.stop_reason is None
+
+
+def test_the_last_start_ends_at_the_cap_even_where_the_starts_offsets_limit_the_interval(monkeypatch):
+    from pytest_gpu_pairs.run import interleaved
+
+    pair, rounds = _pair_in_its_last_start(0.02, 88.0, values=(1.90, 1.91, 1.89, 1.90, 2.10, 2.11, 2.09, 2.10))
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: rounds)
+    assert pair._decide() == "stop" and pair.stop_reason.startswith("time cap 90 s reached")
+
+
+def test_without_a_precision_target_the_plan_ends_the_case(monkeypatch):
+    from pytest_gpu_pairs.run import interleaved
+
+    pair, rounds = _pair_in_its_last_start(None, 40.0)
+    monkeypatch.setattr(interleaved, "complete_rounds", lambda *_: rounds)
+    assert pair._decide() == "stop" and pair.stop_reason.startswith("planned: 4 rounds in each of 2 starts")
