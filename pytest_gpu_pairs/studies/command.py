@@ -43,9 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_run_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--device", choices=("cuda", "cpu", "auto"), default="cuda",
                      help="where the jobs train (default cuda; cpu runs the whole pipeline, GPU figures null)")
-    sub.add_argument("--scale", type=float, default=None, help="data-size scale (default: the study's)")
+    sub.add_argument("--scale", type=_positive, default=None, help="data-size scale (default: the study's)")
     sub.add_argument("-k", dest="select", default=None, help="only these cases (pytest -k), for a quick try")
-    sub.add_argument("--sessions", type=int, default=None, help="at most this many sessions of each variant")
+    sub.add_argument("--sessions", type=_at_least_one, default=None,
+                     help="at most this many sessions of each variant")
+    sub.add_argument("--variant", default=None, help="only this variant of the study (default: all)")
     sub.add_argument("--pytest-arg", dest="extra", action="append", default=[], metavar="ARG",
                      help="one more pytest option, e.g. --pytest-arg=--gpu-pairs-max-rounds=1 (repeatable)")
 
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             print(collect(study, out, args.root.resolve()), end="")
             return 0
         request = Request(device=args.device, scale=args.scale, select=args.select, sessions=args.sessions,
-                          extra=tuple(args.extra))
+                          variant=args.variant, extra=tuple(args.extra))
         if args.action == "status":
             return _status(study, args.root.resolve(), out.resolve(), request)
         signal.signal(signal.SIGTERM, _stop)
@@ -71,6 +73,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {text}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
 def _stop(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -78,6 +94,10 @@ def _stop(signum, frame) -> None:
 def _list() -> int:
     for name, study in all_studies().items():
         print(f"{name:<20} {study.reference:<38} {study.about}")
+        for label, why in (("not run here", study.not_run), ("run leaves out", study.run_gaps),
+                           ("summary not rebuilt by collect", study.not_rebuilt)):
+            if why:
+                print(f"{'':<20} {label}: {why}")
     return 0
 
 

@@ -79,7 +79,8 @@ class Study(_Strict):
     collate: Optional[str] = None
     summary_files: tuple[str, ...] = ("summary.json", "table.md")
     not_rebuilt: Optional[str] = Field(default=None, description="why collect cannot rebuild the committed summary")
-    ci_select: str = Field(description="a -k expression of one small case, for the CPU run of the CI test")
+    not_run: Optional[str] = Field(default=None, description="why `study run` cannot run this study")
+    run_gaps: Optional[str] = Field(default=None, description="steps of the study `study run` does not take")
 
     @field_validator("name")
     @classmethod
@@ -98,6 +99,8 @@ class Study(_Strict):
             raise ValueError("expected at least one variant")
         if (self.collate is None) == (self.not_rebuilt is None):
             raise ValueError("expected either a collate or, where none can rebuild the summary, not_rebuilt")
+        if self.not_run is None and not self.settings and not all(v.settings for v in self.variants):
+            raise ValueError("expected settings for every variant, or not_run saying why the study is not run")
         return self
 
 

@@ -38,6 +38,7 @@ class Request:
     scale: Optional[float] = None
     select: Optional[str] = None
     sessions: Optional[int] = None
+    variant: Optional[str] = None
     extra: tuple[str, ...] = ()
 
 
@@ -54,9 +55,14 @@ class Session:
 
 def plan_sessions(study: Study, root: Path, out: Path, request: Request) -> list[Session]:
     """Every session of the study in the order it runs: variants as declared, sessions in order."""
+    if study.not_run:
+        raise StudyRunError(f"study {study.name} is not run by `gpu-pairs study run`: {study.not_run}")
     _check_checkout(study, root)
+    names = [v.name for v in study.variants]
+    if request.variant is not None and request.variant not in names:
+        raise StudyRunError(f"study {study.name} has no variant {request.variant!r}; its variants: {', '.join(names)}")
     return [_session(study, variant, folder, out, request)
-            for variant in study.variants
+            for variant in study.variants if request.variant in (None, variant.name)
             for folder in variant.folders()[:request.sessions or variant.sessions]]
 
 
@@ -104,6 +110,8 @@ def run_study(study: Study, root: Path, out: Path, request: Request,
               say: Callable[[str], None] = print) -> int:
     """Run every session not done yet, in order; 0 when all are done, else the first stop's code."""
     sessions = plan_sessions(study, root, out, request)
+    if study.run_gaps:
+        say(f"not taken by this runner: {study.run_gaps}")
     out.mkdir(parents=True, exist_ok=True)
     if study.plan is not None and not (out / "plan.json").exists():
         code = _plan(study, root, out, request, say)
