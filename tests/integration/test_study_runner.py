@@ -6,14 +6,20 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import psutil
 import pytest
+from support.helpers import XDIST_WORKER_VARS, pair, write_settings
 
 from pytest_gpu_pairs.studies.declaration import Study
-from pytest_gpu_pairs.studies.runner import Request, StudyRunError, plan_sessions, run_study, run_to_the_end, study_status
-from support.helpers import XDIST_WORKER_VARS, pair, write_settings
+from pytest_gpu_pairs.studies.runner import (
+    Request,
+    StudyRunError,
+    plan_sessions,
+    run_study,
+    run_to_the_end,
+    study_status,
+)
 
 PASSING = "def test_ok():\n    pass\n"
 SLEEPING = """import os, subprocess, sys, time
