@@ -68,7 +68,7 @@ def _measurement(found: Optional[tuple[Record, str]]) -> Optional[dict[str, Any]
     peak, budget = record.get("peak_vram_mb"), record.get("vram_budget_mb")
     return {
         "case_id": record.case_id, "record": folder, "sharing": record.get("sharing"),
-        "fit": "out of memory" if record.get("oom") else "fits",
+        "fit": "out of memory" if record.get("oom") else "fits" if peak is not None else "not measured",
         "peak_vram_mb": peak, "vram_budget_mb": budget,
         "within_budget": None if peak is None or budget is None else peak <= budget,
         "efficiency": _efficiency(record), "fg_slowdown": _figure(record, "fg_slowdown"),
@@ -198,6 +198,8 @@ def _slow_cell(m: Optional[dict[str, Any]]) -> str:
 def _verdict(m: Optional[dict[str, Any]]) -> str:
     if m is None:
         return "not measured"
+    if m["peak_vram_mb"] is None:
+        return f"{m['fit']} (no peak VRAM)"
     budget = "within" if m["within_budget"] else "over"
     return f"{m['fit']}, {m['peak_vram_mb']:.0f} MB ({budget} 7500)"
 
