@@ -50,3 +50,14 @@ def test_a_summary_collect_cannot_rebuild_is_refused_with_the_reason(name, tmp_p
     err = capsys.readouterr().err
     assert study.not_rebuilt in err and len(err.splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("folder", ["drifting-host", "half-second-10-rounds", "two-second", "unbracketed"])
+def test_each_earlier_reproducibility_study_is_rebuilt_too(folder, tmp_path):
+    """The reproducibility study's earlier questions keep their own session files and summaries."""
+    reference = ROOT / "reports" / "reference" / "reproducibility" / folder
+    copy = tmp_path / folder
+    shutil.copytree(reference, copy, ignore=shutil.ignore_patterns("summary.json", "summary.md"))
+    assert main(["study", "collect", "reproducibility", "--out", str(copy)]) == 0
+    for file in ("summary.json", "summary.md"):
+        assert (copy / file).read_bytes() == (reference / file).read_bytes()
