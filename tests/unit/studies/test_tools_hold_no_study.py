@@ -19,7 +19,7 @@ NOT_MOVED_YET = {  # shell script -> the study (or tool) whose steps `gpu-pairs 
     "default_method/phase_probe.sh": "default_method", "device/smoke.sh": "the device's smoke test",
     "feasibility/run_on_gpu.sh": "feasibility", "hp_pilot/study.sh": "hp_pilot", "hp_study/run_on_gpu.sh": "hp_study",
     "measurement/run_on_gpu.sh": "measurement", "measurement/run_to_run_on_gpu.sh": "measurement",
-    "planner/run_on_gpu.sh": "planner", "reproducibility/run_on_gpu.sh": "reproducibility",
+    "planner/run_on_gpu.sh": "planner",
     "scaling/run_on_gpu.sh": "scaling", "sharing/run_on_gpu.sh": "sharing", "sharing/mps_limits_on_gpu.sh": "sharing",
     "teardown/run_on_gpu.sh": "teardown",
     "verdicts/queue.sh": "verdicts: the lead's device queue, to call gpu-pairs study run",
