@@ -3,19 +3,11 @@
 # held at most 30 minutes, one command at most 10). STEPS names them, in order:
 #   probe        the idle probe of pairs that read an efficiency above 2
 #   estimates    a third-party script profiled once, its case estimated, then measured
-#   hp_pilot     the hyperparameter pilot (resumes from .carry/hp_pilot)
 #   STEPS="estimates probe" bash tools/device/studies.sh start     # then: status, collect
-# The 10 GB feasibility study (time-sliced and under MPS) is declared: bash tools/device/study.sh start feasibility_10g
+# Declared studies (feasibility_10g, hp_pilot, ...) run through the adapter: bash tools/device/study.sh start NAME
 WORK=/tmp/studies
-STEPS=${STEPS:-probe hp_pilot}
+STEPS=${STEPS:-probe}
 PROBES=("mnist_ff resnet20" "resnet20 mnist_ff" "mnist_rnn mrt_oast")
-
-carried() {  # $1: the study's folder under /tmp, $2: what was carried in for it
-  rm -rf "/tmp/$1"; mkdir -p "/tmp/$1/results"
-  [ -d "$2" ] && cp -r "$2"/. "/tmp/$1/results/"
-  rm -rf "/tmp/$1/results/_mps"  # an earlier MPS daemon's logs: a copy is no longer private (0700), so MPS would refuse it
-  return 0
-}
 
 step() {
   case "$1" in
@@ -29,7 +21,6 @@ step() {
       timeout -s TERM -k 20 600 python3 -m tools.estimates.check -k c01 --dest "$WORK/estimates" \
         --profile tools/default_method/scripts.json -- --gpu-pairs-settings tools/default_method/scripts.json \
         --gpu-pairs-device cuda > "$WORK/estimates.txt" 2>&1 ;;
-    hp_pilot) carried hp_pilot .carry/hp_pilot; SCALE=${SCALE:-0.25} bash tools/hp_pilot/study.sh run ;;
   esac
 }
 
@@ -44,12 +35,8 @@ case "${1:-status}" in
     echo "$(date +%T) all done" ;;
   status)
     tail -2 "$WORK/driver.log"
-    for study in /tmp/hp_pilot/; do
-      [ -f "$study/pytest.txt" ] && { echo "$study"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$study/pytest.txt" | tail -4; }
-    done
     tail -4 "$WORK/estimates.txt" 2>/dev/null; cat "$WORK/probe/probe.txt" 2>/dev/null ;;
   collect)
-    [ -d /tmp/hp_pilot/results ] && bash tools/hp_pilot/study.sh collect
     cp -r "$WORK"/. "$OUT/" 2>/dev/null; echo "collected" ;;
   *) echo "usage: studies.sh start|status|collect"; exit 2 ;;
 esac
