@@ -1,5 +1,5 @@
 """``gpu-pairs``: the command line beside pytest (report, compare, sharing-report, workloads, plan, profile,
-scale, merge, dead-time).
+scale, merge, dead-time, study).
 
 Each subcommand lives in the module that owns its work; this file only wires them up, so a
 subcommand is added by one line in ``SUBCOMMANDS``. A subcommand module exposes
@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("pytest_gpu_pairs.planning.profile_command", "run each workload alone briefly and store its profile for the next plan"),
     "merge": ("pytest_gpu_pairs.analysis.merge", "join the results folders of shards or workers into one"),
     "dead-time": ("pytest_gpu_pairs.analysis.deadtime", "wall time of a results folder not spent training, vs the predecessor's sleeps"),
+    "study": ("pytest_gpu_pairs.studies.command", "the reference studies: list, run (resumable), status, collect"),
 }
 
 

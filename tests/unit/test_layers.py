@@ -19,6 +19,7 @@ COMMON = ("inputs", "catalog", "protocol", "patterns", "progress")  # torch-free
 
 MAY_IMPORT: dict[str, tuple[str, ...]] = {  # top to bottom; a layer imports these and its own modules, nothing else
     "cli": (),  # subcommands are wired by module name
+    "studies": ("plugin", "planning", "analysis", "run", "record", "experiment", "compat", "catalog", "inputs"),
     "plugin": ("planning", "analysis", "run", "record", "monitor", "devices", "experiment",
                "catalog", "inputs", "protocol"),
     "planning": ("run", "record", "experiment", "catalog", "inputs", "protocol"),
@@ -45,6 +46,8 @@ FORBIDDEN_EXAMPLES = [  # slips the layers once let through, each of which this 
     ("run", "planning", "the run layer runs cases; estimates and schedules are planning's"),
     ("devices", "run", "device access holds no policy"),
     ("planning", "analysis", "planning reads records through the store, not through reports"),
+    ("plugin", "studies", "a study runs pytest as a process of its own: the plugin knows nothing of studies"),
+    ("record", "studies", "a study's collate reads records; no record depends on a study"),
 ]
 
 

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.record.stats import bracketed_interval
 from pytest_gpu_pairs.record.store import atomic_write_json, load_run
 from pytest_gpu_pairs.run.options import MIN_ROUNDS_FOR_PRECISION
-from tools.default_method.collate import EFFICIENCY_SPREAD_LIMIT
+from pytest_gpu_pairs.studies.collates.default_method import EFFICIENCY_SPREAD_LIMIT
 from tools.default_method.run_spread import round_timing
 
 MAX_CASE_S = 180.0  # the product's time cap when the resampled sessions were measured

@@ -23,7 +23,7 @@ from scipy import integrate, stats
 
 from pytest_gpu_pairs.record.stats import bracketed_interval, t_quantile
 from pytest_gpu_pairs.record.store import StoreError, load_run
-from tools.default_method.collate import EFFICIENCY_SPREAD_LIMIT
+from pytest_gpu_pairs.studies.collates.default_method import EFFICIENCY_SPREAD_LIMIT
 from tools.summary_files import write_collated
 
 MAX_CASE_S = 180.0  # the product's time cap when these probes were taken and collated

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_gpu_pairs"
 PAGE = ROOT / "docs" / "architecture.md"
-TOP_ORDER = ("cli", "plugin", "planning", "analysis", "run", "record", "monitor", "devices", "experiment", "compat",
+TOP_ORDER = ("cli", "studies", "plugin", "planning", "analysis", "run", "record", "monitor", "devices", "experiment", "compat",
              "workloads", "inputs", "catalog", "protocol", "patterns", "progress")
 START = "<!-- module tree: python -m tools.docs.architecture -->"
 NAME_WIDTH = 24

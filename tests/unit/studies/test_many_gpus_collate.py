@@ -1,10 +1,10 @@
-"""tools/many_gpus/collate.py: speedup, agreement of every case's figures by overlapping intervals,
+"""The many-GPU study's collate: speedup, agreement of every case's figures by overlapping intervals,
 and the planner's error, from what the two-GPU check brings back."""
 import json
 import shutil
 from pathlib import Path
 
-from tools.many_gpus import collate
+from pytest_gpu_pairs.studies.collates import many_gpus as collate
 
 RUN = Path(__file__).parents[2] / "data/h100/run"
 CASE = "g01-mnist_ff+resnet20-default-concurrent"

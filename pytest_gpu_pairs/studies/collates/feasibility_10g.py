@@ -9,48 +9,51 @@ planner's prediction, and the predecessor's own foreground slowdown on its RTX 3
 An efficiency whose reading is above 2, the bound no sharing can pass, is not printed as a figure:
 the table says "about 2" and summary.json keeps the reading beside the investigation's numbers.
 
-    python -m tools.feasibility_10g.collate reports/reference/feasibility_10g \
-        --plan reports/reference/feasibility_10g/plan.json
+    gpu-pairs study collect feasibility_10g --out reports/reference/feasibility_10g
+
+Records are read through the store; the planner's prediction is the study folder's ``plan.json``
+(``gpu-pairs plan settings/parallel_feasibility_test.json --gpu-memory-mb 10240 --json``), and a
+folder without one (a run on the CPU) has no planner column.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.compat.raw_data import workload_name
-from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text
+from pytest_gpu_pairs.inputs import read_json
+from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.store import case_records, load_result, read_session
 
-SETTINGS = Path("settings/parallel_feasibility_test.json")
-PREDECESSOR = Path("reports/reference/predecessor/summary.csv")
+SETTINGS = "settings/parallel_feasibility_test.json"
+PREDECESSOR = "reports/reference/predecessor/summary.csv"
 TIMESLICE_FOLDERS = ("session-1", "session-2")
 MPS_FOLDER = "mps"
 RECHECK_FOLDERS = ("phase2", "g01-repeat")
 BOUND = 2.0
 
 
-def _records(folder: Path) -> dict[str, dict[str, Any]]:
+def _records(folder: Path) -> dict[str, tuple[Record, str]]:
+    """group -> its complete record and the folder it lies in, relative to the study's."""
     out = {}
-    for path in sorted(folder.glob("g*/result.json")):
-        record = json.loads(path.read_text())
-        if record.get("complete"):
-            out[record["case_id"][:3]] = {**record, "_folder": str(path.parent.relative_to(folder.parent))}
+    found, _ = case_records(folder) if folder.is_dir() else ([], [])
+    for path, record in sorted(found, key=lambda pair: str(pair[0])):
+        if record.complete and path.parent.name.startswith("g"):
+            out[record.case_id[:3]] = (record, str(path.parent.relative_to(folder.parent)))
     return out
 
 
-def _interval(record: dict[str, Any], key: str) -> Optional[list[float]]:
+def _interval(record: Record, key: str) -> Optional[list[float]]:
     ci = record.get(f"{key}_ci")
-    return [float(ci[0]), float(ci[1])] if isinstance(ci, list) and None not in ci else None
+    return [float(ci[0]), float(ci[1])] if isinstance(ci, (list, tuple)) and None not in ci else None
 
 
-def _figure(record: dict[str, Any], key: str) -> dict[str, Any]:
+def _figure(record: Record, key: str) -> dict[str, Any]:
     return {"value": record.get(key), "ci95": _interval(record, key)}
 
 
-def _efficiency(record: dict[str, Any]) -> dict[str, Any]:
+def _efficiency(record: Record) -> dict[str, Any]:
     figure = _figure(record, "concurrency_efficiency")
     value, ci = figure["value"], figure["ci95"]
     figure["above_bound"] = value is not None and value > BOUND
@@ -58,13 +61,14 @@ def _efficiency(record: dict[str, Any]) -> dict[str, Any]:
     return figure
 
 
-def _measurement(record: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-    if record is None:
+def _measurement(found: Optional[tuple[Record, str]]) -> Optional[dict[str, Any]]:
+    if found is None:
         return None
+    record, folder = found
     peak, budget = record.get("peak_vram_mb"), record.get("vram_budget_mb")
     return {
-        "case_id": record["case_id"], "record": record["_folder"], "sharing": record.get("sharing"),
-        "fit": "out of memory" if record.get("oom") else "fits",
+        "case_id": record.case_id, "record": folder, "sharing": record.get("sharing"),
+        "fit": "out of memory" if record.get("oom") else "fits" if peak is not None else "not measured",
         "peak_vram_mb": peak, "vram_budget_mb": budget,
         "within_budget": None if peak is None or budget is None else peak <= budget,
         "efficiency": _efficiency(record), "fg_slowdown": _figure(record, "fg_slowdown"),
@@ -114,18 +118,21 @@ def _predecessor(slowdowns: dict[tuple[str, str], list[float]], fg: str, bg: str
 
 
 def _rechecks(folder: Path) -> list[dict[str, Any]]:
-    """The readings above 2 measured again, on other machines and with longer phases."""
+    """The readings above 2 measured again, on other machines and with longer phases: each recheck
+    folder's ``summary.csv`` (one of them kept that table and not its records), each row's phase
+    length from its record where the folder holds one. A study folder without them adds none."""
     import pandas as pd
 
     out = []
     for name in RECHECK_FOLDERS:
-        session = json.loads((folder / name / "session.json").read_text())
+        if not (folder / name / "summary.csv").is_file():
+            continue
+        session = read_session(folder / name) or {}
         gpu = (session.get("gpu") or {}).get("uuid")
         for row in pd.read_csv(folder / name / "summary.csv").itertuples():
-            record_path = folder / name / row.case_id / "result.json"
-            phase_s = json.loads(record_path.read_text()).get("phase_s") if record_path.exists() else 0.5
-            out.append({"group": row.case_id[:3], "folder": name, "phase_s": phase_s, "gpu": gpu,
-                        "efficiency": row.concurrency_efficiency,
+            record = load_result(folder / name / row.case_id) if (folder / name / row.case_id).is_dir() else None
+            out.append({"group": row.case_id[:3], "folder": name, "phase_s": record.phase_s if record else 0.5,
+                        "gpu": gpu, "efficiency": row.concurrency_efficiency,
                         "ci95": [row.concurrency_efficiency_ci_low, row.concurrency_efficiency_ci_high]})
     return out
 
@@ -147,6 +154,15 @@ def collate(folder: Path, plan: dict[str, Any], settings: dict[str, Any], predec
             "rechecks_above_bound": _rechecks(folder),
             "measured": {"timeslice": sum(g["timeslice"] is not None for g in groups),
                          "mps_52pct": sum(g["mps_52pct"] is not None for g in groups)}}
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    plan = read_json(folder / "plan.json") if (folder / "plan.json").exists() else {"pairs": []}
+    return collate(folder, plan, read_json(root / SETTINGS), root / PREDECESSOR)
+
+
+def table(result: dict[str, Any]) -> str:
+    return markdown(result)
 
 
 def _num(value: Optional[float], digits: int = 2) -> str:
@@ -182,6 +198,8 @@ def _slow_cell(m: Optional[dict[str, Any]]) -> str:
 def _verdict(m: Optional[dict[str, Any]]) -> str:
     if m is None:
         return "not measured"
+    if m["peak_vram_mb"] is None:
+        return f"{m['fit']} (no peak VRAM)"
     budget = "within" if m["within_budget"] else "over"
     return f"{m['fit']}, {m['peak_vram_mb']:.0f} MB ({budget} 7500)"
 
@@ -212,22 +230,3 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{_saved_cell(t)} | {_slow_cell(t)} | {_eff_cell(m)} | {_slow_cell(m)} | "
                      f"{_planner_cell(g['planner'])} | {_predecessor_cell(g['predecessor'])} |")
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--plan", type=Path, required=True, help="gpu-pairs plan ... --json output")
-    parser.add_argument("--settings", type=Path, default=SETTINGS)
-    parser.add_argument("--predecessor", type=Path, default=PREDECESSOR)
-    args = parser.parse_args(argv)
-    result = collate(args.folder, json.loads(args.plan.read_text()), json.loads(args.settings.read_text()),
-                     args.predecessor)
-    atomic_write_json(args.folder / "summary.json", result)
-    atomic_write_text(args.folder / "table.md", markdown(result))
-    print(markdown(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from pytest_gpu_pairs.record.keys import SCHEMA_VERSION
-from tools.hp_pilot.collate import collate, markdown, observations, pair_answer
+from pytest_gpu_pairs.studies.collates.hp_pilot import collate, markdown, observations, pair_answer
 
 LR = {"default": 0.01, "lr_min": 0.002, "lr_max": 0.05}
 
@@ -69,7 +69,7 @@ def _with_hp03(rows):
 
 
 def test_a_pair_without_solo_cases_of_its_own_reads_the_solo_runs_of_its_varied_model():
-    from tools.hp_pilot.collate import pair_rows
+    from pytest_gpu_pairs.studies.collates.hp_pilot import pair_rows
 
     mine = pair_rows(_with_hp03(_rows(_slope_energy(0.1, 0.1))), "hp03")
     assert {r["pair"] for r in mine if r["mode"] == "solo"} == {"hp02"}
@@ -77,7 +77,7 @@ def test_a_pair_without_solo_cases_of_its_own_reads_the_solo_runs_of_its_varied_
 
 
 def test_the_pooled_answer_counts_shared_solo_runs_once():
-    from tools.hp_pilot.collate import pooled_answer
+    from pytest_gpu_pairs.studies.collates.hp_pilot import pooled_answer
 
     answer = pooled_answer(_with_hp03(_rows(_slope_energy(0.1, 0.3))), ["hp02", "hp03"], "learning_rate", "energy")
     assert answer["n_runs"] == 27 and answer["pairs"] == ["hp02", "hp03"]

@@ -13,11 +13,13 @@ Energy is taken relative to the varied model's solo baseline run (so pairs compa
 reads "fraction of the baseline's energy per unit of x"); accuracy as a fraction. Pooled over the
 pairs: one least-squares fit of every run once (``analysis.report.analysis.joint_interaction``).
 
-    python -m tools.hp_pilot.collate RESULTS_FOLDER... --out reports/reference/hp_pilot
+    gpu-pairs study collect hp_pilot --out reports/reference/hp_pilot
+
+The study's results folders are ``results/`` (hp01) and ``results-mrt_oast/`` (hp02, hp03), read
+through the store, each case's repeats from its round folders.
 """
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -25,8 +27,9 @@ from typing import Any, Optional
 import numpy as np
 
 from pytest_gpu_pairs.analysis.report.analysis import interaction_estimate, joint_interaction
-from pytest_gpu_pairs.record.store import load_run
-from tools.summary_files import write_collated
+from pytest_gpu_pairs.record.store import RESULT, load_run, read_record
+
+FOLDERS = ("results", "results-mrt_oast")
 
 FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
 OUTCOMES = ("energy", "card_energy", "accuracy")
@@ -41,9 +44,9 @@ needs no threshold. Every other model is judged by its record's ``perf_metric``.
 def round_records(record: dict[str, Any], folder: Optional[Path]) -> list[dict[str, Any]]:
     """Each repeat of a case: its round folders' records where it has them, else the record itself."""
     if folder is not None:
-        rounds = sorted(folder.glob("round-*/result.json"))
+        rounds = sorted(path for path in folder.glob("round-*") if (path / RESULT).is_file())
         if rounds:
-            return [load_run(path).records[record["case_id"]] for path in rounds]
+            return [read_record(path / RESULT) for path in rounds]
     return [record]
 
 
@@ -179,6 +182,14 @@ def pooled_answer(rows: list[dict[str, Any]], pairs: list[str], factor: str, out
     return {**answer, "metrics": answered} if outcome == "accuracy" else answer
 
 
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    return collate([folder / name for name in FOLDERS if (folder / name).is_dir()])
+
+
+def table(summary: dict[str, Any]) -> str:
+    return markdown(summary)
+
+
 def collate(paths: list[Path]) -> dict[str, Any]:
     rows = observations(paths)
     pairs = sorted({r["pair"] for r in rows})
@@ -228,15 +239,3 @@ def markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| pooled | {factor} | {_cell(answers.get('energy'))} | {_cell(answers.get('card_energy'))} | "
                      f"{_accuracy_cell(answers.get('accuracy'))} |")
     return "\n".join(lines) + "\n"
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("inputs", nargs="+", type=Path, help="results folders or benchmark JSON of the pilot")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    return write_collated(lambda: collate(args.inputs), markdown, args.out)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

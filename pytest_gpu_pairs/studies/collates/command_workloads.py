@@ -1,18 +1,21 @@
 """Collate the command-workload study: per method and case, every headline figure with the basis it
 was measured on (where the jobs' steps came from, the duration basis, the energy split), and every
-headline figure that is null with the record's reason. Exit code 1 when one is null: the study's
-point is that a script that only prints is measured like a built-in.
+headline figure that is null with the record's reason (the study's point is that a script that only
+prints is measured like a built-in, so every null names why).
 
-    python -m tools.command_workloads.collate epoch.json interleaved.json --out reports/reference/command_workloads
+    gpu-pairs study collect command_workloads --out reports/reference/command_workloads
+
+Each method's run is read through the store: its pytest-benchmark JSON (``epoch.json``, as the
+committed study keeps it) or else its results folder (``epoch/``, as ``gpu-pairs study run`` leaves it).
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, load_run
+from pytest_gpu_pairs.record.store import load_run
+
+METHODS = ("epoch", "interleaved")
 
 HEADLINE = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "fg_duration_s", "gpu_energy_j",
             "fg_gpu_energy_j", "bg_gpu_energy_j", "energy_saved_vs_serial", "peak_vram_mb", "fg_peak_vram_mb",
@@ -38,6 +41,15 @@ def case_entry(record: dict[str, Any]) -> dict[str, Any]:
             "basis": {key: record.get(key) for key in BASIS},
             "rounds": record.get("n_rounds") or record.get("repeats"), "failure": record.get("failure"),
             "unmeasured": {key: notes.get(key, "no reason recorded") for key in keys if record.get(key) is None}}
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    runs = [folder / f"{m}.json" if (folder / f"{m}.json").is_file() else folder / m for m in METHODS]
+    return collate([run for run in runs if run.exists()])
+
+
+def table(summary: dict[str, Any]) -> str:
+    return markdown(summary)
 
 
 def collate(paths: list[Path]) -> dict[str, Any]:
@@ -68,25 +80,3 @@ def markdown(summary: dict[str, Any]) -> str:
         lines += [f"- {case_id} failed: {failure}" for case_id, failure in failed]
         lines += ["- every headline figure was measured" if not missing else "", ""]
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="pytest-benchmark JSON files, one per method")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    try:
-        summary = collate(args.runs)
-    except StoreError as exc:
-        print(f"gpu-pairs: {exc}", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(args.out / "summary.json", summary)
-    text = markdown(summary)
-    atomic_write_text(args.out / "summary.md", text)
-    print(text)
-    return 1 if any(entry["unmeasured"] for cases in summary["runs"].values() for entry in cases.values()) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

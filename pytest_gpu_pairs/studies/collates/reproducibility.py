@@ -2,20 +2,25 @@
 time of every headline figure, then across sessions the spread of the means (max/min - 1), whether
 the intervals agree, and the coefficient of variation of the per-job energy split.
 
-    python -m tools.reproducibility.collate SESSION.json... --out reports/reference/reproducibility
+    gpu-pairs study collect reproducibility --out reports/reference/reproducibility
+
+The sessions compared are the pinned ones, ``session-1``, ``session-2``, ... of the study's folder,
+each read through the store from its pytest-benchmark JSON (``session-1.json``, as committed) or its
+results folder (``session-1/``, as the runner leaves it); the heavy and the unpinned sessions have
+questions of their own (the gate, the pinning) and are compared with ``gpu-pairs compare``.
 """
 from __future__ import annotations
 
-import argparse
+import re
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
 from pytest_gpu_pairs.record.metrics import energy_per_step
 from pytest_gpu_pairs.record.stats import interval
 from pytest_gpu_pairs.record.store import load_run
-from tools.summary_files import write_collated
+
+PINNED_SESSION = re.compile(r"session-\d+")
 
 HEADLINE = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_energy_above_idle_j",
             "fg_gpu_energy_j", "bg_gpu_energy_j", "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j",
@@ -68,6 +73,25 @@ def across(sessions: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return out
 
 
+def session_paths(folder: Path) -> list[Path]:
+    """The pinned sessions in order: the benchmark JSON where there is one, else the results folder."""
+    found: dict[str, Path] = {}
+    for path in folder.glob("session-*"):
+        is_json = path.suffix == ".json"
+        name = path.stem if is_json else path.name
+        if PINNED_SESSION.fullmatch(name) and (is_json or (path.is_dir() and name not in found)):
+            found[name] = path
+    return [found[name] for name in sorted(found, key=lambda n: int(n.removeprefix("session-")))]
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    return collate(session_paths(folder))
+
+
+def table(summary: dict[str, Any]) -> str:
+    return markdown(summary)
+
+
 def collate(paths: list[Path]) -> dict[str, Any]:
     cases: dict[str, dict[str, Any]] = {}
     for path in paths:
@@ -110,15 +134,3 @@ def markdown(summary: dict[str, Any]) -> str:
             lines.append(f"| {key} | {spread} | {cv} | {x['intervals_agree']} |")
         lines.append("")
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sessions", nargs="+", type=Path, help="each session's pytest-benchmark JSON")
-    parser.add_argument("--out", type=Path, required=True, help="folder for summary.json and summary.md")
-    args = parser.parse_args(argv)
-    return write_collated(lambda: collate(args.sessions), markdown, args.out)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,11 @@
 """The two-GPU check, collated: speedup of two GPUs over one, every case's figures on one GPU
 against two (do the GPUs disturb each other?), and the planner's predicted makespan against the
-measured one. Reads what ``tools/many_gpus/run_on_gpu.sh collect`` brought back (a run's results
-folder, or its benchmark JSON), ``plan.json`` and, if kept, ``plan-on-device.json`` (the plan made
-before the runs); writes ``many_gpus.json`` and ``many_gpus.md`` beside it.
+measured one. Reads each run's results folder (or its benchmark JSON) through the store, its wall
+time (``wall-one.json`` as the committed study keeps it, else the study runner's ``runs.json``),
+``plan.json`` and, if kept, ``plan-on-device.json`` (the plan made before the runs); the summary is
+``many_gpus.json`` and ``many_gpus.md``.
 
-    python -m tools.many_gpus.collate reports/reference/many_gpus
+    gpu-pairs study collect many_gpus --out reports/reference/many_gpus
 
 A figure agrees between the runs when its 95 % intervals (interleaved cases) overlap; an epoch case
 has no interval, so its figures are listed with their relative difference and not judged. A figure
@@ -15,11 +16,10 @@ unjudged: the ratios do not depend on the host's speed, the power of host-bound 
 """
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.inputs import read_json
 from pytest_gpu_pairs.record.store import load_run
 
 FIGURES = ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio", "gpu_power_avg_w")
@@ -28,16 +28,21 @@ SPEEDUP_GOAL, PLAN_WITHIN = 1.9, 0.10
 
 
 def _wall(folder: Path, run: str) -> Optional[float]:
+    """The run's wall time where its pytest session ran to the end (exit 0, or 1: a case failed)."""
     path = folder / f"wall-{run}.json"
-    if not path.is_file():
+    if path.is_file():
+        attempts = [read_json(path)]
+    elif (folder / "runs.json").is_file():
+        attempts = read_json(folder / "runs.json").get(run) or []
+    else:
         return None
-    data = json.loads(path.read_text())
-    return float(data["wall_s"]) if data.get("exit") in (0, 1) else None
+    ended = [a for a in attempts if isinstance(a, dict) and a.get("exit") in (0, 1)]
+    return float(ended[-1]["wall_s"]) if ended else None
 
 
 def _interval(record: dict[str, Any], key: str) -> Optional[tuple[float, float]]:
     ci = record.get(f"{key}_ci")
-    return (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 and None not in ci else None
+    return (float(ci[0]), float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci else None
 
 
 def compare_case(one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +71,15 @@ def _run(folder: Path, name: str):
 def _predicted(path: Path) -> dict[int, float]:
     if not path.is_file():
         return {}
-    return {row["gpus"]: row["makespan_s"] for row in json.loads(path.read_text())["predictions"]}
+    return {row["gpus"]: row["makespan_s"] for row in read_json(path)["predictions"]}
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    return collate(folder)
+
+
+def table(result: dict[str, Any]) -> str:
+    return markdown(result)
 
 
 def collate(folder: Path) -> dict[str, Any]:
@@ -110,18 +123,3 @@ def markdown(result: dict[str, Any]) -> str:
             agree = {True: "yes", False: "NO", None: "not judged"}[f["agree"]]
             lines.append(f"| {case_id} | {key} | {f['one']} | {f['two']} | {agree} |")
     return "\n".join(lines) + "\n"
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
-    args = parser.parse_args(argv)
-    result = collate(args.folder)
-    (args.folder / "many_gpus.json").write_text(json.dumps(result, indent=2, default=str))
-    (args.folder / "many_gpus.md").write_text(markdown(result))
-    print(markdown(result))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,7 +2,7 @@
 efficiency with its interval over starts, and device time per session; whether the verdicts agree
 and the intervals overlap across sessions; and how far the plan's estimate was from the measured time.
 
-    python -m tools.verdicts.collate reports/reference/verdicts
+    gpu-pairs study collect verdicts --out reports/reference/verdicts
 
 Records are read through the store. The plan is estimated afresh from the same inputs the session
 had (the settings, the fit profiles its results folder held before each case: those measured before
@@ -10,14 +10,13 @@ the case began), so the error says what the estimator of this commit would have 
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
+
+from pydantic import TypeAdapter, ValidationError
 
 from pytest_gpu_pairs.experiment.cases import expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
@@ -26,9 +25,10 @@ from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import case_records, read_fit_profile, save_fit_profile
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 
-SETTINGS = Path("settings/parallel_feasibility_test.json")
+SETTINGS = "settings/parallel_feasibility_test.json"
 SESSIONS = ("session-1", "session-2", "session-3")
 STUDY_PAIRS = ("g01", "g06", "g07", "g09", "g10", "g12")
+_SENTENCES = TypeAdapter(list[str])
 TARGETS = {"vram_verdict_agreement": 1.0, "vram_peak_spread_max": 0.03, "efficiency_spread_max": 0.03,
            "gpu_s_per_case_median": 90.0, "plan_error_max": 0.10}
 
@@ -85,14 +85,15 @@ def _session_row(r: Record) -> dict[str, Any]:
             "efficiency_bound": r.efficiency_bound, "stop_reason": r.stop_reason}
 
 
-def plan_errors(folder: Path, by_session: dict[str, dict[str, Record]]) -> dict[str, Any]:
+def plan_errors(folder: Path, by_session: dict[str, dict[str, Record]], settings: Path) -> dict[str, Any]:
     """Each session's cases estimated in the order they ran, each from the fit profiles measured
     before it began, against their measured case time; the session's total against the sum."""
     profiles = [read_fit_profile(path) for path in sorted(_fit_profiles(folder).glob("*.json"))]
-    cases = {c.group: c for c in expand_all([load_experiment(SETTINGS)])}
+    cases = {c.group: c for c in expand_all([load_experiment(settings)])}
     out: dict[str, Any] = {}
     for session, records in by_session.items():
-        ran = sorted((r for g, r in records.items() if g in STUDY_PAIRS), key=lambda r: r.timeline["case_start_t"])
+        ran = sorted((r for g, r in records.items() if g in STUDY_PAIRS and _timed(r)),
+                     key=lambda r: r.timeline["case_start_t"])
         estimated, measured = [], []
         for record in ran:
             began = record.timeline["case_start_t"]
@@ -100,7 +101,7 @@ def plan_errors(folder: Path, by_session: dict[str, dict[str, Record]]) -> dict[
                 for profile in profiles:
                     if _measured_t(profile.measured_at) < began:
                         save_fit_profile(tmp, profile)
-                options = GpuPairsOptions(settings=(SETTINGS,), device="cuda", scale=1.0, vram_budget_mb=None,
+                options = GpuPairsOptions(settings=(settings,), device="cuda", scale=1.0, vram_budget_mb=None,
                                           min_efficiency=None, sample_hz=10.0, out_dir=Path(tmp))
                 estimated.append(estimate_cases([cases[_group(record)]], options, "cuda")[0])
             measured.append(record.case_wall_s)
@@ -122,17 +123,26 @@ def _fit_profiles(folder: Path) -> Path:
 def _not_covered(folder: Path) -> list[str]:
     """What a run of the study leaves out is said by whoever ran it, beside its sessions."""
     path = folder / "not_covered.json"
-    return json.loads(path.read_text()) if path.is_file() else []
+    if not path.is_file():
+        return []
+    try:
+        return _SENTENCES.validate_json(path.read_bytes())
+    except ValidationError as exc:
+        raise ValueError(f"{path}: $: expected a list of sentences ({exc.errors()[0]['msg']})") from None
+
+
+def _timed(record: Record) -> bool:
+    return bool(record.timeline and record.timeline.get("case_start_t") is not None and record.case_wall_s)
 
 
 def _measured_t(stamp: Optional[str]) -> float:
     return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z")) if stamp else float("inf")
 
 
-def summarize(folder: Path) -> dict[str, Any]:
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
     by_session = session_records(folder)
     rows = pair_rows(by_session)
-    plans = plan_errors(folder, by_session)
+    plans = plan_errors(folder, by_session, root / SETTINGS)
     gpu_s = [r.gpu_seconds for records in by_session.values() for g, r in records.items()
              if g in STUDY_PAIRS and r.gpu_seconds is not None]
     spreads = [row["efficiency_spread"] for row in rows.values() if row["efficiency_spread"] is not None]
@@ -159,10 +169,10 @@ def table(summary: dict[str, Any]) -> str:
         for session, s in row["sessions"].items():
             ci = s["ci"] or [None, None]
             starts = ", ".join(f"{x:.3f}" for x in s["starts"] if x is not None)
-            lines.append(f"| {group} | {session[-1]} | {s['concurrency_efficiency']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | "
-                         f"{s['n_starts']} ({starts}) | {s['gpu_seconds']:.0f} | {s['vram_fit_mb']:.0f} "
-                         f"({s['vram_steady_mb']:.0f} + {s['vram_transient_mb']:.0f}: {s['vram_peak_phase']}) | "
-                         f"{s['vram_verdict']} |")
+            lines.append(f"| {group} | {session[-1]} | {_n(s['concurrency_efficiency'])} [{_n(ci[0])}, {_n(ci[1])}] | "
+                         f"{s['n_starts']} ({starts}) | {_n(s['gpu_seconds'], '.0f')} | {_n(s['vram_fit_mb'], '.0f')} "
+                         f"({_n(s['vram_steady_mb'], '.0f')} + {_n(s['vram_transient_mb'], '.0f')}: "
+                         f"{s['vram_peak_phase']}) | {s['vram_verdict']} |")
     keys = ("vram_verdict_agreement", "vram_peak_spread_max", "interval_overlap_all", "efficiency_spread_max",
             "gpu_s_per_case_median", "plan_error_max")
     lines += ["", "| figure | value | target |", "|---|---|---|"]
@@ -170,20 +180,10 @@ def table(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _n(value: Any, spec: str = ".3f") -> str:
+    """A figure, or "n/a" where none was measured (a GPU figure of a run on the CPU)."""
+    return format(value, spec) if isinstance(value, (int, float)) else "n/a"
+
+
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.verdicts.collate")
-    parser.add_argument("folder", type=Path)
-    args = parser.parse_args(argv)
-    summary = summarize(args.folder)
-    (args.folder / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n")
-    (args.folder / "table.md").write_text(table(summary))
-    print(table(summary))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,23 +1,22 @@
 """Combining default-method studies: each case from the newest study that measured it in every
-session, the gates over every study, and the committed summary as the tool writes it."""
+session, the gates over every study, and a folder that holds no study is one line naming it."""
 import json
 from pathlib import Path
 
+import pytest
+
+from pytest_gpu_pairs.record.store import StoreError
 from pytest_gpu_pairs.run.options import DEFAULT_PRECISION
-from tools.default_method import combine
-
-STUDIES = Path(__file__).resolve().parents[3] / "reports" / "reference" / "default_method"
+from pytest_gpu_pairs.studies.collates import default_method as combine
 
 
-def study(folder: Path, spreads: dict, target: float, **gates) -> Path:
-    folder.mkdir()
+def study(folder: Path, spreads: dict, target: float, **gates) -> tuple[str, dict]:
     cases = {case: {"1": {"efficiency": 1.9, "efficiency_ci": [1.8, 2.0], "precision_target": target}}
              for case in spreads}
     summary = {"cases": cases, "efficiency_spread": spreads, "efficiency_spread_limit": 0.05,
                "sessions": {"1": {"gpu": f"gpu of {folder.name}"}}, "energy_gate_between_sessions": [{}] * 3,
                **gates}
-    (folder / "summary.json").write_text(json.dumps(summary))
-    return folder
+    return folder.name, json.loads(json.dumps(summary))
 
 
 def test_a_case_comes_from_the_newest_study_that_spread_it(tmp_path):
@@ -41,16 +40,8 @@ def test_a_gate_no_study_could_judge_stays_unknown(tmp_path):
     assert summary["energy_gate_catches_heavy"] is None and summary["benchmark_compare_fail_ok"] is None
 
 
-def test_a_folder_without_a_collated_summary_is_one_line_naming_it(tmp_path, capsys):
-    (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "summary.json").write_text('{"cases": []}')
-    assert combine.main([str(tmp_path / "broken"), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "summary.json" in err and "$.cases" in err
-    assert not (tmp_path / "out").exists()
-
-
-def test_the_committed_summary_is_what_combine_writes_from_the_committed_studies():
-    committed = json.loads((STUDIES / "summary.json").read_text())
-    rebuilt = combine.combine([STUDIES / name for name in committed["studies"]])
-    assert json.loads(json.dumps(rebuilt)) == committed
+def test_a_folder_without_sessions_is_one_line_naming_it(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreError, match="empty: no session-") as raised:
+        combine.summarize(tmp_path / "empty", tmp_path)
+    assert len(str(raised.value).splitlines()) == 1

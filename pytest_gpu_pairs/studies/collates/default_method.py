@@ -1,30 +1,43 @@
-"""Collate the default-method study: the same cases in several pytest sessions, measured the way a
-user gets them (no method option), judged the way a CI gate judges them.
+"""The default-method study: the same cases in several pytest sessions, measured the way a user
+gets them (no method option), judged the way a CI gate judges them; and one summary gathered from
+several such studies.
 
-Per case and session: the efficiency with its interval, rounds, device seconds, restarts and the
-energy figures; across sessions: the spread of the efficiency means; every pair of sessions
+Per study, per case and session: the efficiency with its interval, rounds, device seconds, restarts
+and the energy figures; across sessions: the spread of the efficiency means; every pair of sessions
 through ``gpu-pairs compare`` with ``--fail gpu_energy_j:5%`` and the per-job shares (a failure
 between sessions of one code is a false alarm), and through pytest-benchmark's own
-``--benchmark-compare-fail=mean:5%`` check on the statistics it now holds (one value per round);
-the heavy session (g01 with its background twice as heavy) must fail both.
+``--benchmark-compare-fail=mean:5%`` check on the statistics it holds (one value per round); the
+heavy session (g01 with its background twice as heavy) must fail both.
 
-    python -m tools.default_method.collate STUDY_FOLDER --out reports/reference/default_method
+A study re-measures only the cases a change of the default concerns, so the summary takes each
+case's spread from the newest study that measured it in every session, says which study and
+precision target that was, and counts the gates over every pair of sessions of every study.
+
+    gpu-pairs study collect default_method --out reports/reference/default_method
+
+The committed folder holds several studies (their sub-folders, newest first in ``STUDIES``); a
+folder ``gpu-pairs study run default_method`` made is one study, its sessions in ``session-*/``.
+Runs are read through the store: a session's benchmark JSON (``session-1.json``) or its results
+folder (``session-1/``, with the pytest-benchmark JSON the runner saved in it).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import re
+import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from pytest_benchmark.utils import parse_compare_fail
 
 from pytest_gpu_pairs.analysis.compare import compare_runs, parse_thresholds, refusal
+from pytest_gpu_pairs.inputs import finite_or_none, parse_json, read_json
 from pytest_gpu_pairs.plugin.summary import energy_vs_serial
-from pytest_gpu_pairs.record.store import load_run
-from tools.summary_files import write_collated
+from pytest_gpu_pairs.record.store import StoreError, load_run
+from pytest_gpu_pairs.run.options import DEFAULT_PRECISION
+
+STUDIES = ("g01-sessions-88fe928", "sessions-88e4113")  # the committed studies the summary combines, newest first
 
 ENERGY_GATE = "gpu_energy_j:5%,fg_gpu_energy_j:5%,bg_gpu_energy_j:5%"
 BENCHMARK_GATE = "mean:5%"
@@ -34,6 +47,24 @@ EFFICIENCY_SPREAD_LIMIT = 0.05
 
 def session_name(path: Path) -> str:
     return path.stem.removeprefix("session-")
+
+
+def session_sources(folder: Path) -> dict[str, tuple[Path, Optional[Path]]]:
+    """session -> its run (benchmark JSON or results folder) and its pytest-benchmark JSON, if any:
+    ``session-1.json`` as the committed studies keep it, else ``session-1/`` as the runner leaves it."""
+    found: dict[str, tuple[Path, Optional[Path]]] = {}
+    for path in sorted(folder.glob("session-*.json")):
+        found[session_name(path)] = (path, path)
+    for path in sorted(p for p in folder.glob("session-*") if p.is_dir()):
+        if path.name.removeprefix("session-") not in found:
+            benches = sorted((b for b in path.glob("bench-*.json") if b.stat().st_size), key=_attempt_number)
+            found[path.name.removeprefix("session-")] = (path, benches[-1] if benches else None)
+    return found
+
+
+def _attempt_number(path: Path) -> int:
+    tail = path.stem.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def gpu_of(folder: Path, session: str) -> str:
@@ -66,8 +97,10 @@ def case_entry(record: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
             "benchmark": {k: (bench.get("stats") or {}).get(k) for k in ("rounds", "mean", "stddev", "min", "max")}}
 
 
-def benchmark_stats(path: Path) -> dict[str, dict[str, Any]]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def benchmark_stats(path: Optional[Path]) -> dict[str, dict[str, Any]]:
+    if path is None:
+        return {}
+    data = read_json(path)
     return {b["extra_info"]["case_id"]: b for b in data.get("benchmarks", []) if b.get("extra_info", {}).get("case_id")}
 
 
@@ -96,6 +129,8 @@ def in_session_benchmark_compare(folder: Path, session: str) -> dict[str, Any]:
     """What the session's own ``--benchmark-compare-fail`` said, read from its pytest output; a
     session on another machine has no earlier run to compare with (``compared`` false)."""
     path = folder / f"session-{session}.pytest.txt"
+    logs = sorted((folder / "logs").glob(f"session-{session}-*.txt"), key=_attempt_number)
+    path = path if path.exists() or not logs else logs[-1]
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     code = re.search(r"pytest exit code: (\d+)", text)
     return {"compared": "Comparing against benchmarks from" in text, "regressed": "Performance has regressed" in text,
@@ -103,10 +138,12 @@ def in_session_benchmark_compare(folder: Path, session: str) -> dict[str, Any]:
 
 
 def collate(folder: Path) -> dict[str, Any]:
-    paths = sorted(p for p in folder.glob("session-*.json"))
-    sessions = [session_name(p) for p in paths if session_name(p) != "heavy"]
-    runs = {session_name(p): load_run(p).records for p in paths}
-    benches = {session_name(p): benchmark_stats(p) for p in paths}
+    sources = session_sources(folder)
+    if not sources:
+        raise StoreError(f"{folder}: no session-*.json and no session-*/ results folder: not a default-method study")
+    sessions = [s for s in sources if s != "heavy"]
+    runs = {s: load_run(run).records for s, (run, _) in sources.items()}
+    benches = {s: benchmark_stats(bench) for s, (_, bench) in sources.items()}
     cases = sorted(set.intersection(*(set(runs[s]) for s in sessions))) if sessions else []
     per_case = {case: {s: case_entry(runs[s][case], benches[s].get(case, {})) for s in sessions} for case in cases}
     in_some = sorted(set().union(*(set(runs[s]) for s in sessions)) - set(cases)) if sessions else []
@@ -115,7 +152,7 @@ def collate(folder: Path) -> dict[str, Any]:
         means = [e["efficiency"] for e in by_session.values() if e["efficiency"] is not None]
         spreads[case] = max(means) / min(means) - 1 if len(means) == len(by_session) and means else None
     pairs = list(itertools.combinations(sessions, 2))
-    energy = [energy_gate(folder / f"session-{a}.json", folder / f"session-{b}.json", cases) for a, b in pairs]
+    energy = [energy_gate(sources[a][0], sources[b][0], cases) for a, b in pairs]
     bench = {f"{a} vs {b}": benchmark_gate(benches[a], benches[b], cases) for a, b in pairs}
     summary: dict[str, Any] = {
         "sessions": {s: {"gpu": gpu_of(folder, s)} for s in sessions + (["heavy"] if "heavy" in runs else [])},
@@ -137,7 +174,7 @@ def collate(folder: Path) -> dict[str, Any]:
     summary["finite_script_case_sessions"] = sum(len(v) for v in summary["finite_script_cases"].values())
     if "heavy" in runs and sessions:
         heavy_cases = sorted(runs["heavy"])
-        heavy_energy = energy_gate(folder / f"session-{sessions[0]}.json", folder / "session-heavy.json", heavy_cases)
+        heavy_energy = energy_gate(sources[sessions[0]][0], sources["heavy"][0], heavy_cases)
         heavy_bench = benchmark_gate(benches[sessions[0]], benches["heavy"], heavy_cases)
         summary["heavy"] = {"energy_gate": heavy_energy, "benchmark_gate": heavy_bench,
                             "in_session_benchmark_compare": in_session_benchmark_compare(folder, "heavy"),
@@ -176,7 +213,7 @@ def _case_rows(cases: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def markdown(summary: dict[str, Any]) -> str:
+def study_markdown(summary: dict[str, Any]) -> str:
     lines = ["# Default method: the same cases in separate sessions", "", *_case_rows(summary["cases"])]
     if summary.get("cases_in_some_sessions"):
         lines += ["", "Measured in some sessions only (not in the figures below):", "",
@@ -195,13 +232,85 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path, help="the study folder: session-N.json, session-N.gpu.txt, session-N.pytest.txt")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    return write_collated(lambda: collate(args.folder), markdown, args.out)
+def study_target(case_sessions: dict[str, dict[str, Any]]) -> Optional[float]:
+    targets = [e.get("precision_target") for e in case_sessions.values() if e.get("precision_target") is not None]
+    return statistics.median(targets) if targets else None
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def case_evidence(studies: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each case from the first (newest) study whose spread covers it."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for name, summary in studies:
+        for case, spread in summary.get("efficiency_spread", {}).items():
+            if case in chosen or spread is None:
+                continue
+            sessions = summary["cases"][case]
+            chosen[case] = {"study": name, "precision_target": study_target(sessions), "spread": spread,
+                            "sessions": {s: {k: e.get(k) for k in ("efficiency", "efficiency_ci", "n_rounds",
+                                                                   "precision_achieved", "stop_reason")}
+                                         for s, e in sessions.items()},
+                            "gpus": sorted({summary["sessions"].get(s, {}).get("gpu", "") for s in sessions})}
+    return chosen
+
+
+def all_of(studies: list[tuple[str, dict[str, Any]]], key: str) -> bool | None:
+    """True when every study that could judge ``key`` said so; None when none could."""
+    verdicts = [summary[key] for _, summary in studies if summary.get(key) is not None]
+    return all(verdicts) if verdicts else None
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    """The committed studies of ``folder`` combined, each collated afresh from its sessions (as its
+    own summary.json holds it), or the one study a runner's folder is."""
+    subs = [folder / name for name in STUDIES] if all((folder / name).is_dir() for name in STUDIES) else [folder]
+    return combine([(sub.name, as_written(collate(sub))) for sub in subs])
+
+
+def as_written(summary: dict[str, Any]) -> dict[str, Any]:
+    """A study's summary as its summary.json reads back (tuples as lists, a non-finite number as null)."""
+    return parse_json(json.dumps(finite_or_none(summary)[0], default=str).encode())
+
+
+def table(summary: dict[str, Any]) -> str:
+    return markdown(summary)
+
+
+def combine(studies: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Studies' summaries, newest first, as one."""
+    cases = case_evidence(studies)
+    spreads = {case: e["spread"] for case, e in sorted(cases.items())}
+    return {
+        "studies": [name for name, _ in studies],
+        "current_precision_target": DEFAULT_PRECISION,
+        "cases": dict(sorted(cases.items())),
+        "efficiency_spread": spreads,
+        "efficiency_spread_max": max(spreads.values(), default=None),
+        "efficiency_spread_limit": studies[0][1].get("efficiency_spread_limit") if studies else None,
+        "cases_not_at_current_target": sorted(c for c, e in cases.items() if e["precision_target"] != DEFAULT_PRECISION),
+        "energy_gate_false_alarms": sum(s.get("energy_gate_false_alarms", 0) for _, s in studies),
+        "energy_gate_session_pairs": sum(len(s.get("energy_gate_between_sessions", [])) for _, s in studies),
+        "energy_gate_catches_heavy": all_of(studies, "energy_gate_catches_heavy"),
+        "benchmark_compare_fail_ok": all_of(studies, "benchmark_compare_fail_ok"),
+        "finite_script_cases_passed": sum(s.get("finite_script_cases_passed", 0) for _, s in studies),
+        "finite_script_case_sessions": sum(s.get("finite_script_case_sessions", 0) for _, s in studies),
+    }
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["# The default method's evidence, case by case", "",
+             f"Default precision now ±{summary['current_precision_target'] * 100:g} %; each case from the newest study "
+             "that measured it in every session.", "",
+             "| case | study | target | efficiency per session [95 % interval] | spread |", "|---|---|---|---|---|"]
+    for case, e in summary["cases"].items():
+        per_session = "; ".join(f"{s}: {v['efficiency']:.3f} [{v['efficiency_ci'][0]:.3f}, {v['efficiency_ci'][1]:.3f}]"
+                                for s, v in e["sessions"].items() if v["efficiency_ci"])
+        target = f"±{e['precision_target'] * 100:g} %" if e["precision_target"] is not None else "-"
+        lines.append(f"| {case.split('-')[0]} | {e['study']} | {target} | {per_session} | {e['spread']:.1%} |")
+    lines += ["", f"- largest spread {summary['efficiency_spread_max']:.1%} (limit {summary['efficiency_spread_limit'] * 100:g} %); "
+              f"not measured at the current target: {', '.join(c.split('-')[0] for c in summary['cases_not_at_current_target']) or 'none'}",
+              f"- energy gate false alarms: {summary['energy_gate_false_alarms']} in {summary['energy_gate_session_pairs']} "
+              f"session pair(s); heavy caught: {summary['energy_gate_catches_heavy']}; "
+              f"--benchmark-compare-fail ok: {summary['benchmark_compare_fail_ok']}",
+              f"- finite-script case-sessions passed: {summary['finite_script_cases_passed']} of "
+              f"{summary['finite_script_case_sessions']}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,244 @@
+"""A declared study run on this machine: one real pytest process per session and variant, each
+ended whatever happens, resumed where an earlier run stopped, and its state read back for status.
+
+A session is done once its pytest process ran its tests to the end (exit 0, or 1 where a case's
+check failed: its records are complete either way); an interrupted session is started again with
+``--gpu-pairs-resume``, which skips every case its results folder holds complete. What each
+attempt was (its command, exit code and wall time) is kept in ``<out>/runs.json``.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.inputs import SettingsError, read_json
+from pytest_gpu_pairs.record.store import atomic_write_json, case_records
+from pytest_gpu_pairs.studies.declaration import Study, Variant
+
+RAN_TO_THE_END = (0, 1)  # pytest: all passed, or some case's check failed; 2-5 mean it stopped short
+STOP_GRACE_S = 60.0  # pytest's own SIGTERM handling ends each case's job trees within this
+
+
+class StudyRunError(RuntimeError):
+    """A study cannot run here (no checkout beside it, a session that stopped short); one line."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What ``gpu-pairs study run`` was asked: the device, the scale, and narrowing for a quick try."""
+
+    device: str = "cuda"
+    scale: Optional[float] = None
+    select: Optional[str] = None
+    sessions: Optional[int] = None
+    variant: Optional[str] = None
+    extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Session:
+    """One pytest session of a study: its results folder (relative to the study's output) and argv."""
+
+    variant: str
+    folder: str
+    argv: tuple[str, ...]
+    dropped: tuple[str, ...] = ()
+    not_here: Optional[str] = None
+
+
+def plan_sessions(study: Study, root: Path, out: Path, request: Request) -> list[Session]:
+    """Every session of the study in the order it runs: variants as declared, sessions in order."""
+    if study.not_run:
+        raise StudyRunError(f"study {study.name} is not run by `gpu-pairs study run`: {study.not_run}")
+    _check_checkout(study, root)
+    names = [v.name for v in study.variants]
+    if request.variant is not None and request.variant not in names:
+        raise StudyRunError(f"study {study.name} has no variant {request.variant!r}; its variants: {', '.join(names)}")
+    return [_session(study, variant, folder, out, request)
+            for variant in study.variants if request.variant in (None, variant.name)
+            for folder in variant.folders()[:request.sessions or variant.sessions]]
+
+
+def _check_checkout(study: Study, root: Path) -> None:
+    needed = [study.suite, *study.settings, *(s for v in study.variants for s in v.settings or ())]
+    missing = [p for p in needed if not (root / p).exists()]
+    if missing:
+        raise StudyRunError(f"study {study.name}: {missing[0]} is not under {root}; run it from a checkout of "
+                            "pytest-gpu-pairs (the suite and settings files are the repository's)")
+
+
+def _session(study: Study, variant: Variant, folder: str, out: Path, request: Request) -> Session:
+    gpu_options = (*study.gpu_options, *variant.gpu_options)
+    on_cpu = request.device == "cpu"
+    not_here = variant.needs_gpu if on_cpu and variant.needs_gpu else None
+    select = request.select or variant.select or study.select
+    scale = request.scale if request.scale is not None else study.scale
+    argv = [sys.executable, "-m", "pytest", study.suite, "-p", "no:cacheprovider", "-q", "-rA"]
+    for settings in variant.settings or study.settings:
+        argv += ["--gpu-pairs-settings", settings]
+    if select:
+        argv += ["-k", select]
+    argv += [*study.options, *variant.options, *(() if on_cpu else gpu_options)]
+    argv += ["--gpu-pairs-device", request.device, *(("--gpu-pairs-scale", f"{scale:g}") if scale else ())]
+    argv += ["--gpu-pairs-out", str(out / folder), "--gpu-pairs-resume", *request.extra]
+    return Session(variant.name, folder, tuple(argv), tuple(gpu_options) if on_cpu else (), not_here)
+
+
+def read_runs(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each session folder's attempts, from ``runs.json``; a damaged file is one ``SettingsError`` line."""
+    path = out / "runs.json"
+    if not path.exists():
+        return {}
+    data = read_json(path)
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise SettingsError(path, "$", "expected an object of session folder -> list of attempts")
+    return data
+
+
+def is_done(attempts: list[dict[str, Any]]) -> bool:
+    return any(isinstance(a, dict) and a.get("exit") in RAN_TO_THE_END for a in attempts)
+
+
+def run_study(study: Study, root: Path, out: Path, request: Request,
+              say: Callable[[str], None] = print) -> int:
+    """Run every session not done yet, in order; 0 when all are done, else the first stop's code."""
+    sessions = plan_sessions(study, root, out, request)
+    if study.run_gaps:
+        say(f"not taken by this runner: {study.run_gaps}")
+    out.mkdir(parents=True, exist_ok=True)
+    if study.plan is not None and not (out / "plan.json").exists():
+        code = _plan(study, root, out, request, say)
+        if code != 0:
+            return code
+    runs = read_runs(out)
+    for session in sessions:
+        if session.not_here:
+            say(f"{session.folder}: not run on the CPU ({session.not_here})")
+            continue
+        if is_done(runs.get(session.folder, [])):
+            say(f"{session.folder}: done earlier, skipped")
+            continue
+        if session.dropped:
+            say(f"{session.folder}: on the CPU without {' '.join(session.dropped)} (they need a GPU)")
+        attempt = _attempt(session, root, out, len(runs.get(session.folder, [])) + 1, say)
+        runs.setdefault(session.folder, []).append(attempt)
+        atomic_write_json(out / "runs.json", runs)
+        if attempt["exit"] not in RAN_TO_THE_END:
+            say(f"{session.folder}: pytest stopped short (exit {attempt['exit']}); see {attempt['log']}; "
+                f"run the same command again to resume")
+            return attempt["exit"] if attempt["exit"] > 0 else 2
+    return 0
+
+
+def plan_argv(study: Study, request: Request) -> list[str]:
+    """``gpu-pairs plan`` for the study's selection, as its sessions will run it."""
+    scale = request.scale if request.scale is not None else study.scale
+    argv = [sys.executable, "-m", "pytest_gpu_pairs.cli", "plan", *study.settings]
+    argv += ["-k", request.select or study.select] if request.select or study.select else []
+    argv += ["--scale", f"{scale:g}"] if scale else []
+    argv += ["--device", "cpu"] if request.device == "cpu" else []
+    return [*argv, *(study.plan or ()), "--json"]
+
+
+def _plan(study: Study, root: Path, out: Path, request: Request, say: Callable[[str], None]) -> int:
+    """The planner's prediction before any case runs, kept as ``plan.json`` (the collate compares)."""
+    argv = plan_argv(study, request)
+    say(f"plan.json: {' '.join(argv[1:])}")
+    partial = out / "plan.json.partial"
+    code = run_to_the_end(argv, root, partial, stderr=out / "logs" / "plan.txt")
+    if code != 0:
+        say(f"plan.json: gpu-pairs plan exit {code}; see {out / 'logs' / 'plan.txt'}")
+        partial.unlink(missing_ok=True)
+        return code
+    partial.replace(out / "plan.json")
+    return 0
+
+
+def _attempt(session: Session, root: Path, out: Path, number: int, say: Callable[[str], None]) -> dict[str, Any]:
+    log = out / "logs" / f"{session.folder.replace('/', '_')}-{number}.txt"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [*session.argv, "--benchmark-json", str(out / session.folder / f"bench-{number}.json")]
+    (out / session.folder).mkdir(parents=True, exist_ok=True)
+    say(f"{session.folder}: pytest started ({' '.join(argv[1:])})")
+    start = time.monotonic()
+    code = run_to_the_end(argv, root, log)
+    say(f"{session.folder}: pytest exit {code} after {time.monotonic() - start:.0f} s")
+    return {"argv": argv, "exit": code, "wall_s": round(time.monotonic() - start, 1),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log": str(log.relative_to(out))}
+
+
+def run_to_the_end(argv: list[str], cwd: Path, log: Path, stderr: Optional[Path] = None) -> int:
+    """``argv`` in a process session of its own, its output in ``log`` (its errors too, unless
+    ``stderr`` names a file of their own); however this returns (an interrupt included), that session
+    is ended: SIGTERM first so pytest tears its jobs down, SIGKILL after a grace period."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if stderr is not None:
+        stderr.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as handle, open(stderr or os.devnull, "wb") as errors:
+        process = subprocess.Popen(argv, cwd=cwd, stdout=handle, stderr=errors if stderr else subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            return process.wait()
+        finally:
+            end_session(process)
+
+
+def end_session(process: subprocess.Popen) -> None:
+    """The process group of ``process`` signalled until its leader is gone, then killed outright."""
+    for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 10.0)):
+        if process.poll() is not None:
+            break
+        _signal_group(process.pid, sig)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    _signal_group(process.pid, signal.SIGKILL)  # stragglers of the group, the leader gone
+    if process.poll() is None:
+        process.wait()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass(frozen=True)
+class SessionState:
+    folder: str
+    variant: str
+    state: str
+    complete: int
+    incomplete: int
+    problems: int
+
+
+def study_status(study: Study, root: Path, out: Path, request: Request) -> list[SessionState]:
+    """Each session's state: done, interrupted (records so far), not started, or not run on the CPU."""
+    runs = read_runs(out)
+    states = []
+    for session in plan_sessions(study, root, out, request):
+        folder = out / session.folder
+        records, problems = case_records(folder) if folder.is_dir() else ([], [])
+        complete = sum(1 for _, r in records if r.complete)
+        attempts = runs.get(session.folder, [])
+        if session.not_here:
+            state = f"not run on the CPU ({session.not_here})"
+        elif is_done(attempts):
+            state = f"done (pytest exit {attempts[-1].get('exit')})"
+        elif attempts:
+            state = f"stopped short (pytest exit {attempts[-1].get('exit')}); run again to resume"
+        else:
+            state = "not started"
+        states.append(SessionState(session.folder, session.variant, state, complete, len(records) - complete,
+                                   len(problems)))
+    return states

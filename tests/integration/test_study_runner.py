@@ -1,0 +1,143 @@
+"""``gpu-pairs study run`` on a small checkout of its own: one real pytest process per session,
+resumed where it stopped, skipped once done, and ended with everything it started whatever happens."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from support.helpers import XDIST_WORKER_VARS, pair, write_settings
+
+from pytest_gpu_pairs.studies.declaration import Study
+from pytest_gpu_pairs.studies.runner import (
+    Request,
+    StudyRunError,
+    plan_sessions,
+    run_study,
+    run_to_the_end,
+    study_status,
+)
+
+PASSING = "def test_ok():\n    pass\n"
+SLEEPING = """import os, subprocess, sys, time
+def test_sleeps():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["PIDS_FILE"], "w") as handle:
+        handle.write(f"{os.getpid()} {child.pid}")
+    time.sleep(600)
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    for name in XDIST_WORKER_VARS:  # the sessions are pytest runs of their own, not workers of this one
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_suite.py").write_text(PASSING)
+    write_settings(tmp_path / "s.json", [pair()])
+    return tmp_path
+
+
+def _study(**changes) -> Study:
+    return Study.model_validate({"name": "tiny", "about": "a test", "reference": "reports/reference/tiny",
+                                 "suite": "suite", "settings": ["s.json"], "collate": "verdicts",
+                                 "variants": [{"name": "main", "folder": "session-{n}", "sessions": 2}], **changes})
+
+
+def test_sessions_run_once_and_a_second_run_skips_them(checkout):
+    out, said = checkout / "out", []
+    assert run_study(_study(), checkout, out, Request(device="cpu"), say=said.append) == 0
+    runs = json.loads((out / "runs.json").read_text())
+    assert sorted(runs) == ["session-1", "session-2"] and all(r[0]["exit"] == 0 for r in runs.values())
+    assert "1 passed" in (out / runs["session-1"][0]["log"]).read_text()
+    said.clear()
+    assert run_study(_study(), checkout, out, Request(device="cpu"), say=said.append) == 0
+    assert said == ["session-1: done earlier, skipped", "session-2: done earlier, skipped"]
+    assert [s.state for s in study_status(_study(), checkout, out, Request(device="cpu"))] == ["done (pytest exit 0)"] * 2
+
+
+def test_a_session_that_stopped_short_stops_the_run_and_is_resumed_next_time(checkout):
+    out, said = checkout / "out", []
+    (checkout / "suite" / "test_suite.py").write_text("def test_broken(:\n")
+    assert run_study(_study(), checkout, out, Request(device="cpu"), say=said.append) == 2
+    assert "session-2" not in json.loads((out / "runs.json").read_text())
+    assert study_status(_study(), checkout, out, Request(device="cpu"))[0].state.startswith("stopped short (pytest exit 2)")
+    (checkout / "suite" / "test_suite.py").write_text(PASSING)
+    assert run_study(_study(), checkout, out, Request(device="cpu"), say=said.append) == 0
+    runs = json.loads((out / "runs.json").read_text())
+    assert [a["exit"] for a in runs["session-1"]] == [2, 0] and [a["exit"] for a in runs["session-2"]] == [0]
+    assert "--gpu-pairs-resume" in runs["session-1"][1]["argv"]
+
+
+class _Stop(Exception):
+    """Stands for whatever ends the runner early (Ctrl-C, SIGTERM, an error) in the middle of a session."""
+
+
+def test_an_interrupted_run_ends_its_pytest_and_everything_that_started(checkout, monkeypatch):
+    (checkout / "suite" / "test_suite.py").write_text(SLEEPING)
+    pids_file = checkout / "pids"
+    monkeypatch.setenv("PIDS_FILE", str(pids_file))
+    session = plan_sessions(_study(), checkout, checkout / "out", Request(device="cpu"))[0]
+    previous = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+
+    def stop_once_started(signum, frame):
+        if pids_file.exists() or time.monotonic() - started > 120:
+            raise _Stop()
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+
+    signal.signal(signal.SIGALRM, stop_once_started)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with pytest.raises(_Stop):
+            run_to_the_end(list(session.argv), checkout, checkout / "log.txt")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    pids = [int(p) for p in pids_file.read_text().split()]
+    assert len(pids) == 2
+    assert [p for p in pids if _alive(p)] == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_on_the_cpu_gpu_options_are_dropped_and_said_and_gpu_only_variants_not_run(checkout):
+    study = _study(gpu_options=["--gpu-pairs-gpu-memory-mb", "10240"], variants=[
+        {"name": "timeslice", "folder": "session-1"},
+        {"name": "mps", "folder": "mps", "gpu_options": ["--gpu-pairs-sharing", "mps"], "needs_gpu": "MPS needs a GPU"}])
+    on_cpu = plan_sessions(study, checkout, checkout / "out", Request(device="cpu", scale=0.01, select="g01"))
+    assert "--gpu-pairs-gpu-memory-mb" not in on_cpu[0].argv and on_cpu[0].dropped == ("--gpu-pairs-gpu-memory-mb", "10240")
+    assert on_cpu[1].not_here == "MPS needs a GPU"
+    argv = on_cpu[0].argv
+    assert argv[argv.index("--gpu-pairs-scale") + 1] == "0.01" and argv[argv.index("-k") + 1] == "g01"
+    on_gpu = plan_sessions(study, checkout, checkout / "out", Request(device="cuda"))
+    assert "10240" in on_gpu[0].argv and "mps" in on_gpu[1].argv and on_gpu[1].not_here is None
+
+
+def test_a_checkout_without_the_suite_or_an_unknown_variant_is_one_clear_line(checkout, tmp_path):
+    with pytest.raises(StudyRunError, match="suite is not under"):
+        plan_sessions(_study(), tmp_path / "elsewhere", tmp_path / "out", Request())
+    with pytest.raises(StudyRunError, match="no variant 'nope'; its variants: main"):
+        plan_sessions(_study(), checkout, tmp_path / "out", Request(variant="nope"))
+
+
+def test_a_study_that_is_not_run_here_says_why(checkout):
+    study = _study(not_run="its steps measure the harness itself", settings=[])
+    with pytest.raises(StudyRunError, match="its steps measure the harness itself"):
+        run_study(study, checkout, checkout / "out", Request())
+    assert not (checkout / "out").exists()
+
+
+def test_no_process_is_left_behind_by_a_run(checkout):
+    before = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)}
+    assert run_study(_study(), checkout, checkout / "out", Request(device="cpu"), say=lambda _: None) == 0
+    after = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True) if _alive(p.pid)}
+    assert after - before == set()

@@ -1,0 +1,63 @@
+"""Every reference study is declared, and ``collect`` rebuilds each committed summary from the
+committed results byte for byte; a study whose summary cannot be rebuilt says why, and collect
+refuses it with that reason instead of writing something else."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_gpu_pairs.cli import main
+from pytest_gpu_pairs.studies.declaration import all_studies
+
+ROOT = Path(__file__).resolve().parents[3]
+STUDIES = all_studies()
+COLLATED = sorted(name for name, study in STUDIES.items() if study.collate)
+NOT_REBUILT = sorted(name for name, study in STUDIES.items() if not study.collate)
+
+
+def test_every_reference_folder_is_a_declared_study_and_back():
+    folders = {p.name for p in (ROOT / "reports" / "reference").iterdir() if p.is_dir()}
+    assert {Path(s.reference).name for s in STUDIES.values()} == folders
+    assert all(s.reference == f"reports/reference/{name}" for name, s in STUDIES.items())
+
+
+def test_list_names_every_study(capsys):
+    assert main(["study", "list"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")}
+    assert listed == set(STUDIES)
+
+
+@pytest.mark.parametrize("name", COLLATED)
+def test_collect_rebuilds_the_committed_summary_byte_for_byte(name, tmp_path, capsys):
+    """Whatever sessions are committed (verdicts receives new ones), the summary is what they make."""
+    study = STUDIES[name]
+    reference = ROOT / study.reference
+    copy = tmp_path / name
+    shutil.copytree(reference, copy, ignore=shutil.ignore_patterns(*study.summary_files))
+    assert main(["study", "collect", name, "--out", str(copy), "--root", str(ROOT)]) == 0
+    for file in study.summary_files:
+        assert (copy / file).read_bytes() == (reference / file).read_bytes(), \
+            f"{study.reference}/{file} is not what `gpu-pairs study collect {name}` makes of the committed results"
+
+
+@pytest.mark.parametrize("name", NOT_REBUILT)
+def test_a_summary_collect_cannot_rebuild_is_refused_with_the_reason(name, tmp_path, capsys):
+    study = STUDIES[name]
+    assert len(study.not_rebuilt) > 40, "say why, and how the summary is made instead"
+    assert main(["study", "collect", name, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert study.not_rebuilt in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("folder", ["drifting-host", "half-second-10-rounds", "two-second", "unbracketed"])
+def test_each_earlier_reproducibility_study_is_rebuilt_too(folder, tmp_path):
+    """The reproducibility study's earlier questions keep their own session files and summaries."""
+    reference = ROOT / "reports" / "reference" / "reproducibility" / folder
+    copy = tmp_path / folder
+    shutil.copytree(reference, copy, ignore=shutil.ignore_patterns("summary.json", "summary.md"))
+    assert main(["study", "collect", "reproducibility", "--out", str(copy)]) == 0
+    for file in ("summary.json", "summary.md"):
+        assert (copy / file).read_bytes() == (reference / file).read_bytes()

@@ -1,0 +1,54 @@
+"""A study is run by ``gpu-pairs study run`` and collated over typed records: the collates read
+records through the store (never ``result.json`` by hand), and ``tools/`` keeps no shell script
+that starts pytest beyond those of studies whose steps are not declared yet, each named below with
+its study, so the list can only shrink (an entry that no longer starts pytest fails)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOLS = ROOT / "tools"
+COLLATES = ROOT / "pytest_gpu_pairs" / "studies" / "collates"
+STARTS_PYTEST = re.compile(r"-m pytest(?![\w])|(^|[\s;(])pytest\s", re.MULTILINE)
+
+NOT_MOVED_YET = {  # shell script -> the study (or tool) whose steps `gpu-pairs study run` does not take yet
+    "default_method/run_on_gpu.sh": "default_method", "default_method/awake_probe.sh": "default_method",
+    "default_method/phase_probe.sh": "default_method", "device/smoke.sh": "the device's smoke test",
+    "feasibility/run_on_gpu.sh": "feasibility", "hp_study/run_on_gpu.sh": "hp_study",
+    "measurement/run_on_gpu.sh": "measurement", "measurement/run_to_run_on_gpu.sh": "measurement",
+    "planner/run_on_gpu.sh": "planner",
+    "scaling/run_on_gpu.sh": "scaling", "sharing/run_on_gpu.sh": "sharing", "sharing/mps_limits_on_gpu.sh": "sharing",
+    "teardown/run_on_gpu.sh": "teardown",
+    "verdicts/queue.sh": "verdicts: the lead's device queue, to call gpu-pairs study run",
+}
+READS_RECORDS_BY_HAND = {  # tools modules that still read result.json themselves, with their study
+    "command_workloads/same_rounds.py": "command_workloads",
+    "hp_study/collate.py": "hp_study", "measurement/report.py": "measurement", "planner/validate.py": "planner",
+    "sharing/collate_mps_limits.py": "sharing",
+}
+
+
+def _relative(paths) -> set[str]:
+    return {str(p.relative_to(TOOLS)) for p in paths}
+
+
+def test_no_shell_script_in_tools_starts_pytest_but_those_not_moved_yet():
+    starting = _relative(p for p in TOOLS.rglob("*.sh") if STARTS_PYTEST.search(p.read_text(encoding="utf-8")))
+    assert starting - set(NOT_MOVED_YET) == set(), "run it as a declared study: gpu-pairs study run NAME"
+    assert set(NOT_MOVED_YET) - starting == set(), "no longer starts pytest: take it off NOT_MOVED_YET"
+
+
+@pytest.mark.parametrize("path", sorted(COLLATES.glob("*.py")), ids=lambda p: p.name)
+def test_a_study_collate_reads_records_through_the_store(path):
+    text = path.read_text(encoding="utf-8")
+    assert "result.json" not in text and "json.load" not in text and "open(" not in text, \
+        f"{path.name}: read records with record.store (case_records, load_run, read_record), files with inputs.read_json"
+
+
+def test_no_tool_reads_result_json_by_hand_but_those_not_moved_yet():
+    reading = _relative(p for p in TOOLS.rglob("*.py") if "result.json" in p.read_text(encoding="utf-8"))
+    assert reading - set(READS_RECORDS_BY_HAND) == set(), "read records through pytest_gpu_pairs.record.store"
+    assert set(READS_RECORDS_BY_HAND) - reading == set(), "reads through the store now: take it off the list"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The device adapter, for the remote GPU machine of ../.library/device only (offline wheels, an $OUT
+# folder, results carried back as archives): a declared study run there in the background, resumed
+# from what an earlier machine left (.carry/NAME, named in the call's carry), looked in on, and
+# packed into $OUT. On your own GPU run `gpu-pairs study run|status|collect NAME` directly.
+#   bash tools/device/study.sh start NAME [gpu-pairs study run options]
+#   bash tools/device/study.sh status NAME
+#   bash tools/device/study.sh collect NAME    # stops the run (SIGTERM: its jobs are torn down), then $OUT/NAME.tgz
+source tools/device/setup.sh
+ACTION=${1:?usage: study.sh start|status|collect NAME}
+NAME=${2:?usage: study.sh start|status|collect NAME}
+WORK=/tmp/gpu-pairs-studies/$NAME
+mkdir -p "$WORK"
+case "$ACTION" in
+  start)
+    [ -d ".carry/$NAME" ] && cp -r --update=none ".carry/$NAME"/. "$WORK"/
+    rm -rf "$WORK"/*/_mps  # an earlier MPS daemon's logs: a copy is no longer private (0700), so MPS would refuse it
+    nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu \
+      --format=csv,noheader >> "$WORK/gpu.txt" 2>&1
+    shift 2
+    setsid nohup python3 -m pytest_gpu_pairs.cli study run "$NAME" --out "$WORK" "$@" >> "$WORK.log" 2>&1 < /dev/null &
+    echo $! > "$WORK.pid"
+    echo "started $NAME (runner pid $!)" ;;
+  status)
+    tail -3 "$WORK.log" 2>/dev/null
+    python3 -m pytest_gpu_pairs.cli study status "$NAME" --out "$WORK" ;;
+  collect)
+    if [ -f "$WORK.pid" ] && kill -0 "$(cat "$WORK.pid")" 2>/dev/null; then
+      kill -TERM "$(cat "$WORK.pid")"
+      for _ in $(seq 90); do kill -0 "$(cat "$WORK.pid")" 2>/dev/null || break; sleep 1; done
+    fi
+    cp "$WORK.log" "$WORK/runner.log" 2>/dev/null
+    tar -czf "$OUT/$NAME.tgz" --exclude='*samples.csv' --exclude='*.progress.jsonl' -C /tmp/gpu-pairs-studies "$NAME"
+    echo "collected into $OUT/$NAME.tgz" ;;
+  *) echo "usage: study.sh start|status|collect NAME"; exit 2 ;;
+esac
