@@ -141,7 +141,8 @@ def plan_argv(study: Study, request: Request) -> list[str]:
     """``gpu-pairs plan`` for the study's selection, as its sessions will run it."""
     scale = request.scale if request.scale is not None else study.scale
     argv = [sys.executable, "-m", "pytest_gpu_pairs.cli", "plan", *study.settings]
-    argv += ["-k", request.select or study.select] if request.select or study.select else []
+    select = request.select or study.select
+    argv += ["-k", select] if select else []
     argv += ["--scale", f"{scale:g}"] if scale else []
     argv += ["--device", "cpu"] if request.device == "cpu" else []
     return [*argv, *(study.plan or ()), "--json"]

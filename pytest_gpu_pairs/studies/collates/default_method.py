@@ -34,6 +34,7 @@ from pytest_benchmark.utils import parse_compare_fail
 from pytest_gpu_pairs.analysis.compare import compare_runs, parse_thresholds, refusal
 from pytest_gpu_pairs.inputs import finite_or_none, parse_json, read_json
 from pytest_gpu_pairs.plugin.summary import energy_vs_serial
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import StoreError, load_run
 from pytest_gpu_pairs.run.options import DEFAULT_PRECISION
 
@@ -72,7 +73,7 @@ def gpu_of(folder: Path, session: str) -> str:
     return path.read_text(encoding="utf-8").strip() if path.exists() else ""
 
 
-def case_entry(record: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
+def case_entry(record: Record, bench: dict[str, Any]) -> dict[str, Any]:
     ratio = energy_vs_serial(record)
     return {"failure": record.get("failure"), "efficiency": record.get("concurrency_efficiency"),
             "efficiency_ci": record.get("concurrency_efficiency_ci"), "n_rounds": record.get("n_rounds"),
@@ -233,7 +234,7 @@ def study_markdown(summary: dict[str, Any]) -> str:
 
 
 def study_target(case_sessions: dict[str, dict[str, Any]]) -> Optional[float]:
-    targets = [e.get("precision_target") for e in case_sessions.values() if e.get("precision_target") is not None]
+    targets = [t for e in case_sessions.values() if (t := e.get("precision_target")) is not None]
     return statistics.median(targets) if targets else None
 
 

@@ -39,7 +39,7 @@ def _records(folder: Path) -> dict[str, tuple[Record, str]]:
     out = {}
     found, _ = case_records(folder) if folder.is_dir() else ([], [])
     for path, record in sorted(found, key=lambda pair: str(pair[0])):
-        if record.complete and path.parent.name.startswith("g"):
+        if record.complete and record.case_id and path.parent.name.startswith("g"):
             out[record.case_id[:3]] = (record, str(path.parent.relative_to(folder.parent)))
     return out
 
@@ -138,7 +138,7 @@ def _rechecks(folder: Path) -> list[dict[str, Any]]:
 
 
 def collate(folder: Path, plan: dict[str, Any], settings: dict[str, Any], predecessor: Path) -> dict[str, Any]:
-    timeslice: dict[str, dict[str, Any]] = {}
+    timeslice: dict[str, tuple[Record, str]] = {}
     for name in TIMESLICE_FOLDERS:
         timeslice.update(_records(folder / name))
     mps = _records(folder / MPS_FOLDER)

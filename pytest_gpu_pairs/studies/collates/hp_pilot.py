@@ -27,6 +27,7 @@ from typing import Any, Optional
 import numpy as np
 
 from pytest_gpu_pairs.analysis.report.analysis import interaction_estimate, joint_interaction
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import RESULT, load_run, read_record
 
 FOLDERS = ("results", "results-mrt_oast")
@@ -41,7 +42,7 @@ run: mrt_oast's accuracy is taken at a 0.9 score threshold that no clone pair cr
 needs no threshold. Every other model is judged by its record's ``perf_metric``."""
 
 
-def round_records(record: dict[str, Any], folder: Optional[Path]) -> list[dict[str, Any]]:
+def round_records(record: Record, folder: Optional[Path]) -> list[Record]:
     """Each repeat of a case: its round folders' records where it has them, else the record itself."""
     if folder is not None:
         rounds = sorted(path for path in folder.glob("round-*") if (path / RESULT).is_file())
@@ -50,7 +51,7 @@ def round_records(record: dict[str, Any], folder: Optional[Path]) -> list[dict[s
     return [record]
 
 
-def accuracy_metric(record: dict[str, Any]) -> Optional[str]:
+def accuracy_metric(record: Record) -> Optional[str]:
     return ACCURACY_METRICS.get(record.get("fg_model"), record.get("perf_metric"))
 
 
@@ -203,7 +204,8 @@ def collate(paths: list[Path]) -> dict[str, Any]:
                  "solo runs)"}
     for pair in pairs:
         mine = pair_rows(rows, pair)
-        entry = summary["pairs"][pair] = {"n_runs": len(mine), "varied": _varied_model(mine)}
+        entry: dict[str, Any] = {"n_runs": len(mine), "varied": _varied_model(mine)}
+        summary["pairs"][pair] = entry
         for factor in FACTORS:
             entry[factor] = {outcome: pair_answer(mine, factor, outcome) for outcome in OUTCOMES}
     for factor in FACTORS:

@@ -33,21 +33,26 @@ TARGETS = {"vram_verdict_agreement": 1.0, "vram_peak_spread_max": 0.03, "efficie
            "gpu_s_per_case_median": 90.0, "plan_error_max": 0.10}
 
 
-def _group(record: Record) -> str:
-    return record.case_id.split("-", 1)[0]
-
-
 def session_records(folder: Path) -> dict[str, dict[str, Record]]:
     """session -> group -> its complete record."""
     found: dict[str, dict[str, Record]] = {}
     for session in SESSIONS:
         records, _ = case_records(folder / session) if (folder / session).is_dir() else ([], [])
-        found[session] = {_group(r): r for _, r in records if r.complete}
+        found[session] = {r.case_id.split("-", 1)[0]: r for _, r in records if r.complete and r.case_id}
     return found
 
 
 def _spread(values: list[float]) -> Optional[float]:
     return max(values) / min(values) - 1.0 if len(values) > 1 and min(values) > 0 else None
+
+
+def _bounds(interval: Optional[list[Optional[float]]]) -> Optional[list[float]]:
+    """Both ends of a 95 % interval; None where there is none or an end was not measured, as an
+    interval with a missing end cannot be said to overlap another."""
+    if not interval:
+        return None
+    low, high = interval
+    return None if low is None or high is None else [low, high]
 
 
 def _overlap(intervals: list[list[float]]) -> bool:
@@ -61,7 +66,7 @@ def pair_rows(by_session: dict[str, dict[str, Record]]) -> dict[str, dict[str, A
             continue
         seen = {s: r[group] for s, r in by_session.items() if group in r}
         efficiencies = [r.concurrency_efficiency for r in seen.values() if r.concurrency_efficiency is not None]
-        intervals = [r.concurrency_efficiency_ci for r in seen.values() if r.concurrency_efficiency_ci]
+        intervals = [ci for r in seen.values() if (ci := _bounds(r.concurrency_efficiency_ci)) is not None]
         needs = [r.vram_fit_mb for r in seen.values() if r.vram_fit_mb is not None]
         rows[group] = {
             "case_id": next(iter(seen.values())).case_id if seen else None,
@@ -92,22 +97,21 @@ def plan_errors(folder: Path, by_session: dict[str, dict[str, Record]], settings
     cases = {c.group: c for c in expand_all([load_experiment(settings)])}
     out: dict[str, Any] = {}
     for session, records in by_session.items():
-        ran = sorted((r for g, r in records.items() if g in STUDY_PAIRS and _timed(r)),
-                     key=lambda r: r.timeline["case_start_t"])
+        timed = [(g, r, timing) for g, r in records.items() if g in STUDY_PAIRS and (timing := _timing(r))]
+        ran = sorted(timed, key=lambda entry: entry[2][0])
         estimated, measured = [], []
-        for record in ran:
-            began = record.timeline["case_start_t"]
+        for group, _, (began, wall_s) in ran:
             with tempfile.TemporaryDirectory() as tmp:
                 for profile in profiles:
                     if _measured_t(profile.measured_at) < began:
                         save_fit_profile(tmp, profile)
                 options = GpuPairsOptions(settings=(settings,), device="cuda", scale=1.0, vram_budget_mb=None,
                                           min_efficiency=None, sample_hz=10.0, out_dir=Path(tmp))
-                estimated.append(estimate_cases([cases[_group(record)]], options, "cuda")[0])
-            measured.append(record.case_wall_s)
+                estimated.append(estimate_cases([cases[group]], options, "cuda")[0])
+            measured.append(wall_s)
         per_case = [abs(e.seconds - m) / m for e, m in zip(estimated, measured)]
         total_est, total_measured = session_total(estimated, "cuda") - 8.0, sum(measured)
-        out[session] = {"cases": [r.case_id for r in ran], "estimated_s": [round(e.seconds, 1) for e in estimated],
+        out[session] = {"cases": [r.case_id for _, r, _ in ran], "estimated_s": [round(e.seconds, 1) for e in estimated],
                         "measured_s": [round(m, 1) for m in measured],
                         "case_error_max": max(per_case) if per_case else None,
                         "session_error": abs(total_est - total_measured) / total_measured if ran else None}
@@ -131,8 +135,10 @@ def _not_covered(folder: Path) -> list[str]:
         raise ValueError(f"{path}: $: expected a list of sentences ({exc.errors()[0]['msg']})") from None
 
 
-def _timed(record: Record) -> bool:
-    return bool(record.timeline and record.timeline.get("case_start_t") is not None and record.case_wall_s)
+def _timing(record: Record) -> Optional[tuple[float, float]]:
+    """When the case began and how long it took, or None where its record does not say both."""
+    began = (record.timeline or {}).get("case_start_t")
+    return None if began is None or not record.case_wall_s else (began, record.case_wall_s)
 
 
 def _measured_t(stamp: Optional[str]) -> float:
