@@ -153,7 +153,8 @@ def summarize(folder: Path, root: Path) -> dict[str, Any]:
              if g in STUDY_PAIRS and r.gpu_seconds is not None]
     spreads = [row["efficiency_spread"] for row in rows.values() if row["efficiency_spread"] is not None]
     vram = [row["vram_peak_spread"] for row in rows.values() if row["vram_peak_spread"] is not None]
-    errors = [e for p in plans.values() for e in (p["case_error_max"], p["session_error"]) if e is not None]
+    errors = [p["session_error"] for p in plans.values() if p["session_error"] is not None]
+    case_errors = [p["case_error_max"] for p in plans.values() if p["case_error_max"] is not None]
     return {
         "pairs": rows,
         "plan": plans,
@@ -163,6 +164,7 @@ def summarize(folder: Path, root: Path) -> dict[str, Any]:
         "efficiency_spread_max": max(spreads, default=None),
         "gpu_s_per_case_median": statistics.median(gpu_s) if gpu_s else None,
         "plan_error_max": max(errors, default=None),
+        "plan_case_error_max": max(case_errors, default=None),
         "targets": TARGETS,
         "sessions_per_pair": {g: row["n_sessions"] for g, row in rows.items()},
         "not_covered": _not_covered(folder)}
