@@ -49,7 +49,7 @@ def test_the_study_script_and_the_docs_example_measured_as_a_pair_on_the_cpu(pyt
                 "defaults": {"method": "epoch", "restart_delay_s": 0.5, "timeout_s": 600},
                 "pairs": [{"group": "c01",
                            "foreground": {"model": "lstm_lm_script",
-                                          "hyperparameters": {"cuda": False, "small": True, "epochs": 2}},
+                                          "hyperparameters": {"cuda": False, "small": True, "epochs": 1}},
                            "background": {"model": "classifier", "hyperparameters": {"epochs": 40}}}]}
     path = pytester.path / "s.json"
     path.write_text(json.dumps(settings))

@@ -15,7 +15,7 @@ from pytest_gpu_pairs.studies.declaration import find_study
 
 SMALL = {  # study -> (a -k expression of one small case, the variant to run: None for all)
     "verdicts": ("g01", None),
-    "feasibility_10g": ("g03", None),
+    "feasibility_10g": ("g01", None),
     "command_workloads": ("c03", "epoch"),
 }
 
