@@ -61,3 +61,28 @@ def test_each_earlier_reproducibility_study_is_rebuilt_too(folder, tmp_path):
     assert main(["study", "collect", "reproducibility", "--out", str(copy)]) == 0
     for file in ("summary.json", "summary.md"):
         assert (copy / file).read_bytes() == (reference / file).read_bytes()
+
+
+@pytest.mark.parametrize("folder", ["run-d6252c3", "earlier-441e555"])
+def test_each_earlier_run_of_the_verdicts_study_is_rebuilt_too(folder, tmp_path):
+    """The verdicts study's earlier runs keep their sessions; their fit profiles are the study's."""
+    reference = ROOT / "reports" / "reference" / "verdicts" / folder
+    copy = tmp_path / "verdicts" / folder
+    shutil.copytree(reference, copy, ignore=shutil.ignore_patterns("summary.json", "table.md"))
+    shutil.copytree(reference.parent / "fit-profiles", copy.parent / "fit-profiles")
+    assert main(["study", "collect", "verdicts", "--out", str(copy), "--root", str(ROOT)]) == 0
+    for file in ("summary.json", "table.md"):
+        assert (copy / file).read_bytes() == (reference / file).read_bytes()
+
+
+@pytest.mark.parametrize("written", ['{"a": 1}', "[1, 2]", "not json"])
+def test_what_a_verdicts_run_leaves_out_must_be_sentences_or_collect_refuses_in_one_line(written, tmp_path, capsys):
+    reference = ROOT / "reports" / "reference" / "verdicts" / "earlier-441e555"
+    copy = tmp_path / "verdicts" / "earlier-441e555"
+    shutil.copytree(reference, copy, ignore=shutil.ignore_patterns("summary.json", "table.md"))
+    shutil.copytree(reference.parent / "fit-profiles", copy.parent / "fit-profiles")
+    (copy / "not_covered.json").write_text(written)
+    assert main(["study", "collect", "verdicts", "--out", str(copy), "--root", str(ROOT)]) == 2
+    err = capsys.readouterr().err
+    assert f"{copy / 'not_covered.json'}: $: expected a list of sentences" in err and len(err.splitlines()) == 1
+    assert not (copy / "summary.json").exists() and not (copy / "table.md").exists()
