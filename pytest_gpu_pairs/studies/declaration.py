@@ -11,14 +11,23 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_gpu_pairs.inputs import JsonProblem, SettingsError, first_error, parse_json
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _FOLDER = re.compile(r"[A-Za-z0-9_.{}-]+(/[A-Za-z0-9_.{}-]+)*")
+
+
+def _plain_name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError("expected a lower-case name of letters, digits and underscores")
+    return value
+
+
+PlainName = Annotated[str, AfterValidator(_plain_name)]
 
 
 class _Strict(BaseModel):
@@ -29,7 +38,7 @@ class Variant(_Strict):
     """One way the study's cases are run (time-sliced, under MPS, ...), in ``sessions`` pytest
     sessions whose results folders are ``folder`` with ``{n}`` the session's number."""
 
-    name: str
+    name: PlainName
     folder: str = "session-{n}"
     sessions: int = Field(default=1, ge=1, le=20)
     options: tuple[str, ...] = ()
@@ -37,13 +46,6 @@ class Variant(_Strict):
     select: Optional[str] = None
     settings: Optional[tuple[str, ...]] = None
     needs_gpu: Optional[str] = None
-
-    @field_validator("name")
-    @classmethod
-    def _plain_name(cls, value: str) -> str:
-        if not _NAME.fullmatch(value):
-            raise ValueError("expected a lower-case name of letters, digits and underscores")
-        return value
 
     @field_validator("folder")
     @classmethod
@@ -65,7 +67,7 @@ class Variant(_Strict):
 class Study(_Strict):
     """A study: what its pytest sessions run, and how its summary is made from what they leave."""
 
-    name: str
+    name: PlainName
     about: str
     reference: str
     suite: str = "benchmarks"
@@ -81,13 +83,6 @@ class Study(_Strict):
     not_rebuilt: Optional[str] = Field(default=None, description="why collect cannot rebuild the committed summary")
     not_run: Optional[str] = Field(default=None, description="why `study run` cannot run this study")
     run_gaps: Optional[str] = Field(default=None, description="steps of the study `study run` does not take")
-
-    @field_validator("name")
-    @classmethod
-    def _plain_name(cls, value: str) -> str:
-        if not _NAME.fullmatch(value):
-            raise ValueError("expected a lower-case name of letters, digits and underscores")
-        return value
 
     @model_validator(mode="after")
     def _distinct(self) -> Study:
