@@ -27,7 +27,6 @@ NOT_MOVED_YET = {  # shell script -> the study (or tool) whose steps `gpu-pairs 
 READS_RECORDS_BY_HAND = {  # tools modules that still read result.json themselves, with their study
     "command_workloads/same_rounds.py": "command_workloads",
     "hp_study/collate.py": "hp_study", "measurement/report.py": "measurement", "planner/validate.py": "planner",
-    "sharing/collate_mps_limits.py": "sharing",
 }
 
 
