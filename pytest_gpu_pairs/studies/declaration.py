@@ -116,6 +116,7 @@ class Study(_Strict):
     plan: Optional[tuple[str, ...]] = Field(default=None, description="gpu-pairs plan's options: plan.json first")
     variants: tuple[Variant, ...] = (Variant(name="main"),)
     steps: tuple[Step, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict, description="set for its sessions and steps, e.g. cudnn.benchmark off")
     share_fit_profiles: bool = Field(default=False, description="every session starts with the fit profiles "
                                      "measured by the sessions before it (fit-profiles/ of the study's output)")
     collate: Optional[str] = None

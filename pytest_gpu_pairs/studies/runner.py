@@ -197,7 +197,7 @@ def _run_session(study: Study, session: Session, root: Path, out: Path, request:
     if study.share_fit_profiles:
         seed_fit_profiles(out, out / session.folder)
     argv = with_step_options(session, out, request, say)
-    attempt = _attempt(session, argv, root, out, len(runs.get(session.folder, [])) + 1, say)
+    attempt = _attempt(session, argv, root, out, len(runs.get(session.folder, [])) + 1, say, study.env)
     if study.share_fit_profiles:
         gather_fit_profiles(out / session.folder, out)
     runs.setdefault(session.folder, []).append(attempt)
@@ -266,12 +266,12 @@ def _run_step(step: Step, study: Study, root: Path, out: Path, request: Request,
     start = time.monotonic()
     if step.stdout:
         partial = target.with_name(target.name + ".partial")
-        code = run_to_the_end(argv, root, partial, stderr=log)
+        code = run_to_the_end(argv, root, partial, stderr=log, env=study.env)
         if code == 0:
             partial.replace(target)
         partial.unlink(missing_ok=True)
     else:
-        code = run_to_the_end(argv, root, log)
+        code = run_to_the_end(argv, root, log, env=study.env)
     if code == 0 and not target.exists():
         code = 2
         say(f"{label}: exited 0 without writing {step.writes}")
@@ -311,20 +311,21 @@ def _plan(study: Study, root: Path, out: Path, request: Request, say: Callable[[
 
 
 def _attempt(session: Session, session_argv: tuple[str, ...], root: Path, out: Path, number: int,
-             say: Callable[[str], None]) -> dict[str, Any]:
+             say: Callable[[str], None], env: Optional[dict[str, str]] = None) -> dict[str, Any]:
     log = out / "logs" / f"{session.folder.replace('/', '_')}-{number}.txt"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [*session_argv, "--benchmark-json", str(out / session.folder / f"bench-{number}.json")]
     (out / session.folder).mkdir(parents=True, exist_ok=True)
     say(f"{session.folder}: pytest started ({' '.join(argv[1:])})")
     start = time.monotonic()
-    code = run_to_the_end(argv, root, log)
+    code = run_to_the_end(argv, root, log, env=env)
     say(f"{session.folder}: pytest exit {code} after {time.monotonic() - start:.0f} s")
     return {"argv": argv, "exit": code, "wall_s": round(time.monotonic() - start, 1),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log": str(log.relative_to(out))}
 
 
-def run_to_the_end(argv: list[str], cwd: Path, log: Path, stderr: Optional[Path] = None) -> int:
+def run_to_the_end(argv: list[str], cwd: Path, log: Path, stderr: Optional[Path] = None,
+                   env: Optional[dict[str, str]] = None) -> int:
     """``argv`` in a process session of its own, its output in ``log`` (its errors too, unless
     ``stderr`` names a file of their own); however this returns (an interrupt included), that session
     is ended: SIGTERM first so pytest tears its jobs down, SIGKILL after a grace period."""
@@ -333,7 +334,8 @@ def run_to_the_end(argv: list[str], cwd: Path, log: Path, stderr: Optional[Path]
         stderr.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as handle, open(stderr or os.devnull, "wb") as errors:
         process = subprocess.Popen(argv, cwd=cwd, stdout=handle, stderr=errors if stderr else subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   env={**os.environ, **env} if env else None)
         try:
             return process.wait()
         finally:

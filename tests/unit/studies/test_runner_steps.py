@@ -35,7 +35,7 @@ class Fake:
     def __init__(self, writes=None):
         self.calls, self.writes = [], writes or (lambda argv, log: 0)
 
-    def __call__(self, argv, cwd, log, stderr=None):
+    def __call__(self, argv, cwd, log, stderr=None, env=None):
         self.calls.append(list(argv))
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
