@@ -19,6 +19,8 @@ from pytest_gpu_pairs.inputs import JsonProblem, SettingsError, first_error, par
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _FOLDER = re.compile(r"[A-Za-z0-9_.{}-]+(/[A-Za-z0-9_.{}-]+)*")
+_PACKAGE_MODULE = re.compile(r"pytest_gpu_pairs(\.[a-z_][a-z0-9_]*)+")
+PLACEHOLDERS = ("{out}", "{root}", "{device}", "{scale}")
 
 
 def _plain_name(value: str) -> str:
@@ -27,7 +29,14 @@ def _plain_name(value: str) -> str:
     return value
 
 
+def _inside(value: str) -> str:
+    if not _FOLDER.fullmatch(value) or ".." in value.split("/"):
+        raise ValueError("expected a relative path inside the study's output, e.g. 'session-{n}'")
+    return value
+
+
 PlainName = Annotated[str, AfterValidator(_plain_name)]
+InsidePath = Annotated[str, AfterValidator(_inside)]
 
 
 class _Strict(BaseModel):
@@ -39,20 +48,15 @@ class Variant(_Strict):
     sessions whose results folders are ``folder`` with ``{n}`` the session's number."""
 
     name: PlainName
-    folder: str = "session-{n}"
+    folder: InsidePath = "session-{n}"
     sessions: int = Field(default=1, ge=1, le=20)
     options: tuple[str, ...] = ()
     gpu_options: tuple[str, ...] = ()
     select: Optional[str] = None
     settings: Optional[tuple[str, ...]] = None
     needs_gpu: Optional[str] = None
-
-    @field_validator("folder")
-    @classmethod
-    def _inside(cls, value: str) -> str:
-        if not _FOLDER.fullmatch(value) or ".." in value.split("/"):
-            raise ValueError("expected a relative folder inside the study's output, e.g. 'session-{n}'")
-        return value
+    options_from: Optional[InsidePath] = Field(
+        default=None, description="a step's SessionOptions file in the study's output; the declared ones without it")
 
     @model_validator(mode="after")
     def _one_folder_per_session(self) -> Variant:
@@ -62,6 +66,39 @@ class Variant(_Strict):
 
     def folders(self) -> list[str]:
         return [self.folder.replace("{n}", str(n)) for n in range(1, self.sessions + 1)]
+
+
+class SessionOptions(_Strict):
+    """What a step decided for the sessions after it (the card it sized, the settings and scale it
+    calibrated): these settings and scale instead of the declared ones, and these options added."""
+
+    settings: Optional[tuple[str, ...]] = None
+    scale: Optional[float] = Field(default=None, gt=0)
+    options: tuple[str, ...] = ()
+
+
+class Step(_Strict):
+    """A command of the package run before the study's sessions or after a variant's: the product's
+    own ``gpu-pairs`` subcommands or ``python -m pytest_gpu_pairs.<module>``, with ``{out}``, ``{root}``,
+    ``{device}`` and ``{scale}`` filled in. Done once ``writes`` exists in the study's output (its
+    standard output, where ``stdout`` says so, written whole or not at all)."""
+
+    name: PlainName
+    argv: tuple[str, ...] = Field(min_length=1)
+    after: Optional[PlainName] = Field(default=None, description="the variant it follows; none: before every session")
+    writes: InsidePath
+    stdout: bool = False
+    needs_gpu: Optional[str] = None
+
+    @field_validator("argv")
+    @classmethod
+    def _the_packages_own(cls, argv: tuple[str, ...]) -> tuple[str, ...]:
+        if argv[0] == "gpu-pairs" and len(argv) > 1:
+            return argv
+        if argv[0] == "python" and len(argv) > 2 and argv[1] == "-m" and _PACKAGE_MODULE.fullmatch(argv[2]):
+            return argv
+        raise ValueError("expected a command of the package: ['gpu-pairs', SUBCOMMAND, ...] or "
+                         "['python', '-m', 'pytest_gpu_pairs.MODULE', ...]")
 
 
 class Study(_Strict):
@@ -78,6 +115,10 @@ class Study(_Strict):
     scale: Optional[float] = Field(default=None, gt=0)
     plan: Optional[tuple[str, ...]] = Field(default=None, description="gpu-pairs plan's options: plan.json first")
     variants: tuple[Variant, ...] = (Variant(name="main"),)
+    steps: tuple[Step, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict, description="set for its sessions and steps, e.g. cudnn.benchmark off")
+    share_fit_profiles: bool = Field(default=False, description="every session starts with the fit profiles "
+                                     "measured by the sessions before it (fit-profiles/ of the study's output)")
     collate: Optional[str] = None
     summary_files: tuple[str, ...] = ("summary.json", "table.md")
     not_rebuilt: Optional[str] = Field(default=None, description="why collect cannot rebuild the committed summary")
@@ -92,6 +133,12 @@ class Study(_Strict):
             raise ValueError("expected variants with distinct names and results folders")
         if not self.variants:
             raise ValueError("expected at least one variant")
+        steps = [s.name for s in self.steps]
+        if len(set(steps)) != len(steps):
+            raise ValueError("expected steps with distinct names")
+        strays = [s.after for s in self.steps if s.after is not None and s.after not in names]
+        if strays:
+            raise ValueError(f"step after {strays[0]!r}: expected one of the variants {', '.join(names)}")
         if (self.collate is None) == (self.not_rebuilt is None):
             raise ValueError("expected either a collate or, where none can rebuild the summary, not_rebuilt")
         if self.not_run is None and not self.settings and not all(v.settings for v in self.variants):

@@ -18,10 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_gpu_pairs.inputs import SettingsError, read_json
-from pytest_gpu_pairs.record.store import atomic_write_json, case_records
-from pytest_gpu_pairs.studies.declaration import Study, Variant
+from pydantic import ValidationError
 
+from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+from pytest_gpu_pairs.record.store import (
+    StoreError,
+    atomic_write_json,
+    case_records,
+    fit_profile_path,
+    fit_profiles,
+    read_fit_profile,
+    save_fit_profile,
+)
+from pytest_gpu_pairs.studies.declaration import SessionOptions, Step, Study, Variant
+
+SHARED_FIT_PROFILES = "fit-profiles"  # the study's fit profiles, beside its sessions (the verdicts collate reads them)
 RAN_TO_THE_END = (0, 1)  # pytest: all passed, or some case's check failed; 2-5 mean it stopped short
 STOP_GRACE_S = 60.0  # pytest's own SIGTERM handling ends each case's job trees within this
 
@@ -51,6 +62,7 @@ class Session:
     argv: tuple[str, ...]
     dropped: tuple[str, ...] = ()
     not_here: Optional[str] = None
+    options_from: Optional[str] = None
 
 
 def plan_sessions(study: Study, root: Path, out: Path, request: Request) -> list[Session]:
@@ -88,7 +100,46 @@ def _session(study: Study, variant: Variant, folder: str, out: Path, request: Re
     argv += [*study.options, *variant.options, *(() if on_cpu else gpu_options)]
     argv += ["--gpu-pairs-device", request.device, *(("--gpu-pairs-scale", f"{scale:g}") if scale else ())]
     argv += ["--gpu-pairs-out", str(out / folder), "--gpu-pairs-resume", *request.extra]
-    return Session(variant.name, folder, tuple(argv), tuple(gpu_options) if on_cpu else (), not_here)
+    return Session(variant.name, folder, tuple(argv), tuple(gpu_options) if on_cpu else (), not_here,
+                   variant.options_from)
+
+
+def with_step_options(session: Session, out: Path, request: Request, say: Callable[[str], None]) -> tuple[str, ...]:
+    """The session's argv with what an earlier step decided for it (``Variant.options_from``): its
+    settings and scale instead of the declared ones (a scale asked for on the command line still
+    wins), its options added; the declared ones where the step wrote nothing."""
+    if session.options_from is None:
+        return session.argv
+    path = out / session.options_from
+    if not path.is_file():
+        say(f"{session.folder}: no {session.options_from} (its step did not run here): the declared settings")
+        return session.argv
+    try:
+        decided = SessionOptions.model_validate(read_json(path))
+    except ValidationError as exc:
+        raise first_error(exc, str(path)) from None
+    argv = list(session.argv)
+    if decided.settings is not None:
+        argv = _without(argv, "--gpu-pairs-settings")
+        at = argv.index("-p")
+        for settings in reversed(decided.settings):
+            argv[at:at] = ["--gpu-pairs-settings", settings]
+    if decided.scale is not None and request.scale is None:
+        argv = [*_without(argv, "--gpu-pairs-scale"), "--gpu-pairs-scale", f"{decided.scale:g}"]
+    return (*argv, *decided.options)
+
+
+def _without(argv: list[str], option: str) -> list[str]:
+    """``argv`` without each ``option VALUE`` pair."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        else:
+            kept.append(arg)
+    return kept
 
 
 def read_runs(out: Path) -> dict[str, list[dict[str, Any]]]:
@@ -108,7 +159,8 @@ def is_done(attempts: list[dict[str, Any]]) -> bool:
 
 def run_study(study: Study, root: Path, out: Path, request: Request,
               say: Callable[[str], None] = print) -> int:
-    """Run every session not done yet, in order; 0 when all are done, else the first stop's code."""
+    """Run every step and session not done yet, in order: the steps before the sessions, then each
+    variant's sessions followed by its steps; 0 when all are done, else the first stop's code."""
     sessions = plan_sessions(study, root, out, request)
     if study.run_gaps:
         say(f"not taken by this runner: {study.run_gaps}")
@@ -118,22 +170,118 @@ def run_study(study: Study, root: Path, out: Path, request: Request,
         if code != 0:
             return code
     runs = read_runs(out)
-    for session in sessions:
-        if session.not_here:
-            say(f"{session.folder}: not run on the CPU ({session.not_here})")
+    for after in (None, *(v.name for v in study.variants)):
+        for session in (s for s in sessions if after is not None and s.variant == after):
+            code = _run_session(study, session, root, out, request, runs, say)
+            if code != 0:
+                return code
+        if after is not None and request.variant not in (None, after):
             continue
-        if is_done(runs.get(session.folder, [])):
-            say(f"{session.folder}: done earlier, skipped")
+        for step in (s for s in study.steps if s.after == after):
+            code = _run_step(step, study, root, out, request, runs, say)
+            if code != 0:
+                return code
+    return 0
+
+
+def _run_session(study: Study, session: Session, root: Path, out: Path, request: Request,
+                 runs: dict[str, list[dict[str, Any]]], say: Callable[[str], None]) -> int:
+    if session.not_here:
+        say(f"{session.folder}: not run on the CPU ({session.not_here})")
+        return 0
+    if is_done(runs.get(session.folder, [])):
+        say(f"{session.folder}: done earlier, skipped")
+        return 0
+    if session.dropped:
+        say(f"{session.folder}: on the CPU without {' '.join(session.dropped)} (they need a GPU)")
+    if study.share_fit_profiles:
+        seed_fit_profiles(out, out / session.folder)
+    argv = with_step_options(session, out, request, say)
+    attempt = _attempt(session, argv, root, out, len(runs.get(session.folder, [])) + 1, say, study.env)
+    if study.share_fit_profiles:
+        gather_fit_profiles(out / session.folder, out)
+    runs.setdefault(session.folder, []).append(attempt)
+    atomic_write_json(out / "runs.json", runs)
+    if attempt["exit"] not in RAN_TO_THE_END:
+        say(f"{session.folder}: pytest stopped short (exit {attempt['exit']}); see {attempt['log']}; "
+            f"run the same command again to resume")
+        return attempt["exit"] if attempt["exit"] > 0 else 2
+    return 0
+
+
+def seed_fit_profiles(out: Path, session_dir: Path) -> list[str]:
+    """The study's fit profiles put in a session's results folder (``_fit/``) where it lacks them, so
+    the product reuses them as it reuses a folder's own: measured once, by the first session that
+    needed them. Returns the keys put there; a profile that cannot be read is left out."""
+    seeded = []
+    for path in sorted((out / SHARED_FIT_PROFILES).glob("*.json")):
+        try:
+            profile = read_fit_profile(path)
+        except StoreError:
             continue
-        if session.dropped:
-            say(f"{session.folder}: on the CPU without {' '.join(session.dropped)} (they need a GPU)")
-        attempt = _attempt(session, root, out, len(runs.get(session.folder, [])) + 1, say)
-        runs.setdefault(session.folder, []).append(attempt)
-        atomic_write_json(out / "runs.json", runs)
-        if attempt["exit"] not in RAN_TO_THE_END:
-            say(f"{session.folder}: pytest stopped short (exit {attempt['exit']}); see {attempt['log']}; "
-                f"run the same command again to resume")
-            return attempt["exit"] if attempt["exit"] > 0 else 2
+        if not fit_profile_path(session_dir, profile.key).exists():
+            save_fit_profile(session_dir, profile)
+            seeded.append(profile.key)
+    return seeded
+
+
+def gather_fit_profiles(session_dir: Path, out: Path) -> list[str]:
+    """The profiles a session measured, kept with the study (``fit-profiles/``) for the sessions after it."""
+    gathered = []
+    for profile in fit_profiles(session_dir):
+        kept = out / SHARED_FIT_PROFILES / fit_profile_path(".", profile.key).name
+        if not kept.exists():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(kept, profile.model_dump(mode="json"))
+            gathered.append(profile.key)
+    return gathered
+
+
+def step_argv(step: Step, root: Path, out: Path, request: Request, study_scale: Optional[float] = None) -> list[str]:
+    """The step's command with its placeholders filled in, run by this interpreter."""
+    scale = request.scale if request.scale is not None else study_scale
+    values = {"{out}": str(out), "{root}": str(root), "{device}": request.device, "{scale}": f"{scale or 1.0:g}"}
+    argv = []
+    for arg in step.argv:
+        for key, value in values.items():
+            arg = arg.replace(key, value)
+        argv.append(arg)
+    head = [sys.executable, "-m", "pytest_gpu_pairs.cli"] if argv[0] == "gpu-pairs" else [sys.executable]
+    return [*head, *argv[1:]]
+
+
+def _run_step(step: Step, study: Study, root: Path, out: Path, request: Request,
+              runs: dict[str, list[dict[str, Any]]], say: Callable[[str], None]) -> int:
+    label, target = f"step {step.name}", out / step.writes
+    if step.needs_gpu and request.device == "cpu":
+        say(f"{label}: not run on the CPU ({step.needs_gpu})")
+        return 0
+    if target.exists():
+        say(f"{label}: done earlier ({step.writes} is there), skipped")
+        return 0
+    argv = step_argv(step, root, out, request, study.scale)
+    log = out / "logs" / f"step-{step.name}-{len(runs.get(label, [])) + 1}.txt"
+    say(f"{label}: {' '.join(argv[1:])}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    if step.stdout:
+        partial = target.with_name(target.name + ".partial")
+        code = run_to_the_end(argv, root, partial, stderr=log, env=study.env)
+        if code == 0:
+            partial.replace(target)
+        partial.unlink(missing_ok=True)
+    else:
+        code = run_to_the_end(argv, root, log, env=study.env)
+    if code == 0 and not target.exists():
+        code = 2
+        say(f"{label}: exited 0 without writing {step.writes}")
+    runs.setdefault(label, []).append({"argv": argv, "exit": code, "wall_s": round(time.monotonic() - start, 1),
+                                       "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                       "log": str(log.relative_to(out))})
+    atomic_write_json(out / "runs.json", runs)
+    if code != 0:
+        say(f"{label}: exit {code}; see {log.relative_to(out)}; run the same command again to resume")
+        return code if code > 0 else 2
     return 0
 
 
@@ -162,20 +310,22 @@ def _plan(study: Study, root: Path, out: Path, request: Request, say: Callable[[
     return 0
 
 
-def _attempt(session: Session, root: Path, out: Path, number: int, say: Callable[[str], None]) -> dict[str, Any]:
+def _attempt(session: Session, session_argv: tuple[str, ...], root: Path, out: Path, number: int,
+             say: Callable[[str], None], env: Optional[dict[str, str]] = None) -> dict[str, Any]:
     log = out / "logs" / f"{session.folder.replace('/', '_')}-{number}.txt"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [*session.argv, "--benchmark-json", str(out / session.folder / f"bench-{number}.json")]
+    argv = [*session_argv, "--benchmark-json", str(out / session.folder / f"bench-{number}.json")]
     (out / session.folder).mkdir(parents=True, exist_ok=True)
     say(f"{session.folder}: pytest started ({' '.join(argv[1:])})")
     start = time.monotonic()
-    code = run_to_the_end(argv, root, log)
+    code = run_to_the_end(argv, root, log, env=env)
     say(f"{session.folder}: pytest exit {code} after {time.monotonic() - start:.0f} s")
     return {"argv": argv, "exit": code, "wall_s": round(time.monotonic() - start, 1),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log": str(log.relative_to(out))}
 
 
-def run_to_the_end(argv: list[str], cwd: Path, log: Path, stderr: Optional[Path] = None) -> int:
+def run_to_the_end(argv: list[str], cwd: Path, log: Path, stderr: Optional[Path] = None,
+                   env: Optional[dict[str, str]] = None) -> int:
     """``argv`` in a process session of its own, its output in ``log`` (its errors too, unless
     ``stderr`` names a file of their own); however this returns (an interrupt included), that session
     is ended: SIGTERM first so pytest tears its jobs down, SIGKILL after a grace period."""
@@ -184,7 +334,8 @@ def run_to_the_end(argv: list[str], cwd: Path, log: Path, stderr: Optional[Path]
         stderr.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as handle, open(stderr or os.devnull, "wb") as errors:
         process = subprocess.Popen(argv, cwd=cwd, stdout=handle, stderr=errors if stderr else subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   env={**os.environ, **env} if env else None)
         try:
             return process.wait()
         finally:

@@ -9,18 +9,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.helpers import H100_DATA, PREDECESSOR_DATA, REPO
+from support.helpers import H100_DATA, REPO
 
 BENCH, RUN_DIR = H100_DATA / "slice_full_scale.json", H100_DATA / "run"
 
 
 @pytest.fixture(scope="module")
 def seed_report(tmp_path_factory):
-    """The full seed study, built once: the same command that made reports/reference/predecessor/."""
-    seed = PREDECESSOR_DATA / "raw_data.csv"
-    from pytest_gpu_pairs.analysis.report.build import build_report
+    """The full seed study, built once by the predecessor study's collate, which made reports/reference/predecessor/."""
+    from pytest_gpu_pairs.studies.collates import predecessor
 
-    return build_report([seed], tmp_path_factory.mktemp("seed-report"), "seed", "NVIDIA GeForce RTX 3080")
+    return predecessor.build(REPO, tmp_path_factory.mktemp("seed-report"))
 
 
 def test_every_test_states_its_name_and_n(seed_report):
@@ -103,6 +102,16 @@ def test_headless_chromium_shows_every_plot(which, h100_report, tmp_path):
     for name, complete, width, height, box_w, box_h, visibility, display in images:
         assert complete and width > 0 and height > 0, name
         assert box_w > 0 and box_h > 0 and visibility == "visible" and display != "none", name
+
+
+def test_collect_rebuilds_the_committed_predecessor_report_byte_for_byte(seed_report):
+    """`gpu-pairs study collect predecessor` makes these files; the study's other tests are in tests/unit/studies."""
+    from pytest_gpu_pairs.studies.declaration import find_study
+
+    committed = REPO / "reports" / "reference" / "predecessor"
+    for file in find_study("predecessor").summary_files:
+        assert (seed_report.out_dir / file).read_bytes() == (committed / file).read_bytes(), \
+            f"reports/reference/predecessor/{file} is not what `gpu-pairs study collect predecessor` makes"
 
 
 def test_the_committed_seed_report_is_what_the_code_makes_today(seed_report):

@@ -19,7 +19,8 @@ COMMON = ("inputs", "catalog", "protocol", "patterns", "progress")  # torch-free
 
 MAY_IMPORT: dict[str, tuple[str, ...]] = {  # top to bottom; a layer imports these and its own modules, nothing else
     "cli": (),  # subcommands are wired by module name
-    "studies": ("plugin", "planning", "analysis", "run", "record", "experiment", "compat", "catalog", "inputs"),
+    "studies": ("plugin", "planning", "analysis", "run", "record", "experiment", "compat", "catalog", "inputs",
+                "protocol"),
     "plugin": ("planning", "analysis", "run", "record", "monitor", "devices", "experiment",
                "catalog", "inputs", "protocol"),
     "planning": ("run", "record", "experiment", "catalog", "inputs", "protocol"),

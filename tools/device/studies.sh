@@ -2,9 +2,8 @@
 # One device session's studies in sequence, in the background of one GPU machine (a machine is
 # held at most 30 minutes, one command at most 10). STEPS names them, in order:
 #   probe        the idle probe of pairs that read an efficiency above 2
-#   estimates    a third-party script profiled once, its case estimated, then measured
-#   STEPS="estimates probe" bash tools/device/studies.sh start     # then: status, collect
-# Declared studies (feasibility_10g, hp_pilot, ...) run through the adapter: bash tools/device/study.sh start NAME
+#   STEPS="probe" bash tools/device/studies.sh start     # then: status, collect
+# Declared studies (feasibility_10g, hp_pilot, estimates, ...) run through the adapter: bash tools/device/study.sh start NAME
 WORK=/tmp/studies
 STEPS=${STEPS:-probe}
 PROBES=("mnist_ff resnet20" "resnet20 mnist_ff" "mnist_rnn mrt_oast")
@@ -17,10 +16,6 @@ step() {
         set -- $pair
         python3 -m tools.feasibility_10g.idle_probe --target "$1" --peer "$2" --out "$WORK/probe/$1-vs-$2.json" >> "$WORK/probe/probe.txt" 2>&1
       done ;;
-    estimates)
-      timeout -s TERM -k 20 600 python3 -m tools.estimates.check -k c01 --dest "$WORK/estimates" \
-        --profile tools/default_method/scripts.json -- --gpu-pairs-settings tools/default_method/scripts.json \
-        --gpu-pairs-device cuda > "$WORK/estimates.txt" 2>&1 ;;
   esac
 }
 
@@ -35,7 +30,7 @@ case "${1:-status}" in
     echo "$(date +%T) all done" ;;
   status)
     tail -2 "$WORK/driver.log"
-    tail -4 "$WORK/estimates.txt" 2>/dev/null; cat "$WORK/probe/probe.txt" 2>/dev/null ;;
+    cat "$WORK/probe/probe.txt" 2>/dev/null ;;
   collect)
     cp -r "$WORK"/. "$OUT/" 2>/dev/null; echo "collected" ;;
   *) echo "usage: studies.sh start|status|collect"; exit 2 ;;

@@ -6,7 +6,7 @@
 # Usage, from the repository root: bash tools/teardown/run_on_gpu.sh
 # Out: $OUT/teardown_evidence.jsonl, $OUT/teardown_results.tgz, part1_fg_oom.log, part2_sigterm.log.
 # Then, on your machine: copy teardown_evidence.jsonl to reports/reference/teardown/evidence.jsonl and
-#   python tools/teardown/summary.py reports/reference/teardown/evidence.jsonl --markdown reports/reference/teardown/teardown.md
+#   gpu-pairs study collect teardown --out reports/reference/teardown
 source tools/device/setup.sh
 R=/tmp/teardown
 rm -rf $R && mkdir -p $R
@@ -67,4 +67,5 @@ for p in psutil.process_iter():
     except psutil.Error:
         pass
 PY
-python3 tools/teardown/summary.py $OUT/teardown_evidence.jsonl
+mkdir -p $OUT/teardown && cp $EVIDENCE $OUT/teardown/evidence.jsonl
+python3 -m pytest_gpu_pairs.cli study collect teardown --out $OUT/teardown

@@ -1,13 +1,13 @@
-"""tools/scaling: the emulated card's size from the pilot, and summary.json from what the study
-brings back: measured counts, efficiency per count, 4 and 6 GPUs predicted with intervals, and the
-predecessor's question answered."""
+"""The scaling study's collate: summary.json and the README from what its run leaves in run/: measured
+counts, efficiency per count, 4 and 6 GPUs predicted with intervals, and the predecessor's question answered."""
 import json
 
 import pytest
 
 from pytest_gpu_pairs import cli
+from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.record.store import save_result
-from tools.scaling import card_size, collate
+from pytest_gpu_pairs.studies.collates import scaling as collate
 
 
 def record(gpus, step, memory, model="vulberta_mlp", group="sc02", batch=1):
@@ -18,25 +18,15 @@ def record(gpus, step, memory, model="vulberta_mlp", group="sc02", batch=1):
             "device": "NVIDIA H200", "failure": None, "oom": False}
 
 
-def test_the_card_is_what_the_pilots_fullest_gpu_fills_to_the_predecessors_share(tmp_path, capsys):
-    data = record(2, 0.04, memory=0.5)
-    assert card_size.card_mb(data) == 2752  # 2560 MB in use / 0.935 = 2738, up to 64 MB
-    assert card_size.card_mb({**data, "peak_memory_fraction": None}) is None
-    save_result(tmp_path / data["case_id"], data)
-    assert card_size.main([str(tmp_path)]) == 0 and capsys.readouterr().out.strip() == "2752"
-    assert card_size.main([str(tmp_path), "--case", "nope"]) == 1
-    assert "nope: no such case" in capsys.readouterr().err
-
-
 @pytest.fixture
 def study(tmp_path, capsys):
-    """The folder run_on_gpu.sh leaves: gpu-pairs scale's three JSON outputs and the run's facts."""
+    """The run/ folder `gpu-pairs study run scaling` leaves: gpu-pairs scale's three JSON outputs and the run's facts."""
     results = tmp_path / "results"
     for data in (record(1, 0.040, 0.90), record(2, 0.046, 0.935), record(1, 0.010, 0.2, "resnet20", "sc01", 128),
                  record(2, 0.011, 0.21, "resnet20", "sc01", 128)):
         save_result(results / data["case_id"], data)
-    folder = tmp_path / "scaling"
-    folder.mkdir()
+    folder = tmp_path / "scaling" / "run"
+    folder.mkdir(parents=True)
     predecessor = ["--current-gpus", "4", "--gpus", "6", "--remaining-hours", "216", "--step-time-s", "2.6",
                    "--memory-fraction", "0.935", "--restart-cost-min", "30", "--json"]
     for name, args in (("scale", ["--gpus", "4,6", "--json"]), ("predecessor", predecessor),
@@ -69,25 +59,26 @@ def test_the_summary_has_every_figure_the_study_promises(study):
     assert set(summary["predecessor"]["answers_with_its_thresholds"]) == {"sc01-resnet20", "sc02-vulberta_mlp"}
 
 
-def test_main_writes_summary_and_readme(study, tmp_path, capsys):
-    out = tmp_path / "reference"
-    assert collate.main([str(study), "--out", str(out)]) == 0
+def test_collect_writes_summary_and_readme(study):
+    out = study.parent
+    collate.write(out, out)
     assert json.loads((out / "summary.json").read_text())["measured_gpus"] == [1, 2]
     readme = (out / "README.md").read_text()
-    assert "Commit abc123" in readme and "bash tools/scaling/run_on_gpu.sh" in readme
+    assert "Commit abc123" in readme and "gpu-pairs study run scaling" in readme and "tools/" not in readme
     assert "| sc02-vulberta_mlp | 6 | predicted (ring) |" in readme
     assert "with the predecessor's thresholds: **stay**" in readme
 
 
-def test_the_readme_points_to_hand_written_notes_only_where_they_exist(study, tmp_path):
-    out = tmp_path / "reference"
-    assert collate.main([str(study), "--out", str(out)]) == 0
+def test_the_readme_points_to_hand_written_notes_only_where_they_exist(study):
+    out = study.parent
+    collate.write(out, out)
     assert "notes.md" not in (out / "README.md").read_text()
     (out / "notes.md").write_text("what one measurement means\n")
-    assert collate.main([str(study), "--out", str(out)]) == 0
+    collate.write(out, out)
     assert "do not cover: `notes.md`" in (out / "README.md").read_text()
 
 
-def test_a_missing_input_is_one_line(tmp_path, capsys):
-    assert collate.main([str(tmp_path)]) == 1
-    assert capsys.readouterr().err.startswith(f"collate: {tmp_path / 'scale.json'}: expected the JSON")
+def test_a_missing_input_is_one_line(tmp_path):
+    with pytest.raises(SettingsError, match=r"scale.json: \$: expected a readable JSON file"):
+        collate.write(tmp_path, tmp_path)
+    assert not (tmp_path / "summary.json").exists()

@@ -1,4 +1,4 @@
-"""The arithmetic of tools/sharing/calibrate.py: epochs that hit each job's target time."""
+"""The arithmetic of the sharing study's calibration step: epochs that hit each job's target time."""
 import json
 import math
 
@@ -7,7 +7,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.helpers import REPO
 
-from tools.sharing import calibrate
+from pytest_gpu_pairs.studies.steps import sharing as calibrate
 
 TEMPLATE = json.loads((REPO / "settings" / "sharing_pairs.json").read_text())
 

@@ -1,4 +1,8 @@
-"""Size the sharing experiment to the time at hand on the GPU machine, before it runs.
+"""The sharing study's steps: the calibration that sizes the pairs to the time at hand before they
+run, and after the MPS limits runs what was left running (MPS processes, GPU compute processes).
+
+    python -m pytest_gpu_pairs.studies.steps.sharing calibrate TEMPLATE STUDY_DIR [--budget-s 450] [--device cuda]
+    python -m pytest_gpu_pairs.studies.steps.sharing leftovers LIMITS_DIR
 
 Each distinct job of the template is started once as the harness starts it (the workload entry
 point in its own process, on the GPU) and killed after ``--probe-s`` seconds of training: that
@@ -12,22 +16,28 @@ With ``--groups``, only those pairs count towards the budget (the run that follo
 with ``-k``), but the settings file still holds every pair: later runs of the other groups reuse
 it, so every pair is measured with epochs from one calibration. ``--window-s`` fixes ``W``.
 
-Usage: python3 tools/sharing/calibrate.py TEMPLATE OUT_SETTINGS OUT_SCALE --budget-s 450
-(tools/sharing/run_on_gpu.sh calls it with settings/sharing_pairs.json as the template)
+The calibration writes ``sharing_settings.json`` and ``sharing_scale.txt`` in the study's folder and
+``calibrated.json``, the settings and scale its sessions take (``Variant.options_from``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import JobConfig
+from pytest_gpu_pairs.inputs import read_json
 from pytest_gpu_pairs.protocol import Progress
+from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text
 from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
 
 MECHANISMS = 2
@@ -66,7 +76,7 @@ def probe(model: str, hparams: dict, seconds: float, workdir: Path, device: str 
         job.kill_tree(grace_s=2.0)
     progress = Progress.read(job.progress_path)
     rate = progress.training_rate()
-    if rate is None:
+    if rate is None or progress.ready_t is None:
         return {"model": model, "error": f"no training rate (see {job.log_path})"}
     fallback = info.steps_per_epoch(int(hp["batch_size"])) if "batch_size" in hp else info.steps_per_epoch()
     return {"model": model, "steps_per_s": rate, "startup_s": progress.ready_t - job.start_t,
@@ -114,11 +124,10 @@ def plan(template: dict, rates: dict[str, dict], w: float) -> tuple[dict, float,
     return settings, scale, {f"{r}:{m}": e for (r, m), e in epochs.items()}
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def calibrate(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="size the pairs to the time at hand, before they run")
     parser.add_argument("template")
-    parser.add_argument("out_settings")
-    parser.add_argument("out_scale")
+    parser.add_argument("study_dir", type=Path)
     parser.add_argument("--budget-s", type=float, default=450.0, help="wall time for the pytest run that follows")
     parser.add_argument("--probe-s", type=float, default=2.0)
     parser.add_argument("--device", default="cuda", help="cuda on the device machine; cpu only to try the script")
@@ -126,7 +135,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--window-s", type=float, default=None, help="the foreground's solo seconds, not from the budget")
     args = parser.parse_args(argv)
     started = time.time()
-    template = json.loads(Path(args.template).read_text())
+    template = read_json(Path(args.template))
     models = {model: hp for _, model, hp in _jobs(template)}
     with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
         rates = {m: probe(m, hp, args.probe_s, Path(tmp), args.device) for m, hp in models.items()}
@@ -144,8 +153,12 @@ def main(argv: list[str]) -> int:
     shape = (len(runnable), rounds, overhead, startup, fg_solos, bg_solos)
     w = args.window_s if args.window_s is not None else choose_w(budget, *shape)
     settings, scale, epochs = plan(template, rates, w)
-    Path(args.out_settings).write_text(json.dumps(settings, indent=1))
-    Path(args.out_scale).write_text(f"{scale:.6g}\n")
+    args.study_dir.mkdir(parents=True, exist_ok=True)
+    settings_path = (args.study_dir / "sharing_settings.json").resolve()
+    atomic_write_text(settings_path, json.dumps(settings, indent=1))
+    atomic_write_text(args.study_dir / "sharing_scale.txt", f"{scale:.6g}\n")
+    if usable:
+        atomic_write_json(args.study_dir / "calibrated.json", {"settings": [str(settings_path)], "scale": float(f"{scale:.6g}")})
     for r in rates.values():
         print(f"  {r['model']:12s} " + (f"{r['steps_per_s']:8.1f} steps/s alone, first step {r['startup_s']:.1f} s "
                                          f"after start" if "steps_per_s" in r else r["error"]))
@@ -154,6 +167,32 @@ def main(argv: list[str]) -> int:
           f"(background {BG_FACTOR * w + BG_EXTRA_S:.1f} s); scale {scale:.4g}; epochs {epochs}; "
           f"expected pytest wall {estimate_s(w, *shape):.0f} s of {budget:.0f} s left")
     return 0 if usable else 1
+
+
+def leftovers(limits_dir: Path) -> int:
+    """What the limits runs left running, for the table: MPS processes, and the GPU's compute processes."""
+    mps = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        line = " ".join(process.info.get("cmdline") or [])
+        if "mps-" in line.lower():
+            mps.append(f"{process.info['pid']} {line}")
+    smi = shutil.which("nvidia-smi")
+    gpu = (subprocess.run([smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader"], capture_output=True,
+                          text=True, timeout=60).stdout.strip() if smi else "nvidia-smi not found")
+    limits_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(limits_dir / "leftover-gpu.txt", gpu + "\n")
+    atomic_write_text(limits_dir / "leftover-mps.txt", "\n".join(mps) + "\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["calibrate"]:
+        return calibrate(argv[1:])
+    if argv[:1] == ["leftovers"] and len(argv) == 2:
+        return leftovers(Path(argv[1]))
+    print("usage: python -m pytest_gpu_pairs.studies.steps.sharing calibrate TEMPLATE STUDY_DIR [...] | "
+          "leftovers LIMITS_DIR", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

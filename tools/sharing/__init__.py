@@ -1,1 +1,0 @@
-"""The sharing study's scripts (see reports/reference/sharing/README.md)."""
