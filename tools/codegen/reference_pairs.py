@@ -1,8 +1,8 @@
 """The measured pairs the package carries, distilled from the planner's committed H100 validation:
 
-    python -m tools.planner.reference     # rewrites pytest_gpu_pairs/planning/reference_pairs.json
+    python -m tools.codegen.reference_pairs     # rewrites pytest_gpu_pairs/planning/reference_pairs.json
 
-Every interleaved pair record of ``reports/reference/planner/pairs-10g`` (the 28 pairs on an
+Every interleaved pair record of ``reports/archive/planner/pairs-10g`` (the 28 pairs on an
 emulated 10 GB card), ``pairs-10g-long`` (the six noisiest again with a 75 s cap) and ``pairs-8g``
 (pcb's pairs on an emulated 8 GB card) is read as ``gpu-pairs plan --results`` reads those
 folders, and only what the planner uses is kept: per pair and mechanism the mean efficiency, its
@@ -21,8 +21,8 @@ from typing import Any, Optional
 from pytest_gpu_pairs.planning.measured import Measured, read_measured
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = tuple(ROOT / "reports/reference/planner" / name for name in ("pairs-10g", "pairs-10g-long", "pairs-8g"))
-PROFILES = ROOT / "reports/reference/planner/workload_profiles.json"
+FOLDERS = tuple(ROOT / "reports/archive/planner" / name for name in ("pairs-10g", "pairs-10g-long", "pairs-8g"))
+PROFILES = ROOT / "reports/archive/planner/workload_profiles.json"
 TARGET = ROOT / "pytest_gpu_pairs/planning/reference_pairs.json"
 
 

@@ -1,11 +1,11 @@
 """The package's one workload-profile table, distilled from two committed H100 references:
 
-    python -m tools.workload_profiles.package     # rewrites pytest_gpu_pairs/planning/workload_profiles.json
+    python -m tools.codegen.workload_profiles     # rewrites pytest_gpu_pairs/planning/workload_profiles.json
 
-- ``reports/reference/planner/workload_profiles.json``: every built-in alone at its default
+- ``reports/archive/planner/workload_profiles.json``: every built-in alone at its default
   hyperparameters (2 s warm-up, 4 s window; the planner's validation study): step time, NVML and
   GPM utilisation, power, host share, NVML peak, min fit, the card's reserve;
-- ``reports/reference/feasibility/feasibility_full_scale.json``: the solo baselines of the
+- ``reports/archive/feasibility/feasibility_full_scale.json``: the solo baselines of the
   feasibility study on the same kind of card, whose timelines give each job's start-up (process
   start to first training step) and finish (last step to exit), which a profile window cannot;
 - ``reports/reference/verdicts/fit-profiles/``: each workload's whole-run fit profile on the 10 GB
@@ -32,8 +32,8 @@ from typing import Any
 from pytest_gpu_pairs.record.fit import FitProfile
 
 ROOT = Path(__file__).resolve().parents[2]
-PROFILES = ROOT / "reports/reference/planner/workload_profiles.json"
-FEASIBILITY = ROOT / "reports/reference/feasibility/feasibility_full_scale.json"
+PROFILES = ROOT / "reports/archive/planner/workload_profiles.json"
+FEASIBILITY = ROOT / "reports/archive/feasibility/feasibility_full_scale.json"
 DEFAULT_METHOD = ROOT / "reports/reference/default_method/sessions-88e4113/summary.json"
 FIT_PROFILES = ROOT / "reports/reference/verdicts/fit-profiles"
 TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles.json"
