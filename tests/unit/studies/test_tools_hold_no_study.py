@@ -16,13 +16,12 @@ STARTS_PYTEST = re.compile(r"-m pytest(?![\w])|(^|[\s;(])pytest\s", re.MULTILINE
 
 NOT_MOVED_YET = {  # shell script -> the study (or tool) whose steps `gpu-pairs study run` does not take yet
     "default_method/run_on_gpu.sh": "default_method", "default_method/awake_probe.sh": "default_method",
-    "default_method/phase_probe.sh": "default_method", "device/smoke.sh": "the device's smoke test",
+    "default_method/phase_probe.sh": "default_method",
     "scaling/run_on_gpu.sh": "scaling", "sharing/run_on_gpu.sh": "sharing", "sharing/mps_limits_on_gpu.sh": "sharing",
     "teardown/run_on_gpu.sh": "teardown",
     "verdicts/queue.sh": "verdicts: the lead's device queue, to call gpu-pairs study run",
 }
 READS_RECORDS_BY_HAND = {  # tools modules that still read result.json themselves, with their study
-    "command_workloads/same_rounds.py": "command_workloads",
     "sharing/collate_mps_limits.py": "sharing",
 }
 
