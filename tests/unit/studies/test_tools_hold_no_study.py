@@ -15,8 +15,6 @@ COLLATES = ROOT / "pytest_gpu_pairs" / "studies" / "collates"
 STARTS_PYTEST = re.compile(r"-m pytest(?![\w])|(^|[\s;(])pytest\s", re.MULTILINE)
 
 NOT_MOVED_YET = {  # shell script -> the study (or tool) whose steps `gpu-pairs study run` does not take yet
-    "default_method/run_on_gpu.sh": "default_method", "default_method/awake_probe.sh": "default_method",
-    "default_method/phase_probe.sh": "default_method",
     "scaling/run_on_gpu.sh": "scaling", "sharing/run_on_gpu.sh": "sharing", "sharing/mps_limits_on_gpu.sh": "sharing",
     "teardown/run_on_gpu.sh": "teardown",
     "verdicts/queue.sh": "verdicts: the lead's device queue, to call gpu-pairs study run",

@@ -1,5 +1,5 @@
-"""Collate the run-spread probes: many runs of one case on one machine, each an independently
-started pair measured with the default method to a time cap (``phase_probe.sh``).
+"""The run-spread study: many runs of one case on one machine, each an independently started pair
+measured with the default method to a time cap (a precision target no run reaches).
 
 A run's interval holds the noise of its own rounds. Whether it also holds what differs between
 runs is Cochran's Q over the runs of one machine (the run means weighted by their intervals; Q
@@ -9,11 +9,14 @@ how fast a run's interval narrows with its rounds, the summary says how likely t
 such runs agree within the default-method study's spread limit, with one start per case or with
 the case's rounds spread over several starts.
 
-    python -m tools.default_method.run_spread FOLDER [FOLDER ...] --out reports/reference/default_method/run-spread
+    gpu-pairs study collect default_method_run_spread --out reports/reference/default_method/run-spread
+
+Each sub-folder holding runs is one machine's probe: the committed ones hold each run's benchmark
+JSON (``run1-phase0.5.json``) and the card's ``gpu.txt``; a folder ``gpu-pairs study run`` made
+holds each run's results folder (``phases/run1-phase0.5/``), and the card is the records' own.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 from pathlib import Path
@@ -22,9 +25,8 @@ from typing import Any
 from scipy import integrate, stats
 
 from pytest_gpu_pairs.record.stats import bracketed_interval, t_quantile
-from pytest_gpu_pairs.record.store import StoreError, load_run
+from pytest_gpu_pairs.record.store import Run, StoreError, load_run
 from pytest_gpu_pairs.studies.collates.default_method import EFFICIENCY_SPREAD_LIMIT
-from tools.summary_files import write_collated
 
 MAX_CASE_S = 180.0  # the product's time cap when these probes were taken and collated
 
@@ -33,9 +35,13 @@ MAX_STARTS = 4
 PRECISIONS = (0.03, 0.02)  # the default target before and after these probes
 
 
-def run_entry(path: Path) -> dict[str, Any]:
+def run_name(path: Path) -> str:
+    return path.name if path.is_dir() else path.stem
+
+
+def run_entry(path: Path, run: Run) -> dict[str, Any]:
     """One run's efficiency: its mean, interval, standard error, and the seconds its rounds took."""
-    records = load_run(path).records
+    records = run.records
     if len(records) != 1:
         raise StoreError(f"{path}: $.benchmarks: expected one case per run, found {len(records)}")
     record = next(iter(records.values()))
@@ -43,18 +49,22 @@ def run_entry(path: Path) -> dict[str, Any]:
     if len(rounds) < 2:
         raise StoreError(f"{path}: $.benchmarks[0].extra_info.rounds: expected at least 2 complete rounds, found {len(rounds)}")
     interval = bracketed_interval([r["concurrency_efficiency"] for r in rounds])
-    standard_error = interval.half_width / t_quantile(0.975, max(1.0, interval.n_effective - 1.0))
+    half_width, precision = interval.half_width, interval.relative_half_width
+    if half_width is None or precision is None:
+        raise StoreError(f"{path}: $.benchmarks[0].extra_info.rounds: expected efficiencies an interval can be taken over")
+    n_effective = interval.n_effective if interval.n_effective is not None else float(interval.n)
+    standard_error = half_width / t_quantile(0.975, max(1.0, n_effective - 1.0))
     warmup_s, rounds_s = round_timing(record)
-    return {"run": path.stem, "phase_s": record.get("phase_s"), "n_rounds": len(rounds),
+    return {"run": run_name(path), "phase_s": record.get("phase_s"), "n_rounds": len(rounds),
             "n_rounds_effective": interval.n_effective, "efficiency": interval.mean,
             "efficiency_ci": interval.as_list(), "standard_error": standard_error,
-            "precision": interval.relative_half_width, "rounds_s": rounds_s,
+            "precision": precision, "rounds_s": rounds_s,
             "warmup_to_rounds_s": warmup_s,
-            "precision_per_100_s": interval.relative_half_width * math.sqrt(rounds_s / 100.0),
+            "precision_per_100_s": precision * math.sqrt(rounds_s / 100.0),
             "fg_slowdown": record.get("fg_slowdown"), "bg_progress_ratio": record.get("bg_progress_ratio")}
 
 
-def round_timing(record: dict[str, Any]) -> tuple[float, float]:
+def round_timing(record: Any) -> tuple[float, float]:
     """Seconds from the case's start to its first round, and seconds its rounds took together."""
     phases = [p for r in record["rounds"] for p in r["phases"]]
     return phases[0]["switched_t"] - record["timeline"]["case_start_t"], phases[-1]["end"] - phases[0]["switched_t"]
@@ -105,27 +115,60 @@ def what_agreement_takes(runs: list[dict[str, Any]], spread: dict[str, Any]) -> 
     return out
 
 
-def machine_entry(folder: Path) -> dict[str, Any]:
-    paths = sorted(folder.glob("run*.json"))
-    if len(paths) < 2:
-        raise StoreError(f"{folder}: expected at least two run*.json files, found {len(paths)}")
-    runs = [run_entry(p) for p in paths]
+def run_paths(folder: Path) -> list[Path]:
+    """The folder's runs: each ``run*.json`` benchmark file, and each ``run*/`` results folder whose
+    name has no benchmark file beside it."""
+    files = sorted(folder.glob("run*.json"))
+    taken = {p.stem for p in files}
+    dirs = sorted(p for p in folder.glob("run*") if p.is_dir() and p.name not in taken)
+    return sorted([*files, *dirs], key=run_name)
+
+
+def gpu_of(folder: Path, runs: list[Run]) -> str:
+    """The card: ``gpu.txt`` as the device's adapter wrote it, else the name the runs' records give."""
     gpu_file = folder / "gpu.txt"
+    if gpu_file.exists():
+        return gpu_file.read_text(encoding="utf-8").strip()
+    return ", ".join(sorted({str(r.machine["gpu_name"]) for r in runs if r.machine.get("gpu_name")}))
+
+
+def machine_entry(folder: Path) -> tuple[float, dict[str, Any]]:
+    """The machine's figures, and when its first run started (the summary lists machines in the
+    order they were measured)."""
+    paths = run_paths(folder)
+    if len(paths) < 2:
+        raise StoreError(f"{folder}: expected at least two run*.json files or run*/ results folders, found {len(paths)}")
+    loaded = [load_run(p) for p in paths]
+    runs = [run_entry(p, run) for p, run in zip(paths, loaded)]
     spread = heterogeneity(runs)
     by_phase: dict[str, list[float]] = {}
     for r in runs:
         by_phase.setdefault(f"{r['phase_s']:g}", []).append(r["precision_per_100_s"])
-    return {"gpu": gpu_file.read_text(encoding="utf-8").strip() if gpu_file.exists() else "", "runs": runs,
-            "spread": spread, "precision_per_100_s_by_phase": {k: statistics.median(v) for k, v in by_phase.items()},
-            "agreement": what_agreement_takes(runs, spread)}
+    first = min(record["timeline"]["case_start_t"] for run in loaded for record in run.records.values())
+    return first, {"gpu": gpu_of(folder, loaded), "runs": runs, "spread": spread,
+                   "precision_per_100_s_by_phase": {k: statistics.median(v) for k, v in by_phase.items()},
+                   "agreement": what_agreement_takes(runs, spread)}
 
 
 def collate(folders: list[Path]) -> dict[str, Any]:
+    machines = sorted(((*machine_entry(f), f.name) for f in folders), key=lambda m: (m[0], m[2]))
     return {"spread_limit": EFFICIENCY_SPREAD_LIMIT, "cap_s": MAX_CASE_S, "sessions": SESSIONS,
-            "machines": {f.name: machine_entry(f) for f in folders}}
+            "machines": {name: entry for _, entry, name in machines}}
 
 
-def render(summary: dict[str, Any]) -> str:
+def probe_folders(folder: Path) -> list[Path]:
+    """The study folder's sub-folders that hold runs, in name order."""
+    found = sorted(p for p in folder.iterdir() if p.is_dir() and run_paths(p)) if folder.is_dir() else []
+    if not found:
+        raise StoreError(f"{folder}: no sub-folder with run*.json files or run*/ results folders: not a run-spread study")
+    return found
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    return collate(probe_folders(folder))
+
+
+def table(summary: dict[str, Any]) -> str:
     lines = ["# Run spread: many runs of one case on one machine", ""]
     for name, m in summary["machines"].items():
         s = m["spread"]
@@ -151,15 +194,3 @@ def render(summary: dict[str, Any]) -> str:
 
 def _seconds(value: Any) -> str:
     return "-" if value is None else f"{value:.0f}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="one folder per machine, holding gpu.txt and run*.json")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    return write_collated(lambda: collate(args.folders), render, args.out)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
-"""The run-spread collation: whether runs of one pair agree within their intervals, and what three
-sessions' agreement takes."""
+"""The run-spread study's collate: whether runs of one pair agree within their intervals, what three
+sessions' agreement takes, and a runner's folder read as the committed one is."""
 import json
 import math
 import shutil
@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from tools.default_method import run_spread
+from pytest_gpu_pairs.record.store import StoreError
+from pytest_gpu_pairs.studies.collates import default_method_run_spread as run_spread
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBES = ROOT / "reports" / "reference" / "default_method" / "run-spread"
@@ -49,21 +50,39 @@ def test_three_sessions_fall_within_the_limit_as_often_as_simulated():
     assert run_spread.range_within(2.0, 1.0) == pytest.approx(simulated, abs=0.005)
 
 
-def test_the_committed_probes_show_runs_differing_by_more_than_their_intervals(tmp_path):
-    folders = sorted(p for p in PROBES.iterdir() if p.is_dir())
-    assert run_spread.main([*map(str, folders), "--out", str(tmp_path)]) == 0
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary == json.loads((PROBES / "summary.json").read_text())
+def test_the_committed_probes_show_runs_differing_by_more_than_their_intervals():
+    summary = run_spread.summarize(PROBES, ROOT)
+    assert list(summary["machines"]) == ["h100-ed8b9922", "h100-233f5a6c"]  # in the order they were measured
     for machine in summary["machines"].values():
         assert machine["spread"]["p"] < 0.01 and machine["spread"]["between_run_sd"] > 0.02
 
 
-def test_a_machine_with_one_run_is_one_line_naming_its_folder(tmp_path, capsys):
+def test_a_runners_results_folders_are_read_as_the_benchmark_files_are(tmp_path):
+    """``gpu-pairs study run`` leaves each run's results folder, no gpu.txt: same figures, the card
+    from the records."""
+    committed = PROBES / "h100-ed8b9922"
+    runner = tmp_path / "phases"
+    for bench in sorted(committed.glob("run*.json")):
+        record = json.loads(bench.read_text())["benchmarks"][0]["extra_info"]
+        case = runner / bench.stem / record["case_id"]
+        case.mkdir(parents=True)
+        (case / "result.json").write_text(json.dumps(record))
+    (tmp_path / "logs").mkdir()
+    ran = run_spread.summarize(tmp_path, ROOT)["machines"]["phases"]
+    kept = run_spread.summarize(PROBES, ROOT)["machines"]["h100-ed8b9922"]
+    assert ran["runs"] == kept["runs"] and ran["spread"] == kept["spread"]
+
+
+def test_a_machine_with_one_run_is_one_line_naming_its_folder(tmp_path):
     folder = tmp_path / "one"
     folder.mkdir()
     source = next(p for p in PROBES.iterdir() if p.is_dir())
     shutil.copy(next(source.glob("run*.json")), folder / "run1.json")
-    assert run_spread.main([str(folder), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(folder) in err and "at least two" in err
-    assert not (tmp_path / "out").exists()
+    with pytest.raises(StoreError, match="at least two") as raised:
+        run_spread.summarize(tmp_path, ROOT)
+    assert len(str(raised.value).splitlines()) == 1 and str(folder) in str(raised.value)
+
+
+def test_a_folder_without_runs_is_one_line_naming_it(tmp_path):
+    with pytest.raises(StoreError, match="not a run-spread study"):
+        run_spread.summarize(tmp_path, ROOT)
