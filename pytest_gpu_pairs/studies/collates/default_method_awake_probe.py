@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
+from pytest_gpu_pairs.studies.collates.default_method import card_of
 
 FIGURES = ("fg_model", "bg_model", "failure", "n_rounds", "fg_solo_steps_per_s", "fg_solo_gpu_busy", "pair_gpu_busy",
            "fg_slowdown", "fg_slowdown_ci", "bg_progress_ratio", "concurrency_efficiency",
@@ -31,7 +32,7 @@ def probe_run(folder: Path) -> Run:
 
 def gpu_of(folder: Path, run: Run) -> str:
     path = folder / "awake.gpu.txt"
-    return path.read_text(encoding="utf-8").strip() if path.exists() else str(run.machine.get("gpu_name") or "")
+    return path.read_text(encoding="utf-8").strip() if path.exists() else card_of(run.machine)
 
 
 def faster(record: Record) -> bool:

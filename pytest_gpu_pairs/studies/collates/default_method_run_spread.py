@@ -26,7 +26,7 @@ from scipy import integrate, stats
 
 from pytest_gpu_pairs.record.stats import bracketed_interval, t_quantile
 from pytest_gpu_pairs.record.store import Run, StoreError, load_run
-from pytest_gpu_pairs.studies.collates.default_method import EFFICIENCY_SPREAD_LIMIT
+from pytest_gpu_pairs.studies.collates.default_method import EFFICIENCY_SPREAD_LIMIT, card_of
 
 MAX_CASE_S = 180.0  # the product's time cap when these probes were taken and collated
 
@@ -129,7 +129,7 @@ def gpu_of(folder: Path, runs: list[Run]) -> str:
     gpu_file = folder / "gpu.txt"
     if gpu_file.exists():
         return gpu_file.read_text(encoding="utf-8").strip()
-    return ", ".join(sorted({str(r.machine["gpu_name"]) for r in runs if r.machine.get("gpu_name")}))
+    return "; ".join(sorted({card_of(r.machine) for r in runs} - {""}))
 
 
 def machine_entry(folder: Path) -> tuple[float, dict[str, Any]]:

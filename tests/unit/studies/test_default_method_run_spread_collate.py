@@ -50,26 +50,31 @@ def test_three_sessions_fall_within_the_limit_as_often_as_simulated():
     assert run_spread.range_within(2.0, 1.0) == pytest.approx(simulated, abs=0.005)
 
 
-def test_the_committed_probes_show_runs_differing_by_more_than_their_intervals():
-    summary = run_spread.summarize(PROBES, ROOT)
+@pytest.fixture(scope="module")
+def probes_summary():
+    return run_spread.summarize(PROBES, ROOT)
+
+
+def test_the_committed_probes_show_runs_differing_by_more_than_their_intervals(probes_summary):
+    summary = probes_summary
     assert list(summary["machines"]) == ["h100-ed8b9922", "h100-233f5a6c"]  # in the order they were measured
     for machine in summary["machines"].values():
         assert machine["spread"]["p"] < 0.01 and machine["spread"]["between_run_sd"] > 0.02
 
 
-def test_a_runners_results_folders_are_read_as_the_benchmark_files_are(tmp_path):
+def test_a_runners_results_folders_are_read_as_the_benchmark_files_are(tmp_path, probes_summary):
     """``gpu-pairs study run`` leaves each run's results folder, no gpu.txt: same figures, the card
     from the records."""
-    committed = PROBES / "h100-ed8b9922"
+    machine_folder = PROBES / "h100-ed8b9922"
     runner = tmp_path / "phases"
-    for bench in sorted(committed.glob("run*.json")):
+    for bench in sorted(machine_folder.glob("run*.json")):
         record = json.loads(bench.read_text())["benchmarks"][0]["extra_info"]
         case = runner / bench.stem / record["case_id"]
         case.mkdir(parents=True)
         (case / "result.json").write_text(json.dumps(record))
     (tmp_path / "logs").mkdir()
     ran = run_spread.summarize(tmp_path, ROOT)["machines"]["phases"]
-    kept = run_spread.summarize(PROBES, ROOT)["machines"]["h100-ed8b9922"]
+    kept = probes_summary["machines"]["h100-ed8b9922"]
     assert ran["runs"] == kept["runs"] and ran["spread"] == kept["spread"]
 
 
