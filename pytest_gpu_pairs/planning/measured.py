@@ -4,7 +4,7 @@ package carries. A pair's figures are the mean over the records of the same two 
 mechanism; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``). A
 bad record or reference file is one line naming the file and the JSON path.
 
-The reference (``reference_pairs.json``, made by ``tools/planner/reference.py``) is the 27 pairs
+The reference (``reference_pairs.json``, made by ``tools/codegen/reference_pairs.py``) is the 27 pairs
 the planner was validated on, measured on an H100 with the interleaved method; a pair measured in
 a results folder of the user's replaces the reference's figures of the same pair and mechanism.
 """

@@ -3,9 +3,9 @@ H100 profiles or a profile file of the user's own card, read as untrusted input.
 
 A profile file is ``{"device": {...}, "idle_power_w": W, "typical": {"startup_s": S, "finish_s": S},
 "workloads": [{"model": ..., ...}], "pairs": [{"models": [a, b], "min_fit_mb": N}]}``, the format
-``tools/workload_profiles`` writes; every figure may be missing or null (an older profile, a
+of the package's own file; every figure may be missing or null (an older profile, a
 figure that could not be measured), and the estimator and the planner say what they did without
-it. The packaged file is made by ``tools/workload_profiles/package.py``. A bad file is one line
+it. The packaged file is made by ``tools/codegen/workload_profiles.py``. A bad file is one line
 naming the file, the JSON path and what was expected.
 """
 from __future__ import annotations

@@ -7,8 +7,9 @@ trains at the default hyperparameters for ``--warmup`` seconds, then for a timed
 one JSON object: the window's wall-clock bounds (so a monitor outside can cut its samples to
 them), steps, step time, samples per second, torch's peak reserved and allocated memory over the
 whole process, and the metrics before and after training. GPU power, energy, utilisation and
-per-process NVML memory are measured by the caller (``tools/workload_profiles/profile.py``),
-which creates no CUDA context of its own.
+per-process NVML memory are measured by the caller, which creates no CUDA context of its own
+(the archived workload-profiles study's profiler did, ``reports/archive/workload_profiles/``;
+``gpu-pairs profile`` is the product's solo profile).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Generated data is learnable: a short run at the predecessor's default learning rate beats a run at
 lr 0 (which leaves the model as initialised). The cheap families are checked here on the CPU;
-the GPU profile run (tools/workload_profiles/run_on_gpu.sh) records untrained and trained metrics of
-every workload."""
+the archived GPU profile run (reports/archive/workload_profiles/) recorded untrained and trained
+metrics of every workload."""
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -1,7 +1,12 @@
 """How often three sessions of the default-method study's cases agree within the spread limit,
 under a given stopping rule: each simulated session replays a measured session's rounds (resampled
 in pairs of neighbours, as bracketed rounds share noise), stops as the runner would, and lands at
-its own start's offset (``--between-run-sd``, the run-spread probes' figure).
+its own start's offset (``--between-run-sd``, the run-spread study's figure).
+
+It makes the run-spread study's ``resampled.json`` from the default-method study's committed
+sessions, so it stays a tool beside the study's collate (``gpu-pairs study collect
+default_method_run_spread``): a collate writes the study's summary.json and table only, from the
+study's own folder, while this reads another study's sessions and takes about four minutes.
 
     python -m tools.default_method.resample_sessions reports/reference/default_method/sessions-88e4113 \\
         reports/reference/default_method/sessions-da96df7 --between-run-sd 0.025 \\
@@ -20,7 +25,7 @@ from pytest_gpu_pairs.record.stats import bracketed_interval
 from pytest_gpu_pairs.record.store import atomic_write_json, load_run
 from pytest_gpu_pairs.run.options import MIN_ROUNDS_FOR_PRECISION
 from pytest_gpu_pairs.studies.collates.default_method import EFFICIENCY_SPREAD_LIMIT
-from tools.default_method.run_spread import round_timing
+from pytest_gpu_pairs.studies.collates.default_method_run_spread import round_timing
 
 MAX_CASE_S = 180.0  # the product's time cap when the resampled sessions were measured
 

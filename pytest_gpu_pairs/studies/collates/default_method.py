@@ -68,9 +68,17 @@ def _attempt_number(path: Path) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def gpu_of(folder: Path, session: str) -> str:
+def gpu_of(folder: Path, session: str, machine: Optional[dict[str, Any]] = None) -> str:
+    """The card of a session: its ``session-N.gpu.txt`` where the device's adapter wrote one, else
+    the name and driver its records were measured on (a folder ``gpu-pairs study run`` made)."""
     path = folder / f"session-{session}.gpu.txt"
-    return path.read_text(encoding="utf-8").strip() if path.exists() else ""
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    return card_of(machine or {})
+
+
+def card_of(machine: dict[str, Any]) -> str:
+    return ", ".join(str(machine[key]) for key in ("gpu_name", "driver") if machine.get(key))
 
 
 def case_entry(record: Record, bench: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +151,8 @@ def collate(folder: Path) -> dict[str, Any]:
     if not sources:
         raise StoreError(f"{folder}: no session-*.json and no session-*/ results folder: not a default-method study")
     sessions = [s for s in sources if s != "heavy"]
-    runs = {s: load_run(run).records for s, (run, _) in sources.items()}
+    loaded = {s: load_run(run) for s, (run, _) in sources.items()}
+    runs = {s: run.records for s, run in loaded.items()}
     benches = {s: benchmark_stats(bench) for s, (_, bench) in sources.items()}
     cases = sorted(set.intersection(*(set(runs[s]) for s in sessions))) if sessions else []
     per_case = {case: {s: case_entry(runs[s][case], benches[s].get(case, {})) for s in sessions} for case in cases}
@@ -156,7 +165,7 @@ def collate(folder: Path) -> dict[str, Any]:
     energy = [energy_gate(sources[a][0], sources[b][0], cases) for a, b in pairs]
     bench = {f"{a} vs {b}": benchmark_gate(benches[a], benches[b], cases) for a, b in pairs}
     summary: dict[str, Any] = {
-        "sessions": {s: {"gpu": gpu_of(folder, s)} for s in sessions + (["heavy"] if "heavy" in runs else [])},
+        "sessions": {s: {"gpu": gpu_of(folder, s, loaded[s].machine)} for s in sessions + (["heavy"] if "heavy" in runs else [])},
         "cases": per_case, "efficiency_spread": spreads,
         "cases_in_some_sessions": {case: {s: case_entry(runs[s][case], benches[s].get(case, {}))
                                           for s in sessions if case in runs[s]} for case in in_some},

@@ -126,7 +126,7 @@ def test_a_measured_pair_is_reported_as_measured_and_others_learn_from_it():
 
 
 def test_the_one_packaged_profile_table_is_the_committed_references_distilled():
-    from tools.workload_profiles.package import TARGET, render
+    from tools.codegen.workload_profiles import TARGET, render
 
     assert TARGET.read_text() == render()
     packaged = read_profiles()
@@ -258,7 +258,7 @@ def test_without_measured_mps_pairs_mps_is_never_recommended(slicing, mps, measu
 
 
 def test_the_packaged_reference_pairs_are_the_committed_validation_records_distilled():
-    from tools.planner.reference import TARGET, render
+    from tools.codegen.reference_pairs import TARGET, render
 
     assert TARGET.read_text() == render()
     reference = read_reference()

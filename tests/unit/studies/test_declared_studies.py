@@ -19,9 +19,16 @@ NOT_REBUILT = sorted(name for name, study in STUDIES.items() if not study.collat
 
 
 def test_every_reference_folder_is_a_declared_study_and_back():
+    """A top-level folder is its study's; a sub-study (``default_method_run_spread``) lives in a
+    sub-folder of the study its name starts with."""
     folders = {p.name for p in (ROOT / "reports" / "reference").iterdir() if p.is_dir()}
-    assert {Path(s.reference).name for s in STUDIES.values()} == folders
-    assert all(s.reference == f"reports/reference/{name}" for name, s in STUDIES.items())
+    top = {name: s for name, s in STUDIES.items() if s.reference.count("/") == 2}
+    assert {Path(s.reference).name for s in top.values()} == folders
+    assert all(s.reference == f"reports/reference/{name}" for name, s in top.items())
+    for name, study in STUDIES.items():
+        if name not in top:
+            parent = study.reference.split("/")[2]
+            assert parent in top and name.startswith(f"{parent}_") and (ROOT / study.reference).is_dir(), name
 
 
 def test_list_names_every_study(capsys):
@@ -99,3 +106,16 @@ def test_what_a_verdicts_run_leaves_out_must_be_sentences_or_collect_refuses_in_
     err = capsys.readouterr().err
     assert f"{copy / 'not_covered.json'}: $: expected a list of sentences" in err and len(err.splitlines()) == 1
     assert not (copy / "summary.json").exists() and not (copy / "table.md").exists()
+
+
+ARCHIVE = ROOT / "reports" / "archive"
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in ARCHIVE.iterdir() if p.is_dir()))
+def test_an_archived_study_is_not_declared_and_its_readme_opens_with_why(folder):
+    """An archived study keeps its figures as history: its README's first paragraph says so, what
+    was never committed, and which study supersedes it; no declaration points at it any more."""
+    assert folder not in STUDIES and all(not s.reference.startswith("reports/archive") for s in STUDIES.values())
+    first = " ".join((ARCHIVE / folder / "README.md").read_text(encoding="utf-8").split("\n\n")[1].split())
+    assert first.startswith("**Archived, kept as history, not as reference.**")
+    assert "never committed" in first and "gpu-pairs study collect" in first and "supersede" in first

@@ -15,16 +15,9 @@ COLLATES = ROOT / "pytest_gpu_pairs" / "studies" / "collates"
 STARTS_PYTEST = re.compile(r"-m pytest(?![\w])|(^|[\s;(])pytest\s", re.MULTILINE)
 
 NOT_MOVED_YET = {  # shell script -> the study (or tool) whose steps `gpu-pairs study run` does not take yet
-    "default_method/run_on_gpu.sh": "default_method", "default_method/awake_probe.sh": "default_method",
-    "default_method/phase_probe.sh": "default_method", "device/smoke.sh": "the device's smoke test",
-    "feasibility/run_on_gpu.sh": "feasibility", "hp_study/run_on_gpu.sh": "hp_study",
-    "measurement/run_on_gpu.sh": "measurement", "measurement/run_to_run_on_gpu.sh": "measurement",
-    "planner/run_on_gpu.sh": "planner",
     "teardown/run_on_gpu.sh": "teardown",
 }
 READS_RECORDS_BY_HAND = {  # tools modules that still read result.json themselves, with their study
-    "command_workloads/same_rounds.py": "command_workloads",
-    "hp_study/collate.py": "hp_study", "measurement/report.py": "measurement", "planner/validate.py": "planner",
 }
 
 

@@ -1,0 +1,57 @@
+"""The measured pairs the package carries, distilled from the planner's committed H100 validation:
+
+    python -m tools.codegen.reference_pairs     # rewrites pytest_gpu_pairs/planning/reference_pairs.json
+
+Every interleaved pair record of ``reports/archive/planner/pairs-10g`` (the 28 pairs on an
+emulated 10 GB card), ``pairs-10g-long`` (the six noisiest again with a 75 s cap) and ``pairs-8g``
+(pcb's pairs on an emulated 8 GB card) is read as ``gpu-pairs plan --results`` reads those
+folders, and only what the planner uses is kept: per pair and mechanism the mean efficiency, its
+interval, the energy saved, the peak memory and the record count; per pair the smallest emulated
+card it ran on and the largest it ran out of memory on. So a planner on a fresh install learns its
+correction and its intervals from the same 27 measured pairs as the validation. A unit test
+regenerates the file and compares, so the package and the references cannot drift apart.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.planning.measured import Measured, read_measured
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = tuple(ROOT / "reports/archive/planner" / name for name in ("pairs-10g", "pairs-10g-long", "pairs-8g"))
+PROFILES = ROOT / "reports/archive/planner/workload_profiles.json"
+TARGET = ROOT / "pytest_gpu_pairs/planning/reference_pairs.json"
+
+
+def _round(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 6)
+
+
+def build(measured: Measured, device: str) -> dict[str, Any]:
+    pairs = [{"models": list(p.models), "sharing": p.sharing, "efficiency": _round(p.efficiency),
+              "efficiency_ci": [_round(v) for v in p.efficiency_ci] if p.efficiency_ci else None,
+              "energy_saved": _round(p.energy_saved), "peak_vram_mb": _round(p.peak_vram_mb), "records": p.records}
+             for _, p in sorted(measured.pairs.items())]
+    fit = [{"models": list(models), "ran_mb": evidence.ran_mb, "oom_mb": evidence.oom_mb}
+           for models, evidence in sorted(measured.fit.items())]
+    return {"device": device, "method": "interleaved",
+            "sources": [str(f.relative_to(ROOT)) for f in FOLDERS],
+            "pairs": pairs, "fit": fit, "other_method_records_skipped": measured.skipped}
+
+
+def render() -> str:
+    device = json.loads(PROFILES.read_text())["device"]["name"]
+    return json.dumps(build(read_measured(list(FOLDERS)), device), indent=1, sort_keys=True) + "\n"
+
+
+def main() -> int:
+    TARGET.write_text(render())
+    print(f"wrote {TARGET.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

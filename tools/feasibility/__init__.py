@@ -1,1 +1,0 @@
-"""The feasibility study's scripts (see reports/reference/feasibility/README.md)."""

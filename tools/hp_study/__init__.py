@@ -1,1 +1,0 @@
-"""The hp_study study's scripts (see reports/reference/hp_study/README.md)."""

@@ -1,1 +1,0 @@
-"""The measurement study's scripts (see reports/reference/measurement/README.md)."""
