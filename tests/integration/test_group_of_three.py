@@ -18,7 +18,7 @@ def test_a_group_of_three_is_measured_alone_and_together_and_every_job_ends(pyte
     pytester.makepyfile(test_suite=SUITE)
     settings = pytester.path / "three.json"
     settings.write_text(json.dumps({
-        "name": "three", "defaults": {"phase_s": 0.5, "settle_s": 0.1, "warmup_s": 0.5, "min_efficiency": 0.0,
+        "name": "three", "defaults": {"phase_s": 0.25, "settle_s": 0.05, "warmup_s": 0.5, "min_efficiency": 0.0,
                                       "runs_per_config": ROUNDS},
         "workloads": {"trainer": _job(0.01), "loader": _job(0.02), "tagger": _job(0.015)},
         "pairs": [{"group": "g3", "foreground": {"model": "trainer"},
@@ -35,11 +35,14 @@ def test_a_group_of_three_is_measured_alone_and_together_and_every_job_ends(pyte
     for r in record["rounds"]:
         names = [p["name"] for p in r["phases"]]
         assert sorted(names) == ["bg", "bg2", "fg", "pair"] and names[-1] == "pair"
-        assert [j["role"] for j in r["jobs"]] == ["fg", "bg", "bg2"] and all(j["solo_steps_per_s"] > 0 for j in r["jobs"])
+        assert [j["role"] for j in r["jobs"]] == ["fg", "bg", "bg2"]
+        if not r["complete"]:
+            continue  # a loaded host left a job silent through a phase: the round is left out, and says so
+        assert all(j["solo_steps_per_s"] > 0 for j in r["jobs"])
         fg, *bgs = [j["progress_ratio"] for j in r["jobs"]]
         assert r["concurrency_efficiency"] == 1 / r["fg_slowdown"] + bgs[0] + bgs[1]  # every job's progress counted
         assert r["bg_progress_ratio"] == bgs[0] and r["bracketed"] is True
-    assert [r["phases"][0]["name"] for r in record["rounds"]] == ["fg", "bg2", "fg"]  # the solo order reverses
+    assert [r["phases"][0]["name"] for r in record["rounds"][:3]] == ["fg", "bg2", "fg"]  # the solo order reverses
     assert len(record["concurrency_efficiency_ci"]) == 2 and record["fg_slowdown"] > 0
     assert record["gpu_energy_j"] is None and "gpu_energy_j" in record["notes"]  # no GPU here, and it says so
     assert record["vram_fit_mb"] is None and "vram_fit_mb" in record["notes"]
