@@ -122,6 +122,18 @@ def impossible_notes(record: dict[str, Any]) -> dict[str, str]:
     return notes
 
 
+def faster_together(record: dict[str, Any]) -> Optional[str]:
+    """The note on ``jobs`` where a further background of a group (bg2, bg3, ...) progressed faster
+    beside the others than alone, as ``bg_progress_ratio`` above 1 is for the first."""
+    jobs = record.get("jobs")
+    past = [(job.get("role"), value) for job in (jobs[2:] if isinstance(jobs, list) else [])
+            if isinstance(job, dict) and (value := _number(job.get("progress_ratio"))) is not None and value > 1.0]
+    if not past:
+        return None
+    listed = ", ".join(f"{role} {value:.3f}" for role, value in past)
+    return f"suspect: progress above 1 ({listed}): a job ran faster beside the others than alone; {_LIKELY}"
+
+
 def flagged(record: dict[str, Any], key: str) -> bool:
     """The figure the summary marks with ``MARK``: one ``impossible_notes`` has a note for."""
     return key in BOUNDS and _note(key, _number(record.get(key)), _interval(record.get(f"{key}_ci")),
@@ -133,6 +145,10 @@ def with_impossible_notes(record: dict[str, Any]) -> dict[str, Any]:
     from the figures of one round gives way to that of the mean of all rounds."""
     notes = dict(record.get("notes") or {})
     found = impossible_notes(record)
+    faster = faster_together(record)
+    if faster is not None:
+        earlier = str(notes.get("jobs", "")).split(_SUSPECT)[0]
+        notes["jobs"] = "; ".join(part for part in ("" if earlier.startswith("suspect: ") else earlier, faster) if part)
     for key in BOUNDS:
         earlier = str(notes.pop(key, "")).split(_SUSPECT)[0] if key in notes else ""
         earlier = "" if earlier.startswith("suspect: ") else earlier

@@ -100,3 +100,37 @@ def test_the_groups_memory_need_adds_every_jobs_and_a_pairs_is_as_before():
     assert group_fit({"fg": a, "bg": b}, 0.0, 7500.0) == pair_fit(a, b, 0.0, 7500.0)
     figures, notes = fit_record({"fg": a, "bg": b, "bg2": None}, 0.0, 7500.0, None, 0.0)
     assert figures["vram_fit_mb"] is None and "bg2: no fit profile" in notes["vram_fit_mb"]
+
+
+@pytest.mark.parametrize("change, where, expected", [
+    (lambda r: r["jobs"][1].update(progress_ratio="x"), "$.jobs[1].progress_ratio",
+     "an entry of jobs: progress_ratio must be a number or null, got 'x'"),
+    (lambda r: r["jobs"][0].update(role=None), "$.jobs[0].role", "an entry of jobs: role must be a string, got None"),
+    (lambda r: r["jobs"][0].update(colour="red"), "$.jobs[0].colour", "an entry of jobs: extra inputs are not permitted"),
+    (lambda r: r["rounds"][0]["jobs"][2].update(role=3), "$.rounds[0].jobs[2].role",
+     "an entry of a round's jobs: role must be a string, got 3"),
+])
+def test_a_stored_groups_job_that_does_not_fit_is_named_in_one_line(change, where, expected):
+    from pytest_gpu_pairs.record.store import StoreError, typed
+
+    record = {"case_id": "g3-a+b+c-default-concurrent", "n_jobs": 3,
+              "jobs": [{"role": role, "model": m, "progress_ratio": 0.5} for role, m in (("fg", "a"), ("bg", "b"), ("bg2", "c"))],
+              "rounds": [{"round": 1, "jobs": [{"role": role} for role in ("fg", "bg", "bg2")]}]}
+    assert typed(record, "result.json").jobs[2].model == "c"
+    change(record)
+    with pytest.raises(StoreError) as caught:
+        typed(record, "result.json")
+    assert str(caught.value).startswith(f"result.json: {where}: expected a gpu-pairs result record (")
+    assert expected in str(caught.value)
+
+
+def test_a_further_background_faster_beside_the_others_than_alone_is_noted_on_jobs():
+    from pytest_gpu_pairs.record.plausible import with_impossible_notes
+
+    jobs = [{"role": "fg", "progress_ratio": 0.5}, {"role": "bg", "progress_ratio": 0.5},
+            {"role": "bg2", "progress_ratio": 1.2}]
+    noted = with_impossible_notes({"n_jobs": 3, "jobs": jobs, "notes": {"jobs": "bg2: 2 lines ignored"}})
+    assert noted["notes"]["jobs"].startswith("bg2: 2 lines ignored; suspect: progress above 1 (bg2 1.200)")
+    assert with_impossible_notes(noted)["notes"]["jobs"] == noted["notes"]["jobs"]  # noted once, however often
+    assert "jobs" not in with_impossible_notes({"n_jobs": 3, "jobs": jobs[:2] + [{"role": "bg2", "progress_ratio": 0.9}],
+                                                "notes": {}})["notes"]
