@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, TypeGuard
 
@@ -40,13 +41,21 @@ def json_path(loc: tuple) -> str:
     return path
 
 
-def _misspelt(errors: list[ErrorDetails]) -> Optional[tuple[ErrorDetails, str]]:
+def _misspelt(errors: list[ErrorDetails], data: Any = None,
+              needed: Optional[Mapping[str, Collection[str]]] = None) -> Optional[tuple[ErrorDetails, str]]:
     """An unexpected key that is a near miss of a required key missing beside it ("foregound" for
-    "foreground"): that error and the key it meant, which says more than "required key is missing"."""
+    "foreground"): that error and the key it meant, which says more than "required key is missing".
+    ``needed``: a top-level list's name -> keys its entries need in one of their forms (a group's
+    ``foreground``, or its ``jobs``), which no "missing" error names; one absent from the entry in
+    ``data`` counts as missing there."""
     missing: dict[tuple, list[str]] = {}
     for err in errors:
         if err["type"] == "missing" and err["loc"] and isinstance(err["loc"][-1], str):
             missing.setdefault(tuple(err["loc"][:-1]), []).append(err["loc"][-1])
+        elif err["type"] == "extra_forbidden" and needed and len(_shown(err["loc"])) == 3:
+            keys, entry = needed.get(str(err["loc"][0]), ()), _at(data, err["loc"][:-1])
+            if isinstance(entry, dict):
+                missing.setdefault(tuple(err["loc"][:-1]), []).extend(k for k in keys if k not in entry)
     for err in errors:
         key = err["loc"][-1] if err["type"] == "extra_forbidden" and err["loc"] else None
         near = difflib.get_close_matches(key, missing.get(tuple(err["loc"][:-1]), []), n=1, cutoff=0.75) \
@@ -56,14 +65,26 @@ def _misspelt(errors: list[ErrorDetails]) -> Optional[tuple[ErrorDetails, str]]:
     return None
 
 
+def _at(data: Any, loc: tuple) -> Any:
+    """What ``data`` holds at a validation error's location, or None where it holds nothing there."""
+    for part in _shown(loc):
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if not (in_list or (isinstance(data, dict) and part in data)):
+            return None
+        data = data[part]
+    return data
+
+
 def _shown(loc: tuple) -> tuple:
     """An error's location without pydantic's union and validator tags."""
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
 
 
-def first_error(exc: ValidationError, source: str) -> SettingsError:
+def first_error(exc: ValidationError, source: str, data: Any = None,
+                needed: Optional[Mapping[str, Collection[str]]] = None) -> SettingsError:
+    """The first of a validation's errors as one line; ``data`` and ``needed``: see ``_misspelt``."""
     errors = exc.errors(include_url=False)
-    misspelt = _misspelt(errors)
+    misspelt = _misspelt(errors, data, needed)
     if misspelt is not None:
         err, meant = misspelt
         more = f" (and {len(errors) - 2} more problem{'s' if len(errors) > 3 else ''})" if len(errors) > 2 else ""

@@ -1,7 +1,7 @@
 """Experiment designs -> Cases, one per pytest parameter, with ids that stay stable across runs.
 
-An id is ``<group>-<fg>+<bg>-<variant>-<mode>``: the model names are in it so ``-k densenet``
-selects by model, and nothing run-dependent is in it so ``--benchmark-compare`` can match
+An id is ``<group>-<fg>+<bg>-<variant>-<mode>`` (a group of more jobs names each,
+``<group>-<fg>+<bg>+<bg2>-...``): the model names are in it so ``-k densenet`` selects by model, and nothing run-dependent is in it so ``--benchmark-compare`` can match
 cases of two runs by name. A case measured under MPS carries ``-mps`` at the end (``-k mps``);
 a time-sliced case, the driver's default, keeps the plain id. A scaling case, one job on N GPUs,
 is ``<group>-<model>-gpus<N>`` (``-k gpus2``).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Optional
@@ -34,6 +34,7 @@ from pytest_gpu_pairs.experiment.schema import (
     PairSpec,
     ScalingSpec,
 )
+from pytest_gpu_pairs.experiment.vocabulary import job_roles
 from pytest_gpu_pairs.inputs import SettingsError
 
 
@@ -163,14 +164,28 @@ class Case:
     source: str = ""
     note: str = ""
     scaling: Optional[ScalingPlan] = None
+    more_bgs: tuple[JobConfig, ...] = ()  # a group's backgrounds after the first (roles bg2, bg3, ...)
+
+    @property
+    def jobs(self) -> tuple[JobConfig, ...]:
+        """Every job of the case, the foreground first."""
+        return (self.fg,) if self.bg is None else (self.fg, self.bg, *self.more_bgs)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Each job's role, in the order of ``jobs``: fg, bg, bg2, bg3, ..."""
+        return job_roles(len(self.jobs))
+
+    def job_of(self, role: str) -> Optional[JobConfig]:
+        return dict(zip(self.roles, self.jobs)).get(role)
 
     @property
     def models(self) -> tuple[str, ...]:
-        return (self.fg.model,) if self.bg is None else (self.fg.model, self.bg.model)
+        return tuple(job.model for job in self.jobs)
 
 
-def case_id(group: str, fg: str, bg: Optional[str], variant: str, mode: str) -> str:
-    return f"{group}-{fg}+{bg or 'none'}-{variant}-{mode}"
+def case_id(group: str, fg: str, bg: Optional[str], variant: str, mode: str, more: Sequence[str] = ()) -> str:
+    return f"{group}-{'+'.join([fg, bg or 'none', *more])}-{variant}-{mode}"
 
 
 def sharing_case_id(base_id: str, sharing: str) -> str:
@@ -189,12 +204,12 @@ def job_config(experiment: Experiment, ref: JobRef) -> JobConfig:
 
 
 def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobConfig, bg: Optional[JobConfig],
-          variant: str, mode: str) -> Case:
+          variant: str, mode: str, more_bgs: tuple[JobConfig, ...] = ()) -> Case:
     d = experiment.defaults
     return Case(
-        id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode),
+        id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode, [j.model for j in more_bgs]),
         experiment=experiment.name, design=experiment.design, group=pair.group, variant=variant,
-        mode=mode, fg=fg, bg=bg,
+        mode=mode, fg=fg, bg=bg, more_bgs=more_bgs,
         vram_budget_mb=vram_budget(overrides, pair.vram_budget_mb, d.vram_budget_mb),
         min_efficiency=_first(overrides.min_efficiency, pair.min_efficiency, d.min_efficiency),
         runs_per_config=_first(pair.runs_per_config, d.runs_per_config),
@@ -208,8 +223,8 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
 
 
 def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> Case:
-    fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
-    return _case(experiment, pair, overrides, fg, bg, "default", "concurrent")
+    fg, bg, *more = (job_config(experiment, ref) for _, ref in pair.job_refs())
+    return _case(experiment, pair, overrides, fg, bg, "default", "concurrent", tuple(more))
 
 
 def _first(*values):
@@ -269,7 +284,7 @@ def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     cases: list[Case] = []
     solo_jobs: set[JobConfig] = set()
     for index, pair in enumerate(experiment.pairs):
-        varied, load = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+        varied, load = job_config(experiment, pair.fg_ref), job_config(experiment, pair.bg_refs[0])
         variants = study_variants(experiment, pair, varied, index)
         load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
         for variant, job in [(load_variant, load)] + variants:
@@ -291,7 +306,7 @@ def _mutation_history(experiment: Experiment, overrides: Overrides) -> History:
 
 def _mutated_cases(experiment: Experiment, index: int, pair: PairSpec, overrides: Overrides,
                    history: History, seen: set) -> list[Case]:
-    fg, bg = job_config(experiment, pair.foreground), job_config(experiment, pair.background)
+    fg, bg = job_config(experiment, pair.fg_ref), job_config(experiment, pair.bg_refs[0])
     specs = hyperparameter_specs(experiment, fg.model)
     names = mutation.mutated_names(pair.mutate or (), specs)  # only a pair with mutate is mutated
     label = "_".join(names) if len(names) <= 2 else "mut"
@@ -440,9 +455,12 @@ def baseline_case(job: JobConfig, case_id_: str, timeout_s: float, vram_budget_m
 
 def unavailable_reason(case: Case) -> Optional[str]:
     """Why a case cannot run with this installation (a built-in not implemented), else None."""
-    for job in (case.fg, case.bg):
-        if job is not None and job.is_builtin and not BUILTINS[job.model].implemented:
+    for job in case.jobs:
+        if job.is_builtin and not BUILTINS[job.model].implemented:
             return f"built-in workload {job.model!r} is not implemented in this version"
+    if len(case.jobs) > 2 and case.method != "interleaved":
+        return (f"a group of {len(case.jobs)} jobs is measured with interleaved rounds only (each job alone, all "
+                f"together), not with method {case.method!r}")
     return None
 
 

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError
 from pytest_gpu_pairs.catalog import BUILTINS, FRACTIONAL, NOT_DATA_PARALLEL, VALID
 from pytest_gpu_pairs.compat import models_config, seed_experiment
 from pytest_gpu_pairs.experiment.schema import (
+    GROUP_JOB_KEYS,
     CommandWorkload,
     Experiment,
     JobRef,
@@ -173,11 +174,28 @@ def _value_problem(experiment: Experiment, model: str, name: str, value: Any, sp
 def _check_references(experiment: Experiment) -> None:
     for index, pair in enumerate(experiment.pairs):
         where = experiment.pair_path(index)
-        _check_job(experiment, pair.foreground, f"{where}.foreground")
-        _check_job(experiment, pair.background, f"{where}.background")
+        for path, ref in pair.job_refs():
+            _check_job(experiment, ref, f"{where}.{path}")
+        _check_group_size(experiment, index, pair)
         _check_design_keys(experiment, index, pair)
     for index, spec in enumerate(experiment.scaling):
         _check_data_parallel(experiment, spec.workload, f"$.scaling[{index}].workload")
+
+
+def _check_group_size(experiment: Experiment, index: int, pair: PairSpec) -> None:
+    """More than two jobs are measured with interleaved rounds (each job alone, all together); the
+    epoch method times one foreground run beside one background loop, and the hyperparameter and
+    mutation designs ask about that foreground: for them a group is a pair."""
+    refs = pair.job_refs()
+    if len(refs) <= 2:
+        return
+    where = f"{experiment.pair_path(index)}.{refs[2][0]}"
+    if experiment.design != "pairs":
+        raise SettingsError(experiment.source, where, f"expected two jobs with design {experiment.design!r} (a "
+                            f"foreground and one background); groups of more are measured with design 'pairs'")
+    if experiment.defaults.method == "epoch":
+        raise SettingsError(experiment.source, where, "expected two jobs with defaults.method 'epoch'; a group of "
+                            f"{len(refs)} jobs is measured with method 'interleaved' (each job alone, all together)")
 
 
 def _check_data_parallel(experiment: Experiment, job: JobRef, where: str) -> None:
@@ -231,34 +249,34 @@ def _effective_default(experiment: Experiment, job: JobRef, name: str) -> Any:
 
 def _check_vary(experiment: Experiment, index: int, pair: PairSpec) -> None:
     where = f"{experiment.pair_path(index)}.vary" if pair.vary is not None else "$.vary"
-    known = hyperparameter_specs(experiment, pair.foreground.model)
+    known = hyperparameter_specs(experiment, pair.fg_ref.model)
     for name in experiment.pair_vary(pair):
         if name not in known:
             raise SettingsError(experiment.source, at(where, name),
-                                f"expected one of {pair.foreground.model}'s hyperparameters to vary "
+                                f"expected one of {pair.fg_ref.model}'s hyperparameters to vary "
                                 f"({', '.join(sorted(known))}); give the pair its own 'vary'")
-        default = _effective_default(experiment, pair.foreground, name)
+        default = _effective_default(experiment, pair.fg_ref, name)
         if isinstance(default, bool) or not isinstance(default, (int, float)) or default <= 0:
             raise SettingsError(experiment.source, at(where, name),
                                 f"expected a hyperparameter with a positive numeric default to scale, "
-                                f"{pair.foreground.model}'s {name} is {default!r}")
+                                f"{pair.fg_ref.model}'s {name} is {default!r}")
 
 
 def _check_mutate(experiment: Experiment, index: int, pair: PairSpec) -> None:
     where = experiment.mutate_path(index)
-    known = hyperparameter_specs(experiment, pair.foreground.model)
+    known = hyperparameter_specs(experiment, pair.fg_ref.model)
     for position, name in enumerate(pair.mutate or ()):
         if name == "all":
             continue
         if name not in known:
             raise SettingsError(experiment.source, f"{where}[{position}]",
-                                f"expected one of {pair.foreground.model}'s hyperparameters or 'all' "
+                                f"expected one of {pair.fg_ref.model}'s hyperparameters or 'all' "
                                 f"({', '.join(sorted(known))}), got {name!r}")
         spec = known[name]
         if spec.range is None or spec.type not in ("int", "float"):
             raise SettingsError(experiment.source, f"{where}[{position}]",
                                 f"expected a numeric hyperparameter with a range to sample from; "
-                                f"{pair.foreground.model}'s {name} has none")
+                                f"{pair.fg_ref.model}'s {name} has none")
         if spec.type == "int" and math.ceil(spec.range[0]) > math.floor(spec.range[1]):
             raise SettingsError(experiment.source, f"{where}[{position}]",
                                 f"expected an int range holding at least one integer, got {list(spec.range)}")
@@ -276,7 +294,7 @@ def parse_experiment(data: Any, source: str) -> Experiment:
     try:
         experiment = Experiment.model_validate({**data, "source": source})
     except ValidationError as exc:
-        raise first_error(exc, source) from None
+        raise first_error(exc, source, data, {"pairs": GROUP_JOB_KEYS}) from None
     experiment._pair_paths = pair_paths
     experiment._mutate_paths = mutate_paths
     _merge_workloads_files(experiment)

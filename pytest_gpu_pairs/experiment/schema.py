@@ -257,13 +257,23 @@ MAX_MUTATIONS = 10_000
 MAX_EFFICIENCY = 100.0
 MAX_VRAM_MB = 1e7  # 10 TB: no card has that
 MAX_STARTS = 16  # independent starts of one pair in a case; more is a typo, not a plan
+MAX_JOBS = 8  # jobs of one group sharing a GPU; each needs a core of its own, and more is a typo
 DAY_S = 86400.0
 
 
+GROUP_JOB_KEYS = ("foreground", "background", "backgrounds", "jobs")  # a group names its jobs with some of these
+
+
 class PairSpec(_Strict):
+    """A group of jobs that share one GPU: a foreground with one ``background`` (a pair) or a list of
+    ``backgrounds``, or ``jobs`` where no job is the foreground (all measured alike; the first is
+    recorded under the ``fg_`` keys)."""
+
     group: str = Field(pattern=_GROUP, max_length=NAME_MAX)
-    foreground: JobRef
-    background: JobRef
+    foreground: Optional[JobRef] = None
+    background: Optional[JobRef] = None
+    backgrounds: Optional[list[JobRef]] = Field(None, min_length=1, max_length=MAX_JOBS - 1)
+    jobs: Optional[list[JobRef]] = Field(None, min_length=2, max_length=MAX_JOBS)
     min_efficiency: Optional[float] = Field(None, ge=0, le=MAX_EFFICIENCY)
     vram_budget_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)
     runs_per_config: Optional[StrictInt] = Field(None, ge=1, le=MAX_RUNS)
@@ -277,6 +287,33 @@ class PairSpec(_Strict):
     @classmethod
     def _factors_are_positive(cls, vary):
         return _positive_factors(vary)
+
+    @model_validator(mode="after")
+    def _one_way_to_name_its_jobs(self):
+        named = [key for key in GROUP_JOB_KEYS if getattr(self, key) is not None]
+        if named in (["foreground", "background"], ["foreground", "backgrounds"], ["jobs"]):
+            return self
+        raise ValueError(f"expected 'foreground' with 'background' (a pair) or with 'backgrounds' (a list), or "
+                         f"'jobs' alone (a list of at least 2), got {', '.join(map(repr, named)) or 'none of them'}")
+
+    def job_refs(self) -> list[tuple[str, JobRef]]:
+        """Every job of the group, the foreground first, each with its path under the pair's entry."""
+        if self.jobs is not None:
+            return [(f"jobs[{i}]", ref) for i, ref in enumerate(self.jobs)]
+        if self.foreground is None:
+            raise ValueError("a validated group names its foreground")  # the validator above refuses it
+        if self.backgrounds is not None:
+            return [("foreground", self.foreground)] + [(f"backgrounds[{i}]", r) for i, r in enumerate(self.backgrounds)]
+        return [("foreground", self.foreground)] + ([("background", self.background)] if self.background else [])
+
+    @property
+    def fg_ref(self) -> JobRef:
+        """The foreground: the job that is varied in the hyperparameter and mutation designs."""
+        return self.job_refs()[0][1]
+
+    @property
+    def bg_refs(self) -> list[JobRef]:
+        return [ref for _, ref in self.job_refs()[1:]]
 
 
 class Defaults(_Strict):

@@ -9,6 +9,12 @@ SHARING_MODES = ("timeslice", "mps")
 METHODS = ("interleaved", "epoch")
 
 
+def job_roles(count: int) -> tuple[str, ...]:
+    """The roles of a group's jobs, as logs, samples and the record name them: the foreground ``fg``,
+    the first background ``bg`` (a pair's two keep the names they always had), then ``bg2``, ``bg3``, ..."""
+    return ("fg", "bg", *(f"bg{i}" for i in range(2, count)))[:count]
+
+
 def sharing_modes(text: str) -> tuple[str, ...]:
     """A comma-separated list of sharing mechanisms, as an option's value: each once, in order."""
     modes = tuple(dict.fromkeys(m.strip() for m in text.split(",")))

@@ -245,15 +245,15 @@ class Rounds:
 
 
 def play_rounds(start_s: float, phase_s: float, target: Optional[int], max_rounds: Optional[int],
-                cap_s: float) -> Rounds:
-    """As the runner does: each round's solo phases, then the stopping rule (from the second round
-    on: ``target`` rounds reached, ``max_rounds``, or one more round past ``cap_s``; None: no such
-    limit), then the pair."""
-    round_s = 3 * phase_s
+                cap_s: float, jobs: int = 2) -> Rounds:
+    """As the runner does: each round's solo phases (one per job), then the stopping rule (from the
+    second round on: ``target`` rounds reached, ``max_rounds``, or one more round past ``cap_s``;
+    None: no such limit), then the pair."""
+    round_s = (jobs + 1) * phase_s
     most = min((n for n in (target, max_rounds) if n is not None), default=None)
     t, done = start_s, 0
     while True:
-        t += 2 * phase_s
+        t += jobs * phase_s
         if done and most is not None and done >= most:
             return Rounds(done, t, round_s, f"{done} rounds")
         if done and t + round_s > cap_s:
@@ -319,7 +319,7 @@ class Estimator:
             return 0.0, ""
         card = self.options.gpu_memory_mb if self.options.gpu_memory_mb is not None else case.card_mb
         seconds, names = 0.0, []
-        for job in (case.fg, case.bg):
+        for job in case.jobs:
             key = _fit_key(job.model, job.hyperparameters, card)
             if key in self.fitted:
                 continue
@@ -330,19 +330,21 @@ class Estimator:
             names.append(job.model if known else f"{job.model} ({DEFAULT_FIT_S:g} s assumed)")
         return seconds, f", fit profiles of {' and '.join(names)} first ({seconds:.1f} s)" if names else ""
 
-    def _interleaved_rounds(self, case: Case, bg_job: JobConfig) -> tuple[float, str, str]:
-        fg, bg = self.job(case.fg), self.job(bg_job)
+    def _interleaved_rounds(self, case: Case) -> tuple[float, str, str]:
+        """Its rounds played out: a solo phase for each job and one with all of them, per round."""
+        costs = [self.job(job) for job in case.jobs]
         rule = interleaved_rule(case, self.device)
-        phase, settle = phases(case, (fg, bg))
+        phase, settle = phases(case, costs)
         target, how = self._target_rounds(rule)
         if self.device == "cuda" and rule.precision is not None:
             target, how = None, (f"over the pair's starts to the cap (the interval covers where the next start lands; "
                                  f"the ±{rule.precision:.0%} target lies beyond the cap on the H100s)")
-        played = play_rounds(max(fg.startup_s, bg.startup_s) + case.warmup_s, phase + settle, target,
-                             rule.max_rounds, rule.max_seconds)
+        startup = max(c.startup_s for c in costs)
+        played = play_rounds(startup + case.warmup_s, phase + settle, target, rule.max_rounds, rule.max_seconds,
+                             len(costs))
         detail = (f"{played.count} rounds of {played.round_s:.1f} s {how}, stopped by {played.stop}; "
-                  f"start-up {max(fg.startup_s, bg.startup_s):.0f} s, warm-up {case.warmup_s:g} s")
-        basis = _weakest(fg.basis, bg.basis)
+                  f"start-up {startup:.0f} s, warm-up {case.warmup_s:g} s")
+        basis = _weakest(*(c.basis for c in costs))
         if basis == DEFAULT:
             detail += f"; step rates unknown ({PROFILE_HINT})"
         return played.seconds, basis, detail
@@ -372,7 +374,7 @@ class Estimator:
         """An interleaved case: its rounds played to the stopping rule, and the pair's fit profiles."""
         if case.bg is None:
             raise ValueError(f"{case.id}: an interleaved case is a pair")
-        spent, basis, detail = self._interleaved_rounds(case, case.bg)
+        spent, basis, detail = self._interleaved_rounds(case)
         earlier = self.earlier.rounds_s.get(case.id)
         if earlier is not None:
             spent, basis, detail = earlier, EARLIER, "as timed before"

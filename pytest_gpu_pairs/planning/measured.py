@@ -87,7 +87,11 @@ def _number(value: Any) -> Optional[float]:
 
 
 def _concurrent(record) -> bool:
-    return record.get("mode") == "concurrent" and bool(record.get("bg_model")) and record.get("complete") is not False
+    """A complete pair's record: a group of more jobs teaches nothing about a pair (its efficiency
+    counts every job), and the planner predicts pairs only."""
+    jobs = record.get("n_jobs")
+    return (record.get("mode") == "concurrent" and bool(record.get("bg_model")) and record.get("complete") is not False
+            and not (isinstance(jobs, int) and jobs > 2))
 
 
 def _on_gpu(record) -> bool:

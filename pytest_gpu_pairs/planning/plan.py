@@ -195,11 +195,12 @@ def pair_table(pairs: Sequence[dict[str, Any]], mechanisms: Sequence[str]) -> li
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
 
 
-def _pairs_of(cases) -> dict[tuple[str, str], list]:
-    found: dict[tuple[str, str], list] = {}
+def _pairs_of(cases) -> dict[tuple[str, ...], list]:
+    """The selected cases by the workloads they share a GPU with: each pair, and each group of more."""
+    found: dict[tuple[str, ...], list] = {}
     for case in cases:
         if case.bg is not None:
-            found.setdefault(tuple(sorted((case.fg.model, case.bg.model))), []).append(case)
+            found.setdefault(tuple(sorted(case.models)), []).append(case)
     return found
 
 

@@ -159,6 +159,22 @@ class Planner:
                                      bool(self.profiled_here & set(key)))}
 
 
+GROUP_REASON = ("the planner's model covers pairs: a group of {n} jobs is not predicted (its efficiency, energy and "
+                "fit are measured by its case)")
+
+
+def group_row(models: Sequence[str], measured_pairs: dict[str, int]) -> dict[str, Any]:
+    """A group of more than two jobs: no figure, each null with the reason, and nothing recommended;
+    the model was learnt from pairs, and a third job's interference is not the sum of two pairs'."""
+    reason = GROUP_REASON.format(n=len(models))
+    unknown = {"value": None, "interval": None, "interval_estimated": False, "basis": reason}
+    fit_basis = f"not predicted for a group of {len(models)} jobs"
+    return {"pair": sorted(models), "fit": {"verdict": "unknown", "need_mb": None, "spare_mb": None, "basis": fit_basis},
+            "mechanisms": {m: {"efficiency": dict(unknown), "energy_saved": dict(unknown), "measured_pairs": n}
+                           for m, n in measured_pairs.items()},
+            "recommended": None, "use": "-", "note": reason, "rests_on": "nothing"}
+
+
 def rests_on(bases: set[str], profiled_here: bool = False) -> str:
     """The strongest thing a pair's row rests on: a measurement of its own (the user's, or the H100
     reference's), else the solo profiles (one of them measured here by ``gpu-pairs profile``, where
@@ -224,7 +240,12 @@ def rank(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ranked
 
 
-def plan_pairs(planner: Planner, pairs: Iterable[tuple[str, str]], card_mb: float,
+def plan_pairs(planner: Planner, pairs: Iterable[tuple[str, ...]], card_mb: float,
                mechanisms: Sequence[str] = model.MECHANISMS) -> list[dict[str, Any]]:
-    unique = sorted({pair_key(*p) for p in pairs})
-    return rank([planner.pair(p, card_mb, mechanisms) for p in unique])
+    """Every pair predicted and ranked; a group of more jobs listed after them, with no figure and
+    the reason."""
+    pairs = list(pairs)
+    unique = sorted({pair_key(p[0], p[1]) for p in pairs if len(p) == 2})
+    groups = sorted({tuple(sorted(p)) for p in pairs if len(p) > 2})
+    counts = {m: planner.measured_count(m) for m in mechanisms}
+    return rank([planner.pair(p, card_mb, mechanisms) for p in unique] + [group_row(g, counts) for g in groups])

@@ -136,7 +136,8 @@ class RoundFigureTable:
 def case_params(case) -> dict[str, Any]:
     return {"case_id": case.id, "group": case.group, "fg": case.fg.model,
             "bg": case.bg.model if case.bg is not None else None, "variant": case.variant, "mode": case.mode,
-            "sharing": case.sharing, "method": case.method}
+            "sharing": case.sharing, "method": case.method,
+            **({"more_bgs": [job.model for job in case.more_bgs]} if case.more_bgs else {})}
 
 
 def describe_benchmark(benchmark, case) -> None:

@@ -137,6 +137,8 @@ def snapshot(round_, started: float, now: float) -> Snapshot:
 
 def _models(round_) -> tuple[str, Optional[str]]:
     case = getattr(round_, "case", None)
+    if case is not None and case.more_bgs:  # a group: every background, bg+bg2
+        return case.fg.model, "+".join(case.models[1:])
     fg, bg = (case.fg, case.bg) if case is not None else (round_.fg_job, round_.bg_job)
     return fg.model, bg.model if bg is not None else None
 

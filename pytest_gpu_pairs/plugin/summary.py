@@ -38,7 +38,7 @@ OWN_LEGEND = {
                 "(under 1.0: sharing saves energy; a ratio, so it compares across sessions and hosts)",
 }
 MARKS_LEGEND = ("±: half width of a figure's 95 % interval; -: not measured (see below); !: a figure no sharing "
-                "can give (eff above 2, slow below 1, bg above 1; its interval below 0; or a round of it far past "
+                "can give (eff above 2, or above the number of jobs of a group; slow below 1, bg above 1; its interval below 0; or a round of it far past "
                 "these), see below; eff, slow and bg are each the mean of the case's rounds (of per-round "
                 "efficiencies 1/slow + bg), so eff is not 1/slow + bg of the means shown")
 

@@ -107,7 +107,8 @@ def crowded_cpu(workers: int, cores: int) -> Optional[str]:
     """What ``workers`` xdist workers running pairs on the CPU do to each other where ``cores``
     physical cores cannot give each worker one for its harness and one for each of its two jobs:
     their jobs compete for cores, a job alone and the same job in a pair run at different host
-    loads, and the figures can pass any bound (efficiencies above 2, slowdowns below 1)."""
+    loads, and the figures can pass any bound (efficiencies above 2, slowdowns below 1). A group of
+    more jobs needs a core more for each; this warns for pairs, the common case."""
     from pytest_gpu_pairs.run.cpus import ROLES  # a project that never uses gpu-pairs never loads it
 
     per_worker = 1 + len(ROLES)

@@ -55,7 +55,7 @@ class Notes(dict):
 
 
 def _job_cpus(notes: Notes, env: DeviceFacts, case: Case) -> Optional[dict[str, str]]:
-    jobs = {role: env.one_loop(job.is_builtin) for role, job in (("fg", case.fg), ("bg", case.bg)) if job is not None}
+    jobs = {role: env.one_loop(job.is_builtin) for role, job in zip(case.roles, case.jobs)}
     described = env.cpus.described(jobs)
     if described is None:
         notes.unmeasured("job_cpus", f"jobs not pinned: {env.cpus.reason}")
@@ -164,7 +164,8 @@ def _other_memory_mb(sample, servers: frozenset[int]) -> float:
                if sample.roles.get(pid, "other") == "other" and pid not in servers and v is not None)
 
 
-def _memory_figures(samples: Sequence[GpuSample], sharing_probe: dict[str, Any], mode: str, notes: Notes) -> Memory:
+def _memory_figures(samples: Sequence[GpuSample], sharing_probe: dict[str, Any], mode: str, notes: Notes,
+                    roles: Sequence[str] = JOB_ROLES) -> Memory:
     """Peaks of NVML per-process memory (CUDA contexts included) over the whole round.
 
     Only the case's own processes count (under MPS, with the MPS server that holds their
@@ -176,7 +177,7 @@ def _memory_figures(samples: Sequence[GpuSample], sharing_probe: dict[str, Any],
         notes.unmeasured("peak_vram_mb", "under MPS it includes the MPS server's own memory (mps_server_vram_mb)")
     if mode == "solo":
         notes.unmeasured("bg_peak_vram_mb", "solo case: no background job")
-    figures = Memory(peak_vram_mb=_role_peak(samples, JOB_ROLES, servers), fg_peak_vram_mb=_role_peak(samples, ("fg",)),
+    figures = Memory(peak_vram_mb=_role_peak(samples, tuple(roles), servers), fg_peak_vram_mb=_role_peak(samples, ("fg",)),
                      bg_peak_vram_mb=None if mode == "solo" else _role_peak(samples, ("bg",)),
                      other_peak_vram_mb=metrics.peak(_other_memory_mb(s, servers) for s in samples) or None,
                      mps_server_vram_mb=metrics.peak(_mps_server_mb(s, servers) for s in samples
@@ -349,8 +350,12 @@ def _cpu_energy(m: Measurement, notes: Notes) -> CpuEnergy:
 
 
 def _case_facts(case: Case, mode: str) -> CaseFacts:
-    return CaseFacts(**{**describe(case), "mode": mode}, vram_budget_mb=case.vram_budget_mb,
+    return CaseFacts(**{**describe(case), "mode": mode}, n_jobs=_n_jobs(case, mode), vram_budget_mb=case.vram_budget_mb,
                      vram_budget_source=VRAM_SOURCE, min_efficiency=case.min_efficiency)
+
+
+def _n_jobs(case: Case, mode: str) -> int:
+    return 1 if mode == "solo" else len(case.jobs)
 
 
 def _where(env: DeviceFacts, sampled: bool, job_cpus: Optional[dict[str, str]]) -> Where:
@@ -425,7 +430,7 @@ def failed_record(case: Case, failure: str, env: DeviceFacts, loop: Optional[Bac
     never became ready): what is known, the failure, and None for every figure, with the reason."""
     runs = loop.runs if loop is not None else []
     return built(merged(
-        CaseFacts(**{**describe(case), "mode": case.mode}),
+        CaseFacts(**{**describe(case), "mode": case.mode}, n_jobs=_n_jobs(case, case.mode)),
         Outcome(failure=failure, oom=any(r.outcome.oom for r in runs), fg_exit_code=None, perf={}),
         Background(bg_runs=len(runs), bg_failures=sum(r.outcome.failed for r in runs), bg_progress_ratio=None,
                    bg_coverage=None),
@@ -467,18 +472,20 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     """The record of an interleaved case: the mean of its rounds with intervals, and how it was measured."""
     notes = Notes()
     rounds = case_figures(m, env.idle_power_w)
+    rounds["jobs"] = [{**figures, "model": job.model} for figures, job in zip(rounds["jobs"], case.jobs)]
     _explain_unsampled(m, env, notes)
     _explain_unread_busy(m, notes)
     record = merged(_case_facts(case, case.mode), _interleaving(case, m, rounds["precision_achieved"]),
                     Outcome(oom=m.oom, failure=m.failure, perf={}, fg_exit_code=None), rounds, _restart_figures(m),
                     EnergySplit(energy_split_method=SPLIT_METHOD if m.samples else None),
                     Timing(fg_progress_source=progress_source(m.fg)), Background(bg_progress_source=progress_source(m.bg)),
-                    _memory_figures(m.samples, {}, case.mode, notes))
+                    _memory_figures(m.samples, {}, case.mode, notes, case.roles))
     _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
-    for role, progress in (("fg", m.fg), ("bg", m.bg)):
+    for role, progress in m.progresses.items():
         if progress.problem_note:
-            notes.also(f"{role}_progress_source", progress.problem_note)
+            key = f"{role}_progress_source" if role in ("fg", "bg") else "jobs"
+            notes.also(key, progress.problem_note if key != "jobs" else f"{role}: {progress.problem_note}")
     where = _where(env, bool(m.samples), _job_cpus(notes, env, case))
     return built(with_impossible_notes(merged(record, where, {"notes": dict(notes)})))
 

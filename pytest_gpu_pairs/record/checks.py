@@ -63,7 +63,7 @@ class CaseResult:
         eff = r.concurrency_efficiency
         if self.enforce_efficiency and self.case.mode == "concurrent" and eff is not None and eff < self.min_efficiency:
             found.append(f"concurrency efficiency {eff:.3f} is below the minimum {self.min_efficiency:.3f} "
-                         f"(fg_slowdown {r.fg_slowdown:.3f}, bg_progress_ratio {r.bg_progress_ratio:.3f})")
+                         f"({_parts(r)})")
         if not found:
             found += [p for p in (self._unevaluated_efficiency(), self._unevaluated_vram()) if p]
         return found
@@ -75,7 +75,7 @@ class CaseResult:
         r = self.record
         if r.vram_budget_source == FIT_SOURCE:
             if r.vram_verdict == "no fit":
-                return [f"the pair does not fit the {_card(r)}: {r.vram_peak_phase or 'a job ran out of memory alone'}"
+                return [f"the {_what(r)} does not fit the {_card(r)}: {r.vram_peak_phase or 'a job ran out of memory alone'}"
                         + (f" (steady need {r.vram_steady_mb:.0f} MB)" if r.vram_steady_mb is not None else "")]
             if r.vram_fit_mb is not None and r.vram_fit_mb > self.vram_budget_mb:
                 return [f"whole-run VRAM need {r.vram_fit_mb:.0f} MB exceeds the budget of {self.vram_budget_mb:.0f} MB "
@@ -138,3 +138,16 @@ class CaseResult:
 
 def _card(r: Record) -> str:
     return f"{r.vram_card_mb:.0f} MB card" if r.vram_card_mb is not None else "whole GPU"
+
+
+def _what(r: Record) -> str:
+    return f"group of {r.n_jobs} jobs" if r.n_jobs is not None and r.n_jobs > 2 else "pair"
+
+
+def _parts(r: Record) -> str:
+    """What the efficiency is the sum of: a pair's slowdown and background progress, or each job's
+    progress in a group of more."""
+    if r.jobs and len(r.jobs) > 2:
+        return "progress " + ", ".join(f"{j.role} {j.progress_ratio:.3f}" if j.progress_ratio is not None
+                                        else f"{j.role} -" for j in r.jobs)
+    return f"fg_slowdown {r.fg_slowdown:.3f}, bg_progress_ratio {r.bg_progress_ratio:.3f}"

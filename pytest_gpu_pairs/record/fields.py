@@ -8,17 +8,37 @@ key in ``notes``), and a key that was never set is left out of the record on dis
 """
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 Number = Union[StrictInt, StrictFloat]
 Interval = Annotated[list[Optional[Number]], Field(min_length=2, max_length=2)]  # [low, high]: the 95 % interval
+
+
+class JobFigures(BaseModel):
+    """One job of a case (an entry of ``jobs``): its role and workload, its paces alone and shared,
+    its share of the energy and its whole-run memory need; the means over the case's rounds, or
+    one round's figures under ``rounds``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: StrictStr
+    model: Optional[StrictStr] = None
+    solo_steps_per_s: Optional[Number] = None
+    steps_per_s: Optional[Number] = None
+    progress_ratio: Optional[Number] = None
+    gpu_energy_j: Optional[Number] = None
+    gpu_energy_per_step_j: Optional[Number] = None
+    alone_energy_j: Optional[Number] = None
+    solo_gpu_busy: Optional[Number] = None
+    vram_need_mb: Optional[Number] = None
+    vram_need_phase: Optional[StrictStr] = None
 
 
 class RecordFields(BaseModel):
     """One case's (or one round's) result, every key typed as ``record.keys`` declares it."""
 
     case_id: Optional[StrictStr] = None
-    """stable id of the case: `<group>-<fg>+<bg>-<variant>-<mode>[-mps]`"""
+    """stable id of the case: `<group>-<fg>+<bg>-<variant>-<mode>[-mps]` (a group of more jobs names each: `<fg>+<bg>+<bg2>`)"""
     design: Optional[StrictStr] = None
     """the experiment's design: pairs, hp_study, mutation or scaling"""
     variant: Optional[StrictStr] = None
@@ -76,7 +96,11 @@ class RecordFields(BaseModel):
     bg_speed_ratio: Optional[Number] = None
     """bg_progress_ratio over the time the background was training only"""
     concurrency_efficiency: Optional[Number] = None
-    """1 / fg_slowdown + bg_progress_ratio: above 1, sharing did more work than one job alone; 2.0: sharing is free"""
+    """the sum over the jobs of each one's progress in the shared phase over its solo progress (a pair: 1 / fg_slowdown + bg_progress_ratio): above 1, sharing did more work than one job alone; n_jobs (2.0 for a pair): sharing is free"""
+    n_jobs: Optional[StrictInt] = None
+    """how many jobs the case ran on the device: 1 for a solo case, 2 for a pair, more for a group (its further backgrounds are bg2, bg3, ...); the bound of concurrency_efficiency"""
+    jobs: Optional[list[JobFigures]] = None
+    """every job of an interleaved case, the foreground first: role, model, solo_steps_per_s and steps_per_s (shared), progress_ratio (shared over solo), gpu_energy_j (its share of the energy above idle: the shares add up to gpu_energy_above_idle_j), gpu_energy_per_step_j, alone_energy_j, solo_gpu_busy, and its whole-run memory need (vram_need_mb, vram_need_phase); a pair's first two are also its fg_ and bg_ keys"""
     bg_coverage: Optional[Number] = None
     """fraction of the window in which the background was training"""
     bg_runs: Optional[Number] = None

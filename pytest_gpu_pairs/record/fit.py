@@ -169,45 +169,59 @@ def phase_words(phase: Optional[str]) -> str:
 
 def pair_fit(fg: Optional[FitProfile], bg: Optional[FitProfile], together_mb: Optional[float],
              budget_mb: float) -> dict[str, Any]:
-    """The pair's whole-run need and its verdict, as record keys; where a profile is missing or
-    incomplete the need is None and ``notes`` says why (the budget check then falls back to the
-    case's own sampled peak, and says so)."""
-    profiles = {"fg": fg, "bg": bg}
+    """A pair's whole-run need and its verdict (``group_fit`` of its two jobs)."""
+    return group_fit({"fg": fg, "bg": bg}, together_mb, budget_mb)
+
+
+def group_fit(profiles: Mapping[str, Optional[FitProfile]], together_mb: Optional[float],
+              budget_mb: float) -> dict[str, Any]:
+    """The group's whole-run need (every job's need added: any job's start-up can meet another's
+    evaluation) and its verdict, as record keys, the first two jobs' needs under their fg_ and bg_
+    keys; where a profile is missing or incomplete the need is None and ``notes`` says why (the
+    budget check then falls back to the case's own sampled peak, and says so)."""
     missing = [role for role, p in profiles.items() if p is None or p.need_mb is None]
-    figures: dict[str, Any] = {f"{role}_vram_need_mb": p.need_mb if p else None for role, p in profiles.items()}
-    figures.update({f"{role}_vram_need_phase": p.peak_phase if p else None for role, p in profiles.items()})
-    card = next((p.card_mb for p in (fg, bg) if p is not None), None)
+    keyed = {role: p for role, p in profiles.items() if role in ("fg", "bg")}
+    figures: dict[str, Any] = {f"{role}_vram_need_mb": p.need_mb if p else None for role, p in keyed.items()}
+    figures.update({f"{role}_vram_need_phase": p.peak_phase if p else None for role, p in keyed.items()})
+    card = next((p.card_mb for p in profiles.values() if p is not None), None)
     figures.update(vram_card_mb=card, vram_together_mb=together_mb)
-    sums = _summed(fg, bg, together_mb)
-    if missing or fg is None or bg is None or sums is None:
-        oom = next((f"{role} {p.workload}" for role, p in profiles.items() if p is not None and p.oom), None)
+    known = {role: p for role, p in profiles.items() if p is not None}
+    sums = _summed(list(known.values()), together_mb) if len(known) == len(profiles) else None
+    if missing or sums is None:
+        oom = next((f"{role} {p.workload}" for role, p in known.items() if p.oom), None)
         return {**figures, "vram_fit_mb": None, "vram_steady_mb": None, "vram_transient_mb": None,
                 "vram_peak_phase": f"{oom}: ran out of memory alone on the card" if oom else None,
                 "vram_uncertainty_mb": None, "vram_verdict": "no fit" if oom else None}
     need, steady = sums
-    lead_role, lead = max({"fg": fg, "bg": bg}.items(), key=lambda item: (item[1].need_mb or 0.0) - (item[1].steady_mb or 0.0))
-    uncertainty = sum(max(p.resolution_mb, p.start_spread_mb or 0.0) for p in (fg, bg) if p.on_gpu)
+    lead_role, lead = max(known.items(), key=lambda item: (item[1].need_mb or 0.0) - (item[1].steady_mb or 0.0))
+    uncertainty = sum(max(p.resolution_mb, p.start_spread_mb or 0.0) for p in known.values() if p.on_gpu)
     return {**figures, "vram_fit_mb": need, "vram_steady_mb": steady, "vram_transient_mb": need - steady,
             "vram_peak_phase": f"{lead_role} {lead.workload}: {phase_words(lead.peak_phase)}",
-            "vram_uncertainty_mb": uncertainty, "vram_verdict": verdict(need, steady, budget_mb, card, fg, bg)}
+            "vram_uncertainty_mb": uncertainty,
+            "vram_verdict": verdict(need, steady, budget_mb, card, *known.values())}
 
 
-def _summed(fg: Optional[FitProfile], bg: Optional[FitProfile],
-            together_mb: Optional[float]) -> Optional[tuple[float, float]]:
-    """The pair's whole-run need and its steady need: both jobs' and what running together costs;
-    None where one of them is unknown."""
-    if fg is None or bg is None or together_mb is None:
+def _summed(profiles: Sequence[FitProfile], together_mb: Optional[float]) -> Optional[tuple[float, float]]:
+    """The group's whole-run need and its steady need: every job's and what running together
+    costs; None where one of them is unknown."""
+    if not profiles or together_mb is None:
         return None
-    if fg.need_mb is None or bg.need_mb is None or fg.steady_mb is None or bg.steady_mb is None:
+    needs = [p.need_mb for p in profiles]
+    steadies = [p.steady_mb for p in profiles]
+    if any(v is None for v in needs + steadies):
         return None
-    return fg.need_mb + bg.need_mb + together_mb, fg.steady_mb + bg.steady_mb + together_mb
+    need, steady = 0.0, 0.0
+    for value in needs:
+        need += value  # type: ignore[operator]  # None refused above
+    for value in steadies:
+        steady += value  # type: ignore[operator]
+    return need + together_mb, steady + together_mb
 
 
-def verdict(need: float, steady: float, budget_mb: float, card_mb: Optional[float], fg: FitProfile,
-            bg: FitProfile) -> str:
+def verdict(need: float, steady: float, budget_mb: float, card_mb: Optional[float], *profiles: FitProfile) -> str:
     """fits: the whole-run need within the budget; over budget: above it, though the card holds the
-    pair; no fit: a job ran out of memory alone on the card, or the steady need exceeds it."""
-    if fg.oom or bg.oom or (card_mb is not None and steady > card_mb):
+    group; no fit: a job ran out of memory alone on the card, or the steady need exceeds it."""
+    if any(p.oom for p in profiles) or (card_mb is not None and steady > card_mb):
         return "no fit"
     return "fits" if need <= budget_mb else "over budget"
 
@@ -227,14 +241,15 @@ FIT_SOURCE = "whole_run_fit"  # vram_budget_source where the budget is checked a
 SAMPLED_SOURCE = "nvml_process_memory"
 
 
-def fit_record(fg: Optional[FitProfile], bg: Optional[FitProfile], together_mb: Optional[float], budget_mb: float,
+def fit_record(profiles: Mapping[str, Optional[FitProfile]], together_mb: Optional[float], budget_mb: float,
                why_absent: Optional[str], seconds: float) -> tuple[dict[str, Any], dict[str, str]]:
-    """The record's memory-verdict keys and the notes that explain a missing one."""
-    figures = pair_fit(fg, bg, together_mb, budget_mb)
+    """The record's memory-verdict keys and the notes that explain a missing one; ``profiles``:
+    each job's by role (fg, bg, bg2, ...)."""
+    figures = group_fit(profiles, together_mb, budget_mb)
     figures["fit_profile_s"] = seconds
     notes: dict[str, str] = {}
     if figures["vram_fit_mb"] is None:
-        reasons = [missing_reason(role, p, why_absent) for role, p in (("fg", fg), ("bg", bg))
+        reasons = [missing_reason(role, p, why_absent) for role, p in profiles.items()
                    if p is None or p.need_mb is None]
         if together_mb is None:
             reasons.append("the MPS server's memory was not measured")

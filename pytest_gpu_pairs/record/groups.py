@@ -15,7 +15,7 @@ from typing import Any, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 
-from pytest_gpu_pairs.record.fields import Number
+from pytest_gpu_pairs.record.fields import JobFigures, Number
 
 G = TypeVar("G", bound="Group")
 
@@ -26,12 +26,19 @@ class Group(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def keys_set(self) -> dict[str, Any]:
-        """The keys a builder set, in the group's order (a round is kept as this dict)."""
-        return {name: getattr(self, name) for name in type(self).model_fields if name in self.model_fields_set}
+        """The keys a builder set, in the group's order (a round is kept as this dict, its typed
+        entries as the plain data they are on disk)."""
+        return {name: _plain(getattr(self, name)) for name in type(self).model_fields if name in self.model_fields_set}
 
     def without(self: G, keys: Iterable[str]) -> G:
         """A copy with those of ``keys`` this group holds set to None: figures that cannot stand."""
         return self.model_copy(update={key: None for key in keys if key in type(self).model_fields})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [item.model_dump(exclude_unset=True) if isinstance(item, BaseModel) else item for item in value]
+    return value
 
 
 def merged(*parts: Group | Mapping[str, Any]) -> dict[str, Any]:
@@ -60,6 +67,7 @@ class CaseFacts(Group):
     bg_model: Optional[StrictStr] = None
     fg_hparams: Optional[dict[str, Any]] = None
     bg_hparams: Optional[dict[str, Any]] = None
+    n_jobs: Optional[StrictInt] = None
     vram_budget_mb: Optional[Number] = None
     vram_budget_source: Optional[StrictStr] = None
     min_efficiency: Optional[Number] = None
@@ -227,6 +235,7 @@ class InterleavedRound(Group):
     gpu_temp_max_c: Optional[Number] = None
     clock_event_reasons: Optional[list[Any]] = None
     phases: Optional[list[dict[str, Any]]] = None
+    jobs: Optional[list[JobFigures]] = None
 
 
 GROUPS: tuple[type[Group], ...] = (CaseFacts, Timing, Background, Sharing, Memory, EnergySplit, SerialComparison,

@@ -33,7 +33,7 @@ def _figures(group: str, rows: list[tuple]) -> list[Key]:
 
 IDENTITY = _figures("identity", [
     ("schema", "int", "", None, False, "version of this record's layout (2: every accuracy-like metric a fraction)"),
-    ("case_id", "str", "", None, False, "stable id of the case: `<group>-<fg>+<bg>-<variant>-<mode>[-mps]`"),
+    ("case_id", "str", "", None, False, "stable id of the case: `<group>-<fg>+<bg>-<variant>-<mode>[-mps]` (a group of more jobs names each: `<fg>+<bg>+<bg2>`)"),
     ("design", "str", "", None, False, "the experiment's design: pairs, hp_study, mutation or scaling"),
     ("variant", "str", "", None, False, "which hyperparameter variant of the pair this case is"),
     ("mode", "str", "", None, False, "concurrent (two jobs share the device), solo (one job alone) or scaling (one job data-parallel on gpus GPUs)"),
@@ -73,8 +73,16 @@ SHARING = _figures("sharing", [
     ("fg_slowdown", "float", "ratio", "lower", True, "fg_duration_s / fg_solo_duration_s: the foreground's time beside the background over its time alone"),
     ("bg_progress_ratio", "float", "ratio", "higher", True, "background steps in the window / (window_s x its solo step rate)"),
     ("bg_speed_ratio", "float", "ratio", "higher", True, "bg_progress_ratio over the time the background was training only"),
-    ("concurrency_efficiency", "float", "ratio", "higher", True, "1 / fg_slowdown + bg_progress_ratio: above 1, sharing did more work than one job "
-     "alone; 2.0: sharing is free"),
+    ("concurrency_efficiency", "float", "ratio", "higher", True, "the sum over the jobs of each one's progress in the "
+     "shared phase over its solo progress (a pair: 1 / fg_slowdown + bg_progress_ratio): above 1, sharing did more work "
+     "than one job alone; n_jobs (2.0 for a pair): sharing is free"),
+    ("n_jobs", "int", "jobs", None, False, "how many jobs the case ran on the device: 1 for a solo case, 2 for a pair, "
+     "more for a group (its further backgrounds are bg2, bg3, ...); the bound of concurrency_efficiency"),
+    ("jobs", "list", "", None, False, "every job of an interleaved case, the foreground first: role, model, "
+     "solo_steps_per_s and steps_per_s (shared), progress_ratio (shared over solo), gpu_energy_j (its share of the "
+     "energy above idle: the shares add up to gpu_energy_above_idle_j), gpu_energy_per_step_j, alone_energy_j, "
+     "solo_gpu_busy, and its whole-run memory need (vram_need_mb, vram_need_phase); a pair's first two are also its "
+     "fg_ and bg_ keys"),
     ("bg_coverage", "float", "fraction", "higher", True, "fraction of the window in which the background was training"),
     ("bg_runs", "float", "count", None, True, "background runs started during the case"),
     ("bg_failures", "float", "count", "lower", True, "background runs that failed"),

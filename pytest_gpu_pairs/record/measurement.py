@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
+from pytest_gpu_pairs.experiment.vocabulary import job_roles
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.stats import BetweenStarts, StoppingRule
@@ -292,3 +293,9 @@ class InterleavedMeasurement:
     starts: tuple[StartInfo, ...] = ()
     planned_starts: int = 1
     prior: Optional[BetweenStarts] = None  # what the interval pooled with the starts' own offsets (None: none)
+    more_bgs: tuple[Progress, ...] = ()  # a group's further backgrounds' progress (roles bg2, bg3, ...)
+
+    @property
+    def progresses(self) -> dict[str, Progress]:
+        """Every job's progress by role, the foreground first: fg, bg, bg2, ..."""
+        return dict(zip(job_roles(2 + len(self.more_bgs)), (self.fg, self.bg, *self.more_bgs)))

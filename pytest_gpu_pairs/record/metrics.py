@@ -34,6 +34,18 @@ def concurrency_efficiency(slowdown: Optional[float], progress_ratio: Optional[f
     return 1.0 / slowdown + progress_ratio
 
 
+def group_efficiency(fg_slowdown: Optional[float], bg_progress_ratios: Sequence[Optional[float]]) -> Optional[float]:
+    """A group's work per second in units of one job alone: the foreground's progress (1 / its
+    slowdown) plus each background's; at most the number of jobs while each keeps at most its
+    solo pace. For a pair it is ``concurrency_efficiency``."""
+    if not fg_slowdown or not bg_progress_ratios or any(r is None for r in bg_progress_ratios):
+        return None
+    total = 1.0 / fg_slowdown
+    for ratio in bg_progress_ratios:
+        total += ratio  # type: ignore[operator]  # None refused above
+    return total
+
+
 def energy_above_idle(total_j: Optional[float], idle_w: Optional[float], window_s: float) -> Optional[float]:
     """Energy beyond what the idle card would have drawn in the window (may be slightly negative)."""
     if total_j is None or idle_w is None:
@@ -156,6 +168,35 @@ def efficiency_bound(fg_busy: Optional[float], bg_busy: Optional[float]) -> Opti
     if low + high <= 1.0:
         return 2.0
     return 1.0 + (1.0 - low) / high
+
+
+def group_efficiency_bound(busy: Sequence[Optional[float]]) -> Optional[float]:
+    """``efficiency_bound`` for any number of jobs: the card's time goes first to the jobs that need
+    least of it (each keeps its solo pace while the time lasts), and the rest to the next one; the
+    number of jobs where their fractions add up to at most 1. A pair's is ``efficiency_bound``'s."""
+    if len(busy) == 2:
+        return efficiency_bound(busy[0], busy[1])
+    if not busy or any(u is None for u in busy):
+        return None
+    left, total = 1.0, 0.0
+    for u in sorted(min(1.0, max(0.0, u)) for u in busy if u is not None):
+        if u <= left:
+            left, total = left - u, total + 1.0
+        else:
+            return total + left / u
+    return total
+
+
+def serial_energy_group(steps: Sequence[Optional[float]], j_per_step: Sequence[Optional[float]]) -> Optional[float]:
+    """``serial_energy_j`` for any number of jobs: each job's steps at its own solo energy per step."""
+    if len(steps) == 2 and len(j_per_step) == 2:
+        return serial_energy_j(steps[0], j_per_step[0], steps[1], j_per_step[1])
+    total = 0.0
+    for count, each in zip(steps, j_per_step):
+        if count is None or each is None or count < 0 or each < 0:
+            return None
+        total += count * each
+    return total if steps else None
 
 
 def measured_mean(values: Iterable[Optional[float]]) -> Optional[float]:

@@ -39,6 +39,7 @@ from pytest_gpu_pairs.monitor.counters import EnergyCounter
 from pytest_gpu_pairs.monitor.samples import GpuSample, clock_event_names
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record import metrics
+from pytest_gpu_pairs.record.fields import JobFigures
 from pytest_gpu_pairs.record.groups import InterleavedRound
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
 from pytest_gpu_pairs.record.stats import BetweenStarts, StartInterval, start_interval
@@ -121,48 +122,87 @@ def shapley_split(pair_j: Optional[float], fg_alone_j: Optional[float],
     return fg, pair_j - fg
 
 
+def shapley_group_split(pair_j: Optional[float], alone_j: Sequence[Optional[float]]) -> list[Optional[float]]:
+    """Each job's share of a group's energy: the Shapley value of the game whose only measured
+    coalitions are each job alone and all together (every smaller coalition costs the sum of its
+    jobs alone), which is each job's stand-alone cost plus an equal part of the joint surplus. The
+    last share is what the others leave, so the shares add up to the total; a pair's is
+    ``shapley_split``'s."""
+    if len(alone_j) == 2:
+        return list(shapley_split(pair_j, alone_j[0], alone_j[1]))
+    if pair_j is None or not alone_j or any(a is None for a in alone_j):
+        return [None] * len(alone_j)
+    known = [a for a in alone_j if a is not None]
+    surplus = (pair_j - sum(known)) / len(known)
+    shares: list[Optional[float]] = [a + surplus for a in known[:-1]]
+    return shares + [pair_j - sum(a for a in shares if a is not None)]
+
+
 def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[float],
                   after: Optional[PhaseRound] = None, counter: Optional[EnergyCounter] = None) -> dict[str, Any]:
     """A round's figures; ``after`` is the round (or closing solo phases) measured next, whose
-    solo phases bracket this round's pair phase; ``counter`` the case's energy counter, if read already."""
+    solo phases bracket this round's pair phase; ``counter`` the case's energy counter, if read already.
+    A group of more jobs keeps the pair's keys for its first two and lists every job under ``jobs``."""
     counter = counter or gpu_counter(m.samples)
+    progresses = m.progresses
+    roles = list(progresses)
     pair = r.phase("pair")
     solo = {role: [p for p in (r.phase(role), after.phase(role) if after else None) if p is not None]
-            for role in ("fg", "bg")}
+            for role in roles}
     gap = m.report_gap_s.get
-    fg_solo_rate = metrics.measured_mean(rate(m.fg, p, gap("fg")) for p in solo["fg"])
-    bg_solo_rate = metrics.measured_mean(rate(m.bg, p, gap("bg")) for p in solo["bg"])
-    fg_pair_rate, bg_pair_rate = rate(m.fg, pair, gap("fg")), rate(m.bg, pair, gap("bg"))
-    slowdown = metrics.per_unit(fg_solo_rate, fg_pair_rate)
-    progress = metrics.per_unit(bg_pair_rate, bg_solo_rate)
+    solo_rate = {role: metrics.measured_mean(rate(progresses[role], p, gap(role)) for p in solo[role]) for role in roles}
+    pair_rate = {role: rate(progresses[role], pair, gap(role)) for role in roles}
+    slowdown = metrics.per_unit(solo_rate["fg"], pair_rate["fg"])
+    ratio = {role: metrics.per_unit(pair_rate[role], solo_rate[role]) for role in roles}
     window = pair.seconds if pair else None
     pair_j = energy(counter, pair)
     pair_above = metrics.energy_above_idle(pair_j, idle_w, window or 0.0)
-    per_step = {role: _solo_per_step(counter, solo[role], m.fg if role == "fg" else m.bg, idle_w, gap(role))
-                for role in ("fg", "bg")}
-    fg_steps, bg_steps = _times(fg_pair_rate, window), _times(bg_pair_rate, window)
-    serial = metrics.serial_energy_j(fg_steps, per_step["fg"][0], bg_steps, per_step["bg"][0])
-    fg_alone, bg_alone = _times(fg_steps, per_step["fg"][1]), _times(bg_steps, per_step["bg"][1])
-    fg_j, bg_j = shapley_split(pair_above, fg_alone, bg_alone)
-    efficiency = metrics.concurrency_efficiency(slowdown, progress)
-    busy = {role: metrics.measured_mean(gpu_busy(m.samples, p) for p in solo[role]) for role in ("fg", "bg")}
+    per_step = {role: _solo_per_step(counter, solo[role], progresses[role], idle_w, gap(role)) for role in roles}
+    steps = {role: _times(pair_rate[role], window) for role in roles}
+    serial = metrics.serial_energy_group([steps[role] for role in roles], [per_step[role][0] for role in roles])
+    alone = {role: _times(steps[role], per_step[role][1]) for role in roles}
+    share = dict(zip(roles, shapley_group_split(pair_above, [alone[role] for role in roles])))
+    efficiency = (metrics.concurrency_efficiency(slowdown, ratio["bg"]) if len(roles) == 2
+                  else metrics.group_efficiency(slowdown, [ratio[role] for role in roles[1:]]))
+    busy = {role: metrics.measured_mean(gpu_busy(m.samples, p) for p in solo[role]) for role in roles}
     energy_expected = bool(m.samples) and idle_w is not None
+    jobs = [JobFigures(role=role, solo_steps_per_s=solo_rate[role], steps_per_s=pair_rate[role],
+                       progress_ratio=ratio[role], gpu_energy_j=share[role],
+                       gpu_energy_per_step_j=metrics.energy_per_step(share[role], steps[role]),
+                       alone_energy_j=alone[role], solo_gpu_busy=busy[role]) for role in roles]
     return InterleavedRound(
         round=r.index, segment=r.segment, bracketed=after is not None and all(len(p) == 2 for p in solo.values()),
-        complete=efficiency is not None and (not energy_expected or fg_j is not None),
-        concurrency_efficiency=efficiency, fg_slowdown=slowdown, bg_progress_ratio=progress, gpu_energy_j=pair_j,
-        gpu_energy_above_idle_j=pair_above, fg_gpu_energy_j=fg_j, bg_gpu_energy_j=bg_j,
-        fg_gpu_energy_per_step_j=metrics.energy_per_step(fg_j, fg_steps),
-        bg_gpu_energy_per_step_j=metrics.energy_per_step(bg_j, bg_steps),
-        fg_alone_energy_j=fg_alone, bg_alone_energy_j=bg_alone,
+        complete=efficiency is not None and (not energy_expected or share["fg"] is not None),
+        concurrency_efficiency=efficiency, fg_slowdown=slowdown, bg_progress_ratio=ratio["bg"], gpu_energy_j=pair_j,
+        gpu_energy_above_idle_j=pair_above, fg_gpu_energy_j=share["fg"], bg_gpu_energy_j=share["bg"],
+        fg_gpu_energy_per_step_j=metrics.energy_per_step(share["fg"], steps["fg"]),
+        bg_gpu_energy_per_step_j=metrics.energy_per_step(share["bg"], steps["bg"]),
+        fg_alone_energy_j=alone["fg"], bg_alone_energy_j=alone["bg"],
         serial_energy_j=serial, energy_saved_vs_serial=metrics.energy_saved_fraction(pair_j, serial),
-        gpu_power_avg_w=metrics.per_unit(pair_j, window), fg_steps_per_s=fg_pair_rate,
-        fg_solo_steps_per_s=fg_solo_rate, bg_steps_per_s=bg_pair_rate, bg_solo_steps_per_s=bg_solo_rate,
+        gpu_power_avg_w=metrics.per_unit(pair_j, window), fg_steps_per_s=pair_rate["fg"],
+        fg_solo_steps_per_s=solo_rate["fg"], bg_steps_per_s=pair_rate["bg"], bg_solo_steps_per_s=solo_rate["bg"],
         window_s=window, fg_solo_gpu_busy=busy["fg"], bg_solo_gpu_busy=busy["bg"],
-        pair_gpu_busy=gpu_busy(m.samples, pair), efficiency_bound=metrics.efficiency_bound(busy["fg"], busy["bg"]),
+        pair_gpu_busy=gpu_busy(m.samples, pair),
+        efficiency_bound=metrics.group_efficiency_bound([busy[role] for role in roles]),
         **device_state(m.samples, r.start, r.end),
         phases=[{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end} for p in r.phases],
+        jobs=jobs,
     ).keys_set()
+
+
+JOB_FIGURES = ("solo_steps_per_s", "steps_per_s", "progress_ratio", "gpu_energy_j", "gpu_energy_per_step_j",
+               "alone_energy_j", "solo_gpu_busy")
+
+
+def job_means(used: Sequence[dict[str, Any]], roles: Sequence[str]) -> list[dict[str, Any]]:
+    """Each job's figures as the mean over the rounds the case's figures come from: the shares of
+    the energy add up to the mean energy above idle, as in each round."""
+    out = []
+    for index, role in enumerate(roles):
+        mine = [r["jobs"][index] for r in used if isinstance(r.get("jobs"), list) and len(r["jobs"]) > index]
+        out.append({"role": role, **{key: metrics.mean_and_std([j[key] for j in mine])[0] if mine else None
+                                     for key in JOB_FIGURES}})
+    return out
 
 
 def _times(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -256,6 +296,7 @@ def case_figures(m: InterleavedMeasurement, idle_w: Optional[float]) -> dict[str
     out["precision_achieved"] = eff.interval.relative_half_width
     out["n_rounds_effective"] = eff.interval.n_effective
     out.update(start_figures(m, used, eff))
+    out["jobs"] = job_means(used, list(m.progresses))
     return out
 
 

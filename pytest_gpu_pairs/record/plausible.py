@@ -1,7 +1,7 @@
 """Figures no sharing can give, flagged where they are recorded and shown.
 
-Two jobs sharing a device cannot do more than two jobs' work (concurrency efficiency above 2), and
-neither job can run faster beside the other than alone (foreground slowdown below 1, background
+Two jobs sharing a device cannot do more than two jobs' work (concurrency efficiency above 2; a
+group of ``n_jobs`` jobs, above ``n_jobs``), and neither job can run faster beside the other than alone (foreground slowdown below 1, background
 progress above 1). Such a figure is not a finding but a sign that the solo and the shared
 measurements ran under different conditions; it gets a note on its key in the record, and the
 terminal summary marks it, on any device and whichever process measured it.
@@ -42,10 +42,23 @@ def _beyond(op: str, value: float, bound: float) -> bool:
     return value > bound if op == ">" else value < bound
 
 
-def impossible(key: str, value: Any) -> bool:
-    """True where ``value`` of ``key`` lies past what sharing can give."""
-    number, bound = _number(value), BOUNDS.get(key)
-    return number is not None and bound is not None and _beyond(bound[0], number, bound[1])
+def bound_of(key: str, record: Optional[dict[str, Any]] = None) -> tuple[str, float]:
+    """The side and the bound past which ``key`` is impossible: the efficiency's is the record's
+    number of jobs (a pair's, 2, where the record does not say)."""
+    op, bound = BOUNDS[key]
+    jobs = _number((record or {}).get("n_jobs"))
+    if key == "concurrency_efficiency" and jobs is not None and jobs >= 2:
+        return op, jobs
+    return op, bound
+
+
+def impossible(key: str, value: Any, n_jobs: Optional[int] = None) -> bool:
+    """True where ``value`` of ``key`` lies past what sharing can give (``n_jobs``: the jobs that shared)."""
+    number = _number(value)
+    if number is None or key not in BOUNDS:
+        return False
+    op, bound = bound_of(key, {"n_jobs": n_jobs})
+    return _beyond(op, number, bound)
 
 
 def _interval(ci: Any) -> Optional[tuple[float, float]]:
@@ -54,9 +67,9 @@ def _interval(ci: Any) -> Optional[tuple[float, float]]:
     return None
 
 
-def round_bound(key: str) -> float:
+def round_bound(key: str, record: Optional[dict[str, Any]] = None) -> float:
     """How far past its bound one round's value must lie to be more than a round's noise."""
-    op, bound = BOUNDS[key]
+    op, bound = bound_of(key, record)
     return bound * ROUND_MARGIN if op == ">" else bound / ROUND_MARGIN
 
 
@@ -64,20 +77,21 @@ def suspect_rounds(record: dict[str, Any], key: str) -> list[tuple[Any, float]]:
     """(round, value) of each round the case's figures come from whose ``key`` lies past
     ``round_bound``; a round left out of them (``complete`` false) is not counted."""
     op = BOUNDS[key][0]
+    far = round_bound(key, record)
     rounds = record.get("rounds")
     found = []
     for index, entry in enumerate(rounds if isinstance(rounds, list) else [], 1):
         if not isinstance(entry, dict) or entry.get("complete") is False:
             continue
         value = _number(entry.get(key))
-        if value is not None and _beyond(op, value, round_bound(key)):
+        if value is not None and _beyond(op, value, far):
             found.append((entry.get("round", index), value))
     return found
 
 
 def _note(key: str, value: Optional[float], ci: Optional[tuple[float, float]],
-          rounds: list[tuple[Any, float]]) -> Optional[str]:
-    op, bound = BOUNDS[key]
+          rounds: list[tuple[Any, float]], record: Optional[dict[str, Any]] = None) -> Optional[str]:
+    op, bound = bound_of(key, record)
     said = []
     if ci is not None and all(_beyond(op, v, bound) for v in ci):
         said.append(f"the interval [{ci[0]:.3f}, {ci[1]:.3f}] lies {_WORDS[op]} {bound:g}, {_CAUSE[key]}")
@@ -86,7 +100,7 @@ def _note(key: str, value: Optional[float], ci: Optional[tuple[float, float]],
         said.append(f"{value:.3f} lies {_WORDS[op]} {bound:g}{reach}, {_CAUSE[key]}")
     if rounds:
         listed = ", ".join(f"round {index} at {v:.3f}" for index, v in rounds)
-        said.append(f"{listed} {'lies' if len(rounds) == 1 else 'lie'} {_WORDS[op]} {round_bound(key):g}, "
+        said.append(f"{listed} {'lies' if len(rounds) == 1 else 'lie'} {_WORDS[op]} {round_bound(key, record):g}, "
                     f"past what a round's noise gives, and the mean holds {'it' if len(rounds) == 1 else 'them'}")
     if ci is not None and ci[0] < 0:
         said.append(f"its interval [{ci[0]:.3f}, {ci[1]:.3f}] reaches below 0, which no ratio of rates can: too "
@@ -101,16 +115,29 @@ def impossible_notes(record: dict[str, Any]) -> dict[str, str]:
     below 0, or one of its rounds past it)."""
     notes = {}
     for key in BOUNDS:
-        note = _note(key, _number(record.get(key)), _interval(record.get(f"{key}_ci")), suspect_rounds(record, key))
+        note = _note(key, _number(record.get(key)), _interval(record.get(f"{key}_ci")), suspect_rounds(record, key),
+                     record)
         if note is not None:
             notes[key] = note
     return notes
 
 
+def faster_together(record: dict[str, Any]) -> Optional[str]:
+    """The note on ``jobs`` where a further background of a group (bg2, bg3, ...) progressed faster
+    beside the others than alone, as ``bg_progress_ratio`` above 1 is for the first."""
+    jobs = record.get("jobs")
+    past = [(job.get("role"), value) for job in (jobs[2:] if isinstance(jobs, list) else [])
+            if isinstance(job, dict) and (value := _number(job.get("progress_ratio"))) is not None and value > 1.0]
+    if not past:
+        return None
+    listed = ", ".join(f"{role} {value:.3f}" for role, value in past)
+    return f"suspect: progress above 1 ({listed}): a job ran faster beside the others than alone; {_LIKELY}"
+
+
 def flagged(record: dict[str, Any], key: str) -> bool:
     """The figure the summary marks with ``MARK``: one ``impossible_notes`` has a note for."""
     return key in BOUNDS and _note(key, _number(record.get(key)), _interval(record.get(f"{key}_ci")),
-                                   suspect_rounds(record, key)) is not None
+                                   suspect_rounds(record, key), record) is not None
 
 
 def with_impossible_notes(record: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +145,10 @@ def with_impossible_notes(record: dict[str, Any]) -> dict[str, Any]:
     from the figures of one round gives way to that of the mean of all rounds."""
     notes = dict(record.get("notes") or {})
     found = impossible_notes(record)
+    faster = faster_together(record)
+    if faster is not None:
+        earlier = str(notes.get("jobs", "")).split(_SUSPECT)[0]
+        notes["jobs"] = "; ".join(part for part in ("" if earlier.startswith("suspect: ") else earlier, faster) if part)
     for key in BOUNDS:
         earlier = str(notes.pop(key, "")).split(_SUSPECT)[0] if key in notes else ""
         earlier = "" if earlier.startswith("suspect: ") else earlier

@@ -34,6 +34,7 @@ from pytest_gpu_pairs.inputs import (
     read_capped,
 )
 from pytest_gpu_pairs.monitor.samples import DEVICE_COLUMNS, GpuSample
+from pytest_gpu_pairs.record.fields import JobFigures
 from pytest_gpu_pairs.record.fit import FitProfile
 from pytest_gpu_pairs.record.keys import KEYS, SCHEMA_VERSION
 from pytest_gpu_pairs.record.model import Record, ValidationError, unknown_key_text, unknown_keys
@@ -151,6 +152,9 @@ def typed(record: Mapping[str, Any] | Record, source: str | Path = "<record>", a
             loc, text = _round_problem(error)
             raise StoreError(f"{source}: {at}{json_path(loc)[1:]}: expected a gpu-pairs result record "
                              f"({text}, got {error.get('input')!r})") from None
+        if key == "jobs" and len(error["loc"]) > 1:
+            raise StoreError(f"{source}: {at}{json_path(tuple(error['loc'][:3]))[1:]}: expected a gpu-pairs result "
+                             f"record (an entry of jobs: {_job_problem(error)}, got {error.get('input')!r})") from None
         expected = _NESTED_EXPECTED.get(key.rsplit("_", 1)[-1] if key.endswith("_ci") else key) \
             or _EXPECTED.get(KEYS[key].type if key in KEYS else "", "a valid value")
         raise StoreError(f"{source}: {at}{json_path((key,))[1:] if key else ''}: expected a gpu-pairs result record "
@@ -162,9 +166,21 @@ def _round_problem(error: ErrorDetails) -> tuple[tuple[int | str, ...], str]:
     record's own key is, past the union's member names in pydantic's location."""
     loc = tuple(error["loc"][:3])
     name = loc[2] if len(loc) == 3 else None
+    if name == "jobs" and len(error["loc"]) > 3:
+        return tuple(error["loc"][:5]), f"an entry of a round's jobs: {_job_problem(error)}"
     if isinstance(name, str) and name in KEYS:
         return loc, f"{name} must be {_EXPECTED.get(KEYS[name].type, 'a valid value')}"
     return loc, error["msg"].removeprefix("Value error, ")
+
+
+def _job_problem(error: ErrorDetails) -> str:
+    """Why an entry of ``jobs`` does not fit: its field and what the field holds."""
+    field = next((part for part in reversed(error["loc"]) if isinstance(part, str) and part in JobFigures.model_fields),
+                 None)
+    if field is None:
+        return error["msg"].removeprefix("Value error, ").lower()
+    text = field in ("role", "model", "vram_need_phase")
+    return f"{field} must be {'a string' if text else 'a number'}{'' if field == 'role' else ' or null'}"
 
 
 def _finite_record(data: dict[str, Any]) -> dict[str, Any]:

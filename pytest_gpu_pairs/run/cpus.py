@@ -27,6 +27,15 @@ class CpuPlan:
     harness: frozenset[int] = frozenset()
     reason: Optional[str] = None
     narrow_loops: bool = True  # False where the user sized the shares (N CPUs per job): each job gets them all
+    cores: tuple[tuple[int, ...], ...] = ()  # every core the plan split (the harness's first)
+    per_job: Optional[int] = None  # the CPUs per job asked for (None: the cores split evenly)
+
+    def for_roles(self, roles: Sequence[str]) -> CpuPlan:
+        """The same cores split between ``roles``: a group of more jobs than the session's plan
+        names gets a core for each, and never shares one with another job or the harness."""
+        if tuple(self.jobs) == tuple(roles) or not self.cores:
+            return self
+        return plan_job_cpus(self.cores, self.per_job, roles)
 
     def for_job(self, role: str, one_loop: bool) -> Optional[frozenset[int]]:
         """A job gets all of its role's cores (room for data-loader workers, or for the threads of
@@ -83,8 +92,9 @@ def plan_job_cpus(cores: Sequence[tuple[int, ...]], per_job: Optional[int] = Non
     ``per_job`` logical CPUs each at least, or (``None``) the remaining cores split evenly, so a
     job with data-loader workers keeps room for them."""
     if len(cores) < 1 + len(roles):
-        return unpinned(f"{sum(map(len, cores))} CPU(s) in {len(cores)} core(s) here; pinning needs a core "
-                        f"for the harness and one for each of {len(roles)} jobs")
+        return CpuPlan({}, cores=tuple(cores), per_job=per_job,
+                       reason=f"{sum(map(len, cores))} CPU(s) in {len(cores)} core(s) here; pinning needs a core "
+                              f"for the harness and one for each of {len(roles)} jobs")
     harness, rest = cores[0], list(cores[1:])
     if per_job is None:
         each = len(rest) // len(roles)
@@ -100,4 +110,4 @@ def plan_job_cpus(cores: Sequence[tuple[int, ...]], per_job: Optional[int] = Non
                                 "(one core stays with the harness)")
             blocks.append(block)
     return CpuPlan({role: tuple(block) for role, block in zip(roles, blocks)}, frozenset(harness),
-                   narrow_loops=per_job is None)
+                   narrow_loops=per_job is None, cores=tuple(cores), per_job=per_job)

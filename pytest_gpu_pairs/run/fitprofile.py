@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -146,6 +147,12 @@ class PairFits:
     bg: Optional[FitProfile] = None
     unmeasured: Optional[str] = None
     seconds: float = 0.0
+    more_bgs: tuple[Optional[FitProfile], ...] = ()  # a group's further backgrounds (bg2, bg3, ...)
+
+    def by_role(self, roles: Sequence[str]) -> dict[str, Optional[FitProfile]]:
+        """Each job's profile by role, for the case's jobs: fg, bg, bg2, ... (None where none was measured)."""
+        found = (self.fg, self.bg, *self.more_bgs)
+        return {role: found[i] if i < len(found) else None for i, role in enumerate(roles)}
 
 
 class FitProfiles:
@@ -172,13 +179,14 @@ class FitProfiles:
         card = self.card_mb(case, env)
         spent = [0.0]
         found: dict[str, Optional[FitProfile]] = {}
-        for role, job in (("fg", case.fg), ("bg", case.bg)):
+        for role, job in zip(case.roles, case.jobs):
             try:
-                found[role] = self._profile(job, env, card, case.timeout_s, spent) if job is not None else None
+                found[role] = self._profile(job, env, card, case.timeout_s, spent)
             except BallastError as exc:
                 return PairFits(unmeasured=f"the {card:.0f} MB card could not be emulated for the fit profiles: {exc}",
                                 seconds=spent[0])
-        return PairFits(found["fg"], found["bg"], None, spent[0])
+        return PairFits(found.get("fg"), found.get("bg"), None, spent[0],
+                        tuple(found[role] for role in case.roles[2:]))
 
     def _profile(self, job: JobConfig, env: Environment, card: Optional[float], timeout_s: float,
                  spent: list[float]) -> FitProfile:

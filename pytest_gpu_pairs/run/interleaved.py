@@ -9,6 +9,9 @@ each phase ``settle_s`` of settling then ``phase_s`` measured -> more rounds unt
 rule is satisfied -> closing solo phases, so the last pair phase is bracketed like the others ->
 both jobs resumed and killed. Every way out ends both process trees.
 
+A group of more jobs (``bg2``, ``bg3``, ...) is measured the same way: each job alone, the others
+stopped, in an order reversed from round to round, then all of them together in the ``pair`` phase.
+
 Most training scripts end. A job that exits 0 during the case finished its run: it is started
 again, the rounds after its last step report are discarded (its end of training: a final
 evaluation, a checkpoint), the other job waits paused while it starts, and both warm up again
@@ -44,9 +47,7 @@ POLL_S = 0.1
 REPORTS_PER_PHASE = 4  # step reports of the slower reporter inside a measured phase, at least
 STEPS_PER_SETTLE = 2  # steps of the slower job that settling lasts, at least (its GPU queue drains)
 MIN_ROUNDS_PER_RUN = 3  # rounds a job's run must hold after its warm-up, or the case cannot be measured
-PHASES_PER_BRACKETED_ROUND = 5  # a round's three phases and the two solo phases that close its bracket
 PACE_SLACK = 1.0  # a phase fits a job's pace when it holds the step reports wanted at that pace
-ROLES = ("fg", "bg")
 STARTS_ON_GPU = 3  # independent starts of the pair a case spreads its rounds over on a GPU (settings: starts)
 MIN_ROUNDS_PER_START = 6  # rounds each start but the last measures before the next one begins
 MIN_WARMUP_S = 1.0  # a warm-up lasts at least this long after both jobs' first steps, at most warmup_s
@@ -186,6 +187,7 @@ class InterleavedPair:
                  job_env: Optional[dict[str, dict[str, str]]] = None,
                  sleep: Callable[[float], None] = time.sleep, standby_allowed: bool = True):
         self.case, self.env, self.out_dir, self.rule = case, env, Path(out_dir), rule
+        self.job_roles = case.roles  # fg, bg, and a group's further backgrounds bg2, bg3, ...
         self.job_env, self.sleep = job_env or {}, sleep
         self.planned_starts = planned_starts(case, env.device)
         self.prior = BETWEEN_START_PRIOR if env.device == "cuda" else None
@@ -197,8 +199,8 @@ class InterleavedPair:
         for pgid, role in env.fixed_roles.items():
             self.roles.register(pgid, role)
         self.jobs: dict[str, JobProcess] = {}  # each role's running process
-        self.runs: dict[str, list[JobProcess]] = {role: [] for role in ROLES}
-        self._ended_progress: dict[str, list[Progress]] = {role: [] for role in ROLES}
+        self.runs: dict[str, list[JobProcess]] = {role: [] for role in self.job_roles}
+        self._ended_progress: dict[str, list[Progress]] = {role: [] for role in self.job_roles}
         self.run_started_t: dict[str, float] = {}
         self.sampler: Optional[Sampler] = None
         self.rapl = RaplSampler(clock=now)
@@ -237,7 +239,7 @@ class InterleavedPair:
         if self.env.gpu is not None and self.env.device == "cuda":
             self.sampler = Sampler(self.env.gpu, self.env.sample_hz, self.roles).start()
         self.rapl.start()
-        for role in ROLES:
+        for role in self.job_roles:
             self._start_job(role)
         self._start_standby()
 
@@ -249,11 +251,12 @@ class InterleavedPair:
         begins. Only built-ins wait at a gate; on an emulated card their memory would not be the card's."""
         if not self.standby_allowed or self.env.device != "cuda":
             return
-        if not all(self._job(role).is_builtin for role in ROLES):
+        if not all(self._job(role).is_builtin for role in self.job_roles):
             return
         for index in range(1, self.planned_starts):
             self.standby.append({role: self._standby_job(role, index, self.env.cpus.spare_for(role, index)
-                                                         or self.env.job_cpus(role, True)) for role in ROLES})
+                                                         or self.env.job_cpus(role, True))
+                                 for role in self.job_roles})
 
     def _standby_job(self, role: str, index: int, cpus: Optional[frozenset[int]]) -> JobProcess:
         job = self._job(role)
@@ -271,7 +274,7 @@ class InterleavedPair:
         return process
 
     def _job(self, role: str) -> JobConfig:
-        job = self.case.fg if role == "fg" else self.case.bg
+        job = self.case.job_of(role)
         if job is None:
             raise InterleavedFailure(f"an interleaved case needs a {role} job")
         return job
@@ -292,7 +295,9 @@ class InterleavedPair:
 
     def _progress(self, role: str) -> Progress:
         """Every run of the job so far as one count: the ended runs' (read once) and the running one's."""
-        return Progress.chained(self._ended_progress[role] + [self.jobs[role].progress()])
+        running = self.jobs.get(role)  # None where the case failed before this job started
+        runs = self._ended_progress[role] + ([running.progress()] if running is not None else [])
+        return Progress.chained(runs) if runs else Progress()
 
     def _current_steps(self, role: str) -> list[tuple[float, float]]:
         return self.jobs[role].progress().steps  # the protocol's, or read from the log (progress_pattern)
@@ -326,7 +331,7 @@ class InterleavedPair:
         """Both jobs train, until their rates hold steady: startup, autotuning and first steps
         excluded. The later starts' jobs finish their start-up meanwhile, before any round."""
         try:
-            self._await_first_steps(ROLES, self.started_t)
+            self._await_first_steps(self.job_roles, self.started_t)
             trained_t = now()
             for process in self.jobs.values():
                 process.pin_tree()
@@ -336,11 +341,11 @@ class InterleavedPair:
             raise InterleavedFailure(self._too_short(ended.role)) from None
         self.warm_t = now()
         self.starts.append(StartInfo(1, self.segment, self.started_t, trained_t, self.warm_t, False, steady))
-        progresses = [self._progress(role) for role in ROLES]
+        progresses = [self._progress(role) for role in self.job_roles]
         self.phase_s, self.settle_s = phase_lengths(progresses, trained_t, self.warm_t, self.case.phase_s,
                                                     self.case.settle_s, self._queued)
         gaps = report_gaps(progresses, trained_t, self.warm_t)
-        self.report_gap_s = {role: gap for role, gap in zip(ROLES, gaps) if gap is not None}
+        self.report_gap_s = {role: gap for role, gap in zip(self.job_roles, gaps) if gap is not None}
 
     def _hold_until_steady(self, trained_t: float) -> bool:
         """Until both jobs' step rates hold steady (``is_steady``), at least ``MIN_WARMUP_S`` after their
@@ -349,7 +354,7 @@ class InterleavedPair:
         end = min(trained_t + max(self.case.warmup_s, MIN_WARMUP_S), cap)
         while (t := now()) < end:
             self._check_alive()
-            if t - trained_t >= MIN_WARMUP_S and all(self._steady(role, trained_t, t) for role in ROLES):
+            if t - trained_t >= MIN_WARMUP_S and all(self._steady(role, trained_t, t) for role in self.job_roles):
                 return True
             self.sleep(min(POLL_S, end - t))
         if now() >= cap:
@@ -384,7 +389,7 @@ class InterleavedPair:
 
     def _phase(self, name: str) -> Phase:
         self._phase_now = name
-        running = ROLES if name == "pair" else (name,)
+        running = self.job_roles if name == "pair" else (name,)
         for role, process in self.jobs.items():
             (process.resume if role in running else process.pause)()
         switched = now()
@@ -412,7 +417,7 @@ class InterleavedPair:
         have closed the bracket around the previous pair phase, so a start ends on solo phases and
         every pair phase lies between solo phases of both jobs."""
         index = len(self.rounds)
-        solo_order = ROLES if index % 2 == 0 else ROLES[::-1]
+        solo_order = self.job_roles if index % 2 == 0 else self.job_roles[::-1]
         round_start = now()
         solos = tuple(self._phase(name) for name in solo_order)
         self.rounds.append(PhaseRound(index + 1, solos, self.segment))
@@ -440,9 +445,10 @@ class InterleavedPair:
         first = self.starts[0]
         to_first_step = first.trained_t - first.began_t
         if self.standby:
-            gated = [_gate_to_first_step(self.runs[role][0].progress()) for role in ROLES]
+            gated = [_gate_to_first_step(self.runs[role][0].progress()) for role in self.job_roles]
             to_first_step = max((g for g in gated if g is not None), default=to_first_step)
-        return 2 * (self.phase_s + self.settle_s) + to_first_step + (first.warm_t - first.trained_t) + SWITCH_MARGIN_S
+        closing = len(self.job_roles) * (self.phase_s + self.settle_s)
+        return closing + to_first_step + (first.warm_t - first.trained_t) + SWITCH_MARGIN_S
 
     def _rounds_this_start(self) -> int:
         first = self.starts[-1].segment if self.starts else 0
@@ -506,7 +512,7 @@ class InterleavedPair:
     def _next_start(self) -> None:
         """Both jobs of this start ended, the next start's begun (from standby where it waits at its
         gate), and warmed up until steady before its rounds, which form a segment of their own."""
-        for role in ROLES:
+        for role in self.job_roles:
             ended = self.jobs[role]
             ended.stop()
             self._ended_progress[role].append(ended.progress())
@@ -514,7 +520,7 @@ class InterleavedPair:
         began = now()
         waiting = self.standby.pop(0) if self.standby else None
         used_standby = waiting is not None and all(p.poll() is None and p.progress().setup_t for p in waiting.values())
-        for role in ROLES:
+        for role in self.job_roles:
             if used_standby and waiting is not None:
                 self._take_standby(role, waiting[role])
             else:
@@ -522,7 +528,7 @@ class InterleavedPair:
                     waiting[role].stop()
                 self._start_job(role)
         try:
-            self._await_first_steps(ROLES, began)
+            self._await_first_steps(self.job_roles, began)
             trained_t = now()
             for process in self.jobs.values():
                 process.pin_tree()
@@ -553,12 +559,12 @@ class InterleavedPair:
         host got busier) lengthens them again. Phases that leave no room in the case's time cap for
         one bracketed round cannot measure this pair here: before any round is complete the case
         fails, saying so; after, the lengths stay and the cap ends the case with what it has."""
-        sparse = [(role, phase) for phase in last.phases for role in _running(phase)
+        sparse = [(role, phase) for phase in last.phases for role in self._running(phase)
                   if _reports_in(self._progress(role), phase) < 2]
         if self._phases_settled and not sparse:
             return
         gaps = {role: running_gap(self._progress(role), self._running_spans(role), last.start, last.end)
-                for role in ROLES}
+                for role in self.job_roles}
         role = max(gaps, key=gaps.__getitem__)
         unit = self.case.phase_s
         needed = unit * math.ceil(REPORTS_PER_PHASE * gaps[role] / unit - 1e-9)
@@ -568,12 +574,22 @@ class InterleavedPair:
         phase_s = max(2 * self.phase_s if sparse else self.phase_s, needed)
         settle_s = max(self.settle_s, STEPS_PER_SETTLE * gaps[role] if self._queued else 0.0)
         left = self.rule.max_seconds - (now() - self.started_t)
-        if PHASES_PER_BRACKETED_ROUND * (phase_s + settle_s) <= left:
+        if self._phases_per_bracketed_round * (phase_s + settle_s) <= left:
             self.phase_s, self.settle_s, self._phases_settled = phase_s, settle_s, False
         elif not complete_rounds(self.snapshot(), self.env.idle_power_w):
             self.phase_s, self.settle_s = phase_s, settle_s
             phase = next((phase for sparse_role, phase in sparse if sparse_role == role), None)
             raise InterleavedFailure(self._too_slow(role, phase, gaps[role], left))
+
+    @property
+    def _phases_per_bracketed_round(self) -> int:
+        """A round's solo phases and its pair phase, and the solo phases that close its bracket: five
+        for a pair, seven for three jobs."""
+        return 2 * len(self.job_roles) + 1
+
+    def _running(self, phase: Phase) -> tuple[str, ...]:
+        """The jobs that ran in a phase: one alone, or all of them in the ``pair`` phase."""
+        return self.job_roles if phase.name == "pair" else (phase.name,)
 
     @property
     def _queued(self) -> bool:
@@ -583,7 +599,7 @@ class InterleavedPair:
     def _running_spans(self, role: str) -> list[tuple[float, float]]:
         """When the job ran: the warm-up, and every phase it was not paused in."""
         return [(self.started_t, self.warm_t)] + [(p.switched_t, p.end) for r in self.rounds for p in r.phases
-                                                   if role in _running(p)]
+                                                   if role in self._running(p)]
 
     def _too_slow(self, role: str, phase: Optional[Phase], gap: float, left: float) -> str:
         model = self._job(role).model
@@ -621,7 +637,7 @@ class InterleavedPair:
             raise InterleavedFailure(self._too_short(role))
         discarded = self._discard_after(progress.last_t)
         self._ended_progress[role].append(progress)
-        for other in ROLES:
+        for other in self.job_roles:
             if other != role:
                 self.jobs[other].pause()
         restart_t = now()
@@ -633,7 +649,7 @@ class InterleavedPair:
 
     def _warm_up_again(self, renewed: Sequence[str], since: float) -> None:
         """The new runs train (the others wait paused meanwhile), then ``warmup_s`` more of both."""
-        waiting = [role for role in ROLES if role not in renewed]
+        waiting = [role for role in self.job_roles if role not in renewed]
         for role in renewed:  # a run renewed before this one was paused while this one started
             self.jobs[role].resume()
         try:
@@ -665,7 +681,7 @@ class InterleavedPair:
         return self.starts[-1].warm_t - self.starts[-1].trained_t
 
     def _round_s_here(self) -> float:
-        return self.round_s or 3 * (self.phase_s + self.settle_s)
+        return self.round_s or (len(self.job_roles) + 1) * (self.phase_s + self.settle_s)
 
     def _needed_s(self) -> float:
         """The training a run must hold here: its warm-up and ``MIN_ROUNDS_PER_RUN`` rounds, as long as
@@ -743,7 +759,8 @@ class InterleavedPair:
                                       self.failure, out_dir=self.out_dir, phase_s=self.phase_s,
                                       settle_s=self.settle_s, report_gap_s=dict(self.report_gap_s),
                                       restarts=tuple(self.restarts), starts=tuple(self.starts),
-                                      planned_starts=self.planned_starts, prior=self.prior)
+                                      planned_starts=self.planned_starts, prior=self.prior,
+                                      more_bgs=tuple(self._progress(role) for role in self.job_roles[2:]))
 
     def measurement(self) -> InterleavedMeasurement:
         oom = any(process.outcome().oom for runs in self.runs.values() for process in runs)
@@ -769,10 +786,6 @@ class InterleavedPair:
                 self.rapl.stop()
                 if self.rapl.readings:
                     save_cpu_readings(self.rapl.readings, self.out_dir)
-
-
-def _running(phase: Phase) -> tuple[str, ...]:
-    return ROLES if phase.name == "pair" else (phase.name,)
 
 
 def _gate_to_first_step(progress: Progress) -> Optional[float]:

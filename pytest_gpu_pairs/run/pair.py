@@ -5,6 +5,7 @@ measured first; they differ in how the jobs are measured."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -95,8 +96,13 @@ class OnOneGpu:
         if self._fits is None:
             return {}
         together = record.mps_server_vram_mb if self.case.sharing == "mps" else 0.0
-        figures, notes = fit_record(self._fits.fg, self._fits.bg, together, self.case.vram_budget_mb,
-                                    self._fits.unmeasured, self._fits.seconds)
+        profiles = self._fits.by_role(self.case.roles)
+        figures, notes = fit_record(profiles, together, self.case.vram_budget_mb, self._fits.unmeasured,
+                                    self._fits.seconds)
+        if record.jobs:
+            figures["jobs"] = [job.model_copy(update={"vram_need_mb": p.need_mb if p else None,
+                                                      "vram_need_phase": p.peak_phase if p else None}).model_dump()
+                               for job, p in zip(record.jobs, profiles.values())]
         return {**figures, "notes": {**(record.notes or {}), **notes}} if notes else figures
 
     def close(self) -> None:
@@ -248,12 +254,13 @@ class InterleavedRounds(OnOneGpu):
     def _measure(self) -> Record:
         self.sharing = self._sharing_or_skip(self.context.sharing.prepare)
         self.run.timeline["sharing_ready"] = self.sharing.ready_for_round()
-        self._pair = InterleavedPair(self.case, self.env, self.context.folder.case_dir(self.case), self.rule,
+        env = replace(self.env, cpus=self.env.cpus.for_roles(self.case.roles))  # a core for each job of a group
+        self._pair = InterleavedPair(self.case, env, self.context.folder.case_dir(self.case), self.rule,
                                      self.sharing.job_env, standby_allowed=self._card is None)
         measurement = self._pair.run()
         self._pair = None
         self.context.device.release()
-        record = self.build(self.case, measurement, self.env)
+        record = self.build(self.case, measurement, env)
         return record.updated(**self._benchmark_figure(record))
 
     def _benchmark_figure(self, record: Record) -> dict[str, Any]:

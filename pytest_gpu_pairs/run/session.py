@@ -228,7 +228,8 @@ class GpuPairsSession:
         rule = method_of(case).stopping_rule(case, device)
         if rule is not None:
             measurement.update(precision=rule.precision, max_rounds=rule.max_rounds, max_case_s=rule.max_seconds)
-        return {"fg": _digest(job_settings(case.fg)), "bg": _digest(job_settings(case.bg)),
+        more = {role: _digest(job_settings(job)) for role, job in zip(case.roles[2:], case.more_bgs)}
+        return {"fg": _digest(job_settings(case.fg)), "bg": _digest(job_settings(case.bg)), **more,
                 "measurement": _digest(measurement)}
 
     def changed_since(self, case: Case, record: Record) -> list[str]:

@@ -64,7 +64,7 @@ class SharingManager:
             self.release()
             return CaseSharing("timeslice", probe=self._timeslice_probe())
         daemon = self.start_mps(check_client=True)
-        limits = {role: self.limits(job) for role, job in (("fg", case.fg), ("bg", case.bg)) if job is not None}
+        limits = {role: self.limits(job) for role, job in zip(case.roles, case.jobs)}
         job_env = {role: daemon.client_env(lim) for role, lim in limits.items()}
         record = {role: lim.as_record() for role, lim in limits.items()}
         return CaseSharing("mps", job_env, probe=lambda: {"limits": record, **daemon.probe()},

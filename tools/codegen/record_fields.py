@@ -21,6 +21,7 @@ TYPES = {"float": "Number", "int": "StrictInt", "str": "StrictStr", "bool": "Str
 NESTED = {  # keys whose insides the readers format or compute with
     "notes": "dict[str, StrictStr]",
     "rounds": "list[dict[str, Any]]",  # record/model.py checks each entry as a round
+    "jobs": "list[JobFigures]",
 }
 
 HEADER = '''"""Every key of the result record as a typed field, generated from ``record/keys.py`` by
@@ -33,10 +34,30 @@ key in ``notes``), and a key that was never set is left out of the record on dis
 """
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 Number = Union[StrictInt, StrictFloat]
 Interval = Annotated[list[Optional[Number]], Field(min_length=2, max_length=2)]  # [low, high]: the 95 % interval
+
+
+class JobFigures(BaseModel):
+    """One job of a case (an entry of ``jobs``): its role and workload, its paces alone and shared,
+    its share of the energy and its whole-run memory need; the means over the case's rounds, or
+    one round's figures under ``rounds``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: StrictStr
+    model: Optional[StrictStr] = None
+    solo_steps_per_s: Optional[Number] = None
+    steps_per_s: Optional[Number] = None
+    progress_ratio: Optional[Number] = None
+    gpu_energy_j: Optional[Number] = None
+    gpu_energy_per_step_j: Optional[Number] = None
+    alone_energy_j: Optional[Number] = None
+    solo_gpu_busy: Optional[Number] = None
+    vram_need_mb: Optional[Number] = None
+    vram_need_phase: Optional[StrictStr] = None
 
 
 class RecordFields(BaseModel):

@@ -44,8 +44,9 @@ COLUMNS: dict[str, str] = {
     "timestamp": "when the run started, where the input says",
     "mode": _key("mode", "predecessor rows: solo or concurrent"),
     "fg_model": _key("fg_model", "built-in name; repo/model for a seed model we do not know"),
-    "bg_model": _key("bg_model", "empty where the input does not name it"),
-    "pair": "fg_model+bg_model for a concurrent run with a known background, [mps] when not time-sliced",
+    "bg_model": _key("bg_model", "empty where the input does not name it; bg+bg2 for a group of more jobs"),
+    "pair": "fg_model+bg_model for a concurrent run with a known background (every job's model for a group of "
+            "more), [mps] when not time-sliced",
     "sharing": _key("sharing", "predecessor rows: timeslice, the driver's default"),
     "success": "the run finished without failure or OOM",
     "failure": _key("failure"),
@@ -134,7 +135,7 @@ def record_run(record: Record, source: str, kind: str, index: int, machine: dict
     run: dict[str, Any] = {
         "source": source, "source_kind": kind, "source_row": index, "run_id": record.case_id,
         "case_id": record.case_id, "timestamp": None, "mode": record.mode,
-        "fg_model": record.fg_model, "bg_model": record.bg_model,
+        "fg_model": record.fg_model, "bg_model": backgrounds(record),
         "success": not record.failure and not record.oom,
         "failure": printable(record.failure) if isinstance(record.failure, str) else record.failure,
         "experiment_source": record.design, "variant": record.variant, "mutated_param": None,
@@ -276,6 +277,13 @@ def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
             keep = completeness.loc[group.index].idxmax()
             runs.loc[group.index.drop(keep), "duplicate_of"] = runs.at[keep, "run_id"]
     return runs
+
+
+def backgrounds(record: Record) -> Optional[str]:
+    """The background's model; for a group of more than two jobs every background's, ``bg+bg2``, so
+    that its run is never analysed as the pair of its first two jobs."""
+    models = [job.model for job in record.jobs or [] if job.model]
+    return "+".join(models[1:]) if len(models) > 2 else record.bg_model
 
 
 def pair_label(fg: Any, bg: Any, mode: Any, sharing: Any) -> Optional[str]:

@@ -84,7 +84,7 @@ def test_the_pairs_need_adds_both_jobs_and_what_running_together_costs():
 
 def test_a_job_out_of_memory_alone_on_the_card_is_no_fit_and_the_check_says_so():
     oom = profile(starts=[FitStart(oom=True, exit_code=3, failure="out of memory")])
-    figures, notes = fit_record(oom, profile("resnet20"), 0.0, 7500.0, None, 12.0)
+    figures, notes = fit_record({"fg": oom, "bg": profile("resnet20")}, 0.0, 7500.0, None, 12.0)
     assert figures["vram_verdict"] == "no fit" and figures["vram_fit_mb"] is None
     assert figures["vram_budget_source"] == SAMPLED_SOURCE and "out of memory" in notes["vram_fit_mb"]
 
@@ -94,7 +94,7 @@ def test_the_budget_is_checked_against_the_whole_run_need_and_the_failure_names_
 
     case = SimpleNamespace(id="g06", mode="concurrent", min_efficiency=1.0, vram_budget_mb=7500.0,
                            fg=SimpleNamespace(model="a", is_builtin=True), bg=SimpleNamespace(model="b", is_builtin=True))
-    figures, _ = fit_record(profile(), profile("mnist_rnn"), 0.0, 7500.0, None, 0.0)
+    figures, _ = fit_record({"fg": profile(), "bg": profile("mnist_rnn")}, 0.0, 7500.0, None, 0.0)
     record = {"concurrency_efficiency": 1.9, "fg_slowdown": 1.05, "bg_progress_ratio": 0.95, "peak_vram_mb": 4000.0,
               "device": "H100", "failure": None, "oom": False, "notes": {}, **figures}
     problems = CaseResult(case, record, enforce_vram=True).problems()
@@ -105,7 +105,7 @@ def test_the_budget_is_checked_against_the_whole_run_need_and_the_failure_names_
 
 
 def test_without_a_gpu_the_reason_is_said_once_for_both_jobs():
-    figures, notes = fit_record(None, None, 0.0, 7500.0, "memory is measured on a GPU only (cpu)", 0.0)
+    figures, notes = fit_record({"fg": None, "bg": None}, 0.0, 7500.0, "memory is measured on a GPU only (cpu)", 0.0)
     assert figures["vram_fit_mb"] is None and notes["vram_fit_mb"] == "memory is measured on a GPU only (cpu)"
 
 

@@ -119,7 +119,9 @@ def _pair_after_a_round(pace_s, phase_s, settle_s=0.1, cap_s=180.0, fg_reports=N
     fg_spans = [(0.0, 10.0)] + [(p.switched_t, p.end) for p in phases if p.name != "bg"]
     fg = Progress(steps=fg_reports) if fg_reports is not None else _reports_at_running_pace(fg_spans, pace_s)
     bg = _reports_at_running_pace([(0.0, 10.0)] + [(p.switched_t, p.end) for p in phases if p.name != "fg"], 0.05)
-    pair.case = SimpleNamespace(phase_s=0.5, fg=SimpleNamespace(model="slow"), bg=SimpleNamespace(model="fast"))
+    jobs = {"fg": SimpleNamespace(model="slow"), "bg": SimpleNamespace(model="fast")}
+    pair.case = SimpleNamespace(phase_s=0.5, job_of=jobs.get)
+    pair.job_roles = ("fg", "bg")
     pair.phase_s, pair.settle_s, pair.rounds, pair._phases_settled = phase_s, settle_s, [last], False
     pair.warm_t, pair.rule = 10.0, StoppingRule(None, 3, None, cap_s)
     pair.started_t = now() - t  # the case began when its first report's clock began

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pytest_gpu_pairs.experiment.cases import Overrides, describe, expand
 from pytest_gpu_pairs.experiment.load import parse_experiment
-from pytest_gpu_pairs.record.store import save_result
+from pytest_gpu_pairs.record.store import load_result, save_result
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
@@ -120,3 +120,16 @@ def test_resume_takes_the_record_exactly_when_the_job_is_the_same(tmp_path_facto
     data["workloads"]["fg"]["command"] = WORKLOAD["command"] + args
     same = env == WORKLOAD["env"] and not args
     assert (first.resumable(case(data)) is not None) == same
+
+
+def test_a_group_resumes_unchanged_and_is_measured_again_when_its_third_job_changes(tmp_path):
+    group = copy.deepcopy(SETTINGS)
+    entry = group["pairs"][0]
+    entry["backgrounds"] = [entry.pop("background"), {"model": "bg", "hyperparameters": {"lr": 0.2}}]
+    recorded(tmp_path, group)
+    later = session(tmp_path)
+    assert later.resumable(case(group)) is not None
+    assert set(later.settings_digest(case(group))) == {"fg", "bg", "bg2", "measurement"}
+    entry["backgrounds"][1]["hyperparameters"]["lr"] = 0.3
+    earlier = load_result(later.case_dir(case(group)))
+    assert later.changed_since(case(group), earlier) == ["bg2"] and later.resumable(case(group)) is None
