@@ -4,7 +4,10 @@ Two jobs sharing a device cannot do more than two jobs' work (concurrency effici
 group of ``n_jobs`` jobs, above ``n_jobs``), and neither job can run faster beside the other than alone (foreground slowdown below 1, background
 progress above 1). Such a figure is not a finding but a sign that the solo and the shared
 measurements ran under different conditions; it gets a note on its key in the record, and the
-terminal summary marks it, on any device and whichever process measured it.
+terminal summary marks it, on any device and whichever process measured it. So does the
+efficiency of a case that shared the GPU with a process that was none of its jobs: an orphaned
+training job left on the card moved the feasibility groups' efficiency by up to 8 % on an H100,
+within intervals that looked as tight as on an idle card.
 
 A case's figure is the mean of its rounds, so it is flagged where the mean lies past its bound,
 where its whole interval does, where its interval reaches below 0 (no ratio of rates can: the
@@ -89,6 +92,14 @@ def suspect_rounds(record: dict[str, Any], key: str) -> list[tuple[Any, float]]:
     return found
 
 
+def _foreign_memory_mb(record: Optional[dict[str, Any]]) -> Optional[float]:
+    """GPU memory held by compute processes that were none of the case's, where the case's own jobs
+    were seen too (in a container whose pids NVML does not match, every job would look foreign)."""
+    other = _number((record or {}).get("other_peak_vram_mb"))
+    own = _number((record or {}).get("fg_peak_vram_mb"))
+    return other if other is not None and other > 0 and own is not None else None
+
+
 def _note(key: str, value: Optional[float], ci: Optional[tuple[float, float]],
           rounds: list[tuple[Any, float]], record: Optional[dict[str, Any]] = None) -> Optional[str]:
     op, bound = bound_of(key, record)
@@ -102,6 +113,11 @@ def _note(key: str, value: Optional[float], ci: Optional[tuple[float, float]],
         listed = ", ".join(f"round {index} at {v:.3f}" for index, v in rounds)
         said.append(f"{listed} {'lies' if len(rounds) == 1 else 'lie'} {_WORDS[op]} {round_bound(key, record):g}, "
                     f"past what a round's noise gives, and the mean holds {'it' if len(rounds) == 1 else 'them'}")
+    foreign = _foreign_memory_mb(record) if key == "concurrency_efficiency" else None
+    if foreign is not None:
+        said.append(f"processes that are not the case's jobs held up to {foreign:.0f} MB of the GPU while it ran "
+                    "(nvidia-smi lists them): they computed beside the jobs, so neither the solo nor the shared "
+                    "rates were the jobs' alone; measure on a GPU nothing else uses")
     if ci is not None and ci[0] < 0:
         said.append(f"its interval [{ci[0]:.3f}, {ci[1]:.3f}] reaches below 0, which no ratio of rates can: too "
                     "few rounds, or rounds too far apart, for the interval to say anything")

@@ -146,6 +146,7 @@ def main() -> int:
                 row = one_start(args, condition, number, card, Path(folder))
                 rows.append(row)
                 sink.write(json.dumps(row) + "\n")
+                sink.flush()
                 print(f"{args.model} {condition} start {number}: {row['mean_steps_per_s']:.2f} steps/s "
                       f"(startup {row['startup_s']} s, cpus {row['cpus']})", flush=True)
     for condition in args.conditions:

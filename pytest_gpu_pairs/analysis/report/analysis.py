@@ -412,6 +412,13 @@ def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def higher_is_better(flag: object) -> bool:
+    """A column's direction from its ``perf_higher_is_better`` cell: only a false one (Python's or
+    numpy's, which a DataFrame hands back and which is not ``False``) means lower is better; an
+    unknown direction (None, NaN) is taken as higher."""
+    return not (isinstance(flag, (bool, np.bool_)) and not flag)
+
+
 def pareto_mask(cost: np.ndarray, value: np.ndarray, higher_is_better: bool = True) -> np.ndarray:
     """True for points no other point beats: at most the cost and at least the value, one strictly.
     Points with a missing coordinate are never on the front."""
@@ -433,7 +440,7 @@ def pareto(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         data = group[group["gpu_energy_j"].notna() & group["perf_value"].notna()]
         if data.empty:
             continue
-        higher = data["perf_higher_is_better"].iloc[0] is not False
+        higher = higher_is_better(data["perf_higher_is_better"].iloc[0])
         mask = pareto_mask(data["gpu_energy_j"].to_numpy(), data["perf_value"].to_numpy(), higher)
         on_front.loc[data.index] = mask
         front = data[mask]

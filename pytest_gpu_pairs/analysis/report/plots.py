@@ -20,7 +20,13 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from pytest_gpu_pairs.analysis.report.analysis import LOG_HPS, SENSITIVITY_HPS, Analysis, sensitivity_subset
+from pytest_gpu_pairs.analysis.report.analysis import (
+    LOG_HPS,
+    SENSITIVITY_HPS,
+    Analysis,
+    higher_is_better,
+    sensitivity_subset,
+)
 from pytest_gpu_pairs.record.keys import axis_label, label, meaning
 from pytest_gpu_pairs.record.store import atomic_write_bytes
 
@@ -243,7 +249,7 @@ def pareto_figure(a: Analysis) -> tuple[Figure, str]:
         ax.step(front["gpu_energy_j"] / 1000, front["perf_value"], where="post", color="black", linewidth=1,
                 label=f"Pareto front ({len(front)})")
         _log_x(ax)
-        better = "higher" if group["perf_higher_is_better"].iloc[0] is not False else "lower"
+        better = "higher" if higher_is_better(group["perf_higher_is_better"].iloc[0]) else "lower"
         ax.set_title(f"{model}", fontsize=8)
         ax.set_xlabel(axis_label("gpu_energy_j", "kJ"), fontsize=8)
         ax.set_ylabel(f"{group['perf_name'].iloc[0]} ({better} is better)", fontsize=8)

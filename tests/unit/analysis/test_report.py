@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -284,3 +285,11 @@ def test_the_pages_links_to_its_csvs_work_when_the_page_is_moved_alone(tmp_path)
     for name, data in links.items():
         assert base64.b64decode(data).decode("utf-8") == (tmp_path / "r" / name).read_text()
     assert "href='summary.csv'" not in page and "href='stats.csv'" not in page
+
+
+@pytest.mark.parametrize("cell, higher", [(False, False), (np.bool_(False), False), (True, True),
+                                          (np.bool_(True), True), (None, True), (float("nan"), True)])
+def test_a_loss_column_reads_lower_is_better_whether_pandas_hands_back_a_python_or_a_numpy_false(cell, higher):
+    from pytest_gpu_pairs.analysis.report.analysis import higher_is_better
+    assert higher_is_better(cell) is higher
+    assert higher_is_better(pd.Series([cell, cell]).iloc[0]) is higher

@@ -90,3 +90,20 @@ def test_a_case_is_flagged_exactly_when_its_mean_or_one_of_its_rounds_lies_past_
     past_mean = mean > bound if op == ">" else mean < bound
     past_round = any((v > far if op == ">" else v < far) for v in values)
     assert flagged(record, key) == (past_mean or past_round)
+
+
+def test_an_efficiency_measured_beside_a_process_that_was_none_of_the_jobs_is_flagged_with_its_memory():
+    shared = {"concurrency_efficiency": 1.71, "fg_peak_vram_mb": 3000.0, "other_peak_vram_mb": 5210.0}
+    note = impossible_notes(shared)["concurrency_efficiency"]
+    assert note.startswith("suspect: processes that are not the case's jobs held up to 5210 MB of the GPU")
+    assert flagged(shared, "concurrency_efficiency") and not flagged(shared, "fg_slowdown")
+    assert "5210 MB" in with_impossible_notes(shared)["notes"]["concurrency_efficiency"]
+
+
+@pytest.mark.parametrize("record", [
+    {"concurrency_efficiency": 1.71, "fg_peak_vram_mb": 3000.0, "other_peak_vram_mb": None},
+    {"concurrency_efficiency": 1.71, "fg_peak_vram_mb": 3000.0, "other_peak_vram_mb": 0},
+    {"concurrency_efficiency": 1.71, "fg_peak_vram_mb": None, "other_peak_vram_mb": 5210.0},
+], ids=["nobody else", "nothing held", "own jobs unseen: pids not matched, as in a container"])
+def test_an_idle_card_or_a_container_whose_pids_nvml_does_not_match_is_not_flagged(record):
+    assert impossible_notes(record) == {} and not flagged(record, "concurrency_efficiency")

@@ -64,7 +64,7 @@ def test_every_shipped_declaration_reads():
 
 @pytest.mark.parametrize("argv, expected", [
     (["study", "run", "nope"], "expected a declared study"),
-    (["study", "collect", "predecessor"], "raw_data.csv"),
+    (["study", "collect", "teardown"], "expected the teardown run's evidence"),
     (["study", "run", "predecessor"], "is not run by `gpu-pairs study run`"),
 ])
 def test_the_command_refuses_in_one_line_with_exit_2(argv, expected, capsys, tmp_path):
