@@ -22,8 +22,9 @@ from pytest_gpu_pairs.experiment.cases import expand_all
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.planning.estimate import estimate_cases, session_total
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.store import case_records, read_fit_profile, save_fit_profile
+from pytest_gpu_pairs.record.store import read_fit_profile, save_fit_profile
 from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.studies.collates.across_sessions import agreement, records_by_session
 
 SETTINGS = "settings/parallel_feasibility_test.json"
 SESSIONS = ("session-1", "session-2", "session-3")
@@ -35,28 +36,7 @@ TARGETS = {"vram_verdict_agreement": 1.0, "vram_peak_spread_max": 0.03, "efficie
 
 def session_records(folder: Path) -> dict[str, dict[str, Record]]:
     """session -> group -> its complete record."""
-    found: dict[str, dict[str, Record]] = {}
-    for session in SESSIONS:
-        records, _ = case_records(folder / session) if (folder / session).is_dir() else ([], [])
-        found[session] = {r.case_id.split("-", 1)[0]: r for _, r in records if r.complete and r.case_id}
-    return found
-
-
-def _spread(values: list[float]) -> Optional[float]:
-    return max(values) / min(values) - 1.0 if len(values) > 1 and min(values) > 0 else None
-
-
-def _bounds(interval: Optional[list[Optional[float]]]) -> Optional[list[float]]:
-    """Both ends of a 95 % interval; None where there is none or an end was not measured, as an
-    interval with a missing end cannot be said to overlap another."""
-    if not interval:
-        return None
-    low, high = interval
-    return None if low is None or high is None else [low, high]
-
-
-def _overlap(intervals: list[list[float]]) -> bool:
-    return all(a[0] <= b[1] and b[0] <= a[1] for i, a in enumerate(intervals) for b in intervals[i + 1:])
+    return records_by_session(folder, SESSIONS)
 
 
 def pair_rows(by_session: dict[str, dict[str, Record]]) -> dict[str, dict[str, Any]]:
@@ -65,17 +45,10 @@ def pair_rows(by_session: dict[str, dict[str, Record]]) -> dict[str, dict[str, A
         if not any(group in records for records in by_session.values()):
             continue
         seen = {s: r[group] for s, r in by_session.items() if group in r}
-        efficiencies = [r.concurrency_efficiency for r in seen.values() if r.concurrency_efficiency is not None]
-        intervals = [ci for r in seen.values() if (ci := _bounds(r.concurrency_efficiency_ci)) is not None]
-        needs = [r.vram_fit_mb for r in seen.values() if r.vram_fit_mb is not None]
         rows[group] = {
             "case_id": next(iter(seen.values())).case_id if seen else None,
             "sessions": {s: _session_row(r) for s, r in seen.items()},
-            "n_sessions": len(seen),
-            "vram_verdicts": sorted({r.vram_verdict for r in seen.values()}, key=str),
-            "vram_peak_spread": _spread(needs),
-            "efficiency_spread": _spread(efficiencies),
-            "intervals_overlap": _overlap(intervals) if len(intervals) > 1 else None}
+            **agreement(list(seen.values()))}
     return rows
 
 

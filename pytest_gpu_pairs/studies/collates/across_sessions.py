@@ -1,0 +1,51 @@
+"""What one group's records from several sessions say together: whether their memory verdicts agree,
+how far their whole-run needs and efficiencies spread, and whether every two sessions' efficiency
+intervals overlap. The verdicts and feasibility_10g collates judge their sessions this way."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.store import case_records
+
+
+def records_by_session(folder: Path, sessions: Sequence[str]) -> dict[str, dict[str, Record]]:
+    """session -> group (the case id's first part) -> its complete record; a session folder that is
+    not there has none."""
+    found: dict[str, dict[str, Record]] = {}
+    for session in sessions:
+        records, _ = case_records(folder / session) if (folder / session).is_dir() else ([], [])
+        found[session] = {r.case_id.split("-", 1)[0]: r for _, r in records if r.complete and r.case_id}
+    return found
+
+
+def spread(values: list[float]) -> Optional[float]:
+    """The largest reading over the smallest, less one; None where fewer than two readings."""
+    return max(values) / min(values) - 1.0 if len(values) > 1 and min(values) > 0 else None
+
+
+def bounds(interval: Optional[Sequence[Optional[float]]]) -> Optional[list[float]]:
+    """Both ends of a 95 % interval; None where there is none or an end was not measured, as an
+    interval with a missing end cannot be said to overlap another."""
+    if not interval:
+        return None
+    low, high = interval
+    return None if low is None or high is None else [low, high]
+
+
+def overlap(intervals: list[list[float]]) -> bool:
+    return all(a[0] <= b[1] and b[0] <= a[1] for i, a in enumerate(intervals) for b in intervals[i + 1:])
+
+
+def agreement(records: Sequence[Record]) -> dict[str, Any]:
+    """One group's sessions side by side; a figure that needs two sessions is None with fewer."""
+    efficiencies = [r.concurrency_efficiency for r in records if r.concurrency_efficiency is not None]
+    intervals = [ci for r in records if (ci := bounds(r.concurrency_efficiency_ci)) is not None]
+    needs = [r.vram_fit_mb for r in records if r.vram_fit_mb is not None]
+    return {"n_sessions": len(records),
+            "vram_verdicts": sorted({r.vram_verdict for r in records}, key=str),
+            "vram_peak_spread": spread(needs),
+            "efficiency_spread": spread(efficiencies),
+            "intervals_overlap": overlap(intervals) if len(intervals) > 1 else None}
