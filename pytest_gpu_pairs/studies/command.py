@@ -18,7 +18,7 @@ from pathlib import Path
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.record.store import StoreError
 from pytest_gpu_pairs.studies.declaration import Study, all_studies, find_study
-from pytest_gpu_pairs.studies.runner import Request, StudyRunError, run_study, study_status
+from pytest_gpu_pairs.studies.runner import Request, StudyRunError, run_study, step_states, study_status
 from pytest_gpu_pairs.studies.summary import collect
 
 DEFAULT_OUT = Path("gpu-pairs-studies")
@@ -108,4 +108,10 @@ def _status(study: Study, root: Path, out: Path, request: Request) -> int:
         print(f"{s.folder:<24} {s.state}; {s.complete} case(s) complete, {s.incomplete} not{problems}")
     left = sum(1 for s in states if s.state == "not started" or s.state.startswith("stopped"))
     print(f"{len(states) - left} of {len(states)} sessions done or not for this device; {left} left")
+    steps = step_states(study, out, request)
+    for name, state in steps:
+        print(f"step {name:<19} {state}")
+    if steps:
+        undone = sum(1 for _, state in steps if state == "not started" or state.startswith("stopped"))
+        print(f"{len(steps) - undone} of {len(steps)} steps done or not for this device; {undone} left")
     return 0

@@ -114,7 +114,8 @@ class Study(_Strict):
     gpu_options: tuple[str, ...] = Field(default=(), description="dropped, and said so, on --device cpu")
     scale: Optional[float] = Field(default=None, gt=0)
     plan: Optional[tuple[str, ...]] = Field(default=None, description="gpu-pairs plan's options: plan.json first")
-    variants: tuple[Variant, ...] = (Variant(name="main"),)
+    variants: tuple[Variant, ...] = Field(default=(Variant(name="main"),), description=(
+        "none where a step starts and signals the study's pytest itself (teardown)"))
     steps: tuple[Step, ...] = ()
     env: dict[str, str] = Field(default_factory=dict, description="set for its sessions and steps, e.g. cudnn.benchmark off")
     share_fit_profiles: bool = Field(default=False, description="every session starts with the fit profiles "
@@ -131,8 +132,8 @@ class Study(_Strict):
         folders = [f for v in self.variants for f in v.folders()]
         if len(set(names)) != len(names) or len(set(folders)) != len(folders):
             raise ValueError("expected variants with distinct names and results folders")
-        if not self.variants:
-            raise ValueError("expected at least one variant")
+        if not self.variants and not self.steps:
+            raise ValueError("expected at least one variant, or the steps that run the study's pytest themselves")
         steps = [s.name for s in self.steps]
         if len(set(steps)) != len(steps):
             raise ValueError("expected steps with distinct names")

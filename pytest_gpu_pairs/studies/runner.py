@@ -394,3 +394,22 @@ def study_status(study: Study, root: Path, out: Path, request: Request) -> list[
         states.append(SessionState(session.folder, session.variant, state, complete, len(records) - complete,
                                    len(problems)))
     return states
+
+
+def step_states(study: Study, out: Path, request: Request) -> list[tuple[str, str]]:
+    """Each step's name and state: done (what it writes is there), not run on the CPU, stopped short
+    (its last exit code), or not started."""
+    runs = read_runs(out)
+    states = []
+    for step in study.steps:
+        attempts = runs.get(f"step {step.name}", [])
+        if step.needs_gpu and request.device == "cpu":
+            state = f"not run on the CPU ({step.needs_gpu})"
+        elif (out / step.writes).exists():
+            state = f"done ({step.writes} is there)"
+        elif attempts:
+            state = f"stopped short (exit {attempts[-1].get('exit')}); run again to resume"
+        else:
+            state = "not started"
+        states.append((step.name, state))
+    return states

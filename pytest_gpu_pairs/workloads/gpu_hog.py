@@ -1,7 +1,10 @@
-"""A command workload for the teardown study (tools/teardown/run_on_gpu.sh): takes a share of the
-card's memory in 1 GiB tensors (a real CUDA out-of-memory error when it does not fit), then computes
-matmuls while it speaks the progress protocol. ``--hang-run N`` makes its N-th invocation (counted
-in ``--state``) compute forever instead of finishing: a job that only a kill ends."""
+"""A command workload that holds a share of the card: ``python -m pytest_gpu_pairs.workloads.gpu_hog``.
+
+It takes a share of the card's memory in 1 GiB tensors (a real CUDA out-of-memory error when it
+does not fit), then computes matmuls while it speaks the progress protocol. ``--hang-run N`` makes
+its N-th invocation (counted in ``--state``) compute forever instead of finishing: a job that only a
+kill ends. The teardown study's jobs (``studies/steps/teardown.py``) and the awake probe's keeper
+(``--mem-frac 0``)."""
 from __future__ import annotations
 
 import argparse

@@ -1,1 +1,0 @@
-"""The teardown study's scripts (see reports/reference/teardown/README.md)."""
