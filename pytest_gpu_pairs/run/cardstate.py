@@ -36,7 +36,7 @@ def job_processes() -> list[int]:
     return [p.pid for p in tagged_processes(lambda environ: JOB_TAG_VAR in environ)]
 
 
-def reading(card: Card, jobs: Callable[[], list[int]] = job_processes,
+def reading(card: Card, jobs: Optional[Callable[[], list[int]]] = None,
             clock: Callable[[], float] = time.time) -> dict[str, Any]:
     """The card now: ``t``, ``mem_used_mb`` (one decimal), ``compute_processes`` ([pid, MB], 0 where
     the driver withholds a process's memory) and ``job_processes`` (pids)."""
@@ -45,14 +45,14 @@ def reading(card: Card, jobs: Callable[[], list[int]] = job_processes,
         raise NvmlUnavailable("NVML did not report the card's memory in use")
     return {"t": clock(), "mem_used_mb": round(used, 1),
             "compute_processes": [[pid, mb or 0] for pid, mb in card.compute_processes()],
-            "job_processes": jobs()}
+            "job_processes": (jobs or job_processes)()}
 
 
 def is_idle(state: dict[str, Any], idle_mb: float) -> bool:
     return not state["compute_processes"] and not state["job_processes"] and state["mem_used_mb"] <= idle_mb
 
 
-def wait_for_idle(card: Card, idle_mb: float, timeout_s: float, jobs: Callable[[], list[int]] = job_processes,
+def wait_for_idle(card: Card, idle_mb: float, timeout_s: float, jobs: Optional[Callable[[], list[int]]] = None,
                   clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Readings every ``POLL_S`` until the card is idle (memory at most ``idle_mb``) or ``timeout_s``
     passed; the last reading with ``idle_reached`` and ``waited_s``. A job process still alive at the

@@ -30,6 +30,7 @@ def _declare(tmp_path, **changes):
     ({"variants": [{"name": "a", "folder": "../x"}]}, "$.variants[0].folder", "inside the study's output"),
     ({"variants": [{"name": "a"}, {"name": "a", "folder": "b"}]}, "$", "distinct names"),
     ({"collate": None}, "$", "not_rebuilt"),
+    ({"variants": []}, "$", "at least one variant, or the steps"),
     ({"name": "other"}, "$.name", "expected the file's own name"),
 ])
 def test_a_bad_declaration_is_one_line_naming_file_path_and_expectation(tmp_path, changes, where, expected):
