@@ -1,4 +1,4 @@
-# Sourced at the start of every script run on the GPU machine (tools/*/run_on_gpu.sh and the others),
+# Sourced at the start of every script run on the GPU machine (tools/device/*.sh),
 # from the repository root: wheels the GPU image lacks (.whl/*.whl, if any), then the package, offline.
 # The image lacks pydantic (with pydantic_core, annotated_types, typing_extensions, typing_inspection),
 # google-re2 and filelock: download them for CPython 3.12 manylinux into .whl/ (git-ignored) as
