@@ -1,5 +1,5 @@
 """Real training scripts as command workloads on the CPU, tiny: the H100 study's script
-(tools/command_workloads/word_language_model.py, read through its progress_pattern) and the
+(settings/command_workloads/word_language_model.py, read through its progress_pattern) and the
 complete example of docs/progress.md (through ``pytest_gpu_pairs.progress``), paired."""
 import json
 import re
@@ -12,7 +12,7 @@ from pytest_gpu_pairs.experiment.load import load_workloads_file
 from pytest_gpu_pairs.run.joblog import parse_log_metrics
 from pytest_gpu_pairs.run.logprogress import LogProgress
 
-TOOL = REPO / "tools" / "command_workloads"
+TOOL = REPO / "settings" / "command_workloads"
 SMALL_BATCHES, SMALL_INTERVAL = 11, 2  # --small: 8000 tokens / 20 / 35 bptt, a line every 2 batches
 
 
