@@ -65,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
                           variant=args.variant, extra=tuple(args.extra))
         if args.action == "status":
             return _status(study, args.root.resolve(), out.resolve(), request)
-        signal.signal(signal.SIGTERM, _stop)
-        return run_study(study, args.root.resolve(), out.resolve(), request,
-                         say=lambda line: print(line, flush=True))
+        return _run_until_stopped(study, args.root.resolve(), out.resolve(), request)
     except (SettingsError, StoreError, StudyRunError, ValueError) as exc:
         print(f"gpu-pairs study: error: {exc}", file=sys.stderr)
         return 2
@@ -85,6 +83,17 @@ def _positive(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
+
+
+def _run_until_stopped(study: Study, root: Path, out: Path, request: Request) -> int:
+    """The study's sessions; Ctrl-C or SIGTERM ends the running session (its jobs torn down on the way
+    out of ``run_study``) and says, in one line, how to go on: 130, as a shell reports an interrupt."""
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return run_study(study, root, out, request, say=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(f"gpu-pairs study: {study.name} stopped; run the same command again to resume", file=sys.stderr)
+        return 130
 
 
 def _stop(signum, frame) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
 import pytest
-from support.helpers import XDIST_WORKER_VARS, pair, write_settings
+from support.helpers import REPO, XDIST_WORKER_VARS, jobs_started_under, pair, write_settings
 
 from pytest_gpu_pairs.studies.declaration import Study
 from pytest_gpu_pairs.studies.runner import (
@@ -141,3 +143,26 @@ def test_no_process_is_left_behind_by_a_run(checkout):
     assert run_study(_study(), checkout, checkout / "out", Request(device="cpu"), say=lambda _: None) == 0
     after = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True) if _alive(p.pid)}
     assert after - before == set()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_study_run_says_how_to_resume_in_one_line_and_leaves_nothing_running(sig, tmp_path):
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in XDIST_WORKER_VARS}
+    runner = subprocess.Popen([sys.executable, "-m", "pytest_gpu_pairs.cli", "study", "run", "verdicts", "--device",
+                               "cpu", "--scale", "0.01", "-k", "g01", "--sessions", "1", "--out", str(out)],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in runner.stdout:
+            if "pytest started" in line:
+                break
+        time.sleep(2)
+        runner.send_signal(sig)
+        _, err = runner.communicate(timeout=120)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    assert runner.returncode == 130
+    assert err.strip().splitlines() == ["gpu-pairs study: verdicts stopped; run the same command again to resume"]
+    assert jobs_started_under(out) == []
