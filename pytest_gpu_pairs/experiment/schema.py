@@ -262,6 +262,35 @@ DAY_S = 86400.0
 
 
 GROUP_JOB_KEYS = ("foreground", "background", "backgrounds", "jobs")  # a group names its jobs with some of these
+MAX_EXPECTATIONS = 16
+
+
+def _ordered_range(bounds: Optional[tuple[float, float]]) -> Optional[tuple[float, float]]:
+    if bounds is not None and bounds[0] > bounds[1]:
+        raise ValueError(f"expected [low, high] with low <= high, got {list(bounds)}")
+    return bounds
+
+
+Range = Annotated[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]], AfterValidator(_ordered_range)]
+
+
+class Expectation(_Strict):
+    """What someone predicted for a group before it was measured, kept beside the group so that a
+    study can hold the prediction against the measurement (``gpu-pairs study collect``). Each figure
+    is optional; one that is given is judged, one that is not is left out of the verdict."""
+
+    name: Text = Field(min_length=1, max_length=NAME_MAX)
+    source: Text = Field(min_length=1)
+    said: Optional[Text] = None  # the prediction in its author's words
+    efficiency: Optional[Range] = None  # the predicted range of the group's efficiency
+    time_saved: Optional[tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]]] = None
+    vram_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)  # the memory the author expected the group to need
+    fits: Optional[StrictBool] = None  # the author's verdict on the group's memory budget
+
+    @field_validator("time_saved")
+    @classmethod
+    def _time_saved_is_ordered(cls, bounds):
+        return _ordered_range(bounds)
 
 
 class PairSpec(_Strict):
@@ -279,6 +308,7 @@ class PairSpec(_Strict):
     runs_per_config: Optional[StrictInt] = Field(None, ge=1, le=MAX_RUNS)
     sharing: Optional[Sharing] = None
     note: Optional[str] = None
+    expect: Optional[list[Expectation]] = Field(None, min_length=1, max_length=MAX_EXPECTATIONS)
     vary: Optional[dict[Name, Factors]] = Field(None, min_length=1)
     mutate: Optional[list[Name]] = Field(None, min_length=1)
     mutations: Optional[StrictInt] = Field(None, ge=1, le=MAX_MUTATIONS)

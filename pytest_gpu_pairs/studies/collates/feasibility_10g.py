@@ -33,6 +33,7 @@ from pytest_gpu_pairs.inputs import first_error, read_json
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text, case_records, read_fit_profile
 from pytest_gpu_pairs.studies.collates import feasibility_10g_history as history
+from pytest_gpu_pairs.studies.collates import rtx3080
 from pytest_gpu_pairs.studies.collates.across_sessions import agreement, bounds
 
 SETTINGS = "settings/parallel_feasibility_test.json"
@@ -130,6 +131,8 @@ def session_row(record: Record, path: Path, folder: Path) -> dict[str, Any]:
             "steady_mb": record.vram_steady_mb, "transient_mb": record.vram_transient_mb, "peak": peak(record),
             "efficiency": record.concurrency_efficiency, "efficiency_ci95": bounds(record.concurrency_efficiency_ci),
             "n_starts": record.n_starts, "n_rounds": record.n_rounds,
+            "fg_slowdown": record.fg_slowdown, "fg_slowdown_ci95": bounds(record.fg_slowdown_ci),
+            "bg_slowdown": 1.0 / record.bg_progress_ratio if record.bg_progress_ratio else None,
             "starts": [s.get("concurrency_efficiency") for s in record.starts or []],
             "between_start_prior": record.between_start_prior,
             "energy_saved": record.energy_saved_vs_serial, "energy_saved_ci95": saved_ci,
@@ -153,17 +156,29 @@ def _holds_others(rows: dict[str, dict[str, Any]]) -> Optional[float]:
     return sum(lo <= value <= hi for (lo, hi), value in pairs) / len(pairs) if pairs else None
 
 
+def against_rtx3080(rows: dict[str, dict[str, Any]], theirs: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The slowdown the predecessor measured on its RTX 3080, its foreground's, beside the same job's
+    slowdown here over the sessions (this group's background where the predecessor swapped the roles)."""
+    key = "bg_slowdown" if theirs is not None and theirs["roles"] == "swapped" else "fg_slowdown"
+    ours = [row[key] for row in rows.values() if row[key] is not None]
+    mean = sum(ours) / len(ours) if ours else None
+    gap = None if mean is None or theirs is None else mean - theirs["fg_slowdown_median"]
+    return {"job": key[:2], "h100_slowdown": mean, "h100_slowdown_range": [min(ours), max(ours)] if ours else None,
+            "rtx3080": theirs, "gap": gap}
+
+
 def group_row(pair: dict[str, Any], seen: dict[str, tuple[Record, Path]], folder: Path,
-              sources: dict[str, dict[str, dict[str, str]]]) -> dict[str, Any]:
-    group = pair["group"]
+              sources: dict[str, dict[str, dict[str, str]]], slowdowns: rtx3080.Slowdowns) -> dict[str, Any]:
+    group, fg, bg = pair["group"], pair["foreground"]["model"], pair["background"]["model"]
     rows = {s: session_row(r, p, folder) for s, (r, p) in seen.items()}
     verdicts = [row["within_budget"] for row in rows.values()]
     first = next(iter(seen.values()))[0] if seen else None
-    return {"group": group, "foreground": pair["foreground"]["model"], "background": pair["background"]["model"],
+    return {"group": group, "foreground": fg, "background": bg,
             "sessions": rows, **agreement([r for r, _ in seen.values()]),
             "within_budget_every_session": None if not rows or None in verdicts else all(verdicts),
             "interval_holds_other_sessions": _holds_others(rows),
             "cpu_jobs": cpu_jobs(first) if first else [],
+            "against_rtx3080": against_rtx3080(rows, rtx3080.pair_slowdown(slowdowns, fg, bg)),
             "sources": {s: sources[s][group] for s in seen if group in sources.get(s, {})}}
 
 
@@ -220,12 +235,14 @@ def fit_profiles(folder: Path, sessions: list[str]) -> dict[str, dict[str, Any]]
     return out
 
 
-def default_method(folder: Path, settings: dict[str, Any]) -> dict[str, Any]:
+def default_method(folder: Path, settings: dict[str, Any], slowdowns: rtx3080.Slowdowns) -> dict[str, Any]:
     sessions = session_folders(folder)
     by_session = {s: _session_records(folder, s) for s in sessions}
     sources = {s: read_sources(folder / s / SOURCES) for s in sessions}
     groups = [group_row(pair, {s: r[pair["group"]] for s, r in by_session.items() if pair["group"] in r},
-                        folder, sources) for pair in settings["pairs"]]
+                        folder, sources, slowdowns) for pair in settings["pairs"]]
+    compared = [g for g in groups if g["against_rtx3080"]["gap"] is not None]
+    gaps = [abs(g["against_rtx3080"]["gap"]) for g in compared]
     spreads = [g["efficiency_spread"] for g in groups if g["efficiency_spread"] is not None]
     above = [{"group": g["group"], "session": s, "efficiency": row["efficiency"], "ci95": row["efficiency_ci95"],
               "flag": row["flag"]} for g in groups for s, row in g["sessions"].items() if row["above_bound"]]
@@ -238,13 +255,18 @@ def default_method(folder: Path, settings: dict[str, Any]) -> dict[str, Any]:
                                                key=lambda g: g["efficiency_spread"], default={}).get("group"),
             "efficiency_above_bound": above,
             "cpu_background_groups": [g["group"] for g in groups if any(j.startswith("bg ") for j in g["cpu_jobs"])],
+            "rtx3080_groups_compared": len(gaps),
+            "rtx3080_slowdown_gap_mean": sum(gaps) / len(gaps) if gaps else None,
+            "rtx3080_slowdown_gap_max": max(gaps, default=None),
+            "rtx3080_slowdown_gap_max_group": max(compared, key=lambda g: abs(g["against_rtx3080"]["gap"]),
+                                                  default={}).get("group"),
             "verdicts_agree": _all_true([len(g["vram_verdicts"]) == 1 if g["n_sessions"] else None for g in groups]),
             "fit_profiles": fit_profiles(folder, sessions),
             "sources": {g["group"]: g["sources"] for g in groups}}
 
 
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
-    summary = default_method(folder, read_json(root / SETTINGS))
+    summary = default_method(folder, read_json(root / SETTINGS), rtx3080.slowdowns(root / rtx3080.PREDECESSOR))
     summary["history"] = history.summarize(folder, root)
     return summary
 
@@ -314,6 +336,27 @@ def across_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def emulation_table(summary: dict[str, Any]) -> list[str]:
+    """Per group, what the card emulates (its memory) and how far its compute, the H100's, moves the
+    one figure the predecessor measured on its RTX 3080: the foreground's slowdown."""
+    lines = ["| group | pair (fg + bg) | memory | the RTX 3080's foreground | H100: its slowdown (sessions' mean, "
+             "range) | RTX 3080: its slowdown, median [IQR] (runs) | H100 less RTX 3080 |", "|" + " --- |" * 7]
+    for g in summary["groups"]:
+        a, cpu = g["against_rtx3080"], [j.split(" ", 1)[1] for j in g["cpu_jobs"]]
+        memory = "10 GB card, emulated" + (f" ({', '.join(cpu)} on the CPU)" if cpu else "")
+        ours = "–" if a["h100_slowdown"] is None else (
+            f"{a['h100_slowdown']:.2f} ({a['h100_slowdown_range'][0]:.2f}-{a['h100_slowdown_range'][1]:.2f})")
+        theirs = a["rtx3080"]
+        their_cell = "never run" if theirs is None else (
+            f"{theirs['fg_slowdown_median']:.2f} [{theirs['fg_slowdown_iqr'][0]:.2f}, {theirs['fg_slowdown_iqr'][1]:.2f}] "
+            f"({theirs['n']})")
+        job = "–" if theirs is None else g["background"] if a["job"] == "bg" else g["foreground"]
+        gap = "–" if a["gap"] is None else f"{a['gap']:+.2f}"
+        lines.append(f"| {g['group']} | {g['foreground']} + {g['background']} | {memory} | {job} | {ours} | "
+                     f"{their_cell} | {gap} |")
+    return lines
+
+
 def figures_table(summary: dict[str, Any]) -> list[str]:
     spread = summary["efficiency_spread_max"]
     rows = [("groups within the budget in every session", f"{summary['success_rule_groups_within_budget']} of "
@@ -331,6 +374,7 @@ def table(summary: dict[str, Any]) -> str:
     lines = ["## Default method: each group in every session", "", *session_table(summary), "",
              "## Default method: each group across sessions", "", *across_table(summary), "",
              "## Default method: the answer", "", *figures_table(summary), "",
+             "## What the card emulates: its memory, not its compute", "", *emulation_table(summary), "",
              "## History: interleaved rounds, time-sliced and MPS 52 % (peak VRAM sampled while training)", "",
              history.markdown(summary["history"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
@@ -356,6 +400,12 @@ def answer(summary: dict[str, Any]) -> str:
     moved = "–" if spread is None else f"{100 * spread:.1f} % ({summary['efficiency_spread_max_group']})"
     lines.append(f"- Between sessions the efficiency moves by at most {moved}; every two sessions' intervals "
                  f"overlap in every group: {_yes(cover)}. Sessions per group: at least {summary['sessions_per_group']}.")
+    if summary["rtx3080_groups_compared"]:
+        lines.append(f"- **The card emulates the RTX 3080's memory, not its compute.** For the "
+                     f"{summary['rtx3080_groups_compared']} groups the predecessor ran, the slowdown of the job it ran "
+                     f"as foreground lies here on average {summary['rtx3080_slowdown_gap_mean']:.2f} from its own "
+                     f"median (largest {summary['rtx3080_slowdown_gap_max']:.2f}, "
+                     f"{summary['rtx3080_slowdown_gap_max_group']}); the table below says it per group.")
     above = summary["efficiency_above_bound"]
     if above:
         readings = ", ".join(f"{a['group']} {a['efficiency']:.3f} ({a['session']})" for a in above)

@@ -17,17 +17,16 @@ settings/parallel_feasibility_test.json --gpu-memory-mb 10240 --json``), and a f
 """
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_gpu_pairs.compat.raw_data import workload_name
 from pytest_gpu_pairs.inputs import read_json
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import case_records, load_result, read_session
+from pytest_gpu_pairs.studies.collates import rtx3080
 
 SETTINGS = "settings/parallel_feasibility_test.json"
-PREDECESSOR = "reports/reference/predecessor/summary.csv"
+PREDECESSOR = rtx3080.PREDECESSOR
 TIMESLICE_FOLDERS = ("session-1", "session-2")
 MPS_FOLDER = "mps"
 RECHECK_FOLDERS = ("phase2", "g01-repeat")
@@ -94,29 +93,6 @@ def _planner(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _predecessor_slowdowns(path: Path) -> dict[tuple[str, str], list[float]]:
-    import pandas as pd
-
-    frame = pd.read_csv(path, low_memory=False)
-    frame = frame[frame["mode"] == "parallel"]
-    out: dict[tuple[str, str], list[float]] = {}
-    for row in frame.itertuples():
-        fg, bg = workload_name(row.repository, row.model), workload_name(row.bg_repository, row.bg_model)
-        if fg and bg and isinstance(row.fg_slowdown, float) and row.fg_slowdown == row.fg_slowdown:
-            out.setdefault((fg, bg), []).append(row.fg_slowdown)
-    return out
-
-
-def _predecessor(slowdowns: dict[tuple[str, str], list[float]], fg: str, bg: str) -> Optional[dict[str, Any]]:
-    for roles, key in (("same", (fg, bg)), ("swapped", (bg, fg))):
-        values = slowdowns.get(key)
-        if values:
-            quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-            return {"roles": roles, "n": len(values), "fg_slowdown_median": statistics.median(values),
-                    "fg_slowdown_iqr": [quartiles[0], quartiles[2]], "device": "NVIDIA GeForce RTX 3080"}
-    return None
-
-
 def _rechecks(folder: Path) -> list[dict[str, Any]]:
     """The readings above 2 measured again, on other machines and with longer phases: each recheck
     folder's ``summary.csv`` (one of them kept that table and not its records), each row's phase
@@ -143,13 +119,13 @@ def collate(folder: Path, plan: dict[str, Any], settings: dict[str, Any], predec
         timeslice.update(_records(folder / name))
     mps = _records(folder / MPS_FOLDER)
     planner = _planner(plan)
-    slowdowns = _predecessor_slowdowns(predecessor)
+    slowdowns = rtx3080.slowdowns(predecessor)
     groups = []
     for pair in settings["pairs"]:
         group, fg, bg = pair["group"], pair["foreground"]["model"], pair["background"]["model"]
         groups.append({"group": group, "foreground": fg, "background": bg,
                        "timeslice": _measurement(timeslice.get(group)), "mps_52pct": _measurement(mps.get(group)),
-                       "planner": planner.get(group), "predecessor": _predecessor(slowdowns, fg, bg)})
+                       "planner": planner.get(group), "predecessor": rtx3080.pair_slowdown(slowdowns, fg, bg)})
     return {"card_mb": 10240, "vram_budget_mb": 7500, "method": "interleaved", "groups": groups,
             "rechecks_above_bound": _rechecks(folder),
             "measured": {"timeslice": sum(g["timeslice"] is not None for g in groups),
@@ -209,13 +185,6 @@ def _planner_cell(p: Optional[dict[str, Any]]) -> str:
     return f"{p['fit']}; {_num(p['efficiency'])} {interval}"
 
 
-def _predecessor_cell(p: Optional[dict[str, Any]]) -> str:
-    if p is None:
-        return "no run"
-    swapped = ", roles swapped" if p["roles"] == "swapped" else ""
-    return f"{_num(p['fg_slowdown_median'])} (n {p['n']}{swapped})"
-
-
 def markdown(result: dict[str, Any]) -> str:
     head = ("| group | pair (fg + bg) | fit, peak VRAM | efficiency [95 %] | energy saved [95 %] | "
             "fg slowdown [95 %] | MPS 52 %: efficiency | MPS 52 %: fg slowdown | planner: fit; efficiency | "
@@ -225,5 +194,5 @@ def markdown(result: dict[str, Any]) -> str:
         t, m = g["timeslice"], g["mps_52pct"]
         lines.append(f"| {g['group']} | {g['foreground']} + {g['background']} | {_verdict(t)} | {_eff_cell(t)} | "
                      f"{_saved_cell(t)} | {_slow_cell(t)} | {_eff_cell(m)} | {_slow_cell(m)} | "
-                     f"{_planner_cell(g['planner'])} | {_predecessor_cell(g['predecessor'])} |")
+                     f"{_planner_cell(g['planner'])} | {rtx3080.cell(g['predecessor'])} |")
     return "\n".join(lines) + "\n"

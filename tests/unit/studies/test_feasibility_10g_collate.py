@@ -147,3 +147,16 @@ def test_a_history_reading_above_two_is_not_printed_as_a_figure(summary):
     for group in above:
         row = next(line for line in table.splitlines() if line.startswith(f"| {group['group']} "))
         assert "about 2 (read" in row
+
+
+def test_each_group_says_how_far_the_h100_moves_the_slowdown_the_rtx3080_measured(summary):
+    groups = {g["group"]: g for g in summary["groups"]}
+    swapped = groups["g01"]["against_rtx3080"]
+    assert swapped["rtx3080"]["roles"] == "swapped" and swapped["job"] == "bg"
+    rows = groups["g01"]["sessions"].values()
+    ours = sum(r["bg_slowdown"] for r in rows) / len(rows)
+    assert swapped["h100_slowdown"] == pytest.approx(ours)
+    assert swapped["gap"] == pytest.approx(ours - swapped["rtx3080"]["fg_slowdown_median"])
+    assert groups["g07"]["against_rtx3080"]["gap"] is None
+    assert summary["rtx3080_groups_compared"] == sum(g["against_rtx3080"]["gap"] is not None for g in groups.values())
+    assert "What the card emulates" in (FOLDER / "table.md").read_text()
