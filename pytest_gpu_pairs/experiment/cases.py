@@ -27,6 +27,7 @@ from pytest_gpu_pairs.experiment.load import hyperparameter_problem, hyperparame
 from pytest_gpu_pairs.experiment.schema import (
     DEFAULTS,
     DESIGN_METHODS,
+    DESIGN_MIN_COVERAGE,
     ID_MAX,
     CommandWorkload,
     Experiment,
@@ -156,6 +157,7 @@ class Case:
     warmup_s: float = DEFAULTS.warmup_s
     starts: Optional[int] = DEFAULTS.starts
     card_mb: Optional[float] = DEFAULTS.card_mb
+    min_coverage: Optional[float] = None  # the least bg_coverage a round of a concurrent run needs to count
     # the stopping rule of interleaved rounds as asked: precision None is the device's default and 0
     # none, max_case_s None the device's cap (``run.methods`` makes the rule for the device)
     precision: Optional[float] = None
@@ -203,9 +205,18 @@ def job_config(experiment: Experiment, ref: JobRef) -> JobConfig:
                      base_dir=str(experiment.workload_dir()), mps=mps)
 
 
+def min_coverage(experiment: Experiment, mode: str, method: str) -> Optional[float]:
+    """A concurrent case run to completion (the epoch method) counts a round only where its background
+    shared at least this much of the run; interleaved rounds pause and resume jobs themselves."""
+    if mode != "concurrent" or method != "epoch":
+        return None
+    return _first_set(experiment.defaults.min_coverage, DESIGN_MIN_COVERAGE[experiment.design])
+
+
 def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobConfig, bg: Optional[JobConfig],
           variant: str, mode: str, more_bgs: tuple[JobConfig, ...] = ()) -> Case:
     d = experiment.defaults
+    method = _first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch"
     return Case(
         id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode, [j.model for j in more_bgs]),
         experiment=experiment.name, design=experiment.design, group=pair.group, variant=variant,
@@ -216,7 +227,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
         ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
         crash_loop_window_s=d.crash_loop_window_s,
-        method=_first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch",
+        method=method, min_coverage=min_coverage(experiment, mode, method),
         phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
         precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
         source=experiment.source, note=pair.note or "")

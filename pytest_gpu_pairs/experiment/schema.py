@@ -363,6 +363,7 @@ class Defaults(_Strict):
     warmup_s: float = Field(5.0, ge=0, le=3600)
     starts: Optional[StrictInt] = Field(None, ge=1, le=MAX_STARTS)  # None: STARTS_ON_GPU on a GPU, 1 on the CPU
     card_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)  # the card the memory verdict is about
+    min_coverage: Optional[float] = Field(None, ge=0, le=1)  # None: the design's own (DESIGN_MIN_COVERAGE)
 
 
 DEFAULTS = Defaults()  # what every case gets where its settings are silent
@@ -372,6 +373,11 @@ DEFAULTS = Defaults()  # what every case gets where its settings are silent
 # hyperparameter study and mutation runs ask what a finished run scores and spends, which only a
 # run to completion (one foreground epoch run beside the background loop) can answer.
 DESIGN_METHODS = {"pairs": "interleaved", "hp_study": "epoch", "mutation": "epoch"}
+
+# The least share of the foreground's run a background must cover for a run to count, where neither
+# the settings nor the pair say: a run's outcome (its energy, its accuracy) describes sharing only if
+# the background shared the run, not a restart loop that left most of it alone.
+DESIGN_MIN_COVERAGE: dict[str, Optional[float]] = {"pairs": None, "hp_study": 0.95, "mutation": 0.95}
 
 MAX_GPUS = 1024  # data-parallel processes of one scaling case; more is a typo
 MAX_SCALING_STEPS = 20_000  # per stretch: every timed step travels in one protocol line of at most 1 MiB

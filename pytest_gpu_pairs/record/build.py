@@ -444,21 +444,41 @@ NOT_MEASURED_IN_A_FAILED_CASE = ("fg_duration_s", "fg_solo_duration_s", "fg_slow
                                  "concurrency_efficiency", "gpu_energy_j", "peak_vram_mb", "bg_coverage", "cpu_energy_j")
 
 
-def aggregate(rounds: Sequence[Record]) -> Record:
-    """One record for all repeats: numeric keys hold the mean, ``<key>_std`` the spread."""
-    record = {**rounds[-1].to_dict(), "repeats": len(rounds)}
+def coverage_refusal(record: Record, min_coverage: Optional[float]) -> Optional[str]:
+    """Why a round does not count as a run shared from start to end; None where it does or no rule applies.
+    A round whose coverage was not measured (it failed) is left to its failure."""
+    cover = record.bg_coverage
+    if min_coverage is None or cover is None or cover >= min_coverage:
+        return None
+    return (f"the background covered {100 * cover:.0f} % of the foreground's run, below the {100 * min_coverage:.0f} % "
+            f"a run's outcome needs")
+
+
+def aggregate(rounds: Sequence[Record], min_coverage: Optional[float] = None) -> Record:
+    """One record for all repeats: numeric keys hold the mean of the rounds that count, ``<key>_std``
+    the spread. A round whose background covered less of the run than ``min_coverage`` is kept under
+    ``rounds`` with its reason (its ``coverage_refused``) and left out of the figures; where none counts, the case holds no data
+    point and says why (``coverage_refused``)."""
+    refusals = [coverage_refusal(r, min_coverage) for r in rounds]
+    counted = [r for r, why in zip(rounds, refusals) if why is None]
+    record = {**(counted or rounds)[-1].to_dict(), "repeats": len(counted)}
+    if min_coverage is not None:
+        record.update(min_coverage=min_coverage, rounds_refused=len(rounds) - len(counted))
     if len(rounds) > 1:
-        record.update(_over_rounds(rounds))
+        record.update(_over_rounds(counted or rounds, rounds, refusals))
+    if not counted:
+        record["coverage_refused"] = f"{refusals[-1]}: no round counts" if len(rounds) > 1 else refusals[-1]
     return built(with_impossible_notes(record))
 
 
-def _over_rounds(rounds: Sequence[Record]) -> dict[str, Any]:
-    """Each per-round figure's mean and ``_std`` (the table's per-round keys), whether any round ran
-    out of memory or failed, and each round's own figures."""
-    spread = {key: metrics.mean_and_std([getattr(r, key) for r in rounds]) for key in PER_ROUND}
+def _over_rounds(counted: Sequence[Record], rounds: Sequence[Record], refusals: Sequence[Optional[str]]) -> dict[str, Any]:
+    """Each per-round figure's mean and ``_std`` over the rounds that count (the table's per-round
+    keys), whether any round ran out of memory or failed, and every round's own figures."""
+    spread = {key: metrics.mean_and_std([getattr(r, key) for r in counted]) for key in PER_ROUND}
     return {**{key: mean for key, (mean, _) in spread.items()}, **{f"{key}_std": std for key, (_, std) in spread.items()},
             "oom": any(r.oom for r in rounds), "failure": "; ".join(r.failure for r in rounds if r.failure) or None,
-            "rounds": [{k: getattr(r, k) for k in PER_ROUND + ("oom", "failure")} for r in rounds]}
+            "rounds": [{**{k: getattr(r, k) for k in PER_ROUND + ("oom", "failure")}, **({"coverage_refused": why} if why else {})}
+                       for r, why in zip(rounds, refusals)]}
 
 
 BUSY_KEYS = ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound")

@@ -21,6 +21,9 @@ from pytest_gpu_pairs.record.store import typed
 
 PROGRESS_FIX = ("give {} a progress_pattern (its log's step lines) or report steps with "
                 "pytest_gpu_pairs.progress")  # the fix named in a record's notes and in a failed check
+COVERAGE_FIX = ("give the background a run at least as long as the foreground's (more epochs, or a command that "
+                "keeps training until it is stopped), so that it shares the run from its first step to its last; "
+                "defaults.min_coverage sets the rule")
 
 
 @dataclass
@@ -60,6 +63,8 @@ class CaseResult:
         elif r.failure:
             found.append(r.failure)
         found += self._memory_problems()
+        if r.coverage_refused:
+            found.append(f"{r.coverage_refused}: {COVERAGE_FIX}")
         eff = r.concurrency_efficiency
         if self.enforce_efficiency and self.case.mode == "concurrent" and eff is not None and eff < self.min_efficiency:
             found.append(f"concurrency efficiency {eff:.3f} is below the minimum {self.min_efficiency:.3f} "

@@ -103,6 +103,12 @@ class RecordFields(BaseModel):
     """every job of an interleaved case, the foreground first: role, model, solo_steps_per_s and steps_per_s (shared), progress_ratio (shared over solo), gpu_energy_j (its share of the energy above idle: the shares add up to gpu_energy_above_idle_j), gpu_energy_per_step_j, alone_energy_j, solo_gpu_busy, and its whole-run memory need (vram_need_mb, vram_need_phase); a pair's first two are also its fg_ and bg_ keys"""
     bg_coverage: Optional[Number] = None
     """fraction of the window in which the background was training"""
+    min_coverage: Optional[Number] = None
+    """the least bg_coverage a round needs to count: 0.95 in the hp_study and mutation designs, whose question is a whole run's outcome, which a background that covered less of it did not share; none in the pairs design unless its defaults.min_coverage says"""
+    rounds_refused: Optional[StrictInt] = None
+    """rounds left out of the figures because their bg_coverage was below min_coverage; each stays under rounds with the reason in its coverage_refused"""
+    coverage_refused: Optional[StrictStr] = None
+    """why the case holds no data point: every round's background covered less of the foreground's run than min_coverage (the case fails; analyses leave it out); under rounds, why that round does not count"""
     bg_runs: Optional[Number] = None
     """background runs started during the case"""
     bg_failures: Optional[Number] = None

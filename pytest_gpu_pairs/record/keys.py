@@ -84,6 +84,14 @@ SHARING = _figures("sharing", [
      "solo_gpu_busy, and its whole-run memory need (vram_need_mb, vram_need_phase); a pair's first two are also its "
      "fg_ and bg_ keys"),
     ("bg_coverage", "float", "fraction", "higher", True, "fraction of the window in which the background was training"),
+    ("min_coverage", "float", "fraction", None, False, "the least bg_coverage a round needs to count: 0.95 in the "
+     "hp_study and mutation designs, whose question is a whole run's outcome, which a background that covered less "
+     "of it did not share; none in the pairs design unless its defaults.min_coverage says"),
+    ("rounds_refused", "int", "rounds", None, False, "rounds left out of the figures because their bg_coverage was "
+     "below min_coverage; each stays under rounds with the reason in its coverage_refused"),
+    ("coverage_refused", "str", "", None, False, "why the case holds no data point: every round's background covered "
+     "less of the foreground's run than min_coverage (the case fails; analyses leave it out); under rounds, why that "
+     "round does not count"),
     ("bg_runs", "float", "count", None, True, "background runs started during the case"),
     ("bg_failures", "float", "count", "lower", True, "background runs that failed"),
     ("bg_steps_in_window", "float", "steps", None, False, "background steps inside the window"),

@@ -1,6 +1,7 @@
 """The plain facts a round hands over: nothing here runs, owns a thread or touches a device."""
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
@@ -9,6 +10,8 @@ from pytest_gpu_pairs.experiment.vocabulary import job_roles
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.stats import BetweenStarts, StoppingRule
+
+STILL_STEPPING_GAPS = 3  # a background stopped within this many of its report gaps of its last step was training
 
 
 @dataclass
@@ -127,11 +130,21 @@ class BackgroundRun:
     ended_unready: bool = False  # ended on its own before it was seen training: counts towards a crash loop
 
     def training_interval(self) -> Optional[tuple[float, float]]:
-        """From readiness to the last sign of training (its last step, or its end)."""
+        """From readiness to the last sign of training: its end where the harness stopped it while it
+        was still stepping (its last report no further back than a few of its own report gaps), else
+        its last step, or its end where it reported none."""
         if self.ready_t is None:
             return None
-        end = self.outcome.progress.last_t if self.outcome.progress.steps else self.outcome.end_t
-        return (self.ready_t, max(self.ready_t, end or self.outcome.end_t))
+        progress, end_t = self.outcome.progress, self.outcome.end_t
+        end = end_t if not progress.steps or self._stopped_while_stepping() else progress.last_t
+        return (self.ready_t, max(self.ready_t, end or end_t))
+
+    def _stopped_while_stepping(self) -> bool:
+        times = [t for t, _ in self.outcome.progress.steps]
+        if not self.outcome.stopped_by_harness or len(times) < 2 or self.outcome.end_t is None:
+            return False
+        gap = statistics.median(b - a for a, b in zip(times, times[1:]))
+        return self.outcome.end_t - times[-1] <= STILL_STEPPING_GAPS * gap
 
 
 @dataclass(frozen=True)

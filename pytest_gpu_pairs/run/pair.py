@@ -137,7 +137,7 @@ class EpochRounds(OnOneGpu):
         except BackgroundNotReady as exc:
             loop = self._round.background.snapshot() if self._round and self._round.background else None
             return failed_record(case, str(exc), self.env, loop)
-        return aggregate(self._round_records(solo_fg, solo_bg))
+        return aggregate(self._round_records(solo_fg, solo_bg), case.min_coverage)
 
     def _solo_case(self) -> Record:
         """A solo case measures its job unless the session already did (then it reports that

@@ -256,6 +256,8 @@ class GpuPairsSession:
         recorded = {"method": "epoch", **record.to_dict()}  # records older than the method key measured one epoch
         if not all(recorded.get(key) == value for key, value in same.items()) or self.changed_since(case, record):
             return None
+        if record.min_coverage != case.min_coverage:
+            return None  # which rounds count was decided under another rule: measure them under this one
         return self._under_current_checks(case, record)
 
     def _under_current_checks(self, case: Case, record: Record) -> Record:

@@ -228,3 +228,25 @@ def test_sigterm_mid_case_tears_everything_down(pytester):
     saved = json.loads((tmp / "bench.json").read_text())
     assert [b["extra_info"]["case_id"] for b in saved["benchmarks"]] == [OK_CASE]
     assert "Traceback" not in log
+
+
+def test_a_run_its_background_covered_too_little_of_is_refused_as_a_data_point(pytester):
+    """A background that ends early and restarts leaves most of the foreground's run alone: under a
+    coverage rule the case holds no data point and fails saying how to give it one, while a pair whose
+    background outlasts the foreground passes and counts."""
+    tmp = pytester.path
+    settings = write_settings(tmp, "coverage", [
+        pair("g00", {"steps": 40, "step_s": 0.05, "accuracy": 0.75}, {"protocol": True, "steps": 120, "step_s": 0.05}),
+        pair("g01", {"steps": 60, "step_s": 0.05}, {"protocol": True, "steps": 3, "step_s": 0.05}),
+    ], min_coverage=0.95, restart_delay_s=1.0)
+    outcome = run(pytester, settings)
+    outcome.assert_outcomes(passed=1, failed=1)
+    outcome.stdout.fnmatch_lines(["*g01-trainer+loader-default-concurrent: the background covered * % of the "
+                                  "foreground's run, below the 95 % a run's outcome needs: give the background a run "
+                                  "at least as long as the foreground's*"])
+    short = result(tmp, "g01-trainer+loader-default-concurrent")
+    assert short["bg_coverage"] < 0.95 and short["min_coverage"] == 0.95 and short["rounds_refused"] == 1
+    assert short["repeats"] == 0 and "below the 95 %" in short["coverage_refused"]
+    ok = result(tmp, OK_CASE)
+    assert ok["bg_coverage"] >= 0.95 and ok["rounds_refused"] == 0 and ok.get("coverage_refused") is None
+    assert_no_leftovers(tmp)

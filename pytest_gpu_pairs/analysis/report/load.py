@@ -110,6 +110,7 @@ class Input:
     kind: str
     rows: int
     machine: dict[str, Any] = field(default_factory=dict)
+    refused: int = 0  # records left out: a run its background did not share (coverage_refused)
 
 
 @dataclass
@@ -162,8 +163,9 @@ def _load_ours(path: Path) -> tuple[list[dict[str, Any]], Input]:
     kind = "run_dir" if path.is_dir() else ("result_json" if path.name == "result.json" else "benchmark_json")
     for case_id, record in run.records.items():
         _refuse_beyond_measurement(path, case_id, record)
-    rows = [record_run(r, str(path), kind, i, run.machine) for i, r in enumerate(run.records.values())]
-    return rows, Input(str(path), kind, len(rows), run.machine)
+    counted = [r for r in run.records.values() if not r.coverage_refused]
+    rows = [record_run(r, str(path), kind, i, run.machine) for i, r in enumerate(counted)]
+    return rows, Input(str(path), kind, len(rows), run.machine, refused=len(run.records) - len(counted))
 
 
 DRAWABLE = 1e15  # past any measurement (a year of a thousand GPUs is 1e13 J), and where matplotlib's transforms still hold
@@ -315,7 +317,8 @@ def load_runs(paths: Iterable[str | Path], perf_metrics: Optional[Mapping[str, s
     for column in numeric:
         if column not in ("perf_name", "perf_higher_is_better"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    notes: list[str] = []
+    notes = [f"{i.path}: {i.refused} run(s) left out, not shared from start to end (coverage_refused)"
+             for i in inputs if i.refused]
     frame = mark_duplicates(assign_primary_perf(frame, notes, perf_metrics))
     ordered = list(COLUMNS) + sorted(c for c in frame.columns if c not in COLUMNS)
     return Loaded(frame[ordered], inputs, notes)

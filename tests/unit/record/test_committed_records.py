@@ -62,5 +62,8 @@ def _split_records():
 
 @pytest.mark.parametrize("record", list(_split_records()))
 def test_every_committed_interleaved_energy_split_adds_up_to_the_energy_above_idle(record):
-    total = record.fg_gpu_energy_j + record.bg_gpu_energy_j
-    assert total == pytest.approx(record.gpu_energy_above_idle_j, rel=1e-6)
+    """Every job's share: a pair's fg_ and bg_ keys, a group's jobs (its fg_ and bg_ keys are the first two)."""
+    shares = [job.gpu_energy_j for job in record.jobs] if (record.n_jobs or 2) > 2 else [record.fg_gpu_energy_j,
+                                                                                       record.bg_gpu_energy_j]
+    assert len(shares) == (record.n_jobs or 2)
+    assert sum(shares) == pytest.approx(record.gpu_energy_above_idle_j, rel=1e-6)
