@@ -288,21 +288,40 @@ def study_variants(experiment: Experiment, pair: PairSpec, varied: JobConfig,
     return variants
 
 
+def seeded(experiment: Experiment, index: int, job: JobConfig, seed: Optional[int]) -> JobConfig:
+    """The job with its ``seed`` hyperparameter set for one replicate; a workload without one cannot
+    be replicated by seed, which is refused in one line."""
+    if seed is None:
+        return job
+    if "seed" not in hyperparameter_specs(experiment, job.model):
+        raise SettingsError(experiment.source, "$.seeds", f"expected every job of the study to take a 'seed' "
+                            f"hyperparameter; {job.model} (pair {experiment.pairs[index].group}) has none")
+    return job.with_hyperparameters(seed=seed)
+
+
+def _replicate(variant: str, seed: Optional[int]) -> str:
+    return variant if seed is None else f"{variant}_s{seed}"
+
+
 def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
-    """Per pair: the background A alone, the varied foreground B alone in every variant, then every
-    variant of B concurrent with A at default. Solo runs come first, so the concurrent cases find
-    their baselines measured; a solo job several pairs need is one case, under the first pair."""
+    """Per seed (the replicate: every job of it, A and B, trains from that seed) and pair: the
+    background A alone, the varied foreground B alone in every variant, then every variant of B
+    concurrent with A at default. Solo runs come first, so the concurrent cases find their baselines
+    measured; a solo job several pairs need is one case, under the first pair. A whole replicate comes
+    before the next, so a study stopped part way holds complete replicates."""
     cases: list[Case] = []
     solo_jobs: set[JobConfig] = set()
-    for index, pair in enumerate(experiment.pairs):
-        varied, load = job_config(experiment, pair.fg_ref), job_config(experiment, pair.bg_refs[0])
-        variants = study_variants(experiment, pair, varied, index)
-        load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
-        for variant, job in [(load_variant, load)] + variants:
-            if job not in solo_jobs:
-                solo_jobs.add(job)
-                cases.append(_case(experiment, pair, overrides, job, None, variant, "solo"))
-        cases += [_case(experiment, pair, overrides, job, load, variant, "concurrent") for variant, job in variants]
+    for seed in experiment.seeds or [None]:
+        for index, pair in enumerate(experiment.pairs):
+            varied = seeded(experiment, index, job_config(experiment, pair.fg_ref), seed)
+            load = seeded(experiment, index, job_config(experiment, pair.bg_refs[0]), seed)
+            variants = [(_replicate(v, seed), job) for v, job in study_variants(experiment, pair, varied, index)]
+            load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
+            for variant, job in [(_replicate(load_variant, seed), load)] + variants:
+                if job not in solo_jobs:
+                    solo_jobs.add(job)
+                    cases.append(_case(experiment, pair, overrides, job, None, variant, "solo"))
+            cases += [_case(experiment, pair, overrides, job, load, variant, "concurrent") for variant, job in variants]
     return cases
 
 

@@ -258,6 +258,7 @@ MAX_EFFICIENCY = 100.0
 MAX_VRAM_MB = 1e7  # 10 TB: no card has that
 MAX_STARTS = 16  # independent starts of one pair in a case; more is a typo, not a plan
 MAX_JOBS = 8  # jobs of one group sharing a GPU; each needs a core of its own, and more is a typo
+MAX_SEEDS = 100  # replicates of a study's every run; more is a typo, not a plan
 DAY_S = 86400.0
 
 
@@ -429,6 +430,7 @@ class Experiment(_Strict):
     workloads_file: list[Text] = Field(default_factory=list)
     pairs: list[PairSpec] = Field(default_factory=list)
     scaling: list[ScalingSpec] = Field(default_factory=list)
+    seeds: Optional[list[Annotated[StrictInt, Field(ge=0, lt=2**31)]]] = Field(None, min_length=1, max_length=MAX_SEEDS)
     source: str = Field("", exclude=True)
     _pair_paths: list[str] = PrivateAttr(default_factory=list)
     _mutate_paths: list[str] = PrivateAttr(default_factory=list)
@@ -451,6 +453,21 @@ class Experiment(_Strict):
             raise ValueError(f"expected no '{other}' with design {self.design!r} (it reads '{wanted}')")
         if not getattr(self, wanted):
             raise ValueError(f"expected a non-empty '{wanted}' list for design {self.design!r}")
+        return self
+
+    @field_validator("seeds")
+    @classmethod
+    def _each_seed_once(cls, seeds):
+        if seeds is not None and len(set(seeds)) != len(seeds):
+            raise ValueError(f"expected each seed once, got {seeds}")
+        return seeds
+
+    @model_validator(mode="after")
+    def _seeds_replicate_a_study(self):
+        """Seeds replicate the hp_study design's runs; the other designs have their own repeats."""
+        if self.seeds is not None and self.design != "hp_study":
+            raise ValueError(f"expected no 'seeds' with design {self.design!r}: seeds replicate the hp_study "
+                             f"design's runs (runs_per_config repeats a case)")
         return self
 
     def pair_path(self, index: int) -> str:

@@ -70,7 +70,8 @@ def session_row(record: Record, path: Path, folder: Path) -> dict[str, Any]:
             "need_mb": record.vram_fit_mb, "steady_mb": record.vram_steady_mb, "sampled_peak_mb": record.peak_vram_mb,
             "transient_mb": record.vram_transient_mb, "peak_phase": record.vram_peak_phase,
             "vram_verdict": record.vram_verdict, "energy_saved": record.energy_saved_vs_serial,
-            "energy_saved_ci95": bounds(record.energy_saved_vs_serial_ci), "flag": _flag(record, path)}
+            "energy_saved_ci95": bounds(record.energy_saved_vs_serial_ci), "flag": _flag(record, path),
+            "solo_steps_per_s": [job.solo_steps_per_s for job in record.jobs or []]}
 
 
 def pooled(rows: list[dict[str, Any]]) -> Measured:
@@ -124,6 +125,7 @@ def summarize(folder: Path, root: Path) -> dict[str, Any]:
             "verdict_counts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
             "sessions_per_group": min((g["n_sessions"] for g in groups), default=0),
             "interval_covers_sessions": all(g["intervals_overlap"] is not False for g in groups),
+            "intervals_apart": [g["group"] for g in groups if g["intervals_overlap"] is False],
             "efficiency_spread_max": max((g["efficiency_spread"] for g in groups
                                           if g["efficiency_spread"] is not None), default=None),
             "gpus": sorted({r["gpu"] for g in groups for r in g["sessions"].values() if r["gpu"]})}
@@ -189,19 +191,21 @@ def _need_cell(row: dict[str, Any]) -> str:
 
 
 def sessions_table(summary: dict[str, Any]) -> list[str]:
-    lines = ["| group | session | efficiency [95 %] (starts, rounds) | bound | fg slowdown [95 %] | whole-run need MB "
-             "(steady + transient: phase), verdict | energy saved [95 %] | RTX 3080: fg slowdown |", "|" + " --- |" * 8]
+    lines = ["| group | session (GPU) | efficiency [95 %] (starts, rounds) | bound | each job's solo steps/s | "
+             "fg slowdown [95 %] | whole-run need MB (steady + transient: phase), verdict | energy saved [95 %] | "
+             "RTX 3080: fg slowdown |", "|" + " --- |" * 9]
     for g in summary["groups"]:
         for session, row in g["sessions"].items():
             flag = ", above the job count: flagged suspect" if row["flag"] else ""
-            lines.append(f"| {g['group']} | {session.rsplit('-', 1)[1]} | "
+            paces = ", ".join(_n(p, ".0f") for p in row["solo_steps_per_s"]) or "–"
+            lines.append(f"| {g['group']} | {session.rsplit('-', 1)[1]} ({(row['gpu'] or '–')[:12]}) | "
                          f"{_ci(row['efficiency'], row['efficiency_ci95'])} ({_n(row['n_starts'], 'd')}, "
-                         f"{_n(row['n_rounds'], 'd')}){flag} | {_n(row['efficiency_bound'])} | "
+                         f"{_n(row['n_rounds'], 'd')}){flag} | {_n(row['efficiency_bound'])} | {paces} | "
                          f"{_ci(row['fg_slowdown'], row['fg_slowdown_ci95'])} | {_need_cell(row)} | "
                          f"{_ci(row['energy_saved'], row['energy_saved_ci95'], '.0f', 100, ' %')} | "
                          f"{rtx3080.cell(g['rtx3080']) if len(g['jobs']) == 2 else 'not run (three jobs)'} |")
         if not g["sessions"]:
-            lines.append(f"| {g['group']} | – | not measured | – | – | – | – | – |")
+            lines.append(f"| {g['group']} | – | not measured | – | – | – | – | – | – |")
     return lines
 
 
@@ -220,9 +224,11 @@ def answer(summary: dict[str, Any]) -> str:
         parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in p["parts"].items())
         lines.append(f"- {p['name']} ({' + '.join(p['jobs'])}): **{p['verdict']}** ({parts}).")
     spread = summary["efficiency_spread_max"]
+    apart = [g["group"] for g in summary["groups"] if g["intervals_overlap"] is False]
     lines.append(f"- Between sessions a group's efficiency moved by at most "
                  f"{'–' if spread is None else f'{100 * spread:.1f} %'}; every two sessions' intervals overlap in "
-                 f"every group: {'yes' if summary['interval_covers_sessions'] else '**no**'}.")
+                 f"every group: {'yes' if not apart else '**no** (' + ', '.join(apart) + ')'}, on "
+                 f"{len(summary['gpus'])} GPU(s).")
     return "\n".join(lines)
 
 
@@ -246,6 +252,7 @@ def readme(summary: dict[str, Any], table_text: str) -> str:
     template = Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(answer=answer(summary), table=table_text.rstrip("\n"),
                                gpus=", ".join(summary["gpus"]) or "none", beyond_card=beyond_card(summary),
+                               apart=", ".join(summary["intervals_apart"]) or "none",
                                tolerance=f"{100 * summary['vram_tolerance']:.0f} %")
 
 
