@@ -311,7 +311,8 @@ def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     before the next, so a study stopped part way holds complete replicates."""
     cases: list[Case] = []
     solo_jobs: set[JobConfig] = set()
-    for seed in experiment.seeds or [None]:
+    replicates: list[Optional[int]] = list(experiment.seeds) if experiment.seeds else [None]
+    for seed in replicates:
         for index, pair in enumerate(experiment.pairs):
             varied = seeded(experiment, index, job_config(experiment, pair.fg_ref), seed)
             load = seeded(experiment, index, job_config(experiment, pair.bg_refs[0]), seed)
