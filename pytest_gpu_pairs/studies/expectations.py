@@ -9,9 +9,10 @@ whose interval still reaches the prediction is not called a refutation:
 
 Time saved is read from the efficiency E as 1 - 1/E, the share of the one-after-the-other time that
 running together saves when every job alone would take as long as the others and all run together
-to the end (the predecessor's T_serial / T_parallel). A predicted memory need is confirmed within
-``VRAM_TOLERANCE`` of the largest whole-run need measured, and "fits" by the memory verdict of
-every session. A figure that was not measured leaves its part of the prediction unjudged, and an
+to the end (the predecessor's T_serial / T_parallel). A predicted memory figure is a reading taken
+while the jobs train, so it is confirmed within ``VRAM_TOLERANCE`` of the largest steady need
+measured (both jobs past their first step); "fits" is judged by the memory verdict of every session,
+which is the whole run's. A figure that was not measured leaves its part of the prediction unjudged, and an
 expectation is confirmed only when every part it names was judged and confirmed.
 """
 from __future__ import annotations
@@ -29,11 +30,11 @@ CONFIRMED, REFUTED, UNDECIDED, UNMEASURED = "confirmed", "refuted", "not decided
 @dataclass(frozen=True)
 class Measured:
     """One group's figures over its sessions: the efficiency's point estimate and an interval that
-    holds every session's interval, the largest whole-run memory need, and each session's verdict."""
+    holds every session's interval, the largest steady memory need, and each session's verdict."""
 
     efficiency: Optional[float]
     efficiency_ci: Optional[tuple[float, float]]
-    need_mb: Optional[float]
+    steady_mb: Optional[float]
     verdicts: Sequence[Optional[str]]
 
 
@@ -59,10 +60,10 @@ def _saved_interval(interval: Optional[tuple[float, float]]) -> Optional[tuple[f
     return (1.0 - 1.0 / interval[0], 1.0 - 1.0 / interval[1])
 
 
-def judge_vram(need_mb: Optional[float], predicted_mb: float) -> str:
-    if need_mb is None:
+def judge_vram(steady_mb: Optional[float], predicted_mb: float) -> str:
+    if steady_mb is None:
         return UNMEASURED
-    return CONFIRMED if abs(need_mb / predicted_mb - 1.0) <= VRAM_TOLERANCE else REFUTED
+    return CONFIRMED if abs(steady_mb / predicted_mb - 1.0) <= VRAM_TOLERANCE else REFUTED
 
 
 def judge_fits(verdicts: Sequence[Optional[str]], predicted: bool) -> str:
@@ -93,11 +94,11 @@ def judge(expectation: Expectation, measured: Measured) -> dict[str, Any]:
         parts["time_saved"] = judge_range(time_saved(measured.efficiency), _saved_interval(measured.efficiency_ci),
                                           expectation.time_saved)
     if expectation.vram_mb is not None:
-        parts["vram_mb"] = judge_vram(measured.need_mb, expectation.vram_mb)
+        parts["vram_mb"] = judge_vram(measured.steady_mb, expectation.vram_mb)
     if expectation.fits is not None:
         parts["fits"] = judge_fits(measured.verdicts, expectation.fits)
     return {"parts": parts, "verdict": overall(parts),
             "measured_time_saved": time_saved(measured.efficiency),
             "measured_time_saved_ci95": _saved_interval(measured.efficiency_ci),
-            "vram_error": None if measured.need_mb is None or expectation.vram_mb is None
-            else measured.need_mb / expectation.vram_mb - 1.0}
+            "vram_error": None if measured.steady_mb is None or expectation.vram_mb is None
+            else measured.steady_mb / expectation.vram_mb - 1.0}

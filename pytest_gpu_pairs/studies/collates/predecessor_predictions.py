@@ -75,13 +75,14 @@ def session_row(record: Record, path: Path, folder: Path) -> dict[str, Any]:
 
 
 def pooled(rows: list[dict[str, Any]]) -> Measured:
-    """The sessions together: the mean efficiency, an interval spanning every session's, the largest need."""
+    """The sessions together: the mean efficiency, an interval spanning every session's, the largest
+    steady need."""
     values = [r["efficiency"] for r in rows if r["efficiency"] is not None]
     intervals = [r["efficiency_ci95"] for r in rows if r["efficiency_ci95"]]
-    needs = [r["need_mb"] for r in rows if r["need_mb"] is not None]
+    steady = [r["steady_mb"] for r in rows if r["steady_mb"] is not None]
     span = (min(i[0] for i in intervals), max(i[1] for i in intervals)) if intervals else None
     return Measured(efficiency=statistics.fmean(values) if values else None, efficiency_ci=span,
-                    need_mb=max(needs) if needs else None, verdicts=[r["vram_verdict"] for r in rows])
+                    steady_mb=max(steady) if steady else None, verdicts=[r["vram_verdict"] for r in rows])
 
 
 def _models(pair: PairSpec) -> list[str]:
@@ -92,11 +93,13 @@ def group_row(pair: PairSpec, rows: dict[str, dict[str, Any]], found: rtx3080.Sl
     models = _models(pair)
     measured = pooled(list(rows.values()))
     intervals = [r["efficiency_ci95"] for r in rows.values() if r["efficiency_ci95"]]
+    needs = [r["need_mb"] for r in rows.values() if r["need_mb"] is not None]
     return {"group": pair.group, "jobs": models, "note": pair.note, "sessions": rows, "n_sessions": len(rows),
             "efficiency": measured.efficiency, "efficiency_ci95": list(measured.efficiency_ci or []) or None,
             "efficiency_spread": spread([r["efficiency"] for r in rows.values() if r["efficiency"] is not None]),
             "intervals_overlap": overlap(intervals) if len(intervals) > 1 else None,
-            "need_mb": measured.need_mb, "vram_verdicts": [r["vram_verdict"] for r in rows.values()],
+            "steady_mb": measured.steady_mb, "need_mb": max(needs) if needs else None,
+            "vram_verdicts": [r["vram_verdict"] for r in rows.values()],
             "rtx3080": rtx3080.pair_slowdown(found, models[0], models[1]) if len(models) == 2 else None}
 
 
@@ -164,10 +167,11 @@ def _measured_cell(p: dict[str, Any], group: dict[str, Any]) -> str:
                      f"({judged['time_saved']})")
     if "vram_mb" in judged:
         error = "" if p["vram_error"] is None else f", {100 * p['vram_error']:+.0f} %"
-        parts.append(f"needs {_n(group['need_mb'], '.0f')} MB{error} ({judged['vram_mb']})")
+        parts.append(f"steady {_n(group['steady_mb'], '.0f')} MB{error} ({judged['vram_mb']})")
     if "fits" in judged:
         fits = sum(v == "fits" for v in group["vram_verdicts"])
-        parts.append(f"fits in {fits} of {len(group['vram_verdicts'])} sessions ({judged['fits']})")
+        parts.append(f"whole run {_n(group['need_mb'], '.0f')} MB, fits in {fits} of {len(group['vram_verdicts'])} "
+                     f"sessions ({judged['fits']})")
     return "; ".join(parts)
 
 

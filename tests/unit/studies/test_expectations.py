@@ -38,7 +38,7 @@ def test_a_range_is_confirmed_by_the_point_and_refuted_only_by_the_whole_interva
 
 def test_a_figure_not_measured_is_never_judged():
     assert judge_range(None, None, (1.0, 1.2)) == UNMEASURED
-    measured = Measured(efficiency=None, efficiency_ci=None, need_mb=None, verdicts=[None])
+    measured = Measured(efficiency=None, efficiency_ci=None, steady_mb=None, verdicts=[None])
     result = judge(Expectation(name="p", source="s", efficiency=(1.0, 1.2), vram_mb=100, fits=True), measured)
     assert result["parts"] == {"efficiency": UNMEASURED, "vram_mb": UNMEASURED, "fits": UNMEASURED}
     assert result["verdict"] == UNMEASURED
@@ -60,9 +60,9 @@ def test_time_saved_rises_with_the_efficiency_and_is_half_at_two(a, b):
 
 def test_memory_within_the_tolerance_confirms_and_fits_needs_every_session():
     predicted = Expectation(name="p", source="s", vram_mb=1000, fits=True)
-    near = Measured(efficiency=None, efficiency_ci=None, need_mb=1000 * (1 + 0.99 * VRAM_TOLERANCE), verdicts=["fits", "fits"])
+    near = Measured(efficiency=None, efficiency_ci=None, steady_mb=1000 * (1 + 0.99 * VRAM_TOLERANCE), verdicts=["fits", "fits"])
     assert judge(predicted, near)["parts"] == {"vram_mb": CONFIRMED, "fits": CONFIRMED}
-    far = Measured(efficiency=None, efficiency_ci=None, need_mb=2500, verdicts=["fits", "over budget"])
+    far = Measured(efficiency=None, efficiency_ci=None, steady_mb=2500, verdicts=["fits", "over budget"])
     assert judge(predicted, far)["parts"] == {"vram_mb": REFUTED, "fits": UNDECIDED}
     assert judge_fits(["over budget", "over budget"], True) == REFUTED
     assert judge_fits(["over budget"], False) == CONFIRMED
