@@ -19,19 +19,6 @@ SMALL = {"densenet121": {"batch_size": 2}, "hrnet18": {"batch_size": 2}, "pcb": 
          "bug_localization": {"kfold": 2, "max_iter": 1}}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One intra-op thread, as in test_learnable.py: CI runs two xdist workers on two cores, and beside
-    the other worker's training two threads wait at every operator's barrier for a thread kept off
-    the CPU, spinning on the cores that the other worker needs (beside a two-thread training process:
-    hrnet18's two steps 61 s instead of 2 s, the heavy cases 115 s instead of 58 s with one thread,
-    and the other process trained at a fifth of its pace)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def two_step_scale(name: str, hp: dict) -> float:
     info = builtin(name)
     if info.cpu_only:
