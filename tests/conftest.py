@@ -24,6 +24,19 @@ LEVELS = ("unit", "integration", "e2e")
 
 
 def pytest_configure(config):
+    """One intra-op thread for every torch process of the suite (unless the environment names a
+    number), then Hypothesis's profiles.
+
+    CI runs two xdist workers on two cores, and a pair of built-in jobs trains two processes at a
+    time: with torch's default of a thread per core, threads wait at every operator's barrier for a
+    thread kept off the CPU, spinning on the cores the other processes need (two reference studies
+    beside a two-thread training process: 57 s with the default, 33 s with one thread, and the
+    other process trained faster). Set before torch is imported (in a test module or a job)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    _hypothesis_profiles()
+
+
+def _hypothesis_profiles():
     """Hypothesis's profiles, loaded when a test session starts and not when this file is imported:
     pytest-benchmark's ``compare`` command reads the repository's pytest configuration, conftests
     included, in an environment of the README's install, which has no Hypothesis."""

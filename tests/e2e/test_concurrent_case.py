@@ -9,7 +9,7 @@ def test_concurrent_case_runs_end_to_end_on_cpu(pytester):
     pytester.makepyfile(test_suite=SUITE)
     settings = pytester.path / "exp.json"
     settings.write_text(json.dumps({"name": "exp", "defaults": {"method": "epoch", "restart_delay_s": 0.5, "timeout_s": 300},
-                                    "pairs": [pair("g01", "mnist_ff", "mnist", {"epochs": 3}, {"epochs": 60})]}))
+                                    "pairs": [pair("g01", "mnist_ff", "mnist", {"epochs": 3}, {"epochs": 10})]}))
     out = pytester.path / "results"
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",
                                            "--gpu-pairs-scale", "0.003", "--gpu-pairs-out", out,

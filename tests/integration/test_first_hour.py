@@ -15,7 +15,7 @@ def _job(step_s: float) -> dict:
 
 def _settings(path, name="quick", group="p1"):
     path.write_text(json.dumps({
-        "name": name, "defaults": {"phase_s": 0.5, "settle_s": 0.1, "warmup_s": 0.3, "min_efficiency": 0.0},
+        "name": name, "defaults": {"phase_s": 0.3, "settle_s": 0.05, "warmup_s": 0.3, "min_efficiency": 0.0},
         "workloads": {"trainer": _job(0.01), "loader": _job(0.02)},
         "pairs": [{"group": group, "foreground": {"model": "trainer"}, "background": {"model": "loader"}}]}))
     return path

@@ -47,7 +47,7 @@ def test_a_backtracking_ready_pattern_and_log_pattern_cannot_freeze_pytest(pytes
     """Before RE2 this session never ended: the reader thread held the GIL and no signal got in."""
     settings = write_settings(pytester.path, {
         "fg": command("--say", HOSTILE_LINE, "--steps", "3", log_patterns={"stuck": "(a+)+$"}),
-        "bg": command("--say", HOSTILE_LINE, "--steps", "200", "--step-s", "0.05", ready_pattern="(a+)+$"),
+        "bg": command("--say", HOSTILE_LINE, "--steps", "80", "--step-s", "0.05", ready_pattern="(a+)+$"),  # 4 s: past the 2 s ready timeout
     }, ready_timeout_s=2)
     result = run(pytester, settings)
     result.assert_outcomes(failed=1)

@@ -48,12 +48,15 @@ def test_a_background_that_trains_long_enough_between_restarts_is_no_storm(pytes
 
 
 def test_progress_files_and_logs_made_sparse_terabytes_end_their_cases(pytester):
-    sparse_log = {**command("--print-steps", "--steps", "30", "--step-s", "0.05", "--sparse", "log"),
+    """Each file goes sparse after the job's first step; the rest of the run is read past its 8 TiB."""
+    sparse_log = {**command("--print-steps", "--steps", "15", "--step-s", "0.05", "--sparse", "log"),
                   "progress_pattern": r"step (?P<step>\d+)", "log_patterns": {"accuracy": r"Accuracy: ([0-9.]+)"}}
-    for fg, bg, defaults in ((command("--protocol", "--steps", "30", "--step-s", "0.05", "--sparse", "progress"),
-                              command(*BG), {}),
-                             (sparse_log, command(*BG), {}),
-                             (command(*LONG, "--sparse", "progress"), command(*LONG, "--sparse", "log"), INTERLEAVED)):
+    short_bg = command("--protocol", "--steps", "20", "--step-s", "0.05")  # outlasts the 15-step foregrounds
+    quick_phases = {**INTERLEAVED, "phase_s": 0.3, "settle_s": 0.05}  # what the 0.02 s steps' reports allow
+    for fg, bg, defaults in ((command("--protocol", "--steps", "15", "--step-s", "0.05", "--sparse", "progress"),
+                              short_bg, {}),
+                             (sparse_log, short_bg, {}),
+                             (command(*LONG, "--sparse", "progress"), command(*LONG, "--sparse", "log"), quick_phases)):
         result = run(pytester, settings(pytester.path, fg, bg, **defaults))
         result.assert_outcomes(passed=1)
         saved = record(pytester.path)

@@ -19,7 +19,7 @@ def _job(step_s):
 
 def _settings(path, fg_fault="none"):
     path.write_text(json.dumps({
-        "name": "phases", "defaults": {"method": "interleaved", "phase_s": 1.5, "settle_s": 0.3, "warmup_s": 0.5,
+        "name": "phases", "defaults": {"method": "interleaved", "phase_s": 0.5, "settle_s": 0.1, "warmup_s": 0.5,
                                        "runs_per_config": ROUNDS, "min_efficiency": 0.0},
         "workloads": {"trainer": _job(0.01), "loader": _job(0.02)},
         "pairs": [{"group": "p1", "foreground": {"model": "trainer", "hyperparameters": {"fault": fg_fault}},
@@ -70,9 +70,9 @@ def _finite(steps, step_s):
             "hyperparameters": {"steps": {"type": "int", "flag": "--steps=", "default": steps}}}
 
 
-def _finite_settings(path, fg_steps, bg_steps, rounds):
+def _finite_settings(path, fg_steps, bg_steps, rounds, phase_s=0.5, settle_s=0.1):
     path.write_text(json.dumps({
-        "name": "finite", "defaults": {"phase_s": 0.5, "settle_s": 0.1, "warmup_s": 0.5, "runs_per_config": rounds,
+        "name": "finite", "defaults": {"phase_s": phase_s, "settle_s": settle_s, "warmup_s": 0.5, "runs_per_config": rounds,
                                        "min_efficiency": 0.0},
         "workloads": {"short_a": _finite(fg_steps, 0.01), "short_b": _finite(bg_steps, 0.02)},
         "pairs": [{"group": "f1", "foreground": {"model": "short_a"}, "background": {"model": "short_b"}}]}))
@@ -80,12 +80,13 @@ def _finite_settings(path, fg_steps, bg_steps, rounds):
 
 
 def test_jobs_that_end_are_started_again_and_the_case_is_measured_without_a_method_option(pytester):
-    """Both scripts end every 7-8 s, fewer seconds than the case: each is started again, its new
-    warm-up left out, and the case completes with an efficiency, restart counts and one
-    pytest-benchmark round per complete round (1 / efficiency)."""
+    """Both scripts end after 420 and 240 steps (5-7 s of running), fewer seconds than the case: each is started again,
+    its new warm-up left out, and the case completes with an efficiency, restart counts and one
+    pytest-benchmark round per complete round (1 / efficiency). Phases of 0.3 s hold the four step
+    reports of each job that the harness asks for (one every 0.05 s at most)."""
     pytester.makepyfile(test_suite=SUITE)
     out, bench = pytester.path / "out", pytester.path / "bench.json"
-    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _finite_settings(pytester.path / "s.json", 700, 400, 7),
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _finite_settings(pytester.path / "s.json", 420, 240, 7, 0.3, 0.05),
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider",
                                            "--benchmark-json", bench)
     result.assert_outcomes(passed=1)
@@ -97,7 +98,7 @@ def test_jobs_that_end_are_started_again_and_the_case_is_measured_without_a_meth
     assert record["n_rounds"] >= 7 and {r["segment"] for r in record["rounds"]} != {0}
     for restart in record["restarts"]:
         assert restart["trained_s"] > 0 and restart["restarted_t"] >= restart["exit_t"]
-    assert "--steps=700" in (case_dir / "fg.log").read_text() and (case_dir / "fg.run2.log").exists()
+    assert "--steps=420" in (case_dir / "fg.log").read_text() and (case_dir / "fg.run2.log").exists()
     [entry] = json.loads(bench.read_text())["benchmarks"]
     used = [r for r in record["rounds"] if r["complete"]]
     assert entry["stats"]["rounds"] == len(used) >= 2 and entry["stats"]["stddev"] > 0
@@ -173,15 +174,15 @@ def _slowing_settings(path, slow_step_s):
 
 
 def test_phases_grow_to_the_steps_a_job_takes_after_the_warm_up_and_the_case_measures(pytester):
-    """The warm-up promised steps of 10 ms; then each takes 0.9 s, longer than sixteen times the
-    settings' phase: the phases grow to hold several of the slow steps and the case has its figures."""
+    """The warm-up promised steps of 10 ms; then each takes 0.45 s, nine times the settings' phase:
+    the phases grow to hold several of the slow steps and the case has its figures."""
     pytester.makepyfile(test_suite=SUITE)
     out = pytester.path / "out"
-    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _slowing_settings(pytester.path / "s.json", 0.9),
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _slowing_settings(pytester.path / "s.json", 0.45),
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
-    assert record["phase_s"] >= 2 * 0.9 > 16 * 0.05
+    assert record["phase_s"] >= 2 * 0.45 > 16 * 0.05
     assert record["settle_s"] == 0.05  # on the CPU nothing queues: settling stays the settings' however slow a step
     assert record["concurrency_efficiency"] is not None and record["n_rounds"] >= ROUNDS
     assert jobs_started_under(out) == []

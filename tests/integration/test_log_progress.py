@@ -131,7 +131,7 @@ def test_an_interleaved_case_reads_both_jobs_progress_from_their_logs(pytester):
     workloads = {"wlm": workload("word_language_model", True, "--epochs", "100000", "--step-s", "0.01"),
                  "hf": workload("huggingface_trainer", False, "--epochs", "100000", "--step-s", "0.01")}
     settings = {"name": "interleaved", "workloads": workloads,
-                "defaults": {"method": "interleaved", "phase_s": 1.5, "settle_s": 0.3, "warmup_s": 0.5,
+                "defaults": {"method": "interleaved", "phase_s": 0.5, "settle_s": 0.1, "warmup_s": 0.5,
                              "runs_per_config": 3},
                 "pairs": [{"group": "i1", "foreground": {"model": "wlm"}, "background": {"model": "hf"}}]}
     result, out = run_session(pytester, settings, "--gpu-pairs-min-efficiency", "0")

@@ -31,7 +31,7 @@ def test_a_users_repository_from_a_seed_style_models_config_runs_as_a_pair(pytes
     settings = pytester.path / "exp.json"
     settings.write_text(json.dumps({"name": "exp", "workloads_file": "models_config.json",
                                     "defaults": {"method": "epoch", "restart_delay_s": 0.2, "timeout_s": 60},
-                                    "pairs": [pair("g01", "toy_small", "toy_small", {"epochs": 3}, {"epochs": 8})]}))
+                                    "pairs": [pair("g01", "toy_small", "toy_small", {"epochs": 3}, {"epochs": 5})]}))
     pytester.makepyfile(test_suite=SUITE)
     out = pytester.path / "results"
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",
