@@ -457,8 +457,8 @@ def coverage_refusal(record: Record, min_coverage: Optional[float]) -> Optional[
 def aggregate(rounds: Sequence[Record], min_coverage: Optional[float] = None) -> Record:
     """One record for all repeats: numeric keys hold the mean of the rounds that count, ``<key>_std``
     the spread. A round whose background covered less of the run than ``min_coverage`` is kept under
-    ``rounds`` with its reason (its ``coverage_refused``) and left out of the figures; where none counts, the case holds no data
-    point and says why (``coverage_refused``)."""
+    ``rounds`` with its reason (its ``coverage_refused``) and left out of the figures; where none
+    counts, the case holds no data point and says why (``coverage_refused``)."""
     refusals = [coverage_refusal(r, min_coverage) for r in rounds]
     counted = [r for r, why in zip(rounds, refusals) if why is None]
     record = {**(counted or rounds)[-1].to_dict(), "repeats": len(counted)}
@@ -477,8 +477,8 @@ def _over_rounds(counted: Sequence[Record], rounds: Sequence[Record], refusals: 
     spread = {key: metrics.mean_and_std([getattr(r, key) for r in counted]) for key in PER_ROUND}
     return {**{key: mean for key, (mean, _) in spread.items()}, **{f"{key}_std": std for key, (_, std) in spread.items()},
             "oom": any(r.oom for r in rounds), "failure": "; ".join(r.failure for r in rounds if r.failure) or None,
-            "rounds": [{**{k: getattr(r, k) for k in PER_ROUND + ("oom", "failure")}, **({"coverage_refused": why} if why else {})}
-                       for r, why in zip(rounds, refusals)]}
+            "rounds": [{**{k: getattr(r, k) for k in PER_ROUND + ("oom", "failure")},
+                        **({"coverage_refused": why} if why else {})} for r, why in zip(rounds, refusals)]}
 
 
 BUSY_KEYS = ("fg_solo_gpu_busy", "bg_solo_gpu_busy", "pair_gpu_busy", "efficiency_bound")
