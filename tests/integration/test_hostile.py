@@ -14,7 +14,7 @@ from filelock import FileLock
 from support.helpers import FAKE_JOB, SUITE, alive_pids, jobs_started_under
 
 HOSTILE_LINE = "a" * 40 + "!"  # (a+)+$ against this takes 2**40 steps in a backtracking engine
-BG = ["--protocol", "--steps", "40", "--step-s", "0.05"]
+BG = ["--protocol", "--steps", "20", "--step-s", "0.05"]  # 1 s: outlasts the few-step foregrounds beside it
 
 
 def command(*args: str, **extra) -> dict:

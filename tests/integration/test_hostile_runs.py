@@ -10,9 +10,10 @@ from pathlib import Path
 
 from support.helpers import jobs_started_under
 
-from integration.test_hostile import BG, command, record, run
+from integration.test_hostile import command, record, run
 
 LONG = ["--protocol", "--steps", "100000", "--step-s", "0.02"]
+BG = ["--protocol", "--steps", "40", "--step-s", "0.05"]  # runs of 2 s: long enough not to count as a restart storm
 
 
 def settings(tmp: Path, fg: dict, bg: dict, **defaults) -> Path:
