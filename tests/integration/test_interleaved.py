@@ -164,9 +164,9 @@ def _slowing(slow_step_s):
                         "--slow-after-s", "1.0", "--slow-step-s", str(slow_step_s)]}
 
 
-def _slowing_settings(path, slow_step_s):
+def _slowing_settings(path, slow_step_s, phase_s=0.05):
     path.write_text(json.dumps({
-        "name": "slowing", "defaults": {"method": "interleaved", "phase_s": 0.05, "settle_s": 0.05, "warmup_s": 0.3,
+        "name": "slowing", "defaults": {"method": "interleaved", "phase_s": phase_s, "settle_s": 0.05, "warmup_s": 0.3,
                                         "min_efficiency": 0.0},
         "workloads": {"trainer": _slowing(slow_step_s), "loader": _job(0.02)},
         "pairs": [{"group": "p1", "foreground": {"model": "trainer"}, "background": {"model": "loader"}}]}))
@@ -174,15 +174,15 @@ def _slowing_settings(path, slow_step_s):
 
 
 def test_phases_grow_to_the_steps_a_job_takes_after_the_warm_up_and_the_case_measures(pytester):
-    """The warm-up promised steps of 10 ms; then each takes 0.45 s, nine times the settings' phase:
+    """The warm-up promised steps of 10 ms; then each takes 0.3 s, ten times the settings' phase:
     the phases grow to hold several of the slow steps and the case has its figures."""
     pytester.makepyfile(test_suite=SUITE)
     out = pytester.path / "out"
-    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _slowing_settings(pytester.path / "s.json", 0.45),
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", _slowing_settings(pytester.path / "s.json", 0.3, 0.03),
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-out", out, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     record = json.loads((out / "p1-trainer+loader-default-concurrent" / "result.json").read_text())
-    assert record["phase_s"] >= 2 * 0.45 > 16 * 0.05
+    assert record["phase_s"] >= 2 * 0.3 > 16 * 0.03
     assert record["settle_s"] == 0.05  # on the CPU nothing queues: settling stays the settings' however slow a step
     assert record["concurrency_efficiency"] is not None and record["n_rounds"] >= ROUNDS
     assert jobs_started_under(out) == []
