@@ -69,12 +69,33 @@ def pytest_argv(suite: str, settings_path: Path, results: Path, select: str) -> 
             "-k", select]
 
 
+STARTED: list[subprocess.Popen] = []  # every pytest this step started: ended on the way out, whatever happens
+
+
+class _Stop:
+    """A stop that arrives while a pytest is being started waits until it is registered."""
+
+    starting = False
+    asked: Optional[int] = None
+
+
 def start(argv: list[str], root: Path, log: Path) -> subprocess.Popen:
-    """``argv`` in a process session of its own (``end_session`` ends all of it), output in ``log``."""
+    """``argv`` in a process session of its own (``end_session`` ends all of it), output in ``log``.
+    A stop that arrives while the process is started and registered is raised once it is registered:
+    raised between the two, it would leave a pytest nobody knows to end. (Blocking the signal instead
+    would hand the blocked mask on to pytest, which would then ignore its own SIGTERM.)"""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as handle:
-        return subprocess.Popen(argv, cwd=root, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+    _Stop.starting = True
+    try:
+        with open(log, "wb") as handle:
+            process = subprocess.Popen(argv, cwd=root, stdout=handle, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        STARTED.append(process)
+    finally:
+        _Stop.starting = False
+    if _Stop.asked is not None:
+        raise KeyboardInterrupt(f"signal {_Stop.asked}")
+    return process
 
 
 def stop(process: subprocess.Popen, wait_s: float = SIGTERM_WAIT_S) -> int:
@@ -153,7 +174,9 @@ def measure(card: cardstate.Card, out: Path, root: Path, suite: str) -> list[dic
 
 def _stop(signum: int, frame: object) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop: the pytest being ended is not interrupted twice
-    raise KeyboardInterrupt(f"signal {signum}")
+    _Stop.asked = signum
+    if not _Stop.starting:
+        raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -176,6 +199,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"teardown: stopped ({stopped}); its pytest ended, no evidence written", file=sys.stderr)
         return 130
     finally:
+        for process in STARTED:
+            end_session(process)
         for pid in reap_orphans(out / RESULTS):
             print(f"teardown: job process {pid} was left behind by the harness; ended now", flush=True)
     text = "".join(json.dumps(line) + "\n" for line in evidence)
