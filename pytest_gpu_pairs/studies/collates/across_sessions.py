@@ -3,22 +3,40 @@ how far their whole-run needs and efficiencies spread, and whether every two ses
 intervals overlap. The verdicts and feasibility_10g collates judge their sessions this way."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.store import case_records
+from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text, case_records
+
+
+def numbered_folders(folder: Path, pattern: re.Pattern[str]) -> list[str]:
+    """The session folders present whose names ``pattern`` matches (its group: the number), in number order."""
+    found = [(int(m.group(1)), p.name) for p in folder.iterdir() if p.is_dir() and (m := pattern.fullmatch(p.name))]
+    return [name for _, name in sorted(found)]
+
+
+def group_records(session: Path) -> dict[str, tuple[Record, Path]]:
+    """group (the case id's first part) -> its complete record and the record's file, in one session."""
+    found, _ = case_records(session)
+    return {r.case_id.split("-", 1)[0]: (r, p) for p, r in sorted(found, key=lambda f: str(f[0]))
+            if r.complete and r.case_id}
+
+
+def write_summary(folder: Path, summary: dict[str, Any], table: str, readme: str) -> None:
+    """summary.json, table.md and README.md, all three made before any is written."""
+    atomic_write_json(folder / "summary.json", summary)
+    atomic_write_text(folder / "table.md", table)
+    atomic_write_text(folder / "README.md", readme)
 
 
 def records_by_session(folder: Path, sessions: Sequence[str]) -> dict[str, dict[str, Record]]:
     """session -> group (the case id's first part) -> its complete record; a session folder that is
     not there has none."""
-    found: dict[str, dict[str, Record]] = {}
-    for session in sessions:
-        records, _ = case_records(folder / session) if (folder / session).is_dir() else ([], [])
-        found[session] = {r.case_id.split("-", 1)[0]: r for _, r in records if r.complete and r.case_id}
-    return found
+    return {session: {group: record for group, (record, _) in group_records(folder / session).items()}
+            if (folder / session).is_dir() else {} for session in sessions}
 
 
 def spread(values: list[float]) -> Optional[float]:

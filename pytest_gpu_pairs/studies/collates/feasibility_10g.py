@@ -31,10 +31,16 @@ from pydantic import BaseModel, ConfigDict, StrictStr, TypeAdapter, ValidationEr
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.inputs import first_error, read_json
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text, case_records, read_fit_profile
+from pytest_gpu_pairs.record.store import read_fit_profile
 from pytest_gpu_pairs.studies.collates import feasibility_10g_history as history
 from pytest_gpu_pairs.studies.collates import rtx3080
-from pytest_gpu_pairs.studies.collates.across_sessions import agreement, bounds
+from pytest_gpu_pairs.studies.collates.across_sessions import (
+    agreement,
+    bounds,
+    group_records,
+    numbered_folders,
+    write_summary,
+)
 
 SETTINGS = "settings/parallel_feasibility_test.json"
 CARD_MB = 10240
@@ -64,18 +70,7 @@ _SOURCES = TypeAdapter(dict[str, _Source])
 
 def session_folders(folder: Path) -> list[str]:
     """The default-method sessions present, in their number's order."""
-    found = [(int(m.group(1)), p.name) for p in folder.iterdir() if p.is_dir() and (m := SESSION_FOLDER.fullmatch(p.name))]
-    return [name for _, name in sorted(found)]
-
-
-def _session_records(folder: Path, session: str) -> dict[str, tuple[Record, Path]]:
-    """group -> its complete record and the record's file."""
-    found, _ = case_records(folder / session)
-    out: dict[str, tuple[Record, Path]] = {}
-    for path, record in sorted(found, key=lambda pair: str(pair[0])):
-        if record.complete and record.case_id:
-            out[record.case_id.split("-", 1)[0]] = (record, path)
-    return out
+    return numbered_folders(folder, SESSION_FOLDER)
 
 
 def read_sources(path: Path) -> dict[str, dict[str, str]]:
@@ -237,7 +232,7 @@ def fit_profiles(folder: Path, sessions: list[str]) -> dict[str, dict[str, Any]]
 
 def default_method(folder: Path, settings: dict[str, Any], slowdowns: rtx3080.Slowdowns) -> dict[str, Any]:
     sessions = session_folders(folder)
-    by_session = {s: _session_records(folder, s) for s in sessions}
+    by_session = {s: group_records(folder / s) for s in sessions}
     sources = {s: read_sources(folder / s / SOURCES) for s in sessions}
     groups = [group_row(pair, {s: r[pair["group"]] for s, r in by_session.items() if pair["group"] in r},
                         folder, sources, slowdowns) for pair in settings["pairs"]]
@@ -446,8 +441,5 @@ def write(folder: Path, root: Path) -> str:
     """summary.json, table.md and README.md, each made before any is written."""
     summary = summarize(folder, root)
     text = table(summary)
-    page = readme(summary, text)
-    atomic_write_json(folder / "summary.json", summary)
-    atomic_write_text(folder / "table.md", text)
-    atomic_write_text(folder / "README.md", page)
+    write_summary(folder, summary, text, readme(summary, text))
     return text

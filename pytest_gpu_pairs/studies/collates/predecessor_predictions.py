@@ -26,26 +26,21 @@ from typing import Any, Optional
 from pytest_gpu_pairs.experiment.load import load_experiment
 from pytest_gpu_pairs.experiment.schema import Expectation, PairSpec
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text, case_records, read_session
+from pytest_gpu_pairs.record.store import read_session
 from pytest_gpu_pairs.studies.collates import rtx3080
-from pytest_gpu_pairs.studies.collates.across_sessions import bounds, overlap, spread
+from pytest_gpu_pairs.studies.collates.across_sessions import (
+    bounds,
+    group_records,
+    numbered_folders,
+    overlap,
+    spread,
+    write_summary,
+)
 from pytest_gpu_pairs.studies.expectations import VRAM_TOLERANCE, Measured, judge
 
 SETTINGS = "settings/predecessor_predictions.json"
 SESSION_FOLDER = re.compile(r"session-([1-9][0-9]*)")
 TEMPLATE = Path(__file__).with_name("predecessor_predictions_readme.md")
-
-
-def session_folders(folder: Path) -> list[str]:
-    found = [(int(m.group(1)), p.name) for p in folder.iterdir() if p.is_dir() and (m := SESSION_FOLDER.fullmatch(p.name))]
-    return [name for _, name in sorted(found)]
-
-
-def _records(folder: Path) -> dict[str, tuple[Record, Path]]:
-    """group -> its complete record and the record's file."""
-    found, _ = case_records(folder)
-    return {r.case_id.split("-", 1)[0]: (r, p) for p, r in sorted(found, key=lambda f: str(f[0]))
-            if r.complete and r.case_id}
 
 
 def _flag(record: Record, path: Path) -> Optional[str]:
@@ -113,8 +108,8 @@ def prediction_row(pair: PairSpec, expectation: Expectation, group: dict[str, An
 
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
     experiment = load_experiment(root / SETTINGS)
-    sessions = session_folders(folder)
-    by_session = {s: _records(folder / s) for s in sessions}
+    sessions = numbered_folders(folder, SESSION_FOLDER)
+    by_session = {s: group_records(folder / s) for s in sessions}
     found = rtx3080.slowdowns(root / rtx3080.PREDECESSOR)
     groups, predictions = [], []
     for pair in experiment.pairs:
@@ -264,8 +259,5 @@ def write(folder: Path, root: Path) -> str:
     """summary.json, table.md and README.md, each made before any is written."""
     summary = summarize(folder, root)
     text = table(summary)
-    page = readme(summary, text)
-    atomic_write_json(folder / "summary.json", summary)
-    atomic_write_text(folder / "table.md", text)
-    atomic_write_text(folder / "README.md", page)
+    write_summary(folder, summary, text, readme(summary, text))
     return text
