@@ -21,6 +21,7 @@ from pytest_gpu_pairs.inputs import describe_number, finite_or_none, is_finite_n
 ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
 STEADY_STATE_VAR = "GPU_PAIRS_STEADY_STATE"
+CYCLES_VAR = "GPU_PAIRS_CYCLES"  # a built-in background trains its run again and again in one process
 FIT_RUN_VAR = "GPU_PAIRS_FIT_RUN"  # a built-in's fit run: this many training steps, then evaluation and a checkpoint
 MEMORY_PHASES = ("setup", "start", "train", "eval", "checkpoint")  # the parts of a run a fit run reports memory for
 STEP_INTERVAL_S = 0.25
@@ -49,6 +50,13 @@ def steady_state_only() -> bool:
     a job then leaves out its per-epoch evaluation, a pass of up to seconds with no steps that
     would land in some phases and not others and move their rates by more than the sharing does."""
     return os.environ.get(STEADY_STATE_VAR) == "1"
+
+
+def cycling() -> bool:
+    """True when the harness keeps this job running as a background: after its run it starts the
+    same run again (same seed, fresh model) in this process, so no restart gap (a new process, its
+    CUDA context, cuDNN's autotuning) falls inside the foreground's run."""
+    return os.environ.get(CYCLES_VAR) == "1"
 
 
 def wait_for_start_gate(poll_s: float = 0.01) -> None:
@@ -138,6 +146,12 @@ class ProgressWriter:
         self._emit({"event": "result", "metrics": metrics, "steps": steps,
                     "peak_mem_reserved_mb": peak_mem_reserved_mb, **extra})
 
+    def cycle(self, metrics: dict[str, Any], steps: int) -> None:
+        """One run of a kept-running background ended (its evaluation's metrics, the steps counted
+        so far over every run of the process); the next one starts at once."""
+        self._sync()
+        self._emit({"event": "cycle", "metrics": metrics, "steps": steps})
+
     def memory(self, phase: str, peak_reserved_mb: float, peak_allocated_mb: float, reserved_mb: float) -> None:
         """One part of a fit run ended: the caching allocator's peaks over it and what it holds now."""
         self._sync()
@@ -155,7 +169,8 @@ class ProgressWriter:
 
 MAX_LINE_BYTES = 1 << 20  # a protocol line is well under 1 KiB; longer is not the protocol
 MAX_STEPS = 100_000  # step reports kept; past this every other one is dropped (the pace stays readable)
-EVENTS = ("setup", "ready", "step", "result", "error", "memory")
+EVENTS = ("setup", "ready", "step", "result", "error", "memory", "cycle")
+MAX_CYCLES = 10_000  # cycle events kept: a kept-running background's runs of a case are far fewer
 MEMORY_FIGURES = ("peak_reserved_mb", "peak_allocated_mb", "reserved_mb")
 
 
@@ -219,7 +234,7 @@ def event_problem(event: Any) -> Optional[str]:
         return f"expected 'mono' to be a finite number of seconds, got {describe_number(event[MONOTONIC_KEY])}"
     if kind == "step":
         return step_problem(event.get("step"), event.get("epoch"))
-    if kind == "result":
+    if kind in ("result", "cycle"):
         return _result_problem(event)
     if kind == "memory":
         return _memory_problem(event)
@@ -286,6 +301,7 @@ class Progress:
     first_problem: Optional[str] = None
     source: str = "protocol"  # or "log": read from the job's log with its progress_pattern
     memory: list[dict[str, Any]] = field(default_factory=list)  # a fit run's memory events, in order
+    cycles: list[dict[str, Any]] = field(default_factory=list)  # a kept-running background's runs: t, steps, metrics
     skipped_bytes: int = 0  # of a log that ran ahead of its reader: the lines in them were not read
     no_match: Optional[str] = None  # a log with lines and no step: its progress_pattern and a line it missed
     _line: int = field(default=0, init=False, repr=False, compare=False)
@@ -313,6 +329,7 @@ class Progress:
             chained.skipped_bytes += run.skipped_bytes
             chained.first_problem = chained.first_problem or run.first_problem
             chained.result, chained.error = run.result or chained.result, run.error or chained.error
+            chained.cycles += run.cycles
         return chained
 
     def _reject(self, problem: str) -> None:
@@ -346,6 +363,8 @@ class Progress:
             self.result = event
         elif kind == "error":
             self.error = event
+        elif kind == "cycle" and len(self.cycles) < MAX_CYCLES:
+            self.cycles.append({"t": t, "steps": event.get("steps"), "metrics": event.get("metrics") or {}})
         elif kind == "memory" and len(self.memory) < len(MEMORY_PHASES) * 4:
             self.memory.append({"phase": event["phase"], "t": t, **{key: event[key] for key in MEMORY_FIGURES}})
 
@@ -482,7 +501,7 @@ class ProgressReader:
         kept = self._progress
         copy = Progress(ready_t=kept.ready_t, setup_t=kept.setup_t, steps=list(kept.steps), result=kept.result,
                         error=kept.error, bad_lines=kept.bad_lines, first_problem=kept.first_problem,
-                        skipped_bytes=kept.skipped_bytes, memory=list(kept.memory))
+                        skipped_bytes=kept.skipped_bytes, memory=list(kept.memory), cycles=list(kept.cycles))
         copy._line = kept._line
         if tail.strip():
             copy._line += 1

@@ -158,6 +158,7 @@ class Case:
     starts: Optional[int] = DEFAULTS.starts
     card_mb: Optional[float] = DEFAULTS.card_mb
     min_coverage: Optional[float] = None  # the least bg_coverage a round of a concurrent run needs to count
+    keep_background: bool = False  # a built-in background runs again in its process instead of being restarted
     # the stopping rule of interleaved rounds as asked: precision None is the device's default and 0
     # none, max_case_s None the device's cap (``run.methods`` makes the rule for the device)
     precision: Optional[float] = None
@@ -227,7 +228,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         restart_delay_s=d.restart_delay_s, timeout_s=d.timeout_s, cool_down_s=d.cool_down_s,
         ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
         crash_loop_window_s=d.crash_loop_window_s,
-        method=method, min_coverage=min_coverage(experiment, mode, method),
+        method=method, min_coverage=min_coverage(experiment, mode, method), keep_background=d.keep_background,
         phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
         precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
         source=experiment.source, note=pair.note or "")

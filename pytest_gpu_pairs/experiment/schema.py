@@ -365,6 +365,7 @@ class Defaults(_Strict):
     starts: Optional[StrictInt] = Field(None, ge=1, le=MAX_STARTS)  # None: STARTS_ON_GPU on a GPU, 1 on the CPU
     card_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)  # the card the memory verdict is about
     min_coverage: Optional[float] = Field(None, ge=0, le=1)  # None: the design's own (DESIGN_MIN_COVERAGE)
+    keep_background: bool = False  # a built-in background trains its run again in its own process: no restart gap
 
 
 DEFAULTS = Defaults()  # what every case gets where its settings are silent

@@ -256,7 +256,7 @@ def progress_source(progress: Progress) -> Optional[str]:
     return progress.source if progress.steps else None
 
 
-def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes) -> Background:
+def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes, kept: bool) -> Background:
     loop = m.background
     if loop is None:
         for key in ("bg_progress_ratio", "bg_coverage"):
@@ -284,7 +284,22 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
                       bg_progress_ratio=metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
                       bg_speed_ratio=metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
                       bg_steps_in_window=steps, bg_solo_steps_per_s=solo_rate,
-                      bg_peak_mem_reserved_mb=metrics.peak(reserved), bg_perf=bg_perf)
+                      bg_peak_mem_reserved_mb=metrics.peak(reserved), bg_perf=bg_perf,
+                      bg_cycle_perf=_cycle_perf(m, notes) if kept else None)
+
+
+def _cycle_perf(m: Measurement, notes: Notes) -> Optional[list[dict[str, Any]]]:
+    """The kept-running background's runs that shared the foreground's: its accuracy while shared."""
+    loop = m.background
+    if loop is None or not any(r.outcome.progress.cycles for r in loop.runs):
+        notes.unmeasured("bg_cycle_perf", "the kept-running background ran no run to its end in its process "
+                                          "(a command workload is restarted instead)")
+        return None
+    sharing = loop.cycles_sharing(*m.window)
+    if not sharing:
+        notes.unmeasured("bg_cycle_perf", "no run of the kept-running background ended after the foreground's "
+                                          "run began")
+    return sharing or None
 
 
 UNFINISHED_FG = ("fg_duration_s", "fg_slowdown", "bg_progress_ratio", "bg_speed_ratio", "concurrency_efficiency")
@@ -369,7 +384,7 @@ def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], s
     """A round's figures as the dict the study's derived figures are added to before it is typed."""
     notes = Notes()
     timing = _timing(m, solo_fg, notes)
-    background = _background_figures(m, solo_bg, notes)
+    background = _background_figures(m, solo_bg, notes, case.keep_background)
     sharing = _sharing(m, timing, background, notes)
     if _foreground_unfinished(m, notes):
         timing, background, sharing = (timing.without(UNFINISHED_FG), background.without(UNFINISHED_FG),

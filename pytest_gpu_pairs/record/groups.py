@@ -98,6 +98,7 @@ class Background(Group):
     bg_solo_steps_per_s: Optional[Number] = None
     bg_peak_mem_reserved_mb: Optional[Number] = None
     bg_perf: Optional[dict[str, Any]] = None
+    bg_cycle_perf: Optional[list[dict[str, Any]]] = None
 
 
 class Sharing(Group):

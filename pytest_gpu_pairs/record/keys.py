@@ -174,6 +174,8 @@ OUTCOME = _figures("outcome", [
     ("min_efficiency", "float", "ratio", None, False, "the pair's minimum concurrency efficiency (a check)"),
     ("perf", "dict", "", None, False, "the foreground's model metrics; accuracy-like ones fractions 0-1, losses in nats (docs: settings, built-in workloads)"),
     ("bg_perf", "dict", "", None, False, "model metrics of the last background run that finished"),
+    ("bg_cycle_perf", "list", "", None, False, "a kept-running background (defaults.keep_background): each of its "
+     "runs that overlapped the foreground's, in order: its model metrics and the fraction of it shared"),
     ("perf_metric", "str", "", None, False, "the metric the study compares (the workload's first)"),
     ("fg_epochs", "float", "epochs", None, False, "the foreground's configured epochs"),
     ("mps", "dict", "", None, False, "mps cases: each job's limits, the daemon's server and client pids"),

@@ -161,9 +161,26 @@ class BackgroundRuns:
         return [iv for iv in (r.training_interval() for r in self.runs) if iv is not None]
 
     def last_completed_metrics(self) -> Optional[dict[str, Any]]:
-        """Model metrics of the last run that finished on its own (None when none did)."""
-        done = [r for r in self.runs if r.outcome.completed]
-        return done[-1].outcome.metrics if done else None
+        """Model metrics of the last run that finished on its own, a kept-running background's last
+        cycle among them (None when none did)."""
+        finished = [(r.outcome.end_t or 0.0, r.outcome.metrics) for r in self.runs if r.outcome.completed]
+        finished += [(cycle["t"], cycle["metrics"]) for run in self.runs for cycle in run.outcome.progress.cycles]
+        return max(finished, key=lambda done: done[0])[1] if finished else None
+
+    def cycles_sharing(self, start: float, end: float) -> list[dict[str, Any]]:
+        """A kept-running background's runs that overlapped ``start``-``end``, each with its metrics and
+        ``shared``, the fraction of the run inside that window (a run begins where the one before it
+        ended, the first at the process's readiness)."""
+        overlapping = []
+        for run in self.runs:
+            begun = run.ready_t
+            for cycle in run.outcome.progress.cycles:
+                if begun is not None and cycle["t"] > begun:
+                    inside = min(end, cycle["t"]) - max(start, begun)
+                    if inside > 0:
+                        overlapping.append({"metrics": cycle["metrics"], "shared": inside / (cycle["t"] - begun)})
+                begun = cycle["t"]
+        return overlapping
 
     @property
     def failures(self) -> list[BackgroundRun]:

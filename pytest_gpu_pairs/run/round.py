@@ -20,12 +20,12 @@ from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
-from pytest_gpu_pairs.protocol import GATE_VAR, now
+from pytest_gpu_pairs.protocol import CYCLES_VAR, GATE_VAR, now
 from pytest_gpu_pairs.record.measurement import JobOutcome, Measurement
 from pytest_gpu_pairs.record.store import save_cpu_readings, save_samples
 from pytest_gpu_pairs.run.background import BackgroundLoop
 from pytest_gpu_pairs.run.environment import Environment
-from pytest_gpu_pairs.run.jobs import JobProcess, build_spec
+from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec, build_spec
 from pytest_gpu_pairs.run.proctree import deferred_signals
 
 
@@ -42,11 +42,12 @@ class Supervision:
     ready_timeout_s: float = DEFAULTS.ready_timeout_s
     crash_loop_failures: int = DEFAULTS.crash_loop_failures
     crash_loop_window_s: float = DEFAULTS.crash_loop_window_s
+    keep_background: bool = False
 
     @classmethod
     def of(cls, case: Case) -> Supervision:
         return cls(case.timeout_s, case.restart_delay_s, case.ready_timeout_s, case.crash_loop_failures,
-                   case.crash_loop_window_s)
+                   case.crash_loop_window_s, case.keep_background)
 
 
 class Round:
@@ -80,6 +81,14 @@ class Round:
         return build_spec(job, role, self.env.device, self.env.scale, self.supervision.timeout_s,
                           {**self.env.extra_env, **self.job_env.get(role, {})}, self.env.job_cpus(role, job.is_builtin))
 
+    def _background_spec(self, job: JobConfig, role: str) -> JobSpec:
+        """A background's job; kept running (a built-in trains its run again in its process)
+        where the case asks, so that no restart falls inside the foreground's run."""
+        spec = self._spec(job, role)
+        if self.supervision.keep_background and job.is_builtin:
+            spec.env[CYCLES_VAR] = "1"
+        return spec
+
     def _stamp(self, name: str, t: Optional[float] = None) -> None:
         self.timeline[name] = now() if t is None else t
 
@@ -97,7 +106,7 @@ class Round:
             return
         sup = self.supervision
         self._stamp("bg_start_t")
-        self.background = BackgroundLoop(self._spec(self.bg_job, "bg"), self.out_dir, sup.restart_delay_s,
+        self.background = BackgroundLoop(self._background_spec(self.bg_job, "bg"), self.out_dir, sup.restart_delay_s,
                                          sup.crash_loop_failures, sup.crash_loop_window_s,
                                          on_start=lambda job: self.roles.register(job.pid, "bg", job.tag)).start()
         if self.fg_job.is_builtin:

@@ -54,6 +54,8 @@ class Variant(_Strict):
     gpu_options: tuple[str, ...] = ()
     select: Optional[str] = None
     settings: Optional[tuple[str, ...]] = None
+    scale: Optional[float] = Field(default=None, gt=0, description="this variant's scale instead of the study's "
+                                   "(a pair whose runs need another length); one asked for on the command line wins")
     needs_gpu: Optional[str] = None
     options_from: Optional[InsidePath] = Field(
         default=None, description="a step's SessionOptions file in the study's output; the declared ones without it")

@@ -91,7 +91,7 @@ def _session(study: Study, variant: Variant, folder: str, out: Path, request: Re
     on_cpu = request.device == "cpu"
     not_here = variant.needs_gpu if on_cpu and variant.needs_gpu else None
     select = request.select or variant.select or study.select
-    scale = request.scale if request.scale is not None else study.scale
+    scale = _first_set(request.scale, variant.scale, study.scale)
     argv = [sys.executable, "-m", "pytest", study.suite, "-p", "no:cacheprovider", "-q", "-rA"]
     for settings in variant.settings or study.settings:
         argv += ["--gpu-pairs-settings", settings]
@@ -102,6 +102,10 @@ def _session(study: Study, variant: Variant, folder: str, out: Path, request: Re
     argv += ["--gpu-pairs-out", str(out / folder), "--gpu-pairs-resume", *request.extra]
     return Session(variant.name, folder, tuple(argv), tuple(gpu_options) if on_cpu else (), not_here,
                    variant.options_from)
+
+
+def _first_set(*values: Optional[float]) -> Optional[float]:
+    return next((value for value in values if value is not None), None)
 
 
 def with_step_options(session: Session, out: Path, request: Request, say: Callable[[str], None]) -> tuple[str, ...]:

@@ -21,7 +21,8 @@ from typing import Any, Optional
 import torch
 
 from pytest_gpu_pairs.catalog import BuiltinWorkload
-from pytest_gpu_pairs.protocol import ENV_VAR, ProgressWriter, fit_run_steps, steady_state_only, wait_for_start_gate
+from pytest_gpu_pairs.protocol import (ENV_VAR, ProgressWriter, cycling, fit_run_steps, steady_state_only,
+                                       wait_for_start_gate)
 
 MB = 1024 * 1024
 
@@ -61,10 +62,20 @@ class Workload:
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = resolve_cudnn_benchmark(self.cudnn_benchmark)
         self.data = self.build_data()
+        self._fresh_training()
+
+    def _fresh_training(self) -> None:
         self.model: Any = self.build_model().to(self.device)  # each workload's own network, with its own methods
         self.optimizer = self.build_optimizer()
         self.scheduler = self.build_scheduler()
         self.history: list[dict[str, float]] = []
+
+    def restart_training(self) -> None:
+        """The same run again in this process (a kept-running background): the seed set anew and a
+        fresh model, optimiser and schedule, on the data already built, so the run repeats the
+        first one's arithmetic up to the device's nondeterminism."""
+        torch.manual_seed(int(self.hp.get("seed", 0)))
+        self._fresh_training()
 
     @property
     def batch_size(self) -> int:
@@ -111,15 +122,16 @@ class Workload:
     def final_metrics(self) -> dict[str, float]:
         return self.evaluate()
 
-    def train(self, progress: ProgressWriter, total: int, scaled_epoch: int) -> int:
+    def train(self, progress: ProgressWriter, total: int, scaled_epoch: int, counted: int = 0) -> int:
         """Run ``total`` optimiser steps; returns the steps done (a workload with early stopping
-        may do fewer)."""
+        may do fewer). ``counted``: steps earlier runs of this process reported, which the count
+        goes on from."""
         batches = self.batches()
         for step in range(1, total + 1):
             self.train_step(next(batches))
-            if step == 1:
+            if step == 1 and not counted:
                 progress.ready()
-            progress.step(step, step / scaled_epoch)
+            progress.step(counted + step, (counted + step) / scaled_epoch)
             if step % scaled_epoch == 0 or step == total:
                 self.end_epoch()
         return total
@@ -203,6 +215,21 @@ def fit_run(workload: Workload, progress: ProgressWriter, steps: int, scaled_epo
     return metrics
 
 
+def _train_runs(workload: Workload, progress: ProgressWriter, total: int, scaled_epoch: int) -> tuple[int, dict]:
+    """One run; a kept-running background (``cycling``) reports each run's metrics as a cycle and
+    trains the run again until the harness stops it. Returns the steps and the last run's metrics."""
+    done = workload.train(progress, total, scaled_epoch)
+    progress.step(done, done / scaled_epoch, force=True)
+    metrics = workload.final_metrics()
+    while cycling() and hasattr(workload, "restart_training"):
+        progress.cycle(metrics, done)
+        workload.restart_training()
+        done += workload.train(progress, total, scaled_epoch, counted=done)
+        progress.step(done, done / scaled_epoch, force=True)
+        metrics = workload.final_metrics()
+    return done, metrics
+
+
 def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) -> int:
     progress = ProgressWriter.from_env(sync=_sync_for(device))
     try:
@@ -222,9 +249,7 @@ def run(info: BuiltinWorkload, workload: Workload, device: str, scale: float) ->
             done = fit_steps
             metrics = fit_run(workload, progress, fit_steps, scaled_epoch, memory, whole_fit)
         else:
-            done = workload.train(progress, total, scaled_epoch)
-            progress.step(done, done / scaled_epoch, force=True)
-            metrics = workload.final_metrics()
+            done, metrics = _train_runs(workload, progress, total, scaled_epoch)
         for name, value in metrics.items():
             print(f"{name}: {value:.6g}", flush=True)
         peak = memory.peak_reserved_mb if fit_steps else _peak_reserved_mb(device)

@@ -250,3 +250,22 @@ def test_a_run_its_background_covered_too_little_of_is_refused_as_a_data_point(p
     ok = result(tmp, OK_CASE)
     assert ok["bg_coverage"] >= 0.95 and ok["rounds_refused"] == 0 and ok.get("coverage_refused") is None
     assert_no_leftovers(tmp)
+
+
+def test_a_kept_running_builtin_background_shares_the_whole_run_in_one_process(pytester):
+    """Kept running, a built-in background whose run is far shorter than the foreground's trains it
+    again in its process: one process, no restart gap, the whole run covered, and each of its runs
+    that overlapped the foreground's on record with its accuracy."""
+    tmp = pytester.path
+    kept = {"group": "g00", "foreground": {"model": "trainer", "hyperparameters": {"steps": 60, "step_s": 0.1}},
+            "background": {"model": "mnist", "hyperparameters": {"epochs": 1, "batch_size": 8}}}
+    settings = write_settings(tmp, "kept", [kept], min_coverage=0.95, keep_background=True)
+    outcome = run(pytester, settings, extra=("--gpu-pairs-scale", "0.002"))
+    outcome.assert_outcomes(passed=1)
+    case = result(tmp, "g00-trainer+mnist-default-concurrent")
+    assert case["bg_runs"] == 1 and case["bg_coverage"] >= 0.95 and case["rounds_refused"] == 0
+    cycles = case["bg_cycle_perf"]
+    assert len(cycles) >= 2 and all(0 < c["shared"] <= 1 for c in cycles)
+    assert all(0 <= c["metrics"]["test_accuracy"] <= 1 for c in cycles)
+    assert not list((tmp / "out" / "g00-trainer+mnist-default-concurrent").glob("bg-run-002*"))
+    assert_no_leftovers(tmp)
