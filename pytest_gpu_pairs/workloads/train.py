@@ -21,8 +21,14 @@ from typing import Any, Optional
 import torch
 
 from pytest_gpu_pairs.catalog import BuiltinWorkload
-from pytest_gpu_pairs.protocol import (ENV_VAR, ProgressWriter, cycling, fit_run_steps, steady_state_only,
-                                       wait_for_start_gate)
+from pytest_gpu_pairs.protocol import (
+    ENV_VAR,
+    ProgressWriter,
+    cycling,
+    fit_run_steps,
+    steady_state_only,
+    wait_for_start_gate,
+)
 
 MB = 1024 * 1024
 
