@@ -6,6 +6,7 @@
 #   bash tools/device/study.sh start NAME [gpu-pairs study run options]
 #   bash tools/device/study.sh status NAME
 #   bash tools/device/study.sh collect NAME    # stops the run (SIGTERM: its jobs are torn down), then $OUT/NAME.tgz
+#                                              # (KEEP_PROGRESS=1: with the jobs' progress files)
 source tools/device/setup.sh
 ACTION=${1:?usage: study.sh start|status|collect NAME}
 NAME=${2:?usage: study.sh start|status|collect NAME}
@@ -30,7 +31,9 @@ case "$ACTION" in
       for _ in $(seq 90); do kill -0 "$(cat "$WORK.pid")" 2>/dev/null || break; sleep 1; done
     fi
     cp "$WORK.log" "$WORK/runner.log" 2>/dev/null
-    tar -czf "$OUT/$NAME.tgz" --exclude='*samples.csv' --exclude='*.progress.jsonl' -C /tmp/gpu-pairs-studies "$NAME"
+    KEEP=(--exclude='*.progress.jsonl')
+    [ -n "${KEEP_PROGRESS:-}" ] && KEEP=()  # the jobs' step reports, where a study reads paces from them again
+    tar -czf "$OUT/$NAME.tgz" --exclude='*samples.csv' "${KEEP[@]}" -C /tmp/gpu-pairs-studies "$NAME"
     echo "collected into $OUT/$NAME.tgz" ;;
   *) echo "usage: study.sh start|status|collect NAME"; exit 2 ;;
 esac
