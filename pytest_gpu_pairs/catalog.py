@@ -135,7 +135,8 @@ METRIC_UNITS: Mapping[str, MetricUnit] = {
     # compat/raw_data.py reads those as fractions.
     **{name: FRACTION for name in ("test_accuracy", "best_val_accuracy", "accuracy", "precision", "recall",
                                    "f1", "rank1", "rank5", "map", "top1_accuracy", "top5_accuracy",
-                                   "top10_accuracy", "top20_accuracy", "test_error", "train_error", "auc")},
+                                   "top10_accuracy", "top20_accuracy", "test_error", "train_error", "auc",
+                                   "miou", "pixel_accuracy")},
     "test_loss": NATS, "eval_loss": NATS, "final_training_loss": NATS,
     "test_perplexity": MetricUnit("perplexity per token", 1.0),
 }
@@ -230,6 +231,22 @@ _ENTRIES = [
                         "weight_decay": Hyperparameter("float", 0.0, (0.00001, 0.001), "log_uniform"),
                     }, ("accuracy", "precision", "recall", "f1", "auc"), module=_W + "mrt_oast", param_count=575360,
                     seed_vram_mb=1950),
+    BuiltinWorkload("dense_aspp", "dense_prediction", "stand-in", "dense_aspp", (3, 600, 600),
+                    "generated 600 x 600 scenes of 9 classes (123 580 a epoch: the predecessor's 30 895 iterations "
+                    "of 4)", 123580, {
+                        "epochs": Hyperparameter("int", 10, (5, 15), "uniform"),
+                        "learning_rate": Hyperparameter("float", 0.0001, (0.00005, 0.0002), "log_uniform"),
+                        "batch_size": Hyperparameter("int", 1),
+                        "seed": Hyperparameter("int", 0, (0, 9999), "uniform"),
+                        "weight_decay": Hyperparameter("float", 0.01, (0.001, 0.1), "log_uniform"),
+                        "loader_workers": Hyperparameter("int", 0),
+                        "image_size": Hyperparameter("int", 600),
+                        "backbone_depth": Hyperparameter("int", 101),
+                        "output_stride": Hyperparameter("int", 8),
+                    }, ("miou", "pixel_accuracy", "eval_loss"), module=_W + "dense_aspp", param_count=58627913,
+                    notes="the predecessor's 4-versus-6 GPU job's stand-in: DeepLabv3 (ASPP) on a dilated ResNet-101, "
+                          "fp16 (autocast + GradScaler) on cuda, one sample per GPU, its data pipeline on the CPU in "
+                          "the training process unless loader_workers says otherwise"),
     BuiltinWorkload("bug_localization", "bug_localization", "bug-localization-by-dnn-and-rvsm", "default",
                     (5,), "Eclipse UI bug reports (6 495 reports, 1-3 fixed + 50 other files each)", 5845500, {
                         "epochs": Hyperparameter("int", 1),
@@ -249,6 +266,8 @@ VALID: Mapping[str, tuple[float, float, bool]] = {
     "epochs": (0, 10_000, False), "batch_size": (1, 1_000_000, True), "learning_rate": (0, 100, False),
     "seed": (0, 2**32 - 1, True), "weight_decay": (0, 1, True), "dropout": (0, 0.99, True),
     "max_iter": (1, 10_000_000, True), "kfold": (2, 1000, True), "alpha": (0, 1e6, True),
+    "loader_workers": (0, 64, True), "image_size": (32, 4096, True), "backbone_depth": (50, 101, True),
+    "output_stride": (8, 16, True),
 }
 """Built-in hyperparameters' valid values; a name not listed here takes any finite value of its type."""
 

@@ -121,6 +121,7 @@ class ScalingPlan:
     warmup_steps: int
     steps: int
     comm_probe_steps: int
+    val_samples: int = 0
 
     def scaled(self, scale: float) -> ScalingPlan:
         """The steps at ``--gpu-pairs-scale``, rounded up: a quick run keeps a warm-up step and
@@ -128,7 +129,8 @@ class ScalingPlan:
         def part(count: int, floor: int) -> int:
             return 0 if count == 0 else min(count, max(floor, math.ceil(count * scale)))
         return replace(self, warmup_steps=part(self.warmup_steps, 1), steps=part(self.steps, MIN_SCALED_STEPS),
-                       comm_probe_steps=part(self.comm_probe_steps, MIN_SCALED_PROBE))
+                       comm_probe_steps=part(self.comm_probe_steps, MIN_SCALED_PROBE),
+                       val_samples=part(self.val_samples, self.gpus))
 
 
 @dataclass(frozen=True)
@@ -405,7 +407,7 @@ def _scaling_count_case(experiment: Experiment, spec: ScalingSpec, overrides: Ov
                 min_efficiency=0.0, runs_per_config=1, restart_delay_s=0.0, timeout_s=d.timeout_s,
                 cool_down_s=d.cool_down_s, ready_timeout_s=d.ready_timeout_s, method="steps",
                 source=experiment.source, note=spec.note or "",
-                scaling=ScalingPlan(gpus, spec.warmup_steps, spec.steps, spec.comm_probe_steps))
+                scaling=ScalingPlan(gpus, spec.warmup_steps, spec.steps, spec.comm_probe_steps, spec.val_samples))
 
 
 def _scaling_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:

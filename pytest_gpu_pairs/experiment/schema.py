@@ -393,8 +393,10 @@ def _gpu_counts(counts: list[int]) -> list[int]:
 
 class ScalingSpec(_Strict):
     """One training job measured data-parallel on each of ``gpus`` GPU counts (one case per count):
-    ``warmup_steps`` left out, then ``steps`` timed, then ``comm_probe_steps`` without gradient
-    synchronisation, which separate the all-reduce's share of a step."""
+    ``warmup_steps`` left out, then ``steps`` timed, then a validation of ``val_samples`` held-out
+    samples shared among the ranks (a workload that can validate a given number: the dense-prediction
+    stand-in), then ``comm_probe_steps`` without gradient synchronisation, which separate the
+    all-reduce's share of a step."""
 
     group: str = Field(pattern=_GROUP, max_length=NAME_MAX)
     workload: JobRef
@@ -402,6 +404,7 @@ class ScalingSpec(_Strict):
     warmup_steps: StrictInt = Field(10, ge=0, le=MAX_SCALING_STEPS)
     steps: StrictInt = Field(100, ge=2, le=MAX_SCALING_STEPS)
     comm_probe_steps: StrictInt = Field(20, ge=0, le=MAX_SCALING_STEPS)
+    val_samples: StrictInt = Field(0, ge=0, le=MAX_SCALING_STEPS)
     vram_budget_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)
     note: Optional[str] = None
 

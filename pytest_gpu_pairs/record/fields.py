@@ -357,6 +357,20 @@ class RecordFields(BaseModel):
     """95 % interval of comm_share"""
     comm_method: Optional[StrictStr] = None
     """how comm_share was separated"""
+    data_time_s: Optional[Number] = None
+    """mean wait for a step's batch at the rank that waited longest (the job's data loading as its trainer's data_time shows it), part of step_time_s"""
+    data_share: Optional[Number] = None
+    """data_time_s / step_time_s: the step's split between data loading and the rest"""
+    val_samples: Optional[StrictInt] = None
+    """held-out samples of the case's validation, shared among the ranks"""
+    val_time_s: Optional[Number] = None
+    """the validation's wall time at its slowest rank (outside the measured steps)"""
+    val_s_per_sample: Optional[Number] = None
+    """val_time_s x gpus / val_samples: one GPU's time to validate a sample"""
+    peak_mem_phase: Optional[StrictStr] = None
+    """the stretch whose allocator peak was highest: start (first step, cuDNN's autotuning, warm-up), train, eval (validation) or train after validation"""
+    peak_mem_allocated_by_phase_mb: Optional[dict[str, Any]] = None
+    """the largest rank's torch peak allocated memory per stretch (start, train, eval, after_eval)"""
     peak_vram_per_gpu_mb: Optional[list[Any]] = None
     """each GPU's peak NVML memory of the job's processes (contexts included), rank order"""
     peak_mem_reserved_per_gpu_mb: Optional[list[Any]] = None

@@ -275,6 +275,16 @@ SCALING = _figures("scaling", [
      "backward did not hide: 1 - no_sync_step_time_s / step_time_s"),
     ("comm_share_ci", "list", "fraction", None, False, "95 % interval of comm_share"),
     ("comm_method", "str", "", None, False, "how comm_share was separated"),
+    ("data_time_s", "float", "s", "lower", False, "mean wait for a step's batch at the rank that waited longest "
+     "(the job's data loading as its trainer's data_time shows it), part of step_time_s"),
+    ("data_share", "float", "fraction", None, False, "data_time_s / step_time_s: the step's split between data loading and the rest"),
+    ("val_samples", "int", "samples", None, False, "held-out samples of the case's validation, shared among the ranks"),
+    ("val_time_s", "float", "s", "lower", False, "the validation's wall time at its slowest rank (outside the measured steps)"),
+    ("val_s_per_sample", "float", "s/sample", "lower", False, "val_time_s x gpus / val_samples: one GPU's time to validate a sample"),
+    ("peak_mem_phase", "str", "", None, False, "the stretch whose allocator peak was highest: start (first step, "
+     "cuDNN's autotuning, warm-up), train, eval (validation) or train after validation"),
+    ("peak_mem_allocated_by_phase_mb", "dict", "MB", None, False, "the largest rank's torch peak allocated memory per "
+     "stretch (start, train, eval, after_eval)"),
     ("peak_vram_per_gpu_mb", "list", "MB", None, False, "each GPU's peak NVML memory of the job's processes (contexts included), rank order"),
     ("peak_mem_reserved_per_gpu_mb", "list", "MB", None, False, "each rank's torch peak reserved memory (built-ins)"),
     ("card_memory_mb", "float", "MB", None, False, "one card's memory as the job saw it: the emulated size, else the GPU's total"),

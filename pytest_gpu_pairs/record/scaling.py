@@ -242,6 +242,44 @@ def comm_share(m: ScalingMeasurement, step: Optional[Estimate], notes: Notes) ->
     return ratio(probe[0], step).shifted(1.0, -1.0), probe[0].mean
 
 
+def data_time(m: ScalingMeasurement, step: Optional[Estimate], notes: Notes) -> dict[str, Optional[float]]:
+    """The mean wait for a batch, taken per step at the rank that waited longest, and its share of a step."""
+    waits = slowest_rank_steps([r.get("data_times_s") or [] for r in m.results()]) if m.timed_steps else []
+    if not waits:
+        notes.unmeasured("data_time_s", "the ranks reported no data time (a command workload, or an earlier version)")
+        return {"data_time_s": None, "data_share": None}
+    mean = math.fsum(s for s, _ in waits) / len(waits)
+    return {"data_time_s": mean, "data_share": mean / step.mean if step is not None and step.mean > 0 else None}
+
+
+def validation_time(m: ScalingMeasurement, notes: Notes) -> dict[str, Any]:
+    """The validation's samples, its time at the slowest rank, and one GPU's time per sample."""
+    results = m.results()
+    times = [r.get("val_time_s") for r in results]
+    samples = sum(r.get("val_samples") or 0 for r in results if isinstance(r.get("val_samples"), int))
+    if not samples or not all(is_finite_number(t) for t in times):
+        notes.unmeasured("val_time_s", "no validation ran (val_samples 0, or a workload without validate())")
+        return {"val_samples": samples or None, "val_time_s": None, "val_s_per_sample": None}
+    slowest = max(float(t) for t in times if t is not None)
+    return {"val_samples": samples, "val_time_s": slowest, "val_s_per_sample": slowest * m.plan.gpus / samples}
+
+
+PHASE_ORDER = ("start", "train", "eval", "after_eval")  # the memory events of a built-in rank, in order
+
+
+def memory_by_phase(m: ScalingMeasurement, notes: Notes) -> dict[str, Any]:
+    """The largest rank's allocator peak per stretch, and the stretch with the highest."""
+    peaks: dict[str, float] = {}
+    for rank in m.ranks:
+        for name, event in zip(PHASE_ORDER, rank.progress.memory):
+            peaks[name] = max(peaks.get(name, 0.0), float(event["peak_allocated_mb"]))
+    if not peaks:
+        notes.unmeasured("peak_mem_allocated_by_phase_mb", "no rank reported its allocator's peaks (the CPU, or a "
+                                                           "command workload)")
+        return {"peak_mem_allocated_by_phase_mb": None, "peak_mem_phase": None}
+    return {"peak_mem_allocated_by_phase_mb": peaks, "peak_mem_phase": max(peaks, key=lambda k: peaks[k])}
+
+
 def efficiency(step: Optional[Estimate], gpus: int, baseline: Optional[Record], notes: Notes) -> Optional[Estimate]:
     """Step time on one GPU over step time on ``gpus``: throughput per GPU against one GPU's."""
     if step is None:
@@ -375,6 +413,7 @@ def scaling_record(case: Case, m: ScalingMeasurement, device: str, scale: float,
               "scaling_efficiency": eff.mean if eff else None, "scaling_efficiency_ci": _interval_list(eff),
               "comm_share": comm.mean if comm else None, "comm_share_ci": _interval_list(comm),
               "no_sync_step_time_s": no_sync, "comm_method": COMM_METHOD if comm else None,
+              **data_time(m, step, notes), **validation_time(m, notes), **memory_by_phase(m, notes),
               "peak_mem_reserved_per_gpu_mb": _reserved_per_rank(m, notes),
               **gpu_figures(m, window, samples_done, notes),
               "window_s": window[1] - window[0] if window else None, "device": device, "scale": scale,

@@ -84,7 +84,8 @@ def builtin_rank_spec(setup: RankSetup, rank: int, port: int) -> JobSpec:
     spec = build_spec(setup.job, f"rank{rank}", setup.device, setup.scale, setup.timeout_s, env, setup.rank_cpus(rank))
     plan = setup.plan
     argv = [sys.executable, "-m", RANK_MODULE, *spec.argv[3:], "--warmup-steps", str(plan.warmup_steps),
-            "--steps", str(plan.steps), "--comm-probe-steps", str(plan.comm_probe_steps)]
+            "--steps", str(plan.steps), "--comm-probe-steps", str(plan.comm_probe_steps),
+            "--val-samples", str(plan.val_samples)]
     return dataclasses.replace(spec, argv=argv)
 
 

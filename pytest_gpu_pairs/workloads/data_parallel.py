@@ -1,7 +1,7 @@
 """One rank of a scaling case: a built-in wrapped in DistributedDataParallel, timed step by step.
 
     python -m pytest_gpu_pairs.workloads.data_parallel <model> --device cuda --warmup-steps 10 \\
-        --steps 100 --comm-probe-steps 20 [--<hyperparameter> VALUE ...]
+        --steps 100 --val-samples 16 --comm-probe-steps 20 [--<hyperparameter> VALUE ...]
 
 Each rank is a process of its own and reads its place from torchrun's variables (``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``): the harness sets them, and
@@ -14,12 +14,17 @@ model (``init_hidden``, ``features``) reach the wrapped module. Each rank draws 
 Before the wrapping, one step of the rank's own finds the parameters that get no gradient (a
 backbone's classifier that the workload replaced by its head: densenet121, pcb); DDP is then told
 to look for them in every step (``find_unused_parameters``), as a user of the same model would
-have to. The steps then run in three stretches: ``warmup_steps`` (DDP's bucket rebuild, allocator
-and autotuner warm-up), ``steps`` timed one by one, each ended by a device synchronisation, and
-``comm_probe_steps`` under ``no_sync()``, which skips the gradient all-reduce and nothing else.
-The probe comes last because its ranks' weights drift apart. The result event carries every
-timed step, the measured window's wall-clock bounds and torch's peak reserved memory; no
-evaluation is run, so the job ends when its steps are done.
+have to. The steps then run in four stretches: ``warmup_steps`` (DDP's bucket rebuild, allocator
+and autotuner warm-up), ``steps`` timed one by one, each ended by a device synchronisation and
+split into the wait for its batch (data time) and the rest; a validation of ``val_samples``
+held-out samples shared among the ranks, as distributed evaluation shares its set (a workload
+with a ``validate(count)`` method: the dense-prediction stand-in); and ``comm_probe_steps`` under
+``no_sync()``, which skips the gradient all-reduce and nothing else: training after validation,
+where a fragmented allocator would show. The probe comes last because its ranks' weights drift
+apart. Each stretch's allocator peaks are reported as a memory event (``start``, ``train``,
+``eval``, then ``train`` again), so a record says whether training or validation set the peak. The
+result event carries every timed step and its data time, the validation's time, the measured
+window's wall-clock bounds and torch's peak reserved memory.
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--warmup-steps", type=int, default=10)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--comm-probe-steps", type=int, default=0)
+    parser.add_argument("--val-samples", type=int, default=0)
     return parser.parse_known_args(argv)
 
 
@@ -78,20 +84,71 @@ def unused_parameters(workload, batches: Iterator[Any]) -> int:
 
 
 def timed_steps(workload, batches: Iterator[Any], count: int, sync: Callable[[], None],
-                progress: ProgressWriter, done: int) -> tuple[list[float], int]:
-    """``count`` optimiser steps, each timed from its batch to the device's end of it; the steps
-    done so far are reported through the protocol (readiness after the very first)."""
-    times = []
+                progress: ProgressWriter, done: int) -> tuple[list[float], list[float], int]:
+    """``count`` optimiser steps, each timed from the wait for its batch to the device's end of it,
+    with the wait alone (data time) beside it; the steps done so far are reported through the
+    protocol (readiness after the very first)."""
+    times, waits = [], []
     for _ in range(count):
         start = time.perf_counter()
-        workload.train_step(next(batches))
+        batch = next(batches)
+        fetched = time.perf_counter()
+        workload.train_step(batch)
         sync()
-        times.append(round(time.perf_counter() - start, DIGITS))
+        end = time.perf_counter()
+        times.append(round(end - start, DIGITS))
+        waits.append(round(fetched - start, DIGITS))
         done += 1
         if done == 1:
             progress.ready()
         progress.step(done, done / workload.steps_per_epoch())
-    return times, done
+    return times, waits, done
+
+
+def validation(workload, samples: int, rank: int, world: int, sync: Callable[[], None]) -> dict[str, Any]:
+    """This rank's share of a ``samples``-sample validation, timed to the device's end of it; none
+    where the workload cannot validate a given number of samples."""
+    if samples <= 0 or not hasattr(workload, "validate"):
+        return {"val_time_s": None, "val_samples": 0}
+    share = len(range(rank, samples, world))
+    ddp = workload.model
+    workload.model = ddp.module  # DDP's forward broadcasts buffers: ranks with unequal shares would wait for ever
+    try:
+        sync()
+        start = time.perf_counter()
+        metrics = workload.validate(share) if share else {}
+        sync()
+    finally:
+        workload.model = ddp
+    return {"val_time_s": round(time.perf_counter() - start, DIGITS), "val_samples": share, "val_metrics": metrics}
+
+
+class PhasePeaks:
+    """The caching allocator's peaks over each stretch, reported as a memory event as it ends."""
+
+    def __init__(self, progress: ProgressWriter, cuda: bool):
+        self.progress, self.cuda = progress, cuda
+        self.peak_reserved_mb: Optional[float] = None  # over every stretch
+
+    def __call__(self, phase: str):
+        import contextlib
+
+        import torch
+
+        @contextlib.contextmanager
+        def measured():
+            if self.cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            yield
+            if self.cuda:
+                torch.cuda.synchronize()
+                reserved = torch.cuda.max_memory_reserved() / MB
+                self.peak_reserved_mb = max(reserved, self.peak_reserved_mb or 0.0)
+                self.progress.memory(phase, reserved, torch.cuda.max_memory_allocated() / MB,
+                                     torch.cuda.memory_reserved() / MB)
+
+        return measured()
 
 
 def _device(requested: str, local_rank: int) -> tuple[str, str]:
@@ -104,19 +161,13 @@ def _device(requested: str, local_rank: int) -> tuple[str, str]:
     return "cpu", "gloo"
 
 
-def _peak_reserved_mb(device: str) -> Optional[float]:
-    import torch
-
-    return torch.cuda.max_memory_reserved() / MB if device.startswith("cuda") else None
-
-
 def _is_oom(exc: BaseException) -> bool:
     return "out of memory" in str(exc).lower() or type(exc).__name__ == "OutOfMemoryError"
 
 
 def train(model: str, requested: str, scale: float, hparams: dict[str, Any], counts: argparse.Namespace,
           progress: ProgressWriter) -> dict[str, Any]:
-    """Build, wrap, run the three stretches; what the result event reports beside the steps."""
+    """Build, wrap, run the four stretches; what the result event reports beside the steps."""
     import torch
     import torch.distributed as dist
 
@@ -130,25 +181,31 @@ def train(model: str, requested: str, scale: float, hparams: dict[str, Any], cou
         raise ValueError(f"{model}: the catalogue names no training module for it")
     workload = importlib.import_module(info.module).make(info, hparams, device, scale)
     batches = workload.batches()
-    unused = unused_parameters(workload, batches)
-    workload.model = wrapped(workload.model, [local_rank] if backend == "nccl" else None, unused > 0)
-    sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
-    print(f"{model}: rank {rank} of {world}, {backend} on {device}, {counts.warmup_steps} warm-up, "
-          f"{counts.steps} timed and {counts.comm_probe_steps} no-sync steps; {unused} parameter tensor(s) "
-          f"without a gradient (find_unused_parameters {unused > 0})", flush=True)
-    progress.setup_done()
-    warmup, done = timed_steps(workload, batches, counts.warmup_steps, sync, progress, 0)
+    phase = PhasePeaks(progress, backend == "nccl")
+    with phase("start"):  # the first step (cuDNN's autotuning) to the end of the warm-up
+        unused = unused_parameters(workload, batches)
+        workload.model = wrapped(workload.model, [local_rank] if backend == "nccl" else None, unused > 0)
+        sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
+        print(f"{model}: rank {rank} of {world}, {backend} on {device}, {counts.warmup_steps} warm-up, "
+              f"{counts.steps} timed, {counts.val_samples} validation samples and {counts.comm_probe_steps} "
+              f"no-sync steps; {unused} parameter tensor(s) without a gradient (find_unused_parameters "
+              f"{unused > 0})", flush=True)
+        progress.setup_done()
+        warmup, _, done = timed_steps(workload, batches, counts.warmup_steps, sync, progress, 0)
     window_start = time.monotonic()  # on the clock the harness's samples are stamped with (protocol.from_monotonic)
-    steps, done = timed_steps(workload, batches, counts.steps, sync, progress, done)
+    with phase("train"):
+        steps, waits, done = timed_steps(workload, batches, counts.steps, sync, progress, done)
     window_end = time.monotonic()
-    with workload.model.no_sync():
-        probe, done = timed_steps(workload, batches, counts.comm_probe_steps, sync, progress, done)
+    with phase("eval"):
+        validated = validation(workload, counts.val_samples, rank, world, sync)
+    with phase("train"), workload.model.no_sync():
+        probe, _, done = timed_steps(workload, batches, counts.comm_probe_steps, sync, progress, done)
     progress.step(done, done / workload.steps_per_epoch(), force=True)
     dist.destroy_process_group()
-    return {"steps": done, "peak_mem_reserved_mb": _peak_reserved_mb(device), "rank": rank, "world_size": world,
+    return {"steps": done, "peak_mem_reserved_mb": phase.peak_reserved_mb, "rank": rank, "world_size": world,
             "backend": backend, "device": device, "per_gpu_batch": int(workload.batch_size), "unused_parameters": unused,
-            "warmup_times_s": warmup, "step_times_s": steps, "probe_times_s": probe,
-            "window_mono": [window_start, window_end]}
+            "warmup_times_s": warmup, "step_times_s": steps, "data_times_s": waits, "probe_times_s": probe,
+            "window_mono": [window_start, window_end], **validated}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
