@@ -11,7 +11,8 @@ def test_workloads_listing_shows_every_builtin_without_importing_torch():
     assert done.returncode == 0, done.stderr
     assert "TORCH False" in done.stderr
     rows = {r["name"]: r for r in json.loads(done.stdout)["builtin"]}
-    assert len(rows) == 16
+    assert len(rows) == 17
+    assert rows["dense_aspp"]["input_shape"] == [3, 600, 600] and rows["dense_aspp"]["defaults"]["batch_size"] == 1
     assert rows["resnet20"]["params"] == 269722 and rows["resnet20"]["steps_per_epoch"] == 391
     assert rows["pcb"]["input_shape"] == [3, 384, 192] and rows["pcb"]["steps_per_epoch"] == 12936 // 32
     assert rows["vulberta_mlp"]["defaults"]["batch_size"] == 2 and rows["bug_localization"]["cpu_only"]

@@ -5,7 +5,9 @@ For each workload measured by a scaling study (``design: "scaling"``) in the res
 (or benchmark JSON files): its step time, scaling efficiency, throughput, all-reduce share and
 memory per GPU at every measured count, the same predicted for the counts asked by a scaling
 model fitted to the measured ones (``analysis.scaling.model``; predictions say so, with their
-interval and the other models' values), and the decision for each target count with every
+interval and the other models' values; with two measured counts the model is not extrapolated),
+bounds beyond the largest measured count (``analysis.scaling.bounds``; ``--bandwidth`` adds the
+host's timed all-reduce to the worst case), and the decision for each target count with every
 criterion's value, threshold and verdict (``analysis.scaling.decision``). Nothing runs.
 """
 from __future__ import annotations
@@ -15,11 +17,14 @@ import json
 import math
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.analysis.scaling.bounds import Bandwidth, read_bandwidth, step_bounds
 from pytest_gpu_pairs.analysis.scaling.decision import LR_RULE, Decision, Job, Thresholds, decide
 from pytest_gpu_pairs.analysis.scaling.measured import Case, Scaling, Workload, read_scaling
 from pytest_gpu_pairs.analysis.scaling.model import DEFAULT_MODEL, MODEL_TEXT, MODELS, Fit, FitError
+from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.record.scaling import Estimate, ratio
 from pytest_gpu_pairs.record.store import StoreError
 
@@ -103,6 +108,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"switch only below this GPU utilisation (default {Thresholds.utilization})")
     parser.add_argument("--max-iterations-done", type=_whole, default=Thresholds.max_iterations_done, metavar="K",
                         help=f"switch only with fewer iterations done (default {Thresholds.max_iterations_done})")
+    parser.add_argument("--max-global-batch", type=_count, default=Thresholds.max_global_batch, metavar="B",
+                        help=f"switch only while the global batch is below this (default {Thresholds.max_global_batch})")
+    parser.add_argument("--bandwidth", default=None, metavar="FILE",
+                        help="the host's all-reduce as the scaling study timed it (run/bandwidth.json): "
+                             "its slowest bus bandwidth bounds the worst case beyond the measured counts")
     parser.add_argument("--model", choices=tuple(MODELS), default=DEFAULT_MODEL,
                         help=f"the scaling model fitted to the measured counts (default {DEFAULT_MODEL})")
     parser.add_argument("--workload", default=None, metavar="NAME",
@@ -166,8 +176,27 @@ def predicted_row(fit: Fit, gpus: int, batch: Optional[int]) -> dict[str, Any]:
             "alternatives_step_time_s": fit.alternatives(gpus)}
 
 
+def bounds_row(workload: Workload, gpus: int, bandwidth: Optional[Bandwidth]) -> Optional[dict[str, Any]]:
+    found = step_bounds(workload, gpus, bandwidth)
+    if found is None:
+        return None
+    return {"best_s": found.best_s, "worst_s": found.worst_s, "worst_basis": found.worst_basis,
+            "allreduce_s": found.allreduce_s}
+
+
+def unmeasured_row(workload: Workload, fit: Fit, gpus: int, bandwidth: Optional[Bandwidth]) -> dict[str, Any]:
+    """A count not measured: the fitted model's figures where the fit has a degree of freedom to
+    spare (or the count lies between measured ones), else bounds alone."""
+    bounds = bounds_row(workload, gpus, bandwidth)
+    if fit.free > 0 or bounds is None:
+        return {**predicted_row(fit, gpus, workload.per_gpu_batch), "bounds": bounds}
+    return {"gpus": gpus, "basis": "bounded (two counts: no fit)", "step_time_s": None, "step_time_ci": None,
+            "scaling_efficiency": None, "scaling_efficiency_ci": None, "samples_per_s": None,
+            "samples_per_s_ci": None, "bounds": bounds}
+
+
 def workload_figures(workload: Workload, fit: Optional[Fit], job: Job, targets: tuple[int, ...],
-                     thresholds: Thresholds, why_no_fit: Optional[str]) -> dict[str, Any]:
+                     thresholds: Thresholds, why_no_fit: Optional[str], bandwidth: Optional[Bandwidth] = None) -> dict[str, Any]:
     batch = workload.per_gpu_batch
     ones = workload.at(1)
     rows = [measured_row(case, ones[0] if ones else None, batch) for case in sorted(workload.cases, key=lambda c: c.gpus)]
@@ -176,14 +205,15 @@ def workload_figures(workload: Workload, fit: Optional[Fit], job: Job, targets: 
                                "per_gpu_batch": batch, "devices": workload.devices, "measured_gpus": workload.counts}
     if fit is None:
         return {**figures, "rows": rows, "fit": None, "why_no_fit": why_no_fit, "decisions": [], "not_decided": {}}
-    rows += [predicted_row(fit, gpus, batch) for gpus in unmeasured]
+    rows += [unmeasured_row(workload, fit, gpus, bandwidth) for gpus in unmeasured]
     t1, c = fit.parameters
     asked = [target for target in targets if target != job.current_gpus]
     undecided = {target: impossible(fit, target) or impossible(fit, job.current_gpus) for target in asked}
-    decisions = [decide(workload, fit, job, target, thresholds) for target in asked if undecided[target] is None]
+    decisions = [decide(workload, fit, job, target, thresholds, bandwidth) for target in asked if undecided[target] is None]
     return {**figures, "rows": sorted(rows, key=lambda r: r["gpus"]),
             "fit": {"model": fit.model, "formula": MODEL_TEXT[fit.model], "t1_s": t1, "c_s": c,
-                    "fitted_to": workload.counts, "inflation": fit.inflation},
+                    "fitted_to": workload.counts, "inflation": fit.inflation, "degrees_of_freedom": fit.free,
+                    "c_held_at_zero": fit.bounded},
             "decisions": [decision_figures(d) for d in decisions],
             "not_decided": {str(target): why for target, why in undecided.items() if why is not None}}
 
@@ -208,13 +238,15 @@ def fitted(workload: Workload, model: str) -> tuple[Optional[Fit], Optional[str]
 
 
 def figures(scaling: Scaling, args: argparse.Namespace) -> dict[str, Any]:
-    job, thresholds = job_of(args), Thresholds(args.memory_threshold, args.util_threshold, args.max_iterations_done)
+    job = job_of(args)
+    thresholds = Thresholds(args.memory_threshold, args.util_threshold, args.max_iterations_done, args.max_global_batch)
+    bandwidth = read_bandwidth(Path(args.bandwidth)) if args.bandwidth else None
     found = []
     for workload in scaling.workloads.values():
         if args.workload not in (None, workload.name, workload.model):
             continue
         fit, why = fitted(workload, args.model)
-        found.append(workload_figures(workload, fit, job, args.gpus, thresholds, why))
+        found.append(workload_figures(workload, fit, job, args.gpus, thresholds, why, bandwidth))
     return {"model": args.model, "model_text": MODEL_TEXT[args.model], "intervals": INTERVAL_TEXT,
             "learning_rate_rule": LR_RULE, "job": asdict(job), "workloads": found, "skipped_records": scaling.skipped}
 
@@ -272,12 +304,16 @@ def workload_lines(w: dict[str, Any]) -> list[str]:
         lines.append(f"  no prediction: {w['why_no_fit']}")
     else:
         f = w["fit"]
-        lines.append(f"  model {f['model']}: {f['formula']}; fitted to {', '.join(map(str, f['fitted_to']))} GPU(s): "
-                     f"t1 {_num(f['t1_s'], 4)} s, c {_num(f['c_s'], 3)} s")
-    header = ["GPUs", "basis", "step s [95 %]", "efficiency", "samples/s", "comm", "mem/GPU", "other models (step s)"]
+        held = ", held at 0: the measured step got shorter with more GPUs" if f.get("c_held_at_zero") else ""
+        lines.append(f"  model {f['model']}: {f['formula']}; fitted to {', '.join(map(str, f['fitted_to']))} GPU(s) "
+                     f"({f.get('degrees_of_freedom', 0)} degree(s) of freedom): t1 {_num(f['t1_s'], 4)} s, "
+                     f"c {_num(f['c_s'], 3)} s{held}")
+    header = ["GPUs", "basis", "step s [95 %]", "efficiency", "samples/s", "comm", "mem/GPU", "bounds step s (best, worst)",
+              "other models (step s)"]
     body = [[str(r["gpus"]), r["basis"], _with_ci(r["step_time_s"], r["step_time_ci"], 4),
              _with_ci(r["scaling_efficiency"], r["scaling_efficiency_ci"]), _with_ci(r["samples_per_s"], r["samples_per_s_ci"]),
              _comm(r.get("comm_share"), r.get("comm_share_ci")), _percent(r.get("memory_fraction")),
+             _bounds(r.get("bounds")),
              ", ".join(f"{k} {_num(v, 4)}" for k, v in (r.get("alternatives_step_time_s") or {}).items())]
             for r in w["rows"]]
     lines += ["  " + line for line in _table([header] + body)]
@@ -286,6 +322,10 @@ def workload_lines(w: dict[str, Any]) -> list[str]:
     for target, why in (w.get("not_decided") or {}).items():
         lines.append(f"  decision: {target} GPUs: none ({why})")
     return lines
+
+
+def _bounds(bounds: Optional[dict[str, Any]]) -> str:
+    return "-" if bounds is None else f"{_num(bounds['best_s'], 4)} to {_num(bounds['worst_s'], 4)}"
 
 
 def _criterion_value(c: dict[str, Any]) -> str:
@@ -320,6 +360,13 @@ def decision_lines(d: dict[str, Any]) -> list[str]:
         rate_text = (f": lr {rates['linear']:.3g} (linear) or {rates['square_root']:.3g} (square root)" if rates else "")
         lines.append(f"    global batch {batch['current']} -> {batch['target']} (x{factor:.3g}): learning rate x{factor:.3g} "
                      f"by the linear rule with warm-up, x{math.sqrt(factor):.3g} by the square-root rule{rate_text}")
+    bounds = d.get("bounds")
+    if bounds is not None:
+        best, worst = bounds["step_ratio"]
+        energy = bounds["energy_per_sample_j"]
+        lines.append(f"    beyond the measured counts: step time x{best:.3g} (best) to x{worst:.3g} (worst: "
+                     f"{bounds['worst_basis']})" + (f"; energy per sample {energy[0]:.3g} to {energy[1]:.3g} J"
+                                                    if energy else ""))
     header = ["criterion", "value", "threshold", "verdict", "basis"]
     body = [[c["name"], _criterion_value(c), _threshold(c), c["verdict"], c["why"]] for c in d["criteria"]]
     lines += ["    " + line for line in _table([header] + body)]
@@ -353,7 +400,11 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"gpu-pairs scale: {exc}", file=sys.stderr)
         return 2
-    data = figures(scaling, args)
+    try:
+        data = figures(scaling, args)
+    except SettingsError as exc:
+        print(f"gpu-pairs scale: {exc}", file=sys.stderr)
+        return 2
     if args.workload is not None and not data["workloads"]:
         print(f"gpu-pairs scale: no workload {args.workload!r} in the results "
               f"(there: {', '.join(w.name for w in scaling.workloads.values()) or 'none'})", file=sys.stderr)

@@ -13,12 +13,18 @@ activations at any count; only the all-reduce's buffers are new, and they appear
 peer. The memory per GPU on N is the job's at C, plus the measured change from one GPU to two
 when C is one; without the job's own figure, the measured workload's at its largest count.
 
+**Beyond the measured counts** (``analysis.scaling.bounds``) the time saved is judged on its
+bounds: the worst case (each added GPU costing what the last measured ones did, or an all-reduce
+backward does not hide) to the best (no cost beyond the largest count measured); the fitted model's
+figure is shown beside them, and with two measured counts, which leave it no degree of freedom, it
+is not used for a target beyond them at all. Energy per sample at the target is bounded the same way.
+
 **Verdicts.** A criterion passes when its whole interval lies on the right side of its
 threshold, fails when the whole interval lies on the wrong side, and is uncertain when the
 interval straddles it; a figure not given is not evaluated. The recommendation is to switch when
 every evaluated criterion passes, to stay when one fails, and uncertain otherwise. The defaults are
 the predecessor's rules of thumb (memory under 85 %, utilisation under 80 %, fewer than 100
-iterations done, the time saved above the restart cost), settable; a rule of thumb measured is
+iterations done, a global batch below 4, the time saved above the restart cost), settable; a rule of thumb measured is
 still a rule of thumb, and each one's value is shown so that a reader can judge it.
 """
 from __future__ import annotations
@@ -27,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+from pytest_gpu_pairs.analysis.scaling.bounds import Bandwidth, StepBounds, energy_bounds, step_bounds
 from pytest_gpu_pairs.analysis.scaling.measured import Workload
 from pytest_gpu_pairs.analysis.scaling.model import Fit
 from pytest_gpu_pairs.record.scaling import Estimate
@@ -46,6 +53,7 @@ class Thresholds:
     memory: float = 0.85
     utilization: float = 0.80
     max_iterations_done: int = 100
+    max_global_batch: int = 4  # switch while the global batch is still small: below this
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,19 @@ class Decision:
     criteria: list[Criterion] = field(default_factory=list)
     recommendation: str = UNDECIDED
     reasons: list[str] = field(default_factory=list)
+    bounds: Optional[Bounds] = None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The target's figures as bounds (best, worst), where it lies beyond the measured counts."""
+
+    step_ratio: tuple[float, float]  # t(target) / t(current)
+    saved_h: Optional[tuple[float, float]]
+    energy_per_sample_j: Optional[tuple[float, float]]
+    energy_ratio: Optional[tuple[float, float]]  # energy per sample on the target over that on the current count
+    worst_basis: str
+    allreduce_s: Optional[float]
 
 
 def verdict(value: Optional[float], interval: Optional[list[float]], threshold: float, below: bool) -> str:
@@ -220,11 +241,42 @@ def learning_rates(job: Job, ratio: float) -> dict[str, float]:
     return {"linear": job.learning_rate * ratio, "square_root": job.learning_rate * math.sqrt(ratio)}
 
 
-def criteria_for(workload: Workload, fit: Fit, job: Job, target: int, thresholds: Thresholds,
-                 saved: Optional[Estimate], memory: Optional[float], memory_basis: str) -> list[Criterion]:
-    util, util_basis = utilization_now(workload, job)
+def bounds_for(workload: Workload, fit: Fit, job: Job, target: int, found: Optional[StepBounds]) -> Optional[Bounds]:
+    """The target's step ratio, time saved and energy per sample as (best, worst) bounds."""
+    if found is None:
+        return None
+    measured_now = workload.at(job.current_gpus)
+    now_s = max(c.step.mean for c in measured_now) if measured_now else fit.step_time(job.current_gpus).mean
+    ratios = found.ratio_to(now_s)
+    factor = job.current_gpus / target if job.work == "samples" else 1.0
+    left = _hours_left_known(fit, job)
+    if left is None and job.remaining_steps is not None:
+        left = Estimate(job.remaining_steps * now_s / 3600.0, None, 0.0)
+    saved = (left.mean * (1 - factor * ratios[0]), left.mean * (1 - factor * ratios[1])) if left is not None else None
+    energy = energy_bounds(workload, found)
+    energy_now = [c.energy_per_sample_j for c in measured_now if c.energy_per_sample_j]
+    energy_ratio = (energy[0] / max(energy_now), energy[1] / max(energy_now)) if energy and energy_now else None
+    return Bounds(ratios, saved, energy, energy_ratio, found.worst_basis, found.allreduce_s)
+
+
+def _time_criterion(saved: Optional[Estimate], bounds: Optional[Bounds], cost_h: float) -> Criterion:
+    if bounds is not None and bounds.saved_h is not None:
+        low, high = sorted(bounds.saved_h)
+        return Criterion("time saved vs restart cost", saved.mean if saved else (low + high) / 2, [low, high], cost_h,
+                         False, "h", verdict(low, [low, high], cost_h, False),
+                         "bounded: worst case to best case beyond the measured counts")
     saved_ci = saved.interval() if saved is not None else None
+    return Criterion("time saved vs restart cost", saved.mean if saved else None, saved_ci, cost_h, False, "h",
+                     verdict(saved.mean if saved else None, saved_ci, cost_h, False),
+                     "predicted" if saved is not None else "--remaining-steps or --remaining-hours not given")
+
+
+def criteria_for(workload: Workload, fit: Fit, job: Job, target: int, thresholds: Thresholds,
+                 saved: Optional[Estimate], memory: Optional[float], memory_basis: str,
+                 bounds: Optional[Bounds] = None) -> list[Criterion]:
+    util, util_basis = utilization_now(workload, job)
     cost_h = job.restart_cost_min / 60.0
+    batch = workload.per_gpu_batch * job.current_gpus if workload.per_gpu_batch else None
     return [
         Criterion(f"memory per GPU on {target}", memory, None, thresholds.memory, True, "fraction",
                   verdict(memory, None, thresholds.memory, True), memory_basis),
@@ -233,21 +285,24 @@ def criteria_for(workload: Workload, fit: Fit, job: Job, target: int, thresholds
         Criterion("iterations done", job.iterations_done, None, thresholds.max_iterations_done, True, "iterations",
                   verdict(job.iterations_done, None, thresholds.max_iterations_done, True),
                   "given" if job.iterations_done is not None else "--iterations-done not given"),
-        Criterion("time saved vs restart cost", saved.mean if saved else None, saved_ci, cost_h, False, "h",
-                  verdict(saved.mean if saved else None, saved_ci, cost_h, False),
-                  "predicted" if saved is not None else "--remaining-steps or --remaining-hours not given"),
+        Criterion(f"global batch on {job.current_gpus}", batch, None, thresholds.max_global_batch, True, "samples",
+                  verdict(batch, None, thresholds.max_global_batch, True),
+                  "per-GPU batch x current GPUs" if batch is not None else "the per-GPU batch is not known"),
+        _time_criterion(saved, bounds, cost_h),
     ]
 
 
-def decide(workload: Workload, fit: Fit, job: Job, target: int, thresholds: Thresholds = Thresholds()) -> Decision:
+def decide(workload: Workload, fit: Fit, job: Job, target: int, thresholds: Thresholds = Thresholds(),
+           bandwidth: Optional[Bandwidth] = None) -> Decision:
     """The answer to: move the job from its current count to ``target`` GPUs?"""
-    saved = saved_hours(fit, job, target)
+    bounds = bounds_for(workload, fit, job, target, step_bounds(workload, target, bandwidth))
+    saved = saved_hours(fit, job, target) if bounds is None or fit.free > 0 else None
     memory, memory_basis = memory_on(workload, job, target)
     batch = workload.per_gpu_batch
-    criteria = criteria_for(workload, fit, job, target, thresholds, saved, memory, memory_basis)
+    criteria = criteria_for(workload, fit, job, target, thresholds, saved, memory, memory_basis, bounds)
     recommendation, reasons = recommend(criteria)
     return Decision(job.current_gpus, target, "measured" if workload.at(target) else "predicted",
                     fit.ratio(target, job.current_gpus), remaining_hours(fit, job), target_hours(fit, job, target),
                     saved, memory, memory_basis, headroom_mb(workload, job, memory),
                     (batch * job.current_gpus if batch else None, batch * target if batch else None),
-                    learning_rates(job, target / job.current_gpus), criteria, recommendation, reasons)
+                    learning_rates(job, target / job.current_gpus), criteria, recommendation, reasons, bounds)

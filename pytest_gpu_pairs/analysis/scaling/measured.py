@@ -33,6 +33,9 @@ class Case:
     util_pct: Optional[float] = None
     energy_per_sample_j: Optional[float] = None
     device: Optional[str] = None
+    no_sync_step_s: Optional[float] = None
+    data_share: Optional[float] = None
+    val_s_per_sample: Optional[float] = None
 
 
 @dataclass
@@ -119,7 +122,9 @@ def read_case(record: dict[str, Any], source: str) -> Case:
                 card_memory_mb=_fraction(record.get("card_memory_mb")), headroom_mb=_number(record.get("memory_headroom_mb")),
                 util_pct=_fraction(record.get("gpu_util_avg_pct")),
                 energy_per_sample_j=_fraction(record.get("energy_per_sample_j")),
-                device=record.get("device") if isinstance(record.get("device"), str) else None)
+                device=record.get("device") if isinstance(record.get("device"), str) else None,
+                no_sync_step_s=_fraction(record.get("no_sync_step_time_s")), data_share=_fraction(record.get("data_share")),
+                val_s_per_sample=_fraction(record.get("val_s_per_sample")))
 
 
 def _usable(record: dict[str, Any]) -> Optional[bool]:

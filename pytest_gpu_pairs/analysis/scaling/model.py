@@ -16,8 +16,12 @@ with ``g`` one of (``MODELS``):
 Throughput is ``N b / t(N)`` and the scaling efficiency against one GPU ``t1 / t(N)``.
 
 **Fit.** Weighted least squares on the measured counts' mean step times, each weighted by one
-over its squared standard error. With exactly the counts 1 and 2 it passes through both:
-``t1`` is the one-GPU time and ``c = t2 - t1``. A prediction is then a function of the measured
+over its squared standard error, with ``c`` held at 0 or more: a GPU that made the step shorter
+is noise, not a negative all-reduce, so where the free fit gives ``c < 0`` the model is the
+weighted mean step time with ``c = 0`` (``Fit.bounded``). With exactly the counts 1 and 2 it passes
+through both: ``t1`` is the one-GPU time and ``c = t2 - t1``, a fit without a degree of freedom
+left, which ``gpu-pairs scale`` does not extrapolate (``analysis.scaling.bounds`` gives bounds
+instead). A prediction is then a function of the measured
 means, and its interval is the measured means' intervals carried through it by the delta method
 (first-order, the gradient taken by central differences), with Welch-Satterthwaite degrees of
 freedom; with more counts than the two parameters, the errors are scaled up by the fit's reduced
@@ -83,6 +87,8 @@ def least_squares(gpus: Sequence[int], means: Sequence[float], weights: Sequence
     y_mean = math.fsum(w * y for w, y in zip(weights, means)) / total
     spread = math.fsum(w * (x - x_mean) ** 2 for w, x in zip(weights, xs))
     c = math.fsum(w * (x - x_mean) * (y - y_mean) for w, x, y in zip(weights, xs, means)) / spread
+    if c < 0:
+        return y_mean, 0.0
     return y_mean - c * x_mean, c
 
 
@@ -111,6 +117,16 @@ class Fit:
     def parameters(self) -> tuple[float, float]:
         """(t1, c): the one-GPU step time and what a second GPU adds, as fitted."""
         return self._parameters([p.step.mean for p in self.points])
+
+    @property
+    def bounded(self) -> bool:
+        """Whether ``c`` was held at 0: the free fit's step time fell with the GPU count."""
+        return self.parameters[1] == 0.0
+
+    @property
+    def free(self) -> int:
+        """Degrees of freedom the fit leaves: counts beyond the two parameters."""
+        return len({p.gpus for p in self.points}) - 2
 
     def step_at(self, gpus: float, means: Sequence[float]) -> float:
         """The step time on ``gpus`` of the model fitted to ``means`` (one per point, in order)."""

@@ -3,7 +3,7 @@ and every interval holds its point estimate (property tests over drawn step time
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_gpu_pairs.analysis.scaling.model import MODELS, Fit, FitError, Point
@@ -28,12 +28,26 @@ def two_counts(draw):
 
 @given(two_counts(), models)
 def test_a_fit_to_one_and_two_gpus_passes_through_both(points, model):
+    assume(points[1].step.mean >= points[0].step.mean)
     fit = Fit(model, points)
     for p in points:
         assert fit.step_time(p.gpus).mean == pytest.approx(p.step.mean, rel=1e-9)
     t1, c = fit.parameters
     assert t1 == pytest.approx(points[0].step.mean, rel=1e-9)
     assert c == pytest.approx(points[1].step.mean - points[0].step.mean, rel=1e-7, abs=1e-12)
+
+
+@given(two_counts(), models, counts)
+def test_a_step_that_got_shorter_with_more_gpus_gives_no_negative_cost(points, model, gpus):
+    """c below 0 is physically impossible at a fixed per-GPU batch: the model holds it at 0 and
+    predicts the measured steps' weighted mean on every count."""
+    assume(points[1].step.mean < points[0].step.mean)
+    fit = Fit(model, points)
+    t1, c = fit.parameters
+    weights = [1 / p.step.se**2 for p in points]
+    assert c == 0.0 and fit.bounded
+    assert t1 == pytest.approx(sum(w * p.step.mean for w, p in zip(weights, points)) / sum(weights), rel=1e-9)
+    assert fit.step_time(gpus).mean == pytest.approx(t1, rel=1e-12)
 
 
 @given(step_times, st.floats(0.0, 5.0), models, st.lists(counts, min_size=2, max_size=6, unique=True), relative_errors)

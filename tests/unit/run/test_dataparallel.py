@@ -40,7 +40,7 @@ def test_each_rank_gets_torchruns_variables_on_the_loopback():
 def test_a_built_in_rank_runs_the_data_parallel_entry_with_its_steps_and_nvlink_multicast_off(device):
     spec = builtin_rank_spec(setup(device=device), 1, 29500)
     assert spec.argv[:4] == [sys.executable, "-m", "pytest_gpu_pairs.workloads.data_parallel", "resnet20"]
-    assert spec.argv[-6:] == ["--warmup-steps", "3", "--steps", "10", "--comm-probe-steps", "4"]
+    assert spec.argv[-8:] == ["--warmup-steps", "3", "--steps", "10", "--comm-probe-steps", "4", "--val-samples", "0"]
     assert ["--device", device] == spec.argv[4:6] and "--batch_size" in spec.argv
     assert all(spec.env[name] == value for name, value in NCCL_ENV.items())
     assert spec.env["RANK"] == "1" and spec.env["OMP_NUM_THREADS"] == "1" and spec.role == "rank1"
