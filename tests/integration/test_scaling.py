@@ -70,6 +70,21 @@ def test_a_built_in_at_one_and_two_gloo_processes_records_its_scaling_and_scale_
     assert "time saved vs restart cost" in table.stdout and "recommendation:" in table.stdout
 
 
+def test_the_stand_in_with_a_loader_worker_validates_between_its_stretches_on_two_processes(pytester):
+    """The dense-prediction stand-in at 64 pixels: each step split into its data wait and the rest, a
+    validation shared by the ranks, the loader worker's process ended with its rank."""
+    entry = {"group": "s02", "workload": {"model": "dense_aspp", "hyperparameters": {"image_size": 64, "loader_workers": 1}},
+             "gpus": [2], "warmup_steps": 1, "steps": 4, "val_samples": 4, "comm_probe_steps": 2}
+    result = _run(pytester, _settings(pytester, [entry]))
+    result.assert_outcomes(passed=1)
+    record = _record(pytester, "s02-dense_aspp-gpus2")
+    assert record["failure"] is None and record["measured_steps"] == 4 and record["val_samples"] == 4
+    assert 0 < record["data_time_s"] < record["step_time_s"] and record["data_share"] < 1
+    assert record["val_time_s"] > 0 and record["val_s_per_sample"] == pytest.approx(record["val_time_s"] * 2 / 4)
+    assert record["peak_mem_phase"] is None and "the CPU" in record["notes"]["peak_mem_allocated_by_phase_mb"]
+    assert jobs_started_under(pytester.path / "out") == []
+
+
 def test_k_selects_a_gpu_count(pytester):
     entry = {"group": "s01", "workload": {"model": "mnist"}, "gpus": [1, 2, 4]}
     result = _run(pytester, _settings(pytester, [entry]), "--collect-only", "-q", "-k", "gpus2")

@@ -150,24 +150,7 @@ def measured_row(case: Case, one: Optional[Case], batch: Optional[int]) -> dict[
             "energy_per_sample_j": case.energy_per_sample_j, "source": case.source}
 
 
-def impossible(fit: Fit, gpus: int) -> Optional[str]:
-    """Why the fitted model predicts nothing on ``gpus`` GPUs (a step time of zero or less), or None.
-    A negative ``c`` (a second GPU made steps shorter, which weak scaling does not do but a
-    disturbed measurement can) extrapolates to such times."""
-    step = fit.step_time(gpus).mean
-    if step > 0:
-        return None
-    return (f"the {fit.model} model fitted to {', '.join(str(p.gpus) for p in fit.points)} GPU(s) gives a step time "
-            f"of {step:.3g} s on {gpus}: the measured step got shorter with more GPUs (c = {fit.parameters[1]:.3g} s), "
-            f"which the model does not describe; measure again")
-
-
 def predicted_row(fit: Fit, gpus: int, batch: Optional[int]) -> dict[str, Any]:
-    why = impossible(fit, gpus)
-    if why is not None:
-        return {"gpus": gpus, "basis": "not predicted", "why": why, "step_time_s": None, "step_time_ci": None,
-                "scaling_efficiency": None, "scaling_efficiency_ci": None, "samples_per_s": None,
-                "samples_per_s_ci": None}
     step, efficiency = fit.step_time(gpus), fit.efficiency(gpus)
     samples, samples_ci = _throughput(gpus, batch, step)
     return {"gpus": gpus, "basis": f"predicted ({fit.model})", "step_time_s": step.mean, "step_time_ci": step.interval(),
@@ -204,18 +187,16 @@ def workload_figures(workload: Workload, fit: Optional[Fit], job: Job, targets: 
     figures: dict[str, Any] = {"workload": workload.name, "model": workload.model, "hparams": workload.hparams,
                                "per_gpu_batch": batch, "devices": workload.devices, "measured_gpus": workload.counts}
     if fit is None:
-        return {**figures, "rows": rows, "fit": None, "why_no_fit": why_no_fit, "decisions": [], "not_decided": {}}
+        return {**figures, "rows": rows, "fit": None, "why_no_fit": why_no_fit, "decisions": []}
     rows += [unmeasured_row(workload, fit, gpus, bandwidth) for gpus in unmeasured]
     t1, c = fit.parameters
     asked = [target for target in targets if target != job.current_gpus]
-    undecided = {target: impossible(fit, target) or impossible(fit, job.current_gpus) for target in asked}
-    decisions = [decide(workload, fit, job, target, thresholds, bandwidth) for target in asked if undecided[target] is None]
+    decisions = [decide(workload, fit, job, target, thresholds, bandwidth) for target in asked]
     return {**figures, "rows": sorted(rows, key=lambda r: r["gpus"]),
             "fit": {"model": fit.model, "formula": MODEL_TEXT[fit.model], "t1_s": t1, "c_s": c,
                     "fitted_to": workload.counts, "inflation": fit.inflation, "degrees_of_freedom": fit.free,
                     "c_held_at_zero": fit.bounded},
-            "decisions": [decision_figures(d) for d in decisions],
-            "not_decided": {str(target): why for target, why in undecided.items() if why is not None}}
+            "decisions": [decision_figures(d) for d in decisions]}
 
 
 def decision_figures(d: Decision) -> dict[str, Any]:
@@ -319,8 +300,6 @@ def workload_lines(w: dict[str, Any]) -> list[str]:
     lines += ["  " + line for line in _table([header] + body)]
     for d in w["decisions"]:
         lines += decision_lines(d)
-    for target, why in (w.get("not_decided") or {}).items():
-        lines.append(f"  decision: {target} GPUs: none ({why})")
     return lines
 
 

@@ -26,11 +26,14 @@ from pytest_gpu_pairs.analysis.scaling.decision import (
 from pytest_gpu_pairs.analysis.scaling.measured import Case, Workload
 from pytest_gpu_pairs.analysis.scaling.model import Fit, Point
 from pytest_gpu_pairs.record.scaling import Estimate
+from pytest_gpu_pairs.record.stats import t_quantile
 
 
-def workload(t1=1.0, t2=1.1, relative=0.01, memory=(0.5, 0.52), card_mb=32_000.0, util=(90.0, 85.0), batch=1):
+def workload(t1=1.0, t2=1.1, relative=0.01, memory=(0.5, 0.52), card_mb=32_000.0, util=(90.0, 85.0), batch=1, t4=None):
+    """Cases on 1 and 2 GPUs, and on 4 where ``t4`` is given (memory and utilisation as on 2)."""
+    counts = ((1, t1, memory[0], util[0]), (2, t2, memory[1], util[1])) + (((4, t4, memory[1], util[1]),) if t4 else ())
     cases = [Case(n, Estimate(t, t * relative, 9.0), f"r{n}.json", per_gpu_batch=batch, memory_fraction=m,
-                  card_memory_mb=card_mb, util_pct=u) for n, t, m, u in ((1, t1, memory[0], util[0]), (2, t2, memory[1], util[1]))]
+                  card_memory_mb=card_mb, util_pct=u, energy_per_sample_j=10.0 * t) for n, t, m, u in counts]
     return Workload("s01", "big", {}, cases)
 
 
@@ -43,8 +46,10 @@ PREDECESSOR = Job(current_gpus=4, remaining_hours=9 * 24.0, step_time_s=2.6, res
 
 
 def test_the_predecessors_job_with_a_tenth_of_a_step_added_by_the_second_gpu():
-    """Ring: t(4) = 1 + 0.1 x 1.5 = 1.15, t(6) = 1 + 0.1 x 5/3; 9 days at 4 GPUs take 9 x 4/6 x t(6)/t(4) at 6."""
-    w = workload()
+    """Ring, measured on 1, 2 and 4: t(4) = 1 + 0.1 x 1.5 = 1.15, t(6) = 1 + 0.1 x 5/3; 9 days at 4 GPUs
+    take 9 x 4/6 x t(6)/t(4) at 6. The time criterion reads the bounds: no cost beyond 4 GPUs at
+    best, the cost per GPU between 2 and 4 (the high ends of both intervals) at worst."""
+    w = workload(t4=1.15)
     decision = decide(w, fit_of(w), PREDECESSOR, 6)
     ratio = (1 + 0.1 * 5 / 3) / 1.15
     assert decision.step_ratio.mean == pytest.approx(ratio)
@@ -53,16 +58,32 @@ def test_the_predecessors_job_with_a_tenth_of_a_step_added_by_the_second_gpu():
     assert decision.global_batch == (4, 6)
     by_name = {c.name: c for c in decision.criteria}
     assert by_name["memory per GPU on 6"].value == 0.935 and by_name["memory per GPU on 6"].verdict == FAIL
+    half = t_quantile(0.975, 9) * 0.01  # each step time's interval: 1 % standard error, 9 degrees of freedom
+    high4, low2 = 1.15 * (1 + half), 1.1 * (1 - half)
+    worst = (high4 + 2 * (high4 - low2) / 2) / 1.15
+    assert decision.bounds.step_ratio == pytest.approx((1.0, worst))
+    assert by_name["time saved vs restart cost"].interval == pytest.approx([216 * (1 - 4 / 6 * worst), 72.0])
     assert by_name["time saved vs restart cost"].verdict == PASS
     assert by_name["iterations done"].verdict == NOT_GIVEN
-    assert by_name["GPU utilisation on 4"].verdict == NOT_GIVEN
+    assert by_name["GPU utilisation on 4"].value == pytest.approx(0.85) and by_name["GPU utilisation on 4"].why == "measured"
+    assert by_name["global batch on 4"].value == 4 and by_name["global batch on 4"].verdict == FAIL
     assert decision.recommendation == STAY and "memory per GPU on 6" in decision.reasons[0]
 
 
-def test_with_the_memory_threshold_at_the_whole_card_the_same_job_switches():
-    w = workload()
-    decision = decide(w, fit_of(w), PREDECESSOR, 6, Thresholds(memory=1.0))
+def test_with_the_memory_batch_and_utilisation_rules_relaxed_the_same_job_switches():
+    w = workload(t4=1.15)
+    assert decide(w, fit_of(w), PREDECESSOR, 6, Thresholds(memory=1.0, utilization=1.0)).recommendation == STAY
+    decision = decide(w, fit_of(w), PREDECESSOR, 6, Thresholds(memory=1.0, utilization=1.0, max_global_batch=8))
     assert decision.recommendation == SWITCH
+
+
+def test_two_measured_counts_decide_a_count_beyond_them_on_bounds_alone():
+    """A two-parameter model through two points has no degree of freedom: no fitted saving beyond them."""
+    w = workload()
+    decision = decide(w, fit_of(w), PREDECESSOR, 6)
+    assert decision.saved_h is None and decision.bounds is not None
+    worst_s = decision.bounds.step_ratio[1] * 1.15  # against the fitted 4-GPU step: 4 was not measured
+    assert decision.bounds.energy_per_sample_j == pytest.approx((11.0, 11.0 * worst_s / 1.1))  # 2's energy, 2's step
 
 
 def test_remaining_steps_without_the_jobs_step_time_use_the_measured_one():
@@ -130,16 +151,32 @@ costs = st.floats(0.0, 10_000.0)
 targets = st.integers(2, 64)
 
 
-@given(step_times, extra, hours, targets, costs)
-def test_the_time_criterion_passes_exactly_when_the_saving_clears_the_restart_cost(t1, more, left, target, cost):
+@given(step_times, extra, hours, costs)
+def test_the_time_criterion_passes_exactly_when_the_saving_clears_the_restart_cost(t1, more, left, cost):
+    """A measured target: the fitted saving, its interval exact with exact step times."""
     w = workload(t1=t1, t2=t1 + more, relative=0.0)
     job = Job(current_gpus=1, remaining_hours=left, restart_cost_min=cost)
-    decision = decide(w, fit_of(w), job, target, Thresholds(memory=1.0, utilization=1.0))
+    decision = decide(w, fit_of(w), job, 2, Thresholds(memory=1.0, utilization=1.0))
     saved = decision.saved_h.mean
     assert saved == pytest.approx(left - decision.time_target_h.mean)
     time = next(c for c in decision.criteria if c.name == "time saved vs restart cost")
     assume(abs(saved - cost / 60.0) > 1e-9)
     assert time.verdict == (PASS if saved > cost / 60.0 else FAIL)
+
+
+@given(step_times, extra, extra, hours, st.integers(5, 64), costs)
+def test_beyond_the_measured_counts_the_time_criterion_passes_only_when_the_worst_case_clears_the_cost(
+        t1, more, further, left, target, cost):
+    w = workload(t1=t1, t2=t1 + more, t4=t1 + more + further, relative=0.02)
+    job = Job(current_gpus=4, remaining_hours=left, restart_cost_min=cost)
+    decision = decide(w, fit_of(w), job, target, Thresholds(memory=1.0, utilization=1.0))
+    best, worst = decision.bounds.step_ratio
+    assert best == pytest.approx(1.0) and worst >= best
+    low, high = next(c for c in decision.criteria if c.name == "time saved vs restart cost").interval
+    assert low == pytest.approx(left * (1 - 4 / target * worst)) and high == pytest.approx(left * (1 - 4 / target))
+    verdict_ = next(c for c in decision.criteria if c.name == "time saved vs restart cost").verdict
+    assume(abs(low - cost / 60.0) > 1e-9 and abs(high - cost / 60.0) > 1e-9)
+    assert verdict_ == (PASS if low > cost / 60.0 else FAIL if high <= cost / 60.0 else UNCERTAIN)
 
 
 @given(step_times, extra, hours, hours, targets)
@@ -157,7 +194,7 @@ def test_a_switch_at_a_restart_cost_stays_a_switch_at_any_lower_one(t1, more, le
     low, high = sorted((cost_a, cost_b))
     w = workload(t1=t1, t2=t1 + more)
     decisions = [decide(w, fit_of(w), Job(current_gpus=1, remaining_hours=left, restart_cost_min=c), target,
-                        Thresholds(memory=1.0, utilization=1.0)).recommendation for c in (low, high)]
+                        Thresholds(memory=1.0, utilization=1.0, max_global_batch=2)).recommendation for c in (low, high)]
     if decisions[1] == SWITCH:
         assert decisions[0] == SWITCH
 

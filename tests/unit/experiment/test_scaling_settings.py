@@ -36,12 +36,14 @@ def test_sharing_asked_for_on_the_command_line_leaves_a_scaling_case_plain():
     assert [c.id for c in found] == ["s01-resnet20-gpus1", "s01-resnet20-gpus2"]
 
 
-def test_the_shipped_study_loads_with_two_workloads_at_one_and_two_gpus():
+def test_the_shipped_study_loads_the_stand_in_at_one_two_and_four_gpus_with_and_without_a_loader_worker():
     from pytest_gpu_pairs.experiment.load import load_experiment
 
     found = expand_all([load_experiment(REPO / "settings" / "scaling_study.json")])
-    assert {c.scaling.gpus for c in found} == {1, 2}
-    assert len({c.fg.model for c in found}) == 2
+    assert {c.scaling.gpus for c in found} == {1, 2, 4}
+    assert {c.fg.model for c in found} == {"dense_aspp"}
+    assert {c.fg.hyperparameters.get("loader_workers", 0) for c in found} == {0, 1}
+    assert all(c.scaling.val_samples == 32 for c in found)
 
 
 @pytest.mark.parametrize("data, where, expected", [

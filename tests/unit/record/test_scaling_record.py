@@ -205,3 +205,39 @@ def test_the_longest_stretches_a_rank_may_time_fit_in_one_protocol_line():
                        "warmup_times_s": times, "step_times_s": times, "probe_times_s": times, "window": [0.0, 1.0]})
     assert len(line.encode()) < MAX_LINE_BYTES
     assert parse_event(line.encode() + b"\n")[1] is None
+
+
+def stretch_ranks():
+    """Two ranks that report their data waits, a validation and each stretch's allocator peaks."""
+    ranks = builtin_ranks()
+    for r, outcome in enumerate(ranks):
+        outcome.progress.result.update(data_times_s=[0.02 + 0.01 * r + 0.001 * (i % 2) for i in range(PLAN.steps)],
+                                       val_time_s=0.5 + 0.1 * r, val_samples=8)
+        outcome.progress.memory = [{"phase": p, "peak_allocated_mb": mb + r, "peak_reserved_mb": 3000.0, "reserved_mb": 0.0}
+                                   for p, mb in (("start", 2400.0), ("train", 2300.0), ("eval", 1300.0), ("train", 2350.0))]
+    return ranks
+
+
+def test_the_data_wait_is_taken_at_the_slowest_rank_and_as_a_share_of_the_step():
+    record = typed(scaling_record(case(), measurement(stretch_ranks()), "cuda", 1.0))
+    assert record.data_time_s == pytest.approx(0.03 + 0.0005)
+    assert record.data_share == pytest.approx(record.data_time_s / record.step_time_s)
+
+
+def test_validation_time_is_the_slowest_ranks_and_per_sample_per_gpu():
+    record = typed(scaling_record(case(), measurement(stretch_ranks()), "cuda", 1.0))
+    assert record.val_samples == 16 and record.val_time_s == pytest.approx(0.6)
+    assert record.val_s_per_sample == pytest.approx(0.6 * 2 / 16)
+
+
+def test_each_stretch_keeps_its_largest_ranks_allocator_peak_and_the_highest_is_named():
+    record = typed(scaling_record(case(), measurement(stretch_ranks()), "cuda", 1.0))
+    assert record.peak_mem_allocated_by_phase_mb == {"start": 2401.0, "train": 2301.0, "eval": 1301.0,
+                                                     "after_eval": 2351.0}
+    assert record.peak_mem_phase == "start"
+
+
+def test_ranks_of_an_earlier_version_leave_the_new_figures_null_with_reasons():
+    record = typed(scaling_record(case(), measurement(builtin_ranks()), "cuda", 1.0))
+    assert record.data_time_s is None and record.val_time_s is None and record.peak_mem_phase is None
+    assert {"data_time_s", "val_time_s", "peak_mem_allocated_by_phase_mb"} <= set(record.notes)

@@ -1,34 +1,66 @@
-"""The steps of the scaling and estimates studies: the emulated card from the pilot, and estimated
-against measured wall time, per case and in total, from what the session left."""
+"""The steps of the scaling and estimates studies: the convergence probe's plan and the supervision of
+its jobs, and estimated against measured wall time, per case and in total, from what the session left."""
 import json
 from pathlib import Path
 
-from pytest_gpu_pairs.record.store import save_result, typed
+from pytest_gpu_pairs.record.store import save_result
 from pytest_gpu_pairs.studies.collates.estimates import markdown
 from pytest_gpu_pairs.studies.steps import estimates, scaling
 
 RUN = Path(__file__).parents[2] / "data" / "h100" / "run"
 
 
-def _pilot(memory):
-    return {"case_id": scaling.PILOT_CASE, "design": "scaling", "mode": "scaling", "fg_model": "vulberta_mlp",
-            "gpus": 2, "peak_memory_fraction": memory, "card_memory_mb": 5120.0, "failure": None, "oom": False}
+def test_the_convergence_plan_branches_every_seed_at_the_current_batch_and_both_rules():
+    plan = scaling.ConvergencePlan()
+    branches = plan.branches()
+    assert len(branches) == 3 * len(plan.seeds)
+    assert {(b.rule, b.global_batch) for b in branches} == {("current", 4), ("linear", 6), ("square_root", 6)}
+    factors = {b.rule: b.lr_factor for b in branches}
+    assert factors == {"current": 1.0, "linear": 1.5, "square_root": 1.5 ** 0.5}
+    assert len({b.name for b in branches}) == len(branches)
+    small = scaling.ConvergencePlan.for_run("cpu", 1.0)
+    assert small.image_size == 64 and small.branch_samples % 12 == 0
 
 
-def test_the_card_is_what_the_pilots_fullest_gpu_fills_to_the_predecessors_share(tmp_path, capsys):
-    assert scaling.card_mb(typed(_pilot(0.5))) == 2752  # 2560 MB in use / 0.935 = 2738, up to 64 MB
-    assert scaling.card_mb(typed(_pilot(None))) is None
-    save_result(tmp_path / "pilot" / scaling.PILOT_CASE, _pilot(0.5))
-    assert scaling.main(["card", str(tmp_path)]) == 0
-    assert (tmp_path / "card.txt").read_text() == "2752\n"
-    assert json.loads((tmp_path / "card.json").read_text()) == {"options": ["--gpu-pairs-gpu-memory-mb", "2752"]}
+def test_a_scaled_plan_keeps_whole_steps_of_both_batches():
+    plan = scaling.ConvergencePlan.for_run("cuda", 0.1)
+    assert plan.branch_samples % 12 == 0 and plan.branch_samples >= 24 and plan.checkpoint_samples >= 8
 
 
-def test_without_a_pilot_the_study_runs_on_the_whole_cards_and_says_why(tmp_path, capsys):
-    assert scaling.main(["card", str(tmp_path)]) == 0
-    assert (tmp_path / "card.txt").read_text() == "none\n"
-    assert json.loads((tmp_path / "card.json").read_text()) == {"options": []}
-    assert "it runs on a GPU only" in capsys.readouterr().out
+def test_jobs_run_at_most_the_parallel_count_at_once_and_none_outlives_the_call(tmp_path):
+    import sys
+    import time
+
+    import psutil
+
+    from pytest_gpu_pairs.run.jobs import JobSpec
+
+    marker = tmp_path / "running"
+    code = ("import os, sys, time; p = sys.argv[1]; open(p + str(os.getpid()), 'w').close(); "
+            "n = len([f for f in os.listdir(os.path.dirname(p)) if f.startswith('running')]); "
+            "time.sleep(0.5); os.remove(p + str(os.getpid())); sys.exit(n)")
+    jobs = [(JobSpec(f"j{i}", "probe", [sys.executable, "-c", code, str(marker)], {}, None, 30.0), tmp_path / f"j{i}.log")
+            for i in range(4)]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    codes = scaling.run_jobs(jobs, 2)
+    assert set(codes) == {"j0", "j1", "j2", "j3"} and all(c is not None and 1 <= c <= 2 for c in codes.values())
+    time.sleep(0.2)
+    assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
+
+
+def test_a_job_past_its_time_is_ended_with_its_tree_and_has_no_exit_code(tmp_path):
+    import sys
+
+    import psutil
+
+    from pytest_gpu_pairs.run.jobs import JobSpec
+
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    codes = scaling.run_jobs([(JobSpec("slow", "probe", [sys.executable, "-c", code], {}, None, 1.0),
+                               tmp_path / "slow.log")], 1)
+    assert codes == {"slow": None}
+    assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
 
 
 def _record(out, case_id, seconds):
