@@ -35,16 +35,21 @@ from pytest_gpu_pairs.run.environment import Environment
 from pytest_gpu_pairs.run.proctree import deferred_signals
 
 
+def gpu_names() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them: those it names, else every
+    GPU NVML sees, by index; ``NvmlUnavailable`` where NVML cannot count them."""
+    named = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    return named or [str(index) for index in range(gpu_count())]
+
+
 def usable_gpus(env: Environment) -> list[Gpu]:
     """The GPUs this session's scaling cases may use, in rank order."""
     if env.gpu is None or env.device != "cuda":
         return []
     if env.extra_env.get("CUDA_VISIBLE_DEVICES"):
         return [env.gpu]
-    named = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
     try:
-        return [open_gpu(entry, clock=now) for entry in named] if named else [Gpu(index, clock=now)
-                                                                                for index in range(gpu_count())]
+        return [open_gpu(name, clock=now) for name in gpu_names()]
     except NvmlUnavailable:
         return [env.gpu]
 

@@ -36,6 +36,7 @@ from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text
 from pytest_gpu_pairs.run.dataparallel import NCCL_ENV, free_port, rank_variables
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec
 from pytest_gpu_pairs.run.proctree import deferred_signals
+from pytest_gpu_pairs.run.scaling import NvmlUnavailable, gpu_names
 
 RESTART_MIN = 30  # the predecessor's minutes per restart, as its question put it
 STAND_IN = "dense_aspp"
@@ -99,13 +100,8 @@ def gpu_slots(device: str) -> list[Optional[str]]:
     """The GPUs this step may use, as CUDA_VISIBLE_DEVICES names them; one slot of no GPU on the CPU."""
     if device == "cpu":
         return [None]
-    named = [e.strip() for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
-    if named:
-        return list(named)
-    from pytest_gpu_pairs.devices.nvml import NvmlUnavailable, gpu_count
-
     try:
-        return [str(index) for index in range(gpu_count())]
+        return list(gpu_names())
     except NvmlUnavailable as exc:
         raise SystemExit(f"{device}: no GPU could be counted ({exc})") from None
 
