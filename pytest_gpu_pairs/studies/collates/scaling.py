@@ -23,7 +23,7 @@ from pytest_gpu_pairs.analysis.scaling.convergence import compare, read_branches
 from pytest_gpu_pairs.analysis.scaling.decision import Thresholds
 from pytest_gpu_pairs.analysis.scaling.measured import Case, Scaling, Workload, read_scaling
 from pytest_gpu_pairs.inputs import SettingsError, read_capped, read_json
-from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text
+from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text, load_run
 
 RUN = "run"
 MAIN, WORKER = "sc01-dense_aspp", "sc02-dense_aspp"
@@ -107,13 +107,11 @@ def measured_rows(scaling: Scaling) -> dict[str, dict[str, Any]]:
 def memory_by_phase(results: Path) -> dict[str, Any]:
     """Each case's allocator peaks per stretch and the stretch that set the peak, from its record."""
     found = {}
-    for path in sorted(results.glob("*/result.json")):
-        data = read_json(path)
-        if isinstance(data, dict) and data.get("design") == "scaling":
-            found[path.parent.name] = {"by_phase_mb": data.get("peak_mem_allocated_by_phase_mb"),
-                                       "peak_phase": data.get("peak_mem_phase"),
-                                       "reserved_per_gpu_mb": data.get("peak_mem_reserved_per_gpu_mb"),
-                                       "nvml_per_gpu_mb": data.get("peak_vram_per_gpu_mb")}
+    for case_id, record in sorted(load_run(results).records.items()):
+        if record.design == "scaling":
+            found[case_id] = {"by_phase_mb": record.peak_mem_allocated_by_phase_mb, "peak_phase": record.peak_mem_phase,
+                              "reserved_per_gpu_mb": record.peak_mem_reserved_per_gpu_mb,
+                              "nvml_per_gpu_mb": record.peak_vram_per_gpu_mb}
     return found
 
 
