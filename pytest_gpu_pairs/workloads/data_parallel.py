@@ -123,34 +123,6 @@ def validation(workload, samples: int, rank: int, world: int, sync: Callable[[],
     return {"val_time_s": round(time.perf_counter() - start, DIGITS), "val_samples": share, "val_metrics": metrics}
 
 
-class PhasePeaks:
-    """The caching allocator's peaks over each stretch, reported as a memory event as it ends."""
-
-    def __init__(self, progress: ProgressWriter, cuda: bool):
-        self.progress, self.cuda = progress, cuda
-        self.peak_reserved_mb: Optional[float] = None  # over every stretch
-
-    def __call__(self, phase: str):
-        import contextlib
-
-        import torch
-
-        @contextlib.contextmanager
-        def measured():
-            if self.cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-            yield
-            if self.cuda:
-                torch.cuda.synchronize()
-                reserved = torch.cuda.max_memory_reserved() / MB
-                self.peak_reserved_mb = max(reserved, self.peak_reserved_mb or 0.0)
-                self.progress.memory(phase, reserved, torch.cuda.max_memory_allocated() / MB,
-                                     torch.cuda.memory_reserved() / MB)
-
-        return measured()
-
-
 def _device(requested: str, local_rank: int) -> tuple[str, str]:
     """(torch device, backend): a GPU of its own per rank with NCCL, else the CPU with gloo."""
     if requested.startswith("cuda"):
@@ -181,8 +153,10 @@ def train(model: str, requested: str, scale: float, hparams: dict[str, Any], cou
         raise ValueError(f"{model}: the catalogue names no training module for it")
     workload = importlib.import_module(info.module).make(info, hparams, device, scale)
     batches = workload.batches()
-    phase = PhasePeaks(progress, backend == "nccl")
-    with phase("start"):  # the first step (cuDNN's autotuning) to the end of the warm-up
+    from pytest_gpu_pairs.workloads.train import MemoryPhases
+
+    memory = MemoryPhases(progress, device)
+    with memory.phase("start"):  # the first step (cuDNN's autotuning) to the end of the warm-up
         unused = unused_parameters(workload, batches)
         workload.model = wrapped(workload.model, [local_rank] if backend == "nccl" else None, unused > 0)
         sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
@@ -193,16 +167,16 @@ def train(model: str, requested: str, scale: float, hparams: dict[str, Any], cou
         progress.setup_done()
         warmup, _, done = timed_steps(workload, batches, counts.warmup_steps, sync, progress, 0)
     window_start = time.monotonic()  # on the clock the harness's samples are stamped with (protocol.from_monotonic)
-    with phase("train"):
+    with memory.phase("train"):
         steps, waits, done = timed_steps(workload, batches, counts.steps, sync, progress, done)
     window_end = time.monotonic()
-    with phase("eval"):
+    with memory.phase("eval"):
         validated = validation(workload, counts.val_samples, rank, world, sync)
-    with phase("train"), workload.model.no_sync():
+    with memory.phase("train"), workload.model.no_sync():
         probe, _, done = timed_steps(workload, batches, counts.comm_probe_steps, sync, progress, done)
     progress.step(done, done / workload.steps_per_epoch(), force=True)
     dist.destroy_process_group()
-    return {"steps": done, "peak_mem_reserved_mb": phase.peak_reserved_mb, "rank": rank, "world_size": world,
+    return {"steps": done, "peak_mem_reserved_mb": memory.peak_reserved_mb, "rank": rank, "world_size": world,
             "backend": backend, "device": device, "per_gpu_batch": int(workload.batch_size), "unused_parameters": unused,
             "warmup_times_s": warmup, "step_times_s": steps, "data_times_s": waits, "probe_times_s": probe,
             "window_mono": [window_start, window_end], **validated}
