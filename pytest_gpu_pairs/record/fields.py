@@ -221,7 +221,7 @@ class RecordFields(BaseModel):
     """the foreground's model metrics; accuracy-like ones fractions 0-1, losses in nats (docs: settings, built-in workloads)"""
     bg_perf: Optional[dict[str, Any]] = None
     """model metrics of the last background run that finished"""
-    bg_cycle_perf: Optional[list[Any]] = None
+    bg_cycle_perf: Optional[list[dict[str, Any]]] = None
     """a kept-running background (defaults.keep_background): each of its runs that overlapped the foreground's, in order: its model metrics and the fraction of it shared"""
     perf_metric: Optional[StrictStr] = None
     """the metric the study compares (the workload's first)"""

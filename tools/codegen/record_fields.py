@@ -21,6 +21,7 @@ TYPES = {"float": "Number", "int": "StrictInt", "str": "StrictStr", "bool": "Str
 NESTED = {  # keys whose insides the readers format or compute with
     "notes": "dict[str, StrictStr]",
     "rounds": "list[dict[str, Any]]",  # record/model.py checks each entry as a round
+    "bg_cycle_perf": "list[dict[str, Any]]",  # each of a kept-running background's runs: metrics and shared
     "jobs": "list[JobFigures]",
 }
 
