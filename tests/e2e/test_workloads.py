@@ -16,7 +16,7 @@ SMALL = {"densenet121": {"batch_size": 2}, "hrnet18": {"batch_size": 2}, "pcb": 
          "vulberta_mlp": {"batch_size": 1}, "vulberta_cnn": {"batch_size": 4}, "mrt_oast": {"batch_size": 4},
          "siamese": {"batch_size": 8}, "word_lm": {"batch_size": 8}, "resnet20": {"batch_size": 16},
          "resnet32": {"batch_size": 16}, "resnet44": {"batch_size": 16}, "resnet56": {"batch_size": 16},
-         "bug_localization": {"kfold": 2, "max_iter": 1}, "dense_aspp": {"image_size": 64}}
+         "bug_localization": {"kfold": 2, "max_iter": 1}, "dense_aspp": {"image_size": 32}}
 
 
 def two_step_scale(name: str, hp: dict) -> float:

@@ -71,9 +71,11 @@ def test_a_built_in_at_one_and_two_gloo_processes_records_its_scaling_and_scale_
 
 
 def test_the_stand_in_with_a_loader_worker_validates_between_its_stretches_on_two_processes(pytester):
-    """The dense-prediction stand-in at 64 pixels: each step split into its data wait and the rest, a
-    validation shared by the ranks, the loader worker's process ended with its rank."""
-    entry = {"group": "s02", "workload": {"model": "dense_aspp", "hyperparameters": {"image_size": 64, "loader_workers": 1}},
+    """The dense-prediction stand-in, small (ResNet-50 at output stride 16, 32 pixels): each step split
+    into its data wait and the rest, a validation shared by the ranks, the loader worker's process
+    ended with its rank."""
+    small = {"image_size": 32, "backbone_depth": 50, "output_stride": 16, "loader_workers": 1}
+    entry = {"group": "s02", "workload": {"model": "dense_aspp", "hyperparameters": small},
              "gpus": [2], "warmup_steps": 1, "steps": 4, "val_samples": 4, "comm_probe_steps": 2}
     result = _run(pytester, _settings(pytester, [entry]))
     result.assert_outcomes(passed=1)
