@@ -3,7 +3,8 @@
 # folder, results carried back as archives): a declared study run there in the background, resumed
 # from what an earlier machine left (.carry/NAME, named in the call's carry), looked in on, and
 # packed into $OUT. On your own GPU run `gpu-pairs study run|status|collect NAME` directly.
-#   bash tools/device/study.sh start NAME [gpu-pairs study run options]
+#   COMMIT=<short hash> bash tools/device/study.sh start NAME [gpu-pairs study run options]
+#     (COMMIT: the commit the copy holds; the machine's git reports the checkout's base, which a study's facts would record)
 #   bash tools/device/study.sh status NAME
 #   bash tools/device/study.sh collect NAME    # stops the run (SIGTERM: its jobs are torn down), then $OUT/NAME.tgz
 #                                              # (KEEP_PROGRESS=1: with the jobs' progress files)

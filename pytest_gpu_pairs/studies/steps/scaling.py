@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from pytest_gpu_pairs.catalog import builtin
 from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.record.store import atomic_write_json, atomic_write_text
 from pytest_gpu_pairs.run.dataparallel import NCCL_ENV, free_port, rank_variables
@@ -39,8 +40,8 @@ from pytest_gpu_pairs.run.proctree import deferred_signals
 from pytest_gpu_pairs.run.scaling import NvmlUnavailable, gpu_names
 
 RESTART_MIN = 30  # the predecessor's minutes per restart, as its question put it
-STAND_IN = "dense_aspp"
-STAND_IN_PARAMETERS = 58627913  # catalog.py's param_count of the stand-in
+STAND_IN = builtin("dense_aspp")
+FLOAT32_BYTES = 4
 PER_GPU = 3
 JOB_TIMEOUT_S = 900.0
 TICK_S = 0.5
@@ -112,7 +113,7 @@ def job_spec(name: str, argv: list[str], gpu: Optional[str], extra_env: Optional
         env["CUDA_VISIBLE_DEVICES"] = gpu
     else:
         env.setdefault("OMP_NUM_THREADS", "1")
-    return JobSpec(role=name, model=STAND_IN, argv=[sys.executable, *argv], env=env, cwd=None, timeout_s=JOB_TIMEOUT_S)
+    return JobSpec(role=name, model=STAND_IN.name, argv=[sys.executable, *argv], env=env, cwd=None, timeout_s=JOB_TIMEOUT_S)
 
 
 def run_jobs(jobs: list[tuple[JobSpec, Path]], parallel: int) -> dict[str, Optional[int]]:
@@ -137,11 +138,15 @@ def run_jobs(jobs: list[tuple[JobSpec, Path]], parallel: int) -> dict[str, Optio
                 job.kill_tree()
     return codes
 def _commit(root: Path) -> str:
+    """``COMMIT`` where the caller set it (a copy of the checkout whose git holds another commit, as
+    the device adapter's machine has), else the checkout's own."""
+    if os.environ.get("COMMIT"):
+        return os.environ["COMMIT"]
     git = shutil.which("git")
     if git is None:
-        return os.environ.get("COMMIT", "unknown")
+        return "unknown"
     found = subprocess.run([git, "rev-parse", "--short=7", "HEAD"], cwd=root, capture_output=True, text=True, timeout=30)
-    return found.stdout.strip() or os.environ.get("COMMIT", "unknown")
+    return found.stdout.strip() or "unknown"
 
 
 def _devices(device: str) -> str:
@@ -174,7 +179,7 @@ def bandwidth(run_dir: Path, device: str) -> int:
     slots = gpu_slots(device)
     folder = run_dir / "bandwidth"
     folder.mkdir(parents=True, exist_ok=True)
-    found: dict[str, Any] = {"bytes": STAND_IN_PARAMETERS * 4, "counts": {}}
+    found: dict[str, Any] = {"bytes": (STAND_IN.param_count or 0) * FLOAT32_BYTES, "counts": {}}
     for world in range(2, len(slots) + 1):
         out, port = folder / f"gpus{world}.json", free_port()
         argv = ["-m", "pytest_gpu_pairs.workloads.allreduce_probe", str(out.resolve()), "--bytes", str(found["bytes"])]
@@ -192,7 +197,7 @@ def bandwidth(run_dir: Path, device: str) -> int:
 
 
 def branch_argv(plan: ConvergencePlan, out: Path, checkpoint: Path, device: str, branch: Optional[Branch]) -> list[str]:
-    base_lr = 0.0001  # the stand-in's default learning rate (catalog.py)
+    base_lr = float(STAND_IN.defaults()["learning_rate"])
     common = ["--device", "cuda" if device != "cpu" else "cpu", "--image-size", str(plan.image_size),
               "--backbone-depth", str(plan.backbone_depth), "--output-stride", str(plan.output_stride)]
     if branch is None:
