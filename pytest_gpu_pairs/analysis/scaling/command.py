@@ -328,9 +328,10 @@ def decision_lines(d: dict[str, Any]) -> list[str]:
     current, target = d["current_gpus"], d["target_gpus"]
     ratio_ = d["step_ratio"]
     batch = d["global_batch"]
+    fitted = (f"step time x{_with_ci(ratio_['value'], ratio_['ci'])}; " if ratio_ else "no fitted step time (two counts); ")
     lines = [f"  decision: {current} -> {target} GPUs ({d['basis']})",
-             f"    step time x{_with_ci(ratio_['value'], ratio_['ci'])}; time to finish on {current}: "
-             f"{_hours_ci(d['time_current_h'])}, on {target}: {_hours_ci(d['time_target_h'])}",
+             f"    {fitted}time to finish on {current}: {_hours_ci(d['time_current_h'])}, on {target}: "
+             f"{_hours_ci(d['time_target_h'])}",
              f"    memory per GPU on {target}: {_percent(d['memory_fraction'])} ({d['memory_basis']})"
              + (f", headroom {d['headroom_mb']:.0f} MB" if d["headroom_mb"] is not None else "")]
     if batch["current"]:

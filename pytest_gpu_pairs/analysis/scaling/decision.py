@@ -92,7 +92,7 @@ class Decision:
     current_gpus: int
     target_gpus: int
     basis: str  # measured or predicted: what the target's step time rests on
-    step_ratio: Estimate
+    step_ratio: Optional[Estimate]  # the fitted model's; None beyond two measured counts
     time_current_h: Optional[Estimate]
     time_target_h: Optional[Estimate]
     saved_h: Optional[Estimate]
@@ -262,9 +262,10 @@ def bounds_for(workload: Workload, fit: Fit, job: Job, target: int, found: Optio
 def _time_criterion(saved: Optional[Estimate], bounds: Optional[Bounds], cost_h: float) -> Criterion:
     if bounds is not None and bounds.saved_h is not None:
         low, high = sorted(bounds.saved_h)
-        return Criterion("time saved vs restart cost", saved.mean if saved else (low + high) / 2, [low, high], cost_h,
+        return Criterion("time saved vs restart cost", saved.mean if saved else low, [low, high], cost_h,
                          False, "h", verdict(low, [low, high], cost_h, False),
-                         "bounded: worst case to best case beyond the measured counts")
+                         "bounded: worst case to best case beyond the measured counts"
+                         + ("" if saved else "; the value is the worst case"))
     saved_ci = saved.interval() if saved is not None else None
     return Criterion("time saved vs restart cost", saved.mean if saved else None, saved_ci, cost_h, False, "h",
                      verdict(saved.mean if saved else None, saved_ci, cost_h, False),
@@ -296,13 +297,15 @@ def decide(workload: Workload, fit: Fit, job: Job, target: int, thresholds: Thre
            bandwidth: Optional[Bandwidth] = None) -> Decision:
     """The answer to: move the job from its current count to ``target`` GPUs?"""
     bounds = bounds_for(workload, fit, job, target, step_bounds(workload, target, bandwidth))
-    saved = saved_hours(fit, job, target) if bounds is None or fit.free > 0 else None
+    fitted = bounds is None or fit.free > 0  # two counts leave the fit nothing to extrapolate with
+    saved = saved_hours(fit, job, target) if fitted else None
     memory, memory_basis = memory_on(workload, job, target)
     batch = workload.per_gpu_batch
     criteria = criteria_for(workload, fit, job, target, thresholds, saved, memory, memory_basis, bounds)
     recommendation, reasons = recommend(criteria)
     return Decision(job.current_gpus, target, "measured" if workload.at(target) else "predicted",
-                    fit.ratio(target, job.current_gpus), remaining_hours(fit, job), target_hours(fit, job, target),
+                    fit.ratio(target, job.current_gpus) if fitted else None, remaining_hours(fit, job),
+                    target_hours(fit, job, target) if fitted else None,
                     saved, memory, memory_basis, headroom_mb(workload, job, memory),
                     (batch * job.current_gpus if batch else None, batch * target if batch else None),
                     learning_rates(job, target / job.current_gpus), criteria, recommendation, reasons, bounds)

@@ -40,6 +40,7 @@ def test_two_measured_counts_give_bounds_beyond_them_and_no_fitted_prediction(re
     assert any(line.split()[:3] == ["6", "bounded", "(two"] for line in lines)
     assert not any(line.split()[:2] == ["6", "predicted"] for line in lines)
     assert "decision: 4 -> 6 GPUs (predicted)" in out and "beyond the measured counts: step time x" in out
+    assert "no fitted step time (two counts)" in out
     assert "global batch 4 -> 6 (x1.5)" in out
     criteria = {name: next(line for line in lines if line.startswith(f"    {name}  "))
                 for name in ("memory per GPU on 6", "time saved vs restart cost", "global batch on 4")}
@@ -157,7 +158,9 @@ def test_a_second_gpu_that_made_steps_shorter_gives_no_impossible_prediction(tmp
     assert code == 0 and workload["fit"]["c_s"] == 0.0 and workload["fit"]["c_held_at_zero"]
     bounds = next(r for r in workload["rows"] if r["gpus"] == 6)["bounds"]
     assert bounds["best_s"] == pytest.approx(0.842) and bounds["worst_s"] == pytest.approx(0.842 + 0.15)
-    assert workload["decisions"] and workload["decisions"][0]["step_ratio"]["value"] > 0
+    decision = workload["decisions"][0]
+    assert decision["step_ratio"] is None and decision["time_target_h"] is None  # two counts: nothing fitted beyond
+    assert 0 < decision["bounds"]["step_ratio"][0] <= decision["bounds"]["step_ratio"][1]
 
 
 def test_a_negative_communication_share_within_noise_is_shown_as_zero_with_its_reading():
