@@ -376,7 +376,7 @@ def readme(summary: dict[str, Any]) -> str:
     lines = [
         "# The predecessor's 4-versus-6 GPU question, on a stand-in that resembles its job", "",
         f"Commit {summary['commit'] or 'unknown'}, on {len((summary['devices'] or '').splitlines())} NVIDIA H200s "
-        "of one host, NVLink between every pair; each card emulated at the predecessor's 32 GB "
+        "of one host (their links: `run/topology.txt`); each card emulated at the predecessor's 32 GB "
         "(`--gpu-pairs-gpu-memory-mb 32768`). Devices (name, UUID, driver, clocks, power limit, temperature):", "",
         *[f"- {line}" for line in (summary["devices"] or "unknown").splitlines()], "",
         "```", "gpu-pairs study run scaling                 # any machine; counts it lacks are skipped",
