@@ -39,12 +39,12 @@ class Bandwidth:
     def slowest_gb_s(self) -> Optional[float]:
         return min(self.bus_gb_s.values()) if self.bus_gb_s else None
 
-    def ring_s(self, gpus: int, gradient_bytes: Optional[float] = None) -> Optional[float]:
+    def ring_s(self, gpus: int) -> Optional[float]:
         """A ring all-reduce's transfer time on ``gpus`` at the slowest bus bandwidth measured."""
         slowest = self.slowest_gb_s
         if slowest is None:
             return None
-        return 0.0 if gpus < 2 else 2.0 * (gpus - 1) / gpus * (gradient_bytes or self.bytes) / (slowest * 1e9)
+        return 0.0 if gpus < 2 else 2.0 * (gpus - 1) / gpus * self.bytes / (slowest * 1e9)
 
 
 def _positive(value: Any) -> bool:
