@@ -18,6 +18,7 @@ import pytest
 from support.helpers import FAKE_JOB, LOG_FORMATS, LOG_JOB, SUITE, jobs_started_under
 
 from pytest_gpu_pairs.experiment.logformats import PRESETS
+from pytest_gpu_pairs.protocol import MONOTONIC_KEY, from_monotonic
 from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec, live_jobs
 
@@ -30,9 +31,10 @@ def fmt(name: str) -> dict:
 
 
 def truth_steps(progress_path: Path) -> dict[float, float]:
-    """step -> when the job reported it through the protocol (written before the line was printed)."""
+    """step -> when the job reported it through the protocol (written before the line was printed),
+    on the harness's clock: the job's own wall-clock ``t`` can sit milliseconds off it."""
     events = [json.loads(line) for line in Path(f"{progress_path}.truth").read_text().splitlines()]
-    return {e["step"]: e["t"] for e in events if e["event"] == "step"}
+    return {e["step"]: from_monotonic(e[MONOTONIC_KEY]) for e in events if e["event"] == "step"}
 
 
 def assert_read_as_reported(read, truth: dict[float, float], completed: bool) -> None:
