@@ -1,5 +1,5 @@
-"""``gpu-pairs``: the command line beside pytest (report, compare, sharing-report, workloads, plan, profile,
-scale, merge, dead-time, study).
+"""``gpu-pairs``: the command line beside pytest (report, compare, sharing-report, workloads, plan,
+plan-validate, profile, scale, merge, dead-time, study).
 
 Each subcommand lives in the module that owns its work; this file only wires them up, so a
 subcommand is added by one line in ``SUBCOMMANDS``. A subcommand module exposes
@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("pytest_gpu_pairs.analysis.compare", "compare two runs' metrics; exit 1 on a regression beyond --fail"),
     "workloads": ("pytest_gpu_pairs.experiment.listing", "list the built-in workloads: size, input, defaults, epoch length"),
     "plan": ("pytest_gpu_pairs.planning.plan", "which pairs fit and share how well; makespan and GPU-hours on 1..N GPUs"),
+    "plan-validate": ("pytest_gpu_pairs.planning.validate_command", "how well the planner predicts measured pairs it never saw"),
     "scale": ("pytest_gpu_pairs.analysis.scaling.command", "how one data-parallel job scales, and whether to move it to N GPUs"),
     "profile": ("pytest_gpu_pairs.planning.profile_command", "run each workload alone briefly and store its profile for the next plan"),
     "merge": ("pytest_gpu_pairs.analysis.merge", "join the results folders of shards or workers into one"),

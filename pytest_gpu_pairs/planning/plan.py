@@ -29,11 +29,12 @@ from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import case_costs, clock, earlier_results, standalone
+from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
 from pytest_gpu_pairs.planning.memory import WholeRun
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles, with_own
-from pytest_gpu_pairs.planning.predict import Planner, plan_pairs
+from pytest_gpu_pairs.planning.predict import Planner, interval_basis, plan_pairs
 from pytest_gpu_pairs.planning.profiles import read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.record.store import StoreError, case_records, fit_profiles, json_text, read_session
@@ -182,7 +183,7 @@ def _fit_text(fit: dict[str, Any]) -> str:
 
 
 def pair_table(pairs: Sequence[dict[str, Any]], mechanisms: Sequence[str]) -> list[str]:
-    header = ("rank", "groups", "pair", "fit (need, basis)", *(f"{m} eff [95 %]" for m in mechanisms),
+    header = ("rank", "groups", "pair", "fit (need, basis)", *(f"{m} eff [{CONFIDENCE:.0%}]" for m in mechanisms),
               *(f"{m} energy saved" for m in mechanisms), "use", "rests on")
     cells = [header]
     for p in pairs:
@@ -204,7 +205,7 @@ def _pairs_of(cases) -> dict[tuple[str, ...], list]:
     return found
 
 
-def _with_reference(measured: Measured, profiles, wanted: bool) -> tuple[Measured, Optional[str]]:
+def with_reference(measured: Measured, profiles, wanted: bool) -> tuple[Measured, Optional[str]]:
     """The measured pairs over the package's H100 reference, where the profiles are of the card
     the reference was measured on (its corrections are residuals against those profiles)."""
     if not wanted:
@@ -235,7 +236,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path],
                    own: OwnProfiles = OwnProfiles()) -> dict[str, Any]:
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
     table = read_profiles(Path(args.profiles) if args.profiles else None)
-    measured, reference = _with_reference(read_measured(results), table, getattr(args, "reference", True))
+    measured, reference = with_reference(read_measured(results), table, getattr(args, "reference", True))
     profiles, here = with_own(table, own, args.device)
     planner = Planner(profiles, measured, here, whole_runs(results))
     card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
@@ -251,8 +252,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path],
              "reference": reference,
              "profiled_here": sorted(here),
              "other_method_records_skipped": measured.skipped,
-             "efficiency_loo_rms": planner.efficiency_model.spread,
-             "efficiency_interval_half_width": planner.efficiency_model.half_width}
+             "efficiency_interval": interval_basis(planner)}
     return {"card_mb": card_mb, "sharing": list(args.sharing), "model": model, "pairs": predictions}
 
 

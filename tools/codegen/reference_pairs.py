@@ -1,15 +1,19 @@
-"""The measured pairs the package carries, distilled from the planner's committed H100 validation:
+"""The measured pairs the package carries, distilled from the project's committed H100 measurements:
 
     python -m tools.codegen.reference_pairs     # rewrites pytest_gpu_pairs/planning/reference_pairs.json
 
-Every interleaved pair record of ``reports/archive/planner/pairs-10g`` (the 28 pairs on an
-emulated 10 GB card), ``pairs-10g-long`` (the six noisiest again with a 75 s cap) and ``pairs-8g``
-(pcb's pairs on an emulated 8 GB card) is read as ``gpu-pairs plan --results`` reads those
-folders, and only what the planner uses is kept: per pair and mechanism the mean efficiency, its
-interval, the energy saved, the peak memory and the record count; per pair the smallest emulated
-card it ran on and the largest it ran out of memory on. So a planner on a fresh install learns its
-correction and its intervals from the same 27 measured pairs as the validation. A unit test
-regenerates the file and compares, so the package and the references cannot drift apart.
+Every pair record of the default (interleaved) method, at default hyperparameters, that the
+project committed from an H100: the planner's first validation (``reports/archive/planner``: 28
+pairs on an emulated 10 GB card, the six noisiest again with a longer cap, pcb's pairs on 8 GB),
+the 10 GB feasibility groups in three sessions and under MPS (``feasibility_10g``), the verdicts
+study's six pairs in three sessions and the predecessor's predicted pairs in three
+(``predecessor_predictions``; its group of three jobs teaches pairs nothing and is left out). Each
+folder is read as ``gpu-pairs plan --results`` reads it, and only what the planner uses is kept:
+per pair and mechanism the mean efficiency, its interval, the energy saved, the peak memory and the
+record count; per pair the smallest emulated card it ran on and the largest it ran out of memory
+on. So a planner on a fresh install learns its correction and its intervals from the same measured
+pairs as the validation (``python -m tools.planner.validate``). A unit test regenerates the file and
+compares, so the package and the references cannot drift apart.
 """
 from __future__ import annotations
 
@@ -21,7 +25,10 @@ from typing import Any, Optional
 from pytest_gpu_pairs.planning.measured import Measured, read_measured
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = tuple(ROOT / "reports/archive/planner" / name for name in ("pairs-10g", "pairs-10g-long", "pairs-8g"))
+FOLDERS = (*(ROOT / "reports/archive/planner" / name for name in ("pairs-10g", "pairs-10g-long", "pairs-8g")),
+           *(ROOT / "reports/reference/feasibility_10g" / name for name in ("default-1", "default-2", "default-3", "mps")),
+           *(ROOT / "reports/reference/verdicts" / f"session-{n}" for n in (1, 2, 3)),
+           *(ROOT / "reports/reference/predecessor_predictions" / f"session-{n}" for n in (1, 2, 3)))
 PROFILES = ROOT / "reports/archive/planner/workload_profiles.json"
 TARGET = ROOT / "pytest_gpu_pairs/planning/reference_pairs.json"
 

@@ -1,9 +1,10 @@
 """The planner's model: efficiency within its physical bounds and symmetric in the pair, fit monotone
-in card memory, intervals that widen with less data, leave-one-out correct on data of known structure,
+in card memory, intervals calibrated on held-out workloads, leave-one-out correct on data of known structure,
 and `gpu-pairs plan SETTINGS --gpu-memory-mb 10240` on fixture profiles and records."""
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -15,7 +16,7 @@ from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning import fit as learning
 from pytest_gpu_pairs.planning import memory, model
 from pytest_gpu_pairs.planning.measured import FitEvidence, Measured, MeasuredPair, read_reference
-from pytest_gpu_pairs.planning.predict import Planner, recommend
+from pytest_gpu_pairs.planning.predict import ERROR_FLOOR, Planner, efficiency_scale, recommend
 from pytest_gpu_pairs.planning.profiles import SoloProfile, parse, read_profiles
 
 fractions = st.floats(0, 1, allow_nan=False)
@@ -75,10 +76,42 @@ def test_the_card_reserve_is_held_once_by_a_pair():
     assert memory.need(profile(need=1700), profile(need=1600), None) == (3300, "sum of min fit")
 
 
-@given(st.floats(0.01, 1.0), st.integers(learning.MIN_PAIRS, 60))
-def test_intervals_widen_with_less_data(spread, n):
-    assert learning.half_width(spread, n) > learning.half_width(spread, n + 1)
-    assert learning.half_width(spread, learning.MIN_PAIRS - 1) is None  # too few: the physical range
+@given(st.lists(st.floats(0.0, 10.0), min_size=0, max_size=60), st.floats(0.5, 0.99))
+def test_the_conformal_quantile_holds_its_share_of_scores_or_is_not_estimated(scores, confidence):
+    quantile = learning.conformal_quantile(scores, confidence)
+    if quantile is None:  # too few scores for the rank: the physical range, not an invented width
+        assert len(scores) < learning.MIN_PAIRS or math.ceil((len(scores) + 1) * confidence) > len(scores)
+        return
+    assert quantile in scores
+    assert sum(s <= quantile for s in scores) >= confidence * (len(scores) + 1) - 1
+
+
+@given(st.lists(st.floats(0.0, 10.0), min_size=learning.MIN_PAIRS, max_size=40), st.floats(0.0, 10.0))
+def test_a_larger_held_out_error_never_narrows_the_interval(scores, extra):
+    before = learning.conformal_quantile(scores)
+    after = learning.conformal_quantile([*scores, max(scores) + extra])
+    assert before is None or after is None or after >= before or after == max(scores)
+
+
+def test_intervals_are_calibrated_on_workloads_the_correction_never_saw():
+    effects = {"a": 0.3, "b": -0.2, "c": 0.1, "d": 0.0, "e": -0.15, "f": 0.25}
+    observations = _synthetic(effects, 0.05, 3)
+    held_out = learning.leave_one_workload_out(observations)
+    expected = [o.residual - learning.fit([p for p in observations if name not in p.models])(o.models, False, 0.3)
+                for name in sorted(effects) for o in observations if name in o.models]
+    assert [e for _, e in held_out] == pytest.approx(expected)  # every pair once per workload, by a fit blind to it
+    assert len(held_out) == 2 * len(observations)
+    learned = learning.learn(observations)
+    assert learned.quantiles[False] == learning.conformal_quantile([abs(e) for _, e in held_out])
+    assert learned.quantiles[True] is None and learned.half_width(True, 1.5) is None  # no MPS pair: no MPS interval
+
+
+@given(st.floats(0.0, 2.0))
+def test_the_efficiency_scale_is_least_where_a_bound_pins_the_pair(value):
+    scale = efficiency_scale(value)
+    assert scale >= ERROR_FLOOR
+    assert efficiency_scale(2.0) == efficiency_scale(1.0) == ERROR_FLOOR
+    assert scale <= efficiency_scale(1.5)
 
 
 def _synthetic(effects: dict[str, float], noise: float, seed: int) -> list[learning.Observation]:
@@ -262,21 +295,23 @@ def test_the_packaged_reference_pairs_are_the_committed_validation_records_disti
 
     assert TARGET.read_text() == render()
     reference = read_reference()
-    assert reference.measured.count("timeslice") == 27 and reference.measured.count("mps") == 0
+    assert reference.measured.count("timeslice") == 39 and reference.measured.count("mps") == 12
     assert reference.measured.fit[("pcb", "vulberta_mlp")].oom_mb == 8192
 
 
 def test_a_fresh_install_plans_from_the_reference_pairs_with_intervals_groups_and_no_unmeasured_mps(capsys):
     assert gpu_pairs(["plan", SETTINGS, "--gpu-memory-mb", "10240", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["model"]["measured_pairs"] == {"timeslice": 27, "mps": 0}
+    assert plan["model"]["measured_pairs"] == {"timeslice": 39, "mps": 12}
+    assert plan["model"]["efficiency_interval"]["confidence"] == learning.CONFIDENCE
+    assert all(p["rests_on"] == "measured (H100 reference)" for p in plan["pairs"])  # the 12 groups were measured
     slicing = [p["mechanisms"]["timeslice"]["efficiency"] for p in plan["pairs"]]
-    narrower = [f for f in slicing if f["interval"] and None not in f["interval"] and f["interval"] != [0.0, 2.0]]
-    assert len(narrower) > len(slicing) / 2
-    assert all(p["recommended"] == "timeslice" and p["use"] == "time-slicing (MPS not measured)" for p in plan["pairs"])
+    assert all(0.0 <= f["value"] <= 2.0 and 0.0 <= f["interval"][0] <= f["interval"][1] <= 2.0 for f in slicing)
     assert sorted(g for p in plan["pairs"] for g in p["groups"]) == [f"g{i:02d}" for i in range(1, 13)]
     assert gpu_pairs(["plan", SETTINGS, "--gpu-memory-mb", "10240", "--json", "--no-reference"]) == 0
-    assert json.loads(capsys.readouterr().out)["model"]["measured_pairs"] == {"timeslice": 0, "mps": 0}
+    blind = json.loads(capsys.readouterr().out)
+    assert blind["model"]["measured_pairs"] == {"timeslice": 0, "mps": 0}
+    assert all(p["recommended"] == "timeslice" and p["use"] == "time-slicing (MPS not measured)" for p in blind["pairs"])
 
 
 def test_a_bad_reference_file_is_one_line_with_its_json_path(tmp_path):

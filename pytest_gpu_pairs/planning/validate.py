@@ -1,0 +1,173 @@
+"""How well the planner predicts pairs it never saw, measured the way it is used.
+
+For every workload of the measured pairs, a planner is built without any pair containing it (its
+correction and its calibrated intervals learnt from the rest only) and predicts each of those
+pairs: the error on a workload never measured beside anything, the harder of the two cases a user
+meets. Leaving one pair out (the other workloads still measured) is reported beside it. Per
+mechanism: the median and worst relative error of the efficiency, how often the stated interval
+held the measurement and how wide it was; and, for pairs measured under both mechanisms, whether
+the mechanism the blind planner recommends is the one measured better.
+
+A measurement is a reading with noise of its own: the rows say how wide each measurement's
+interval was, and the summary is given again over the pairs measured to within ``PRECISE``.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pytest_gpu_pairs.planning.measured import MeasuredPair
+from pytest_gpu_pairs.planning.model import MECHANISMS
+from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner
+
+PRECISE = 0.05  # a measurement whose interval's half-width is within 5 % of its value
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One measured pair predicted by a planner that never saw it (nor, leaving workloads out, ``held_out``)."""
+
+    models: tuple[str, str]
+    sharing: str
+    held_out: str  # the workload left out, or "pair" when only the pair was
+    measured: float
+    measured_ci: Optional[tuple[float, float]]
+    predicted: Figure
+
+    @property
+    def error(self) -> Optional[float]:
+        """|predicted - measured| / measured."""
+        if self.predicted.value is None or self.measured <= 0:
+            return None
+        return abs(self.predicted.value - self.measured) / self.measured
+
+    @property
+    def covered(self) -> Optional[bool]:
+        """Whether the stated interval held the measurement; None where no interval was estimated."""
+        if not self.predicted.estimated or self.predicted.low is None or self.predicted.high is None:
+            return None
+        return self.predicted.low <= self.measured <= self.predicted.high
+
+    @property
+    def width(self) -> Optional[float]:
+        if self.covered is None:
+            return None
+        assert self.predicted.low is not None and self.predicted.high is not None
+        return self.predicted.high - self.predicted.low
+
+    @property
+    def precise(self) -> bool:
+        if self.measured_ci is None:
+            return False
+        return (self.measured_ci[1] - self.measured_ci[0]) / 2.0 <= PRECISE * self.measured
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pair": list(self.models), "sharing": self.sharing, "held_out": self.held_out,
+                "measured": self.measured, "measured_ci": list(self.measured_ci) if self.measured_ci else None,
+                "measured_precise": self.precise, "predicted": self.predicted.value,
+                "interval": [self.predicted.low, self.predicted.high] if self.covered is not None else None,
+                "error": self.error, "covered": self.covered}
+
+
+def _measured(pair: MeasuredPair) -> float:
+    assert pair.efficiency is not None
+    return min(pair.efficiency, MAX_EFFICIENCY)
+
+
+def _held_out(blind: Planner, pair: MeasuredPair, held_out: str) -> HeldOut:
+    return HeldOut(pair.models, pair.sharing, held_out, _measured(pair), pair.efficiency_ci,
+                   blind.efficiency(pair.models, pair.sharing))
+
+
+def _measured_pairs(planner: Planner) -> list[MeasuredPair]:
+    return [p for _, p in sorted(planner.measured.pairs.items()) if p.efficiency is not None]
+
+
+def leave_one_workload_out(planner: Planner) -> list[HeldOut]:
+    """Each measured pair predicted once for each of its workloads, by a planner without that workload's pairs."""
+    rows = []
+    for name in sorted({m for p in _measured_pairs(planner) for m in p.models}):
+        blind = planner.without_workload(name)
+        rows += [_held_out(blind, p, name) for p in _measured_pairs(planner) if name in p.models]
+    return rows
+
+
+def leave_one_pair_out(planner: Planner) -> list[HeldOut]:
+    """Each measured pair predicted by a planner without that pair (under either mechanism)."""
+    return [_held_out(planner.without(p.models), p, "pair") for p in _measured_pairs(planner)]
+
+
+def _quantile(values: Sequence[float], q: float) -> Optional[float]:
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1] if len(values) >= 2 else None
+
+
+def summarise(rows: Sequence[HeldOut]) -> dict[str, Any]:
+    """Error and interval figures of some held-out predictions."""
+    errors = [r.error for r in rows if r.error is not None]
+    judged = [r for r in rows if r.covered is not None]
+    return {"n_predictions": len(rows), "n_pairs": len({(r.models, r.sharing) for r in rows}),
+            "median_error": statistics.median(errors) if errors else None,
+            "p90_error": _quantile(errors, 0.9), "max_error": max(errors) if errors else None,
+            "coverage": sum(bool(r.covered) for r in judged) / len(judged) if judged else None,
+            "n_with_interval": len(judged),
+            "mean_interval_width": statistics.fmean(r.width for r in judged if r.width is not None) if judged else None}
+
+
+def by_mechanism(rows: Sequence[HeldOut]) -> dict[str, dict[str, Any]]:
+    """The summary per mechanism, over every pair and over the precisely measured ones."""
+    found = {}
+    for mechanism in MECHANISMS:
+        of = [r for r in rows if r.sharing == mechanism]
+        if of:
+            found[mechanism] = {**summarise(of), "precise_only": summarise([r for r in of if r.precise])}
+    return found
+
+
+def _better(pairs: dict[str, MeasuredPair]) -> tuple[str, bool]:
+    """(the mechanism measured better, whether its lead is beyond both measurements' intervals)."""
+    slicing, mps = pairs["timeslice"], pairs["mps"]
+    best = "mps" if _measured(mps) > _measured(slicing) else "timeslice"
+    low_ci, high_ci = (slicing, mps) if best == "mps" else (mps, slicing)
+    clear = (low_ci.efficiency_ci is not None and high_ci.efficiency_ci is not None
+             and high_ci.efficiency_ci[0] > low_ci.efficiency_ci[1])
+    return best, clear
+
+
+def mechanism_choice(planner: Planner, card_mb: float,
+                     blind_for: Callable[[tuple[str, str]], list[Planner]]) -> dict[str, Any]:
+    """For every pair measured under both mechanisms: what each blind planner recommends, against the
+    mechanism measured better; a lead within the measurements' intervals accepts either."""
+    both: dict[tuple[str, str], dict[str, MeasuredPair]] = {}
+    for p in _measured_pairs(planner):
+        both.setdefault(p.models, {})[p.sharing] = p
+    rows = []
+    for models, pairs in sorted(both.items()):
+        if set(pairs) != set(MECHANISMS):
+            continue
+        best, clear = _better(pairs)
+        for blind in blind_for(models):
+            chosen = blind.pair(models, card_mb, MECHANISMS)["recommended"]
+            rows.append({"pair": list(models), "measured_better": best, "clearly": clear, "recommended": chosen,
+                         "right": chosen == best or not clear})
+    return {"n": len(rows), "pairs": len({tuple(r["pair"]) for r in rows}),
+            "share_right": sum(r["right"] for r in rows) / len(rows) if rows else None,
+            "share_same_as_measured_mean": sum(r["recommended"] == r["measured_better"] for r in rows) / len(rows)
+            if rows else None, "rows": rows}
+
+
+def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
+    """The planner's validation on its own measured pairs: leave one workload out, leave one pair out,
+    and the choice of mechanism, with every prediction."""
+    workload_rows = leave_one_workload_out(planner)
+    pair_rows = leave_one_pair_out(planner)
+    choice = mechanism_choice(planner, card_mb, lambda models: [planner.without_workload(m) for m in models])
+    return {"measured_pairs": {m: planner.measured_count(m) for m in MECHANISMS},
+            "workloads": sorted({m for p in _measured_pairs(planner) for m in p.models}),
+            "precise_within": PRECISE,
+            "leave_one_workload_out": by_mechanism(workload_rows),
+            "leave_one_pair_out": by_mechanism(pair_rows),
+            "mechanism_choice": choice,
+            "predictions": {"leave_one_workload_out": [r.as_dict() for r in workload_rows],
+                            "leave_one_pair_out": [r.as_dict() for r in pair_rows]}}

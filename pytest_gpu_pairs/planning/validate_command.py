@@ -1,0 +1,120 @@
+"""`gpu-pairs plan-validate [--results DIR ...] [--out DIR]`: how well the planner predicts pairs it never saw.
+
+Every measured pair (the package's H100 reference and the pairs of each ``--results`` folder,
+which replace the reference's where both measured a pair) is predicted by a planner that never
+saw one of its workloads measured, then by one that never saw the pair (``planning.validate``).
+Prints per mechanism the median and worst error, the interval's coverage and width, and how often
+the recommended mechanism was the one measured better; ``--out`` writes ``summary.json`` with every
+prediction and ``validation.md``. Nothing runs and no device is opened.
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning.fit import CONFIDENCE
+from pytest_gpu_pairs.planning.measured import read_measured
+from pytest_gpu_pairs.planning.plan import with_reference
+from pytest_gpu_pairs.planning.predict import Planner, interval_basis
+from pytest_gpu_pairs.planning.profiles import read_profiles
+from pytest_gpu_pairs.planning.validate import validate
+from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, json_text
+
+SCHEMES = {"leave_one_workload_out": "leave one workload out", "leave_one_pair_out": "leave one pair out"}
+WORST_SHOWN = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", action="append", default=[], metavar="DIR",
+                        help="results folders (or benchmark JSON) whose measured pairs join the validation; repeatable")
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="leave out the H100 reference pairs the package carries: validate on --results only")
+    parser.add_argument("--profiles", default=None, metavar="FILE",
+                        help="solo workload profiles (default: the H100 profiles the package carries)")
+    parser.add_argument("--gpu-memory-mb", type=float, default=81_559.0, metavar="N",
+                        help="the card the recommendations are made for (default: the H100's 81559 MB)")
+    parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json and validation.md here")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _pct(value: Optional[float]) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
+def _number(value: Optional[float], digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def summary_table(summary: dict[str, Any]) -> list[str]:
+    rows = ["| held out | mechanism | pairs | predictions | median error | 90th pct error | worst error | "
+            f"{CONFIDENCE:.0%} interval coverage | mean width |", "|---|---|---|---|---|---|---|---|---|"]
+    for scheme, words in SCHEMES.items():
+        for mechanism, s in summary[scheme].items():
+            for label, figures in ((mechanism, s), (f"{mechanism}, precise only", s["precise_only"])):
+                rows.append(f"| {words} | {label} | {figures['n_pairs']} | {figures['n_predictions']} | "
+                            f"{_pct(figures['median_error'])} | {_pct(figures['p90_error'])} | "
+                            f"{_pct(figures['max_error'])} | {_number(figures['coverage'])} | "
+                            f"{_number(figures['mean_interval_width'])} |")
+    return rows
+
+
+def _choice_line(choice: dict[str, Any]) -> str:
+    return (f"mechanism: over {choice['pairs']} pair(s) measured under both ({choice['n']} blind predictions), the "
+            f"recommended one was the measured better one or within the measurements' noise of it "
+            f"{_number(choice['share_right'])}, the one with the higher measured mean "
+            f"{_number(choice['share_same_as_measured_mean'])}")
+
+
+def worst_table(predictions: Sequence[dict[str, Any]]) -> list[str]:
+    rows = ["| pair | mechanism | held out | measured [95 %] | predicted [interval] | error |", "|---|---|---|---|---|---|"]
+    ranked = sorted((p for p in predictions if p["error"] is not None), key=lambda p: -p["error"])
+    for p in ranked[:WORST_SHOWN]:
+        measured_ci = p["measured_ci"]
+        ci = f"[{measured_ci[0]:.2f}, {measured_ci[1]:.2f}]" if measured_ci else "[-]"
+        interval = f"[{p['interval'][0]:.2f}, {p['interval'][1]:.2f}]" if p["interval"] else "[none estimated]"
+        rows.append(f"| {'+'.join(p['pair'])} | {p['sharing']} | {p['held_out']} | {p['measured']:.3f} {ci} | "
+                    f"{p['predicted']:.3f} {interval} | {_pct(p['error'])} |")
+    return rows
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["# Planner validation", "",
+             f"Measured pairs: {summary['measured_pairs']}; workloads: {', '.join(summary['workloads'])}. "
+             "Each pair is predicted by a planner that never saw one of its workloads measured (once per workload), "
+             "and by one that never saw the pair. Errors are relative to the measured efficiency (read as 2 where "
+             f"it measured above); 'precise only' keeps the pairs measured to within ±{summary['precise_within']:.0%}.",
+             "", *summary_table(summary), "", _choice_line(summary["mechanism_choice"]), "",
+             "## The largest errors, leaving one workload out", "",
+             *worst_table(summary["predictions"]["leave_one_workload_out"]), ""]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        profiles = read_profiles(Path(args.profiles) if args.profiles else None)
+        measured, reference = with_reference(read_measured([Path(r) for r in args.results]), profiles, args.reference)
+    except (SettingsError, StoreError) as exc:
+        print(f"error: {exc}")
+        return 2
+    planner = Planner(profiles, measured)
+    summary = {"profiles": profiles.source, "reference": reference, "results": list(args.results),
+               "interval": interval_basis(planner), **validate(planner, args.gpu_memory_mb)}
+    if not any(summary["measured_pairs"].values()):
+        print("error: no measured pair to validate on (give --results folders with concurrent cases on a GPU)")
+        return 2
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "summary.json", summary)
+        atomic_write_text(out / "validation.md", markdown(summary))
+    if args.json:
+        print(json_text(summary))
+        return 0
+    print(f"gpu-pairs plan-validate: {summary['measured_pairs']} measured pair(s), {len(summary['workloads'])} workloads")
+    for line in summary_table(summary):
+        print(line)
+    print(_choice_line(summary["mechanism_choice"]))
+    return 0

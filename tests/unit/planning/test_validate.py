@@ -1,0 +1,106 @@
+"""The planner's validation: every measured pair predicted by a planner blind to one of its workloads
+(then to the pair), errors, interval coverage and the choice of mechanism; a measurement above 2 read
+as 2; and `gpu-pairs plan-validate` on the package's H100 reference."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_gpu_pairs.cli import main as gpu_pairs
+from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
+from pytest_gpu_pairs.planning.predict import Planner
+from pytest_gpu_pairs.planning.profiles import parse
+from pytest_gpu_pairs.planning.validate import HeldOut, leave_one_pair_out, leave_one_workload_out, validate
+
+BUSY = {"a": 20, "b": 40, "c": 60, "d": 80, "e": 30}
+
+
+def _profiles():
+    return parse({"idle_power_w": 70.0, "device": {"power_limit_w": 700.0},
+                  "workloads": [{"model": m, "util_avg_pct": u, "power_avg_w": 200.0, "min_fit_mb": 1000.0}
+                                for m, u in BUSY.items()]}, "fixture")
+
+
+def _measured(values: dict[tuple[str, str], float], sharing: str = "timeslice") -> dict:
+    return {(pair_key(*k), sharing): MeasuredPair(pair_key(*k), sharing, v, (v - 0.02, v + 0.02), 0.1, 1000.0, 1, ("x",))
+            for k, v in values.items()}
+
+
+def _all_pairs(offset: float = 0.0) -> dict[tuple[str, str], float]:
+    planner = Planner(_profiles())
+    names = sorted(BUSY)
+    return {(a, b): planner.efficiency((a, b), "timeslice").value + offset
+            for i, a in enumerate(names) for b in names[i + 1:]}
+
+
+def test_every_pair_is_predicted_once_per_workload_by_a_planner_that_never_saw_it():
+    values = _all_pairs()
+    values[("a", "b")] = 1.2  # far from what the others teach
+    planner = Planner(_profiles(), Measured(_measured(values)))
+    rows = leave_one_workload_out(planner)
+    assert sorted((r.models, r.held_out) for r in rows) == sorted((pair_key(*k), w) for k in values for w in k)
+    spiked = [r for r in rows if r.models == ("a", "b")]
+    assert all(r.error > 0.2 for r in spiked)  # nothing it taught leaks into its own prediction
+    assert all(r.predicted.basis.startswith("solo profiles") for r in rows)
+    blind = planner.without_workload("a")
+    assert not any("a" in models for models, _ in blind.measured.pairs)
+
+
+def test_pairs_that_follow_the_model_are_predicted_within_their_intervals():
+    planner = Planner(_profiles(), Measured(_measured(_all_pairs())))
+    summary = validate(planner, 10240.0)
+    workloads = summary["leave_one_workload_out"]["timeslice"]
+    assert workloads["n_pairs"] == 10 and workloads["n_predictions"] == 20
+    assert workloads["max_error"] == pytest.approx(0.0, abs=1e-9)
+    assert len(leave_one_pair_out(planner)) == 10
+    assert summary["mechanism_choice"]["n"] == 0  # nothing measured under both: nothing to judge
+
+
+def test_a_held_out_prediction_without_an_interval_is_not_counted_as_covered():
+    from pytest_gpu_pairs.planning.predict import Figure
+    open_ended = HeldOut(("a", "b"), "timeslice", "a", 1.5, None, Figure(1.4, 0.0, 2.0, "solo profiles only", estimated=False))
+    assert open_ended.covered is None and open_ended.width is None and open_ended.error == pytest.approx(0.1 / 1.5)
+
+
+def test_the_recommended_mechanism_is_judged_against_the_measured_better_one():
+    slicing = {("a", "d"): 1.3, ("b", "d"): 1.4, ("c", "d"): 1.2, ("a", "b"): 1.9, ("b", "c"): 1.6}
+    mps = {("a", "d"): 1.9, ("b", "d"): 1.9, ("c", "d"): 1.8, ("a", "b"): 1.95, ("b", "c"): 1.9}
+    planner = Planner(_profiles(), Measured({**_measured(slicing), **_measured(mps, "mps")}))
+    choice = validate(planner, 10240.0)["mechanism_choice"]
+    assert choice["pairs"] == 5 and choice["n"] == 10
+    clear = [r for r in choice["rows"] if r["clearly"]]
+    assert clear and all(r["measured_better"] == "mps" for r in clear)
+    assert choice["share_right"] == sum(r["right"] for r in choice["rows"]) / 10
+
+
+def test_a_measurement_above_two_reads_as_two_and_says_so():
+    planner = Planner(_profiles(), Measured(_measured({("a", "b"): 2.12})))
+    figure = planner.efficiency(("a", "b"), "timeslice")
+    assert figure.value == 2.0 and figure.high == 2.0 and "above the physical bound" in figure.basis
+
+
+def test_plan_validate_on_the_reference_writes_its_summary_and_table(tmp_path, capsys):
+    assert gpu_pairs(["plan-validate", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "leave one workload out" in printed and "mechanism:" in printed
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["measured_pairs"] == {"timeslice": 39, "mps": 12}
+    for mechanism in ("timeslice", "mps"):
+        figures = summary["leave_one_workload_out"][mechanism]
+        assert 0.0 <= figures["median_error"] <= figures["max_error"] and 0.0 <= figures["coverage"] <= 1.0
+    predictions = summary["predictions"]["leave_one_workload_out"]
+    assert all(p["measured"] <= 2.0 and p["held_out"] in p["pair"] for p in predictions)
+    assert (tmp_path / "validation.md").read_text().startswith("# Planner validation")
+
+
+def test_plan_validate_without_any_measured_pair_or_with_a_bad_folder_says_so_in_one_line(tmp_path, capsys):
+    assert gpu_pairs(["plan-validate", "--no-reference"]) == 2
+    assert capsys.readouterr().out.startswith("error: no measured pair")
+    bad = tmp_path / "bad"
+    (bad / "x").mkdir(parents=True)
+    (bad / "x" / "result.json").write_text("{not json")
+    assert gpu_pairs(["plan-validate", "--results", str(bad), "--out", str(tmp_path / "out")]) == 2
+    line = capsys.readouterr().out
+    assert line.startswith("error: ") and line.count("\n") == 1 and "result.json" in line
+    assert not (tmp_path / "out").exists()  # nothing half-written
