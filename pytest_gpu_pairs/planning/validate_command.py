@@ -40,6 +40,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _shown(source: Optional[str]) -> Optional[str]:
+    """A packaged file by its path in the package (the same on every machine), any other as given."""
+    if source is None:
+        return None
+    try:
+        return str(Path(source).resolve().relative_to(PACKAGE_ROOT))
+    except ValueError:
+        return source
+
+
 def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{100 * value:.1f} %"
 
@@ -100,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}")
         return 2
     planner = Planner(profiles, measured)
-    summary = {"profiles": profiles.source, "reference": reference, "results": list(args.results),
+    summary = {"profiles": _shown(profiles.source), "reference": _shown(reference), "results": list(args.results),
                "interval": interval_basis(planner), **validate(planner, args.gpu_memory_mb)}
     if not any(summary["measured_pairs"].values()):
         print("error: no measured pair to validate on (give --results folders with concurrent cases on a GPU)")

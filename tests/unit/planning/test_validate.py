@@ -12,6 +12,7 @@ from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
 from pytest_gpu_pairs.planning.predict import Planner
 from pytest_gpu_pairs.planning.profiles import parse
 from pytest_gpu_pairs.planning.validate import HeldOut, leave_one_pair_out, leave_one_workload_out, validate
+from tools.codegen.reference_pairs import ROOT
 
 BUSY = {"a": 20, "b": 40, "c": 60, "d": 80, "e": 30}
 
@@ -80,7 +81,7 @@ def test_a_measurement_above_two_reads_as_two_and_says_so():
     assert figure.value == 2.0 and figure.high == 2.0 and "above the physical bound" in figure.basis
 
 
-def test_plan_validate_on_the_reference_writes_its_summary_and_table(tmp_path, capsys):
+def test_plan_validate_on_the_reference_writes_the_committed_summary_and_table(tmp_path, capsys):
     assert gpu_pairs(["plan-validate", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "leave one workload out" in printed and "mechanism:" in printed
@@ -92,6 +93,9 @@ def test_plan_validate_on_the_reference_writes_its_summary_and_table(tmp_path, c
     predictions = summary["predictions"]["leave_one_workload_out"]
     assert all(p["measured"] <= 2.0 and p["held_out"] in p["pair"] for p in predictions)
     assert (tmp_path / "validation.md").read_text().startswith("# Planner validation")
+    committed = ROOT / "reports/reference/planner"  # the committed validation is this planner's
+    assert (tmp_path / "summary.json").read_text() == (committed / "summary.json").read_text()
+    assert (tmp_path / "validation.md").read_text() == (committed / "validation.md").read_text()
 
 
 def test_plan_validate_without_any_measured_pair_or_with_a_bad_folder_says_so_in_one_line(tmp_path, capsys):
@@ -104,3 +108,4 @@ def test_plan_validate_without_any_measured_pair_or_with_a_bad_folder_says_so_in
     line = capsys.readouterr().out
     assert line.startswith("error: ") and line.count("\n") == 1 and "result.json" in line
     assert not (tmp_path / "out").exists()  # nothing half-written
+
