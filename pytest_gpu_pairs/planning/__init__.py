@@ -4,8 +4,9 @@
 or shards by those seconds, ``profiles`` reads the one workload-profile table (the package's H100
 profiles, or a file of the user's card), ``measured`` the measured pairs of results folders,
 ``model`` is the physical base model of a pair, ``fit`` the correction learned from measured
-pairs with leave-one-out intervals, ``memory`` the fit on a card, ``predict`` puts them together
-for every pair of a selection, and ``plan`` is ``gpu-pairs plan``. This wing sits below the
-plugin and above the run layer and the analysis of stored records; nothing here imports torch
-or opens a device.
+pairs with intervals calibrated on held-out workloads, ``memory`` the fit on a card, ``predict``
+puts them together for every pair of a selection, ``plan`` is ``gpu-pairs plan``, and ``validate``
+(``gpu-pairs plan-validate``) predicts the measured pairs blind to each of their workloads. This
+wing sits below the plugin and above the run layer and the analysis of stored records; nothing
+here imports torch or opens a device.
 """

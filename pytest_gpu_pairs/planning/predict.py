@@ -2,9 +2,10 @@
 energy saved, the mechanism to use, and a rank; each figure says what it rests on.
 
 A pair measured under a mechanism is reported as measured (its mean, and its interval where the
-records have one), saying whether the measurement is the package's H100 reference or the user's
-own. Any other pair is predicted: the base model from its solo profiles plus the correction
-learned from all measured pairs, with an interval from their leave-one-out residuals. MPS is
+records have one, within the physical range), saying whether the measurement is the package's H100
+reference or the user's own. Any other pair is predicted: the base model from its solo profiles
+plus the correction learned from all measured pairs, with an interval calibrated on workloads the
+correction never saw (``fit``). MPS is
 recommended only where measured MPS pairs support it; without them the row says time-slicing,
 and that MPS was not measured.
 """
@@ -63,7 +64,8 @@ def _measured_basis(pair: MeasuredPair) -> str:
 def _measured_efficiency(pair: MeasuredPair) -> Figure:
     """The measurement, within the physical range: a mean above 2 is noise around a pair that shares
     for free (two jobs cannot do more than both run alone), so it reads as 2 and says so."""
-    value = pair.efficiency if pair.efficiency is not None else 0.0
+    assert pair.efficiency is not None
+    value = pair.efficiency
     low, high = pair.efficiency_ci or (None, None)
     basis = _measured_basis(pair)
     if value > MAX_EFFICIENCY:
