@@ -21,7 +21,7 @@ from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
 from pytest_gpu_pairs.planning.profiles import Profiles
 
 MAX_EFFICIENCY = 2.0
-ERROR_FLOOR = 0.03  # the scale of a prediction's error where the bounds pin it: near 2 (or 1) a pair's noise between sessions
+ERROR_FLOOR = 0.1  # the scale of an error where a bound pins the pair: light pairs read 1.9-2.1 across sessions and hosts
 CLEARLY_BETTER = 0.1  # efficiency by which MPS must be predicted to beat time-slicing to be recommended
 MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
 REFERENCE_NAME = "H100 reference"
