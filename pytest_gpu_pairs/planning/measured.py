@@ -33,9 +33,9 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class MeasuredPair:
-    """One pair under one mechanism, as measured: means over its records."""
+    """One pair (or group of more jobs) under one mechanism, as measured: means over its records."""
 
-    models: tuple[str, str]
+    models: tuple[str, ...]
     sharing: str
     efficiency: Optional[float]
     efficiency_ci: Optional[tuple[float, float]]
@@ -66,6 +66,7 @@ class Measured:
     pairs: dict[tuple[tuple[str, str], str], MeasuredPair] = field(default_factory=dict)
     fit: dict[tuple[str, str], FitEvidence] = field(default_factory=dict)
     skipped: int = 0  # concurrent GPU records of another measuring method
+    groups: dict[tuple[tuple[str, ...], str], MeasuredPair] = field(default_factory=dict)  # more than two jobs: never taught
 
     def of(self, models: tuple[str, str], sharing: str) -> Optional[MeasuredPair]:
         return self.pairs.get((pair_key(*models), sharing))
@@ -79,7 +80,8 @@ class Measured:
     def over(self, reference: Measured) -> Measured:
         """These measured pairs over ``reference``: a pair and mechanism measured here replaces the
         reference's, and so does fit evidence of the same pair."""
-        return Measured({**reference.pairs, **self.pairs}, {**reference.fit, **self.fit}, self.skipped)
+        return Measured({**reference.pairs, **self.pairs}, {**reference.fit, **self.fit}, self.skipped,
+                        {**reference.groups, **self.groups})
 
 
 def _number(value: Any) -> Optional[float]:
@@ -87,11 +89,18 @@ def _number(value: Any) -> Optional[float]:
 
 
 def _concurrent(record) -> bool:
-    """A complete pair's record: a group of more jobs teaches nothing about a pair (its efficiency
-    counts every job), and the planner predicts pairs only."""
-    jobs = record.get("n_jobs")
-    return (record.get("mode") == "concurrent" and bool(record.get("bg_model")) and record.get("complete") is not False
-            and not (isinstance(jobs, int) and jobs > 2))
+    """A complete record of jobs run together, a pair or a group of more."""
+    return record.get("mode") == "concurrent" and bool(record.get("bg_model")) and record.get("complete") is not False
+
+
+def _group_models(record) -> Optional[tuple[str, ...]]:
+    """A group's workloads, from its jobs; None for a pair. A group of more jobs teaches nothing about
+    a pair (its efficiency counts every job): it is kept apart, to check the planner's groups against."""
+    jobs = record.get("jobs")
+    if not (isinstance(record.get("n_jobs"), int) and record.get("n_jobs") > 2 and isinstance(jobs, list)):
+        return None
+    models = [j.get("model") for j in jobs if isinstance(j, dict)]
+    return tuple(sorted(m for m in models if isinstance(m, str))) if len(models) > 2 else None
 
 
 def _on_gpu(record) -> bool:
@@ -106,7 +115,7 @@ def _ci(records: Sequence) -> Optional[tuple[float, float]]:
     return statistics.fmean(i[0] for i in intervals), statistics.fmean(i[1] for i in intervals)
 
 
-def _pair(models: tuple[str, str], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:
+def _pair(models: tuple[str, ...], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:
     records = [r for _, r in found]
     ran = [r for r in records if not r.get("oom")]
     return MeasuredPair(models, sharing, measured_mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
@@ -133,12 +142,18 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
     Only records of ``methods`` teach the model (the epoch method's figures carry start-up and a
     restart loop, and do not reproduce); the others are counted in ``skipped``."""
     grouped: dict[tuple[tuple[str, str], str], list[tuple[str, Any]]] = {}
+    groups: dict[tuple[tuple[str, ...], str], list[tuple[str, Any]]] = {}
     emulated: dict[tuple[str, str], list] = {}
     skipped = 0
     for path in paths:
         run = load_run(path)
         for record in run.records.values():
             if not (_concurrent(record) and _on_gpu(record)):
+                continue
+            if isinstance(record.get("n_jobs"), int) and record.get("n_jobs") > 2:
+                group = _group_models(record)
+                if group is not None and (record.get("method") or EPOCH.name) in methods:
+                    groups.setdefault((group, record.get("sharing") or "timeslice"), []).append((str(path), record))
                 continue
             models = pair_key(record.get("fg_model"), record.get("bg_model"))
             if record.get("gpu_memory_mb") is not None:
@@ -152,6 +167,8 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
         measured.pairs[(models, sharing)] = _pair(models, sharing, found)
     for models, records in emulated.items():
         measured.fit[models] = _fit_evidence(records)
+    for (names, sharing), found in groups.items():
+        measured.groups[(names, sharing)] = _pair(names, sharing, found)
     return measured
 
 
@@ -181,6 +198,7 @@ class _ReferenceFile(BaseModel):
     device: StrictStr
     pairs: list[_ReferencePair]
     fit: list[_ReferenceFit] = []
+    groups: list[_ReferencePair] = []
 
 
 @dataclass(frozen=True)
@@ -198,9 +216,19 @@ def _shape(data: _ReferenceFile, source: str) -> None:
             raise SettingsError(source, f"$.pairs[{index}].models", f"expected two model names, got {pair.models!r}")
         if pair.efficiency_ci is not None and len(pair.efficiency_ci) != 2:
             raise SettingsError(source, f"$.pairs[{index}].efficiency_ci", "expected [low, high]")
+    for index, group in enumerate(data.groups):
+        if len(group.models) < 3:
+            raise SettingsError(source, f"$.groups[{index}].models", f"expected three or more model names, got {group.models!r}")
     for index, fit in enumerate(data.fit):
         if len(fit.models) != 2:
             raise SettingsError(source, f"$.fit[{index}].models", f"expected two model names, got {fit.models!r}")
+
+
+def _reference_pair(p: _ReferencePair, source: str) -> MeasuredPair:
+    models = pair_key(*p.models) if len(p.models) == 2 else tuple(sorted(p.models))
+    ci = (p.efficiency_ci[0], p.efficiency_ci[1]) if p.efficiency_ci else None
+    return MeasuredPair(models, p.sharing, p.efficiency, ci, p.energy_saved, p.peak_vram_mb, p.records, (source,),
+                        reference=True)
 
 
 def parse_reference(raw: object, source: str) -> Reference:
@@ -210,14 +238,10 @@ def parse_reference(raw: object, source: str) -> Reference:
     except ValidationError as exc:
         raise first_error(exc, source) from None
     _shape(data, source)
-    pairs = {}
-    for p in data.pairs:
-        models = pair_key(*p.models)
-        ci = (p.efficiency_ci[0], p.efficiency_ci[1]) if p.efficiency_ci else None
-        pairs[(models, p.sharing)] = MeasuredPair(models, p.sharing, p.efficiency, ci, p.energy_saved, p.peak_vram_mb,
-                                                  p.records, (source,), reference=True)
+    pairs = {(pair_key(*p.models), p.sharing): _reference_pair(p, source) for p in data.pairs}
     fit = {pair_key(*f.models): FitEvidence(f.ran_mb, f.oom_mb) for f in data.fit}
-    return Reference(data.device, Measured(pairs, fit), source)
+    groups = {(tuple(sorted(g.models)), g.sharing): _reference_pair(g, source) for g in data.groups}
+    return Reference(data.device, Measured(pairs, fit, groups=groups), source)
 
 
 def read_reference(path: Optional[Path] = None) -> Reference:

@@ -11,6 +11,7 @@ into a non-fit: every rule compares the card with a need that does not depend on
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -42,13 +43,18 @@ def need(a: Optional[SoloProfile], b: Optional[SoloProfile], pair_min_fit_mb: Op
     """The pair's need and what it rests on; without a known reserve, each min fit keeps its own."""
     if pair_min_fit_mb is not None:
         return pair_min_fit_mb, "pair min fit"
-    if a is None or b is None or a.need_mb is None or b.need_mb is None:
+    return need_of_all((a, b), reserved_mb)
+
+
+def need_of_all(profiles: Sequence[Optional[SoloProfile]], reserved_mb: Optional[float] = None) -> tuple[Optional[float], str]:
+    """Any number of jobs on one card: the reserve once, plus each job's own need."""
+    if any(p is None or p.need_mb is None for p in profiles):
         return None, "unknown"
-    bases = sorted({a.need_basis, b.need_basis} - {"cpu job"}) or ["cpu jobs"]
-    if not reserved_mb or not (a.on_gpu or b.on_gpu):
-        return a.need_mb + b.need_mb, "sum of " + " and ".join(bases)
-    own = sum(max(0.0, need - reserved_mb) if p.min_fit_mb is not None and p.on_gpu else need
-              for p, need in ((a, a.need_mb), (b, b.need_mb)))
+    known = [(p, float(p.need_mb)) for p in profiles if p is not None and p.need_mb is not None]
+    bases = sorted({p.need_basis for p, _ in known} - {"cpu job"}) or ["cpu jobs"]
+    if not reserved_mb or not any(p.on_gpu for p, _ in known):
+        return sum(n for _, n in known), "sum of " + " and ".join(bases)
+    own = sum(max(0.0, n - reserved_mb) if p.min_fit_mb is not None and p.on_gpu else n for p, n in known)
     return reserved_mb + own, "card reserve + " + " and ".join(bases)
 
 
@@ -61,13 +67,13 @@ class WholeRun:
     source: str  # "measured here" or the package's reference
 
 
-def whole_run_fit(card_mb: float, a: WholeRun, b: WholeRun) -> Fit:
-    """Both jobs' whole runs on the card their fit profiles were measured on: fits with the margin
+def whole_run_fit(card_mb: float, *runs: WholeRun) -> Fit:
+    """Every job's whole run on the card their fit profiles were measured on: fits with the margin
     to spare; tight where only the start-up or evaluation transient reaches past it (cuDNN's
-    autotuner takes less workspace where less is free, so the steady need decides whether the pair
-    runs); no where the steady need itself exceeds the card."""
-    need, steady = a.need_mb + b.need_mb, a.steady_mb + b.steady_mb
-    source = " and ".join(sorted({a.source, b.source}))
+    autotuner takes less workspace where less is free, so the steady need decides whether the jobs
+    run); no where the steady need itself exceeds the card."""
+    need, steady = sum(r.need_mb for r in runs), sum(r.steady_mb for r in runs)
+    source = " and ".join(sorted({r.source for r in runs}))
     basis = f"whole-run fit profiles ({source}): {need:.0f} MB at the peak, {steady:.0f} MB training steadily"
     spare = card_mb - need
     if steady > card_mb:

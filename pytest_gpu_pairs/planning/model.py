@@ -20,6 +20,7 @@ saving is what the shared idle power and any slowdown leave.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -100,6 +101,23 @@ def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card) -> Optional
     if load > 1.0:
         rate_a, rate_b = rate_a / load, rate_b / load
     return Base(rate_a, rate_b, weight, a.busy * b.busy)
+
+
+def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card) -> Optional[list[float]]:
+    """Every job's relative rate in a group of any size: the pair's rule with the other jobs' occupancy
+    summed (``1/r_i = 1 + busy_i x sum_j w_ij r_j busy_j``), then scaled down until the busy time adds
+    up to at most one; for two jobs, exactly ``base``. None where a profile lacks its busy fraction."""
+    if any(p.busy is None for p in profiles):
+        return None
+    busy = [float(p.busy or 0.0) for p in profiles]
+    weights = [[collision_weight(a, b, mechanism, card) for b in profiles] for a in profiles]
+    rates = [1.0] * len(profiles)
+    for _ in range(ITERATIONS):
+        rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
+                 for i in range(len(rates))]
+    occupied = [b * (1.0 if mechanism == "timeslice" else intensity(p, card)) for b, p in zip(busy, profiles)]
+    load = sum(r * o for r, o in zip(rates, occupied))
+    return [r / load for r in rates] if load > 1.0 else rates
 
 
 def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:

@@ -11,6 +11,7 @@ and that MPS was not measured.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
@@ -63,14 +64,15 @@ def _measured_basis(pair: MeasuredPair) -> str:
 
 def _measured_efficiency(pair: MeasuredPair) -> Figure:
     """The measurement, within the physical range: a mean above 2 is noise around a pair that shares
-    for free (two jobs cannot do more than both run alone), so it reads as 2 and says so."""
+    for free (two jobs cannot do more than both run alone), so it reads as 2 and says so; a group's
+    bound is its job count."""
     assert pair.efficiency is not None
-    value = pair.efficiency
+    value, bound = pair.efficiency, float(len(pair.models))
     low, high = pair.efficiency_ci or (None, None)
     basis = _measured_basis(pair)
-    if value > MAX_EFFICIENCY:
-        basis += f"; measured {value:.3f}, above the physical bound of 2: read as 2"
-    bounded = [None if v is None else _clip(v, 0.0, MAX_EFFICIENCY) for v in (value, low, high)]
+    if value > bound:
+        basis += f"; measured {value:.3f}, above the physical bound of {bound:g}: read as {bound:g}"
+    bounded = [None if v is None else _clip(v, 0.0, bound) for v in (value, low, high)]
     return Figure(bounded[0], bounded[1], bounded[2], basis)
 
 
@@ -177,6 +179,62 @@ class Planner:
             return None
         return memory.WholeRun(row.fit_need_mb, row.fit_steady_mb, f"{REFERENCE_NAME}")
 
+    def group_efficiency(self, models: Sequence[str], sharing: str, measured: bool = True) -> Figure:
+        """A group of more than two jobs: the base model of all of them, plus the correction each of its
+        pairs carries (what measured pairs taught about two of these jobs together), within ``[0, n]``;
+        the interval adds the pairs' half-widths in quadrature. No group taught the correction, and one
+        measured group is all the evidence for this rule: the basis says so."""
+        group = self.measured.groups.get((tuple(sorted(models)), sharing)) if measured else None
+        if group is not None and group.efficiency is not None:
+            return _measured_efficiency(group)
+        profiles = [self.profiles.get(m) for m in models]
+        known = [p for p in profiles if p is not None]
+        rates = model.group_rates(known, sharing, self.card) if len(known) == len(profiles) else None
+        if rates is None:
+            return Figure(None, None, None, NONE)
+        pairs = [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
+        learned, mps = self.efficiency_model, sharing == "mps"
+        busy = {p.model: p.busy or 0.0 for p in known}
+        correction = sum(learned.correction(p, mps, busy[p[0]] * busy[p[1]]) for p in pairs)
+        value = _clip(sum(rates) + correction, 0.0, float(len(models)))
+        basis = f"{LEARNED} ({learned.n}); " + GROUP_BASIS.format(n=len(models), pairs=len(pairs))
+        halves = [self._pair_half_width(p, sharing) for p in pairs]
+        if any(h is None for h in halves):
+            return Figure(value, 0.0, float(len(models)), basis, estimated=False)
+        half = math.sqrt(sum(h * h for h in halves if h is not None))
+        return Figure(value, _clip(value - half, 0.0, len(models)), _clip(value + half, 0.0, len(models)), basis)
+
+    def _pair_half_width(self, models: tuple[str, str], sharing: str) -> Optional[float]:
+        figure = self.efficiency(models, sharing)
+        if not figure.estimated or figure.value is None or figure.low is None or figure.high is None:
+            return None
+        if figure.basis.startswith(MEASURED):
+            return self.efficiency_model.half_width(sharing == "mps", figure.value)
+        return (figure.high - figure.low) / 2.0
+
+    def group(self, models: Sequence[str], card_mb: float, mechanisms: Sequence[str]) -> dict[str, Any]:
+        """A group's row, as a pair's: its efficiency per mechanism, its fit, the mechanism and what it rests on."""
+        names = sorted(models)
+        unknown = {"value": None, "interval": None, "interval_estimated": False,
+                   "basis": "energy saved is predicted for pairs only"}
+        figures: dict[str, dict[str, Any]] = {m: {"efficiency": self.group_efficiency(names, m).as_dict(),
+                                                  "energy_saved": dict(unknown), "measured_pairs": self.measured_count(m)}
+                                              for m in mechanisms}
+        fit = self.group_fit(names, card_mb)
+        recommended, note, use = recommend(figures)
+        return {"pair": names, "fit": {"verdict": fit.verdict, "need_mb": fit.need_mb, "spare_mb": fit.spare_mb,
+                                       "basis": fit.basis},
+                "mechanisms": figures, "recommended": recommended, "use": use, "note": note,
+                "rests_on": rests_on({f["efficiency"]["basis"] for f in figures.values()},
+                                     bool(self.profiled_here & set(names)))}
+
+    def group_fit(self, models: Sequence[str], card_mb: float) -> memory.Fit:
+        runs = [self.whole_run(m, card_mb) for m in models]
+        if all(r is not None for r in runs):
+            return memory.whole_run_fit(card_mb, *(r for r in runs if r is not None))
+        need, basis = memory.need_of_all([self.profiles.get(m) for m in models], self.profiles.reserved_mb)
+        return memory.verdict(card_mb, need, basis)
+
     def pair(self, models: tuple[str, str], card_mb: float, mechanisms: Sequence[str]) -> dict[str, Any]:
         key = pair_key(*models)
         figures: dict[str, dict[str, Any]] = {m: {"efficiency": self.efficiency(key, m).as_dict(), "energy_saved": self.energy_saved(key, m).as_dict(),
@@ -190,6 +248,9 @@ class Planner:
                                      bool(self.profiled_here & set(key)))}
 
 
+GROUP_BASIS = "a group of {n}: its base model plus its {pairs} pairs' corrections; interval from theirs, not calibrated on groups"
+
+
 def interval_basis(planner: Planner) -> dict[str, Any]:
     """What the efficiency intervals rest on: their confidence, and per mechanism the quantile of
     held-out errors over the scale and how many held-out errors it was taken from."""
@@ -198,22 +259,6 @@ def interval_basis(planner: Planner) -> dict[str, Any]:
             "scale": f"{ERROR_FLOOR} + max(0, (2 - E) (E - 1)) at the predicted efficiency E",
             **{("mps" if mps else "timeslice"): {"quantile": learned.quantiles.get(mps),
                                                   "held_out_errors": learned.scores.get(mps, 0)} for mps in (False, True)}}
-
-
-GROUP_REASON = ("the planner's model covers pairs: a group of {n} jobs is not predicted (its efficiency, energy and "
-                "fit are measured by its case)")
-
-
-def group_row(models: Sequence[str], measured_pairs: dict[str, int]) -> dict[str, Any]:
-    """A group of more than two jobs: no figure, each null with the reason, and nothing recommended;
-    the model was learnt from pairs, and a third job's interference is not the sum of two pairs'."""
-    reason = GROUP_REASON.format(n=len(models))
-    unknown = {"value": None, "interval": None, "interval_estimated": False, "basis": reason}
-    fit_basis = f"not predicted for a group of {len(models)} jobs"
-    return {"pair": sorted(models), "fit": {"verdict": "unknown", "need_mb": None, "spare_mb": None, "basis": fit_basis},
-            "mechanisms": {m: {"efficiency": dict(unknown), "energy_saved": dict(unknown), "measured_pairs": n}
-                           for m, n in measured_pairs.items()},
-            "recommended": None, "use": "-", "note": reason, "rests_on": "nothing"}
 
 
 def rests_on(bases: set[str], profiled_here: bool = False) -> str:
@@ -266,12 +311,13 @@ def recommend(figures: dict[str, dict[str, Any]]) -> tuple[Optional[str], str, s
 
 
 def rank(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs that fit first, by their recommended mechanism's efficiency; then unknown fit; then no fit."""
+    """Pairs and groups that fit first, by their recommended mechanism's efficiency per job (a group of
+    three can reach 3, a pair 2); then unknown fit; then no fit."""
     order = {"fits": 0, "tight": 0, "unknown": 1, "no": 2}
 
     def key(p: dict[str, Any]):
         best = p["mechanisms"][p["recommended"]]["efficiency"]["value"] if p["recommended"] else None
-        return order[p["fit"]["verdict"]], -(best if best is not None else -1.0), p["pair"]
+        return order[p["fit"]["verdict"]], -(best / len(p["pair"]) if best is not None else -1.0), p["pair"]
 
     ranked = sorted(predictions, key=key)
     for index, p in enumerate(ranked, 1):
@@ -281,10 +327,8 @@ def rank(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def plan_pairs(planner: Planner, pairs: Iterable[tuple[str, ...]], card_mb: float,
                mechanisms: Sequence[str] = model.MECHANISMS) -> list[dict[str, Any]]:
-    """Every pair predicted and ranked; a group of more jobs listed after them, with no figure and
-    the reason."""
+    """Every pair and every group of more jobs predicted and ranked together."""
     pairs = list(pairs)
     unique = sorted({pair_key(p[0], p[1]) for p in pairs if len(p) == 2})
     groups = sorted({tuple(sorted(p)) for p in pairs if len(p) > 2})
-    counts = {m: planner.measured_count(m) for m in mechanisms}
-    return rank([planner.pair(p, card_mb, mechanisms) for p in unique] + [group_row(g, counts) for g in groups])
+    return rank([planner.pair(p, card_mb, mechanisms) for p in unique] + [planner.group(g, card_mb, mechanisms) for g in groups])

@@ -6,7 +6,8 @@ pairs: the error on a workload never measured beside anything, the harder of the
 meets. Leaving one pair out (the other workloads still measured) is reported beside it. Per
 mechanism: the median and worst relative error of the efficiency, how often the stated interval
 held the measurement and how wide it was; and, for pairs measured under both mechanisms, whether
-the mechanism the blind planner recommends is the one measured better.
+the mechanism the blind planner recommends is the one measured better. A measured group of more
+jobs, which never teaches the planner, is set beside the planner's prediction for it.
 
 A measurement is a reading with noise of its own: the rows say how wide each measurement's
 interval was, and the summary is given again over the pairs measured to within ``PRECISE``.
@@ -29,9 +30,9 @@ PRECISE = 0.05  # a measurement whose interval's half-width is within 5 % of its
 class HeldOut:
     """One measured pair predicted by a planner that never saw it (nor, leaving workloads out, ``held_out``)."""
 
-    models: tuple[str, str]
+    models: tuple[str, ...]
     sharing: str
-    held_out: str  # the workload left out, or "pair" when only the pair was
+    held_out: str  # the workload left out, "pair" when only the pair was, "nothing" for a group (no group teaches)
     measured: float
     measured_ci: Optional[tuple[float, float]]
     predicted: Figure
@@ -73,12 +74,16 @@ class HeldOut:
 
 def _measured(pair: MeasuredPair) -> float:
     assert pair.efficiency is not None
-    return min(pair.efficiency, MAX_EFFICIENCY)
+    return min(pair.efficiency, MAX_EFFICIENCY * len(pair.models) / 2)
+
+
+def _two(pair: MeasuredPair) -> tuple[str, str]:
+    return pair.models[0], pair.models[1]
 
 
 def _held_out(blind: Planner, pair: MeasuredPair, held_out: str) -> HeldOut:
     return HeldOut(pair.models, pair.sharing, held_out, _measured(pair), pair.efficiency_ci,
-                   blind.efficiency(pair.models, pair.sharing))
+                   blind.efficiency(_two(pair), pair.sharing))
 
 
 def _measured_pairs(planner: Planner) -> list[MeasuredPair]:
@@ -96,7 +101,15 @@ def leave_one_workload_out(planner: Planner) -> list[HeldOut]:
 
 def leave_one_pair_out(planner: Planner) -> list[HeldOut]:
     """Each measured pair predicted by a planner without that pair (under either mechanism)."""
-    return [_held_out(planner.without(p.models), p, "pair") for p in _measured_pairs(planner)]
+    return [_held_out(planner.without(_two(p)), p, "pair") for p in _measured_pairs(planner)]
+
+
+def groups(planner: Planner) -> list[HeldOut]:
+    """Each measured group of more jobs, predicted from its jobs' profiles and its pairs' corrections
+    (no group ever teaches the planner, so nothing needs leaving out)."""
+    return [HeldOut(g.models, g.sharing, "nothing", _measured(g), g.efficiency_ci,
+                    planner.group_efficiency(g.models, g.sharing, measured=False))
+            for _, g in sorted(planner.measured.groups.items()) if g.efficiency is not None]
 
 
 def _quantile(values: Sequence[float], q: float) -> Optional[float]:
@@ -141,7 +154,7 @@ def mechanism_choice(planner: Planner, card_mb: float,
     mechanism measured better; a lead within the measurements' intervals accepts either."""
     both: dict[tuple[str, str], dict[str, MeasuredPair]] = {}
     for p in _measured_pairs(planner):
-        both.setdefault(p.models, {})[p.sharing] = p
+        both.setdefault(_two(p), {})[p.sharing] = p
     rows = []
     for models, pairs in sorted(both.items()):
         if set(pairs) != set(MECHANISMS):
@@ -169,5 +182,6 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
             "leave_one_workload_out": by_mechanism(workload_rows),
             "leave_one_pair_out": by_mechanism(pair_rows),
             "mechanism_choice": choice,
+            "groups": [r.as_dict() for r in groups(planner)],
             "predictions": {"leave_one_workload_out": [r.as_dict() for r in workload_rows],
                             "leave_one_pair_out": [r.as_dict() for r in pair_rows]}}

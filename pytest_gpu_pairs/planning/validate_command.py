@@ -93,6 +93,16 @@ def worst_table(predictions: Sequence[dict[str, Any]]) -> list[str]:
     return rows
 
 
+def group_lines(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for g in summary["groups"]:
+        interval = f"[{g['interval'][0]:.2f}, {g['interval'][1]:.2f}]" if g["interval"] else "[none estimated]"
+        ci = f"[{g['measured_ci'][0]:.2f}, {g['measured_ci'][1]:.2f}]" if g["measured_ci"] else "[-]"
+        lines.append(f"group {'+'.join(g['pair'])} ({g['sharing']}): predicted {g['predicted']:.3f} {interval}, "
+                     f"measured {g['measured']:.3f} {ci}, error {_pct(g['error'])}")
+    return lines
+
+
 def markdown(summary: dict[str, Any]) -> str:
     lines = ["# Planner validation", "",
              f"Measured pairs: {summary['measured_pairs']}; workloads: {', '.join(summary['workloads'])}. "
@@ -100,6 +110,7 @@ def markdown(summary: dict[str, Any]) -> str:
              "and by one that never saw the pair. Errors are relative to the measured efficiency (read as 2 where "
              f"it measured above); 'precise only' keeps the pairs measured to within ±{summary['precise_within']:.0%}.",
              "", *summary_table(summary), "", _choice_line(summary["mechanism_choice"]), "",
+             *(f"- {line}" for line in group_lines(summary)), "",
              "## The largest errors, leaving one workload out", "",
              *worst_table(summary["predictions"]["leave_one_workload_out"]), ""]
     return "\n".join(lines)
@@ -130,4 +141,6 @@ def run(args: argparse.Namespace) -> int:
     for line in summary_table(summary):
         print(line)
     print(_choice_line(summary["mechanism_choice"]))
+    for line in group_lines(summary):
+        print(line)
     return 0

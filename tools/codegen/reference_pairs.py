@@ -7,7 +7,8 @@ project committed from an H100: the planner's first validation (``reports/archiv
 pairs on an emulated 10 GB card, the six noisiest again with a longer cap, pcb's pairs on 8 GB),
 the 10 GB feasibility groups in three sessions and under MPS (``feasibility_10g``), the verdicts
 study's six pairs in three sessions and the predecessor's predicted pairs in three
-(``predecessor_predictions``; its group of three jobs teaches pairs nothing and is left out). Each
+(``predecessor_predictions``; its group of three jobs teaches pairs nothing and is kept apart, under
+``groups``, to check the planner's groups against). Each
 folder is read as ``gpu-pairs plan --results`` reads it, and only what the planner uses is kept:
 per pair and mechanism the mean efficiency, its interval, the energy saved, the peak memory and the
 record count; per pair the smallest emulated card it ran on and the largest it ran out of memory
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_gpu_pairs.planning.measured import Measured, read_measured
+from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, read_measured
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = (*(ROOT / "reports/archive/planner" / name for name in ("pairs-10g", "pairs-10g-long", "pairs-8g")),
@@ -37,16 +38,20 @@ def _round(value: Optional[float]) -> Optional[float]:
     return None if value is None else round(value, 6)
 
 
+def _row(p: MeasuredPair) -> dict[str, Any]:
+    return {"models": list(p.models), "sharing": p.sharing, "efficiency": _round(p.efficiency),
+            "efficiency_ci": [_round(v) for v in p.efficiency_ci] if p.efficiency_ci else None,
+            "energy_saved": _round(p.energy_saved), "peak_vram_mb": _round(p.peak_vram_mb), "records": p.records}
+
+
 def build(measured: Measured, device: str) -> dict[str, Any]:
-    pairs = [{"models": list(p.models), "sharing": p.sharing, "efficiency": _round(p.efficiency),
-              "efficiency_ci": [_round(v) for v in p.efficiency_ci] if p.efficiency_ci else None,
-              "energy_saved": _round(p.energy_saved), "peak_vram_mb": _round(p.peak_vram_mb), "records": p.records}
-             for _, p in sorted(measured.pairs.items())]
+    pairs = [_row(p) for _, p in sorted(measured.pairs.items())]
+    groups = [_row(p) for _, p in sorted(measured.groups.items())]
     fit = [{"models": list(models), "ran_mb": evidence.ran_mb, "oom_mb": evidence.oom_mb}
            for models, evidence in sorted(measured.fit.items())]
     return {"device": device, "method": "interleaved",
             "sources": [str(f.relative_to(ROOT)) for f in FOLDERS],
-            "pairs": pairs, "fit": fit, "other_method_records_skipped": measured.skipped}
+            "pairs": pairs, "groups": groups, "fit": fit, "other_method_records_skipped": measured.skipped}
 
 
 def render() -> str:

@@ -345,3 +345,54 @@ def test_a_larger_card_never_turns_a_whole_run_fit_away(need_a, share_a, need_b,
     order = {"no": 0, "tight": 1, "fits": 2}
     low, high = sorted((small, large))
     assert order[memory.whole_run_fit(high, a, b).verdict] >= order[memory.whole_run_fit(low, a, b).verdict]
+
+
+@given(profiles_strategy, profiles_strategy, st.sampled_from(model.MECHANISMS))
+def test_a_group_of_two_is_the_pair(a, b, mechanism):
+    pair = model.base(a, b, mechanism, CARD)
+    assert model.group_rates([a, b], mechanism, CARD) == pytest.approx([pair.rate_a, pair.rate_b])
+
+
+@given(st.lists(profiles_strategy, min_size=3, max_size=5), st.sampled_from(model.MECHANISMS))
+def test_a_group_is_within_its_physical_bounds(profiles, mechanism):
+    rates = model.group_rates(profiles, mechanism, CARD)
+    assert rates is not None and all(0.0 <= r <= 1.0 + 1e-9 for r in rates)
+    occupied = sum(r * p.busy * (1.0 if mechanism == "timeslice" else model.intensity(p, CARD))
+                   for r, p in zip(rates, profiles))
+    assert occupied <= 1.0 + 1e-9
+
+
+def test_idle_jobs_share_for_free_and_three_always_busy_ones_do_one_jobs_work():
+    idle = [profile(n, busy=0.0) for n in "abc"]
+    assert sum(model.group_rates(idle, "timeslice", CARD)) == pytest.approx(3.0)
+    busy = [profile(n, busy=1.0) for n in "abc"]
+    assert sum(model.group_rates(busy, "timeslice", CARD)) == pytest.approx(1.0)
+
+
+def test_a_group_is_predicted_from_its_pairs_and_a_measured_one_is_shown_as_measured():
+    profiles = parse({"idle_power_w": 70.0, "device": {"power_limit_w": 700.0},
+                      "workloads": [{"model": m, "util_avg_pct": u, "power_avg_w": 200.0, "min_fit_mb": 1000.0}
+                                    for m, u in (("a", 50), ("b", 60), ("c", 40), ("d", 30))]}, "fixture")
+    names = ("a", "b", "c", "d")
+    pairs = {((x, y), "timeslice"): MeasuredPair((x, y), "timeslice", 1.9, (1.85, 1.95), 0.2, 3000.0, 1, ("x",))
+             for i, x in enumerate(names) for y in names[i + 1:]}
+    group = MeasuredPair(("a", "b", "c"), "timeslice", 3.2, (3.0, 3.4), None, None, 3, ("x",))
+    planner = Planner(profiles, Measured(pairs, groups={(("a", "b", "c"), "timeslice"): group}))
+    blind = planner.group_efficiency(("a", "b", "c"), "timeslice", measured=False)
+    base = sum(model.group_rates([profiles.get(m) for m in "abc"], "timeslice", planner.card))
+    assert blind.value > base  # the pairs measured above their base model lift the group too
+    assert 0.0 <= blind.low <= blind.value <= blind.high <= 3.0 and "not calibrated on groups" in blind.basis
+    shown = planner.group(("c", "a", "b"), 10240, ("timeslice",))
+    figure = shown["mechanisms"]["timeslice"]["efficiency"]
+    assert figure["value"] == 3.0 and "above the physical bound of 3" in figure["basis"]
+    assert shown["pair"] == ["a", "b", "c"] and shown["fit"]["verdict"] == "fits"
+
+
+def test_a_reference_group_needs_three_models_or_is_one_line(tmp_path):
+    path = tmp_path / "reference.json"
+    path.write_text(json.dumps({"device": "x", "pairs": [], "groups": [{"models": ["a", "b"], "sharing": "timeslice",
+                                                                         "records": 1}]}))
+    with pytest.raises(SettingsError) as caught:
+        read_reference(path)
+    assert str(caught.value).startswith(f"{path}: $.groups[0].models: ") and "\n" not in str(caught.value)
+    assert read_reference().measured.groups[(("mnist", "resnet20", "resnet32"), "timeslice")].records == 3
