@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _shown(source: Optional[str]) -> Optional[str]:
+def shown(source: Optional[str]) -> Optional[str]:
     """A packaged file by its path in the package (the same on every machine), any other as given."""
     if source is None:
         return None
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}")
         return 2
     planner = Planner(profiles, measured)
-    summary = {"profiles": _shown(profiles.source), "reference": _shown(reference), "results": list(args.results),
+    summary = {"profiles": shown(profiles.source), "reference": shown(reference), "results": list(args.results),
                "interval": interval_basis(planner), **validate(planner, args.gpu_memory_mb)}
     if not any(summary["measured_pairs"].values()):
         print("error: no measured pair to validate on (give --results folders with concurrent cases on a GPU)")

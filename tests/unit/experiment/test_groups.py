@@ -121,7 +121,7 @@ def test_the_predecessors_predictions_load_with_their_three_job_stress_test():
     assert "st3-resnet20+resnet32+mnist-default-concurrent" in [c.id for c in cases]
 
 
-def test_the_planner_lists_a_group_with_no_figure_and_the_reason(tmp_path: Path, capsys):
+def test_the_planner_predicts_a_group_and_shows_the_measured_one(tmp_path: Path, capsys):
     settings = tmp_path / "three.json"
     settings.write_text(json.dumps({"name": "three", "pairs": [
         {"group": "g3", "foreground": job("resnet20"), "backgrounds": [job("resnet32"), job("mnist")]},
@@ -129,9 +129,14 @@ def test_the_planner_lists_a_group_with_no_figure_and_the_reason(tmp_path: Path,
     assert gpu_pairs(["plan", str(settings), "--json", "--out", str(tmp_path)]) == 0
     plan = json.loads(capsys.readouterr().out)
     three = next(p for p in plan["pairs"] if len(p["pair"]) == 3)
-    assert three["pair"] == ["mnist", "resnet20", "resnet32"] and three["recommended"] is None
-    assert three["fit"]["verdict"] == "unknown" and three["fit"]["need_mb"] is None
-    for figures in three["mechanisms"].values():
-        assert figures["efficiency"]["value"] is None and "a group of 3 jobs is not predicted" in figures["efficiency"]["basis"]
+    assert three["pair"] == ["mnist", "resnet20", "resnet32"] and three["recommended"] in ("timeslice", "mps")
+    assert three["fit"]["verdict"] == "fits" and three["fit"]["need_mb"] > 0
+    slicing = three["mechanisms"]["timeslice"]["efficiency"]
+    assert slicing["basis"].startswith("measured pair (H100 reference, 3 record(s))")  # the package measured this group
+    low, high = slicing["interval"]
+    assert 0.0 <= low <= slicing["value"] <= high <= 3.0
+    mps = three["mechanisms"]["mps"]["efficiency"]
+    assert "not calibrated on groups" in mps["basis"] and 0.0 <= mps["value"] <= 3.0
+    assert three["mechanisms"]["mps"]["energy_saved"]["value"] is None
     two = next(p for p in plan["pairs"] if len(p["pair"]) == 2)
     assert two["mechanisms"]["timeslice"]["efficiency"]["value"] is not None
