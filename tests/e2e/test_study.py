@@ -19,11 +19,11 @@ def test_a_study_pair_and_a_repeated_case_run_on_cpu(pytester):
     defaults = {"restart_delay_s": 0.5, "timeout_s": 300}
     study = _write(pytester.path / "study.json", {
         "name": "study", "design": "hp_study", "defaults": defaults, "vary": {"learning_rate": [0.2, 5.0]},
-        "pairs": [{"group": "s1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 3}},
+        "pairs": [{"group": "s1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 2}},
                    "background": {"model": "mnist", "hyperparameters": {"epochs": 4}}}]})
     repeated = _write(pytester.path / "repeated.json", {
         "name": "repeated", "defaults": {**defaults, "method": "epoch", "runs_per_config": 2},
-        "pairs": [{"group": "r1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 2}},
+        "pairs": [{"group": "r1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 1}},
                    "background": {"model": "mnist", "hyperparameters": {"epochs": 4}}}]})
     out = pytester.path / "results"
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", study, "--gpu-pairs-settings", repeated,
@@ -55,5 +55,5 @@ def test_a_study_pair_and_a_repeated_case_run_on_cpu(pytester):
               for i in (1, 2)]
     assert [r["fg_duration_s"] for r in rounds] == [r["fg_duration_s"] for r in repeated_info["rounds"]]
     baselines = [json.loads(p.read_text()) for p in (out / "_solo").glob("*/result.json")]
-    assert [(b["mode"], b["fg_model"], b["fg_hparams"]["epochs"]) for b in baselines] == [("solo", "mnist_ff", 2)]
+    assert [(b["mode"], b["fg_model"], b["fg_hparams"]["epochs"]) for b in baselines] == [("solo", "mnist_ff", 1)]
     assert jobs_started_under(out) == []
