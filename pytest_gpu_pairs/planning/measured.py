@@ -1,12 +1,14 @@
 """Measured pairs in: every concurrent case of any number of results folders (or benchmark JSON
 files), through ``record.store``, the only reader of records, and the H100 reference pairs the
 package carries. A pair's figures are the mean over the records of the same two workloads and
-mechanism; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``). A
-bad record or reference file is one line naming the file and the JSON path.
+mechanism; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``); a
+group of more jobs is kept apart (it teaches no pair). A bad record or reference file is one line
+naming the file and the JSON path.
 
-The reference (``reference_pairs.json``, made by ``tools/codegen/reference_pairs.py``) is the 27 pairs
-the planner was validated on, measured on an H100 with the interleaved method; a pair measured in
-a results folder of the user's replaces the reference's figures of the same pair and mechanism.
+The reference (``reference_pairs.json``, made by ``tools/codegen/reference_pairs.py``) is every pair
+(and group) the project measured with the default (interleaved) method on an H100 and committed; a
+pair measured in a results folder of the user's replaces the reference's figures of the same pair
+and mechanism.
 """
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def _gpu_counts(text: str) -> tuple[int, ...]:
     return tuple(sorted({count for count in counts if count is not None}))
 
 
-def _card_mb(text: str) -> float:
+def card_size_mb(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -68,7 +68,7 @@ def _card_mb(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("settings", nargs="+", metavar="SETTINGS", help="experiment files, as --gpu-pairs-settings")
-    parser.add_argument("--gpu-memory-mb", type=_card_mb, default=None, metavar="N",
+    parser.add_argument("--gpu-memory-mb", type=card_size_mb, default=None, metavar="N",
                         help="the card the pairs are planned for (default: the profiled card's memory)")
     parser.add_argument("--sharing", type=sharing_modes, default=MECHANISMS, metavar="MODES",
                         help="mechanisms to predict and choose from: timeslice, mps or timeslice,mps (default)")

@@ -17,12 +17,13 @@ from typing import Any, Optional
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import read_measured
-from pytest_gpu_pairs.planning.plan import with_reference
+from pytest_gpu_pairs.planning.plan import card_size_mb, with_reference
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis
 from pytest_gpu_pairs.planning.profiles import read_profiles
 from pytest_gpu_pairs.planning.validate import validate
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, json_text
 
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 SCHEMES = {"leave_one_workload_out": "leave one workload out", "leave_one_pair_out": "leave one pair out"}
 WORST_SHOWN = 10
 
@@ -34,13 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the H100 reference pairs the package carries: validate on --results only")
     parser.add_argument("--profiles", default=None, metavar="FILE",
                         help="solo workload profiles (default: the H100 profiles the package carries)")
-    parser.add_argument("--gpu-memory-mb", type=float, default=81_559.0, metavar="N",
+    parser.add_argument("--gpu-memory-mb", type=card_size_mb, default=81_559.0, metavar="N",
                         help="the card the recommendations are made for (default: the H100's 81559 MB)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json and validation.md here")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def shown(source: Optional[str]) -> Optional[str]:

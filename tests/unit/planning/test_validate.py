@@ -108,3 +108,19 @@ def test_plan_validate_without_any_measured_pair_or_with_a_bad_folder_says_so_in
     assert line.startswith("error: ") and line.count("\n") == 1 and "result.json" in line
     assert not (tmp_path / "out").exists()  # nothing half-written
 
+
+
+def test_the_study_sets_its_own_pairs_beside_what_the_planner_says_without_them(tmp_path):
+    from pytest_gpu_pairs.record.store import save_result
+    from pytest_gpu_pairs.studies.collates import planner_validation
+
+    record = {"case_id": "f01-mrt_oast+siamese-default-concurrent", "mode": "concurrent", "fg_model": "mrt_oast",
+              "bg_model": "siamese", "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H200",
+              "concurrency_efficiency": 1.884, "concurrency_efficiency_ci": [1.821, 1.947], "oom": False}
+    save_result(tmp_path / "fresh" / record["case_id"], record)
+    summary = planner_validation.summarize(tmp_path, ROOT)
+    (fresh,) = summary["fresh"]
+    assert fresh["pair"] == ["mrt_oast", "siamese"] and fresh["measured"] == 1.884
+    assert fresh["predicted"] is not None and fresh["error"] == pytest.approx(abs(fresh["predicted"] - 1.884) / 1.884)
+    assert "| mrt_oast+siamese | timeslice | 1.884 [1.821, 1.947] |" in planner_validation.table(summary)
+    assert planner_validation.summarize(tmp_path / "nothing", ROOT)["fresh"] == []
