@@ -3,7 +3,8 @@
 For every workload of the measured pairs, a planner is built without any pair containing it (its
 correction and its calibrated intervals learnt from the rest only) and predicts each of those
 pairs: the error on a workload never measured beside anything, the harder of the two cases a user
-meets. Leaving one pair out (the other workloads still measured) is reported beside it. Per
+meets. Leaving one pair out (the other workloads still measured) is reported beside it, and the
+base model alone (no measured pair at all: what the solo profiles carry). Per
 mechanism: the median and worst relative error of the efficiency, how often the stated interval
 held the measurement and how wide it was; and, for pairs measured under both mechanisms, whether
 the mechanism the blind planner recommends is the one measured better. A measured group of more
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from pytest_gpu_pairs.planning.measured import MeasuredPair
+from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner
 
@@ -104,6 +105,13 @@ def leave_one_pair_out(planner: Planner) -> list[HeldOut]:
     return [_held_out(planner.without(_two(p)), p, "pair") for p in _measured_pairs(planner)]
 
 
+def base_model_alone(planner: Planner) -> list[HeldOut]:
+    """Each measured pair predicted from the solo profiles alone, no measured pair behind it: what the
+    physical base model carries, against what the learned correction adds."""
+    blind = replace(planner, measured=Measured())
+    return [_held_out(blind, p, "every pair") for p in _measured_pairs(planner)]
+
+
 def groups(planner: Planner) -> list[HeldOut]:
     """Each measured group of more jobs, predicted from its jobs' profiles and its pairs' corrections
     (no group ever teaches the planner, so nothing needs leaving out)."""
@@ -181,6 +189,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
             "precise_within": PRECISE,
             "leave_one_workload_out": by_mechanism(workload_rows),
             "leave_one_pair_out": by_mechanism(pair_rows),
+            "base_model_alone": by_mechanism(base_model_alone(planner)),
             "mechanism_choice": choice,
             "groups": [r.as_dict() for r in groups(planner)],
             "predictions": {"leave_one_workload_out": [r.as_dict() for r in workload_rows],
