@@ -4,10 +4,12 @@ as 2; and `gpu-pairs plan-validate` on the package's H100 reference."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from pytest_gpu_pairs.cli import main as gpu_pairs
+from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
 from pytest_gpu_pairs.planning.predict import Planner
 from pytest_gpu_pairs.planning.profiles import parse
@@ -118,9 +120,16 @@ def test_the_study_sets_its_own_pairs_beside_what_the_planner_says_without_them(
               "bg_model": "siamese", "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H200",
               "concurrency_efficiency": 1.884, "concurrency_efficiency_ci": [1.821, 1.947], "oom": False}
     save_result(tmp_path / "fresh" / record["case_id"], record)
+    shutil.copy(ROOT / "reports/reference/planner_validation/plan.json", tmp_path / "plan.json")
     summary = planner_validation.summarize(tmp_path, ROOT)
     (fresh,) = summary["fresh"]
     assert fresh["pair"] == ["mrt_oast", "siamese"] and fresh["measured"] == 1.884
     assert fresh["predicted"] is not None and fresh["error"] == pytest.approx(abs(fresh["predicted"] - 1.884) / 1.884)
+    assert fresh["planned_before"]["value"] == pytest.approx(1.79307, abs=1e-5)  # what the plan said before the run
     assert "| mrt_oast+siamese | timeslice | 1.884 [1.821, 1.947] |" in planner_validation.table(summary)
+    assert "| 1.793 [1.576, 2.000] |" in planner_validation.table(summary)
     assert planner_validation.summarize(tmp_path / "nothing", ROOT)["fresh"] == []
+    (tmp_path / "plan.json").write_text(json.dumps({"pairs": [{"pair": ["a", "b"], "mechanisms": {"timeslice": 3}}]}))
+    with pytest.raises(SettingsError) as caught:
+        planner_validation.summarize(tmp_path, ROOT)
+    assert str(caught.value).startswith(f"{tmp_path / 'plan.json'}: $.pairs[0].mechanisms.timeslice.efficiency: ")
