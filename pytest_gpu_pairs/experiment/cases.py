@@ -14,6 +14,7 @@ suite's ids (its reference results, the baselines compared with them, ``-k g01``
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -189,6 +190,19 @@ class Case:
         return tuple(job.model for job in self.jobs)
 
 
+REPLICATE_SUFFIX = re.compile(r"_s(\d+)$")
+
+
+def dependency_group(case: Case) -> Optional[str]:
+    """The cases that must run in one process, in their order: an hp_study pair's replicate (its
+    solo runs are the baselines its concurrent runs are compared with, measured once per session).
+    None for a case that needs no other."""
+    if case.design != "hp_study":
+        return None
+    seed = REPLICATE_SUFFIX.search(case.variant)
+    return f"{case.group}-s{seed.group(1)}" if seed else case.group
+
+
 def case_id(group: str, fg: str, bg: Optional[str], variant: str, mode: str, more: Sequence[str] = ()) -> str:
     return f"{group}-{'+'.join([fg, bg or 'none', *more])}-{variant}-{mode}"
 
@@ -310,13 +324,15 @@ def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     """Per seed (the replicate: every job of it, A and B, trains from that seed) and pair: the
     background A alone, the varied foreground B alone in every variant, then every variant of B
     concurrent with A at default. Solo runs come first, so the concurrent cases find their baselines
-    measured; a solo job several pairs need is one case, under the first pair. A whole replicate comes
-    before the next, so a study stopped part way holds complete replicates."""
+    measured. Each pair's replicate holds its own solo cases (a dependency group: one process runs
+    it, on any worker, with nothing measured elsewhere); a solo job two pairs share is measured once
+    per process and reported by the second pair's case. A whole replicate comes before the next, so a
+    study stopped part way holds complete replicates."""
     cases: list[Case] = []
-    solo_jobs: set[JobConfig] = set()
     replicates: list[Optional[int]] = list(experiment.seeds) if experiment.seeds else [None]
     for seed in replicates:
         for index, pair in enumerate(experiment.pairs):
+            solo_jobs: set[JobConfig] = set()
             varied = seeded(experiment, index, job_config(experiment, pair.fg_ref), seed)
             load = seeded(experiment, index, job_config(experiment, pair.bg_refs[0]), seed)
             variants = [(_replicate(v, seed), job) for v, job in study_variants(experiment, pair, varied, index)]

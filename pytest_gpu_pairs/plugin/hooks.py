@@ -30,6 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu_pairs: a case generated from a gpu-pairs settings file")
+    if not config.pluginmanager.has_plugin("xdist"):
+        config.addinivalue_line("markers", "xdist_group(name): cases that run in one process, in their order")
     if not gpu_options.in_use(config):
         return
     if is_controller(config):
@@ -227,10 +229,13 @@ def pytest_runtestloop(session: pytest.Session):
 
 
 def _marks(case) -> list:
-    from pytest_gpu_pairs.experiment.cases import unavailable_reason
+    from pytest_gpu_pairs.experiment.cases import dependency_group, unavailable_reason
     from pytest_gpu_pairs.plugin.benchmark import benchmark_marks
 
     marks = [pytest.mark.gpu_pairs, *benchmark_marks(case)]
+    group = dependency_group(case)
+    if group is not None:
+        marks.append(pytest.mark.xdist_group(group))  # with --dist loadgroup: one worker, in order
     reason = unavailable_reason(case)
     if reason:
         marks.append(pytest.mark.skip(reason=reason))

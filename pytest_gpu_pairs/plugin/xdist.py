@@ -256,8 +256,7 @@ def write_benchmark_json(config: pytest.Config, gathered: Gathered) -> None:
 
 
 def longest_first(config: pytest.Config, items: list, case_fixture: str) -> None:
-    """A worker's items in the hand-out order: cases by their estimate in a fresh session, longest
-    first, ties by case id; other tests after them, in their order."""
+    """A worker's items in the hand-out order (``handout_rank``); other tests after them, in their order."""
     from pytest_gpu_pairs.planning.estimate import case_costs
     from pytest_gpu_pairs.plugin.plan import own_profiles, planned_device
     from pytest_gpu_pairs.plugin.stash import gpu_pairs_session
@@ -269,11 +268,26 @@ def longest_first(config: pytest.Config, items: list, case_fixture: str) -> None
     device = "cpu" if options.device == "cpu" else ("cuda" if options.gpu is not None else planned_device(options.device))
     own = own_profiles(session, strict=False)
     cost = {c.case_id: c.fresh_s for c in case_costs(list(cases.values()), options, device, own=own)}
+    rank = handout_rank(list(cases.values()), cost)
 
     def key(pair):
         position, item = pair
         params = getattr(getattr(item, "callspec", None), "params", {})
         case = params.get(case_fixture)
-        return (0, -cost[case.id], case.id, position) if case is not None else (1, 0.0, "", position)
+        return (0, *rank[case.id], position) if case is not None else (1, 0.0, "", position)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+
+
+def handout_rank(cases: Sequence[Any], cost: dict[str, float]) -> dict[str, tuple[float, str]]:
+    """Each case's place in the hand-out: by its estimate in a fresh session, longest first, ties by
+    case id. Cases of one dependency group (``experiment.cases.dependency_group``, which ``--dist
+    loadgroup`` gives to one worker) share their group's place, its whole estimate, and keep their
+    settings order among themselves (the caller breaks the tie by position)."""
+    from pytest_gpu_pairs.experiment.cases import dependency_group
+
+    unit = {case.id: dependency_group(case) or case.id for case in cases}
+    unit_cost: dict[str, float] = {}
+    for case_id, name in unit.items():
+        unit_cost[name] = unit_cost.get(name, 0.0) + cost[case_id]
+    return {case_id: (-unit_cost[name], name) for case_id, name in unit.items()}

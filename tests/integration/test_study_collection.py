@@ -6,8 +6,8 @@ def test_collecting_the_shipped_study_lists_its_cases_and_selects_variants(pytes
     pytester.makepyfile(test_suite=SUITE)
     study = REPO / "settings" / "concurrent_hp_study.json"
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", study, "--collect-only", "-q")
-    result.stdout.fnmatch_lines(["*test_pair[[]hp01-mnist+none-default-solo[]]", "107 tests collected*"])
+    result.stdout.fnmatch_lines(["*test_pair[[]hp01-mnist+none-default-solo[]]", "132 tests collected*"])
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", study, "--collect-only", "-q",
                                            "-k", "densenet121 and lr_max and hp01")
     result.stdout.fnmatch_lines(["*hp01-densenet121+none-lr_max-solo*", "*hp01-densenet121+mnist-lr_max-concurrent*",
-                                 "2/107 tests collected*"])
+                                 "2/132 tests collected*"])

@@ -1,4 +1,4 @@
-"""The hp_study design: 11 runs per pair, ids that select variants, solo runs shared across pairs."""
+"""The hp_study design: 11 runs per pair, ids that select variants, each pair with its own solo cases."""
 import re
 
 import pytest
@@ -23,21 +23,23 @@ def study(pairs, **top):
 
 
 def runs_of_pair(cases, group, varied_model, load_model):
-    """The 11 runs of one pair: its concurrent cases, and the solo cases of its jobs wherever listed."""
+    """The 11 runs of one pair: its concurrent cases, and its own solo cases of its jobs."""
     concurrent = [c for c in cases if c.group == group and c.mode == "concurrent"]
     jobs = {c.fg for c in concurrent} | {concurrent[0].bg}
-    solos = [c for c in cases if c.mode == "solo" and c.fg in jobs]
+    solos = [c for c in cases if c.group == group and c.mode == "solo" and c.fg in jobs]
     return concurrent, solos
 
 
-def test_shipped_study_has_the_seeds_twelve_pairs_and_132_runs_with_solo_runs_shared():
+def test_shipped_study_has_twelve_pairs_and_132_runs_each_pair_with_its_own_solo_cases():
     cases = expand(load_experiment(STUDY))
     experiment = load_experiment(STUDY)
     assert len(experiment.pairs) == 12
-    per_pair = [runs_of_pair(cases, p.group, p.foreground.model, p.background.model) for p in experiment.pairs]
-    assert all(len(conc) == 5 and len(solo) == 6 for conc, solo in per_pair)
-    assert sum(len(conc) + len(solo) for conc, solo in per_pair) == 132
-    assert len(cases) == 107 == 60 + len({c.fg for c in cases if c.mode == "solo"})
+    for p in experiment.pairs:
+        mine = [c for c in cases if c.group == p.group]
+        assert sum(c.mode == "concurrent" for c in mine) == 5 and sum(c.mode == "solo" for c in mine) == 6
+        assert {c.fg for c in mine if c.mode == "solo"} == {c.fg for c in mine} | {mine[-1].bg}
+    assert len(cases) == 132
+    assert len({c.fg for c in cases if c.mode == "solo"}) == 47  # jobs two pairs share: measured once per process
     assert len({c.id for c in cases}) == len(cases) and all(ID.match(c.id) for c in cases)
 
 
@@ -53,7 +55,8 @@ def test_study_ids_name_the_variant_and_the_solo_runs_come_first():
     position = {c.id: i for i, c in enumerate(cases)}
     for case in cases:
         if case.mode == "concurrent":
-            solo_positions = [position[s.id] for s in cases if s.mode == "solo" and s.fg in (case.fg, case.bg)]
+            solo_positions = [position[s.id] for s in cases
+                              if s.group == case.group and s.mode == "solo" and s.fg in (case.fg, case.bg)]
             assert len(solo_positions) == 2 and max(solo_positions) < position[case.id]
 
 
@@ -127,7 +130,7 @@ def test_the_design_always_gives_eleven_runs_per_pair(models, epochs):
         assert len(solos) == 6 or load in varied_jobs  # A and B the very same job: one solo run is both
         assert concurrent[0].bg.model == bg and all(c.fg.model == fg for c in concurrent)
     assert len({c.id for c in cases}) == len(cases)
-    assert len({c.fg for c in cases if c.mode == "solo"}) == sum(c.mode == "solo" for c in cases)
+    assert len({(c.group, c.fg) for c in cases if c.mode == "solo"}) == sum(c.mode == "solo" for c in cases)
 
 
 def varied_pair(model, hyperparameters=None, vary=None):
