@@ -1,0 +1,541 @@
+"""Collate the hyperparameter study: does sharing the GPU for a whole run change how B's learning
+rate and epochs act on B's energy and accuracy, and what does B's setting do to A beside it?
+
+One analysis, from which ``summary.json``, ``summary.md``, ``stats.csv`` and the interaction plots
+all come. Its unit of replication is the seed: each seed is a replicate of the whole design (A and
+B train from it), so every model below carries a seed term and its intervals rest on the spread
+between seeds, not between repeats of one arithmetic.
+
+- **Runs.** One row per case record (``runs_per_config`` 1). A concurrent run counts only when its
+  background covered at least ``min_coverage`` (0.95) of it and nothing failed; the others are
+  listed under ``excluded`` with the reason, never averaged in.
+- **x.** Per factor, B's runs at the default and the factor's two bounds: ``log10(lr / lr_default)``
+  (-0.7, 0, +0.7) or ``epochs / epochs_default`` (0.5, 1, 1.5).
+- **Outcomes of B.** ``energy``: B's own share of the card's energy above idle; ``card_energy``: the
+  whole card's over B's run; ``combined_energy``: the card's energy per solo-second of work done,
+  B's run plus A's progress in it (A's steps over its solo pace), so sharing is credited with A's
+  work (a solo run's work is its own length); each relative to the pair's mean solo default run.
+  ``accuracy``: B's metric (``ACCURACY_METRICS``). ``cpu_energy``: RAPL, where the host exposes it.
+- **(3) Interaction.** ``y ~ seed + x + shared + x:shared`` by least squares; the ``x:shared``
+  coefficient (the slope's change when shared), its 95 % Student-t interval and p. The same fit's
+  sequential sums of squares say how much of the spread is the seed's and how much sharing's.
+- **(1) Best value.** The level whose mean over seeds is best (accuracy highest, energy lowest),
+  alone and shared; where they differ, per seed the shared runs' gain of the shared-best level
+  over the solo-best one, with its t interval and p.
+- **(2) A beside B.** A's pace (progress ratio), energy per step and accuracy (the mean over its runs
+  that B's run covered whole) against B's x, concurrent runs only: ``y ~ seed + x``.
+- **(4) Energy-best against accuracy-best.** Per seed and mode, whether the level of least B energy
+  is the level of best accuracy: the share that agree, its Clopper-Pearson interval, and a binomial
+  test against the 1 in 3 of chance.
+
+    gpu-pairs study collect hp_study --out reports/reference/hp_study
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from scipy import stats
+
+from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.record.store import atomic_write_csv, atomic_write_json, atomic_write_text, load_run
+
+FOLDERS = ("results-mrt_oast", "results-hp01")
+FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
+B_OUTCOMES = ("accuracy", "energy", "card_energy", "combined_energy")
+RELATIVE = ("energy", "card_energy", "combined_energy")
+A_OUTCOMES = ("a_pace", "a_energy_per_step", "a_accuracy")
+ACCURACY_METRICS = {"mrt_oast": "auc"}
+"""B's accuracy where its primary metric is not the one that moves: mrt_oast's accuracy is taken at a
+fixed 0.9 score threshold, which runs of minutes often leave at chance; the ROC AUC of the same test
+pairs needs no threshold. Every other model is judged by its record's ``perf_metric``."""
+MIN_FULL_CYCLE = 0.95  # an A run counts towards A's accuracy beside B when B's run covered this much of it
+SEED = re.compile(r"^(?P<variant>.+)_s(?P<seed>\d+)$")
+STATS_HEADER = ("pair", "question", "factor", "outcome", "term", "estimate", "ci95_low", "ci95_high", "p", "n",
+                "note")
+
+
+def number(value: Any) -> Optional[float]:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def split_variant(variant: str) -> tuple[str, Optional[int]]:
+    match = SEED.match(variant or "")
+    return (match["variant"], int(match["seed"])) if match else (variant, None)
+
+
+def combined_work_s(record: Any) -> Optional[float]:
+    """Solo-seconds of work in B's run: B's whole run, plus A's steps over A's solo pace."""
+    if record.get("mode") == "solo":
+        return number(record.get("fg_duration_s"))
+    b_work = number(record.get("fg_solo_duration_s"))
+    a_steps, a_pace = number(record.get("bg_steps_in_window")), number(record.get("bg_solo_steps_per_s"))
+    if b_work is None or a_steps is None or not a_pace:
+        return None
+    return b_work + a_steps / a_pace
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def a_accuracy(record: Any) -> tuple[Optional[float], int]:
+    """A's metric, the mean over its runs that B's run covered whole, and how many there were."""
+    model = BUILTINS.get(record.get("bg_model") or "")
+    if model is None:
+        return None, 0
+    metric = model.primary_metric
+    values = [number((c.get("metrics") or {}).get(metric)) for c in record.get("bg_cycle_perf") or []
+              if (number(c.get("shared")) or 0.0) >= MIN_FULL_CYCLE]
+    values = [v for v in values if v is not None]
+    return (sum(values) / len(values) if values else None), len(values)
+
+
+def row_of(pair: str, record: Any) -> dict[str, Any]:
+    variant, seed = split_variant(record.get("variant"))
+    model = record.get("fg_model")
+    metric = ACCURACY_METRICS.get(model, record.get("perf_metric"))
+    a_acc, a_runs = a_accuracy(record) if record.get("mode") == "concurrent" else (None, 0)
+    a_steps = number(record.get("bg_steps_in_window"))
+    return {"pair": pair, "case_id": record.get("case_id"), "variant": variant, "seed": seed,
+            "mode": record.get("mode"), "model": model, "a_model": record.get("bg_model"),
+            "hparams": record.get("fg_hparams") or {}, "metric": metric,
+            "accuracy": number((record.get("perf") or {}).get(metric)) if metric else None,
+            "energy": number(record.get("fg_gpu_energy_j")), "card_energy": number(record.get("gpu_energy_j")),
+            "combined_energy": _ratio(number(record.get("gpu_energy_j")), combined_work_s(record)),
+            "cpu_energy": number(record.get("cpu_energy_j")),
+            "duration_s": number(record.get("fg_duration_s")), "coverage": number(record.get("bg_coverage")),
+            "min_coverage": number(record.get("min_coverage")),
+            "a_pace": number(record.get("bg_progress_ratio")),
+            "a_energy_per_step": _ratio(number(record.get("bg_gpu_energy_j")), a_steps),
+            "a_accuracy": a_acc, "a_full_runs": a_runs, "failure": record.get("failure"),
+            "complete": record.get("complete"), "cpu_note": (record.get("notes") or {}).get("cpu_energy_j")}
+
+
+def observations(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for path in paths:
+        for case_id, record in sorted(load_run(path).records.items()):
+            if record.get("design") == "hp_study":
+                rows.append(row_of(case_id.split("-")[0], record))
+    return rows
+
+
+def exclusion(row: dict[str, Any]) -> Optional[str]:
+    if row["failure"] or row["complete"] is False:
+        return f"failed: {row['failure'] or 'incomplete'}"
+    if row["seed"] is None:
+        return "no seed: not a replicate of this study"
+    if row["mode"] == "concurrent":
+        needed = row["min_coverage"] if row["min_coverage"] is not None else MIN_FULL_CYCLE
+        if row["coverage"] is None or row["coverage"] < needed:
+            return f"the background covered {row['coverage']} of the run, below {needed:g}"
+    return None
+
+
+def varied_model(rows: list[dict[str, Any]], pair: str) -> Optional[str]:
+    models = {r["model"] for r in rows if r["pair"] == pair and r["mode"] == "concurrent"}
+    return models.pop() if len(models) == 1 else None
+
+
+def factor_rows(rows: list[dict[str, Any]], pair: str, factor: str) -> list[dict[str, Any]]:
+    """B's counted runs of the pair at its default and the factor's bounds, alone and shared, each with its x."""
+    model = varied_model(rows, pair)
+    wanted = ("default", *FACTORS[factor])
+    mine = [r for r in rows if r["pair"] == pair and r["model"] == model and r["variant"] in wanted]
+    defaults = [r["hparams"].get(factor) for r in mine if r["variant"] == "default"]
+    default = number(defaults[0]) if defaults else None
+    if not default:
+        return []
+    out = []
+    for r in mine:
+        value = number(r["hparams"].get(factor))
+        if value:
+            x = math.log10(value / default) if factor == "learning_rate" else value / default
+            out.append({**r, "x": round(x, 6), "shared": r["mode"] == "concurrent"})
+    return out
+
+
+def relative(data: list[dict[str, Any]], outcome: str) -> list[dict[str, Any]]:
+    """``y``: the outcome, an energy over the mean of the pair's solo default runs."""
+    scale = 1.0
+    if outcome in RELATIVE:
+        base = [r[outcome] for r in data if r["variant"] == "default" and not r["shared"] and r[outcome] is not None]
+        if not base:
+            return []
+        scale = sum(base) / len(base)
+    return [{**r, "y": r[outcome] / scale} for r in data if r[outcome] is not None]
+
+
+def ols(columns: dict[str, np.ndarray], y: np.ndarray) -> Optional[dict[str, Any]]:
+    """Least squares with each named coefficient's 95 % t interval and p, and each column's
+    sequential sum of squares (in the order given); None without residual freedom or full rank."""
+    names = list(columns)
+    design = np.column_stack([columns[name] for name in names])
+    n, k = design.shape
+    coef, _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
+    if rank < k or n <= k:
+        return None
+    residual = y - design @ coef
+    df = n - k
+    variance = float(residual @ residual) / df
+    cov = variance * np.linalg.inv(design.T @ design)
+    t = float(stats.t.ppf(0.975, df))
+    out: dict[str, Any] = {"n": n, "df": df, "terms": {}, "ss": {}, "ss_residual": float(residual @ residual)}
+    for i, name in enumerate(names):
+        se = math.sqrt(max(cov[i, i], 0.0))
+        p = float(2 * stats.t.sf(abs(coef[i]) / se, df)) if se > 0 else (1.0 if coef[i] == 0 else 0.0)
+        out["terms"][name] = {"estimate": float(coef[i]), "ci95": [float(coef[i] - t * se), float(coef[i] + t * se)],
+                              "p": p, "se": se}
+    previous = float(((y - y.mean()) ** 2).sum())
+    for i in range(1, k + 1):
+        part = design[:, :i]
+        fitted = part @ np.linalg.lstsq(part, y, rcond=None)[0]
+        left = float(((y - fitted) ** 2).sum())
+        out["ss"][names[i - 1]] = max(previous - left, 0.0) if i > 1 else 0.0
+        previous = left
+    return out
+
+
+def seed_columns(data: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """An intercept and one column per seed after the first: the seed as a block."""
+    seeds = sorted({r["seed"] for r in data})
+    columns = {"intercept": np.ones(len(data))}
+    for seed in seeds[1:]:
+        columns[f"seed_{seed}"] = np.array([float(r["seed"] == seed) for r in data])
+    return columns
+
+
+def _missing(reason: str) -> dict[str, Any]:
+    return {"estimate": None, "reason": reason}
+
+
+def _term(fit: dict[str, Any], name: str) -> dict[str, Any]:
+    term = fit["terms"][name]
+    return {"estimate": term["estimate"], "ci95": term["ci95"], "p": term["p"], "n_runs": fit["n"]}
+
+
+def interaction(data: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sub-question 3: the slope's change when shared, seed as the block; and the shares of the
+    spread that the seed and sharing explain."""
+    if len({r["x"] for r in data if r["shared"]}) < 2 or len({r["x"] for r in data if not r["shared"]}) < 2:
+        return _missing("fewer than two levels in a mode have run")
+    x = np.array([r["x"] for r in data])
+    shared = np.array([float(r["shared"]) for r in data])
+    y = np.array([r["y"] for r in data])
+    if float(np.ptp(y)) == 0.0:
+        return _missing(f"every run read the same ({y[0]:g}): no slope to compare")
+    fit = ols({**seed_columns(data), "x": x, "shared": shared, "x_shared": x * shared}, y)
+    if fit is None:
+        return _missing(f"too few runs ({len(data)}) for seed, x, sharing and their interaction")
+    total = sum(fit["ss"].values()) + fit["ss_residual"]
+    seed_ss = sum(v for k, v in fit["ss"].items() if k.startswith("seed_"))
+    answer = _term(fit, "x_shared")
+    answer["spread_share"] = {"seed": seed_ss / total, "x": fit["ss"]["x"] / total,
+                              "sharing": (fit["ss"]["shared"] + fit["ss"]["x_shared"]) / total,
+                              "residual": fit["ss_residual"] / total} if total > 0 else None
+    answer["slope_solo"] = fit["terms"]["x"]["estimate"]
+    answer["n_seeds"] = len({r["seed"] for r in data})
+    return answer
+
+
+def level_means(data: list[dict[str, Any]], shared: bool) -> dict[float, float]:
+    by: dict[float, list[float]] = {}
+    for r in data:
+        if r["shared"] == shared:
+            by.setdefault(r["x"], []).append(r["y"])
+    return {x: sum(v) / len(v) for x, v in sorted(by.items())}
+
+
+def _best(means: dict[float, float], higher: bool) -> Optional[float]:
+    if not means:
+        return None
+    return (max if higher else min)(means, key=lambda x: (means[x], -x if higher else x))
+
+
+def t_interval(values: Sequence[float]) -> dict[str, Any]:
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return {"estimate": mean, "ci95": None, "p": None, "n_seeds": n}
+    sd = float(np.std(values, ddof=1))
+    se = sd / math.sqrt(n)
+    half = float(stats.t.ppf(0.975, n - 1)) * se
+    p = float(2 * stats.t.sf(abs(mean) / se, n - 1)) if se > 0 else (1.0 if mean == 0 else 0.0)
+    return {"estimate": mean, "ci95": [mean - half, mean + half], "p": p, "n_seeds": n}
+
+
+def best_value(data: list[dict[str, Any]], higher: bool) -> dict[str, Any]:
+    """Sub-question 1: does the best level move when shared?"""
+    solo, shared = level_means(data, False), level_means(data, True)
+    if len(solo) < 3 or len(shared) < 3:
+        return _missing("not every level has run alone and shared")
+    best_solo, best_shared = _best(solo, higher), _best(shared, higher)
+    answer: dict[str, Any] = {"best_solo_x": best_solo, "best_shared_x": best_shared, "moved": best_solo != best_shared}
+    if best_solo == best_shared:
+        answer["gain"] = None
+        answer["reason"] = "the same level is best alone and shared"
+        return answer
+    gains = []
+    for seed in sorted({r["seed"] for r in data}):
+        mine = {r["x"]: r["y"] for r in data if r["shared"] and r["seed"] == seed}
+        if best_solo in mine and best_shared in mine:
+            gain = mine[best_shared] - mine[best_solo]
+            gains.append(gain if higher else -gain)
+    answer["gain"] = t_interval(gains) if gains else None
+    return answer
+
+
+def a_beside_b(data: list[dict[str, Any]], outcome: str) -> dict[str, Any]:
+    """Sub-question 2: A's outcome against B's x, shared runs only, seed as the block."""
+    runs = [r for r in data if r["shared"] and r[outcome] is not None]
+    if len({r["x"] for r in runs}) < 2:
+        return _missing(f"fewer than two levels of B recorded A's {outcome}")
+    y = np.array([r[outcome] for r in runs])
+    if float(np.ptp(y)) == 0.0:
+        return _missing(f"every run read the same ({y[0]:g})")
+    fit = ols({**seed_columns(runs), "x": np.array([r["x"] for r in runs])}, y)
+    if fit is None:
+        return _missing(f"too few runs ({len(runs)}) for seed and x")
+    answer = _term(fit, "x")
+    answer["mean"] = float(y.mean())
+    return answer
+
+
+def clopper_pearson(k: int, n: int) -> list[float]:
+    low = float(stats.beta.ppf(0.025, k, n - k + 1)) if k > 0 else 0.0
+    high = float(stats.beta.ppf(0.975, k + 1, n - k)) if k < n else 1.0
+    return [low, high]
+
+
+def energy_accuracy_agreement(energy: list[dict[str, Any]], accuracy: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sub-question 4: per seed and mode, is B's least-energy level its most-accurate one?"""
+    agree, cases = 0, 0
+    per_mode: dict[str, list[bool]] = {"solo": [], "shared": []}
+    for shared, mode in ((False, "solo"), (True, "shared")):
+        for seed in sorted({r["seed"] for r in energy}):
+            e = {r["x"]: r["y"] for r in energy if r["shared"] == shared and r["seed"] == seed}
+            a = {r["x"]: r["y"] for r in accuracy if r["shared"] == shared and r["seed"] == seed}
+            if len(e) == 3 and len(a) == 3:
+                same = _best(e, False) == _best(a, True)
+                per_mode[mode].append(same)
+                agree, cases = agree + same, cases + 1
+    if cases == 0:
+        return _missing("no seed has all three levels with both energy and accuracy")
+    test = stats.binomtest(agree, cases, 1 / 3, alternative="two-sided")
+    return {"estimate": agree / cases, "ci95": clopper_pearson(agree, cases), "p": float(test.pvalue),
+            "n_seeds_x_modes": cases, "agree_solo": sum(per_mode["solo"]), "of_solo": len(per_mode["solo"]),
+            "agree_shared": sum(per_mode["shared"]), "of_shared": len(per_mode["shared"])}
+
+
+def pair_summary(rows: list[dict[str, Any]], pair: str) -> dict[str, Any]:
+    counted = [r for r in rows if exclusion(r) is None]
+    entry: dict[str, Any] = {"varied": varied_model(rows, pair), "a_model": next(
+        (r["a_model"] for r in rows if r["pair"] == pair and r["mode"] == "concurrent"), None),
+        "metric": next((r["metric"] for r in rows if r["pair"] == pair and r["mode"] == "concurrent"), None),
+        "n_runs": sum(r["pair"] == pair for r in counted), "factors": {}}
+    for factor in FACTORS:
+        data = factor_rows(counted, pair, factor)
+        per = {outcome: relative(data, outcome) for outcome in B_OUTCOMES}
+        entry["factors"][factor] = {
+            "interaction": {outcome: interaction(per[outcome]) if per[outcome] else _missing(_no_data(outcome))
+                            for outcome in B_OUTCOMES},
+            "best_value": {outcome: best_value(per[outcome], outcome == "accuracy") if per[outcome]
+                           else _missing(_no_data(outcome)) for outcome in B_OUTCOMES},
+            "a_beside_b": {outcome: a_beside_b(data, outcome) for outcome in A_OUTCOMES},
+            "energy_accuracy_agree": energy_accuracy_agreement(per["energy"], per["accuracy"]),
+            "levels": _levels(per),
+        }
+    return entry
+
+
+def _no_data(outcome: str) -> str:
+    if outcome in RELATIVE:
+        return "no counted run recorded it, or no solo default run to compare with (GPU energy is measured on a GPU only)"
+    return "no counted run recorded it"
+
+
+def _levels(per: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each outcome's mean and seed spread per level and mode: what the plots draw."""
+    out: dict[str, Any] = {}
+    for outcome, data in per.items():
+        cells: dict[str, Any] = {}
+        for r in data:
+            key = f"{'shared' if r['shared'] else 'solo'} x={r['x']:g}"
+            cells.setdefault(key, []).append(r["y"])
+        out[outcome] = {key: {"mean": sum(v) / len(v), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None,
+                              "n": len(v)} for key, v in sorted(cells.items())}
+    return out
+
+
+def cpu_energy_status(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    measured = [r for r in rows if r["cpu_energy"] is not None]
+    notes = sorted({r["cpu_note"] for r in rows if r["cpu_energy"] is None and r["cpu_note"]})
+    return {"runs_measured": len(measured), "runs": len(rows), "why_not": notes or None}
+
+
+def collate(paths: Sequence[Path]) -> dict[str, Any]:
+    rows = observations(paths)
+    pairs = sorted({r["pair"] for r in rows})
+    excluded = [{"case_id": r["case_id"], "why": why} for r in rows if (why := exclusion(r)) is not None]
+    counted = [r for r in rows if exclusion(r) is None]
+    seeds = sorted({r["seed"] for r in counted if r["seed"] is not None})
+    return {"n_runs": len(counted), "n_recorded": len(rows), "seeds": seeds, "excluded": excluded,
+            "coverage_min": min((r["coverage"] for r in counted if r["mode"] == "concurrent"), default=None),
+            "a_pace_above_1": sorted(r["case_id"] for r in counted if (r["a_pace"] or 0) > 1),
+            "cpu_energy": cpu_energy_status(rows),
+            "pairs": {pair: pair_summary(rows, pair) for pair in pairs},
+            "model": "per pair and factor: y ~ seed + x + shared + x:shared (x = log10(lr/lr_default) or "
+                     "epochs/epochs_default; energies relative to the pair's mean solo default run); A beside B: "
+                     "y ~ seed + x over the shared runs; 95 % Student-t intervals, seed as the unit of replication"}
+
+
+def stats_rows(summary: dict[str, Any]) -> list[tuple]:
+    """Every estimate of the summary, one line each, as ``stats.csv`` holds them."""
+    out = []
+    for pair, entry in summary["pairs"].items():
+        for factor, answers in entry["factors"].items():
+            for outcome, a in answers["interaction"].items():
+                out.append(_stat(pair, "interaction", factor, outcome, "x:shared", a))
+            for outcome, a in answers["best_value"].items():
+                gain = a.get("gain") or {}
+                note = a.get("reason") or f"best alone x={a.get('best_solo_x')}, shared x={a.get('best_shared_x')}"
+                out.append(_stat(pair, "best_value_moves", factor, outcome, "gain when shared",
+                                 {**gain, "reason": note}))
+            for outcome, a in answers["a_beside_b"].items():
+                out.append(_stat(pair, "a_beside_b", factor, outcome, "slope", a))
+            out.append(_stat(pair, "energy_best_is_accuracy_best", factor, "energy,accuracy", "share agreeing",
+                             answers["energy_accuracy_agree"]))
+    return out
+
+
+def _stat(pair: str, question: str, factor: str, outcome: str, term: str, a: dict[str, Any]) -> tuple:
+    ci = a.get("ci95") or [None, None]
+    n = a.get("n_runs") or a.get("n_seeds") or a.get("n_seeds_x_modes")
+    return (pair, question, factor, outcome, term, _g(a.get("estimate")), _g(ci[0]), _g(ci[1]), _g(a.get("p")),
+            "" if n is None else n, a.get("reason") or "")
+
+
+def _g(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def _cell(a: dict[str, Any], pct: bool = False) -> str:
+    if a.get("estimate") is None:
+        return f"- ({a.get('reason', 'not estimated')})"
+    ci = a.get("ci95")
+    fmt: Callable[[float], str] = (lambda v: f"{v:+.3f}")
+    text = fmt(a["estimate"])
+    if ci:
+        text += f" [{fmt(ci[0])}, {fmt(ci[1])}]"
+    if a.get("p") is not None:
+        text += f", p={a['p']:.2g}"
+    return text
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["# Hyperparameter study: what sharing changes", "",
+             f"{summary['n_runs']} counted runs ({summary['n_recorded']} recorded, {len(summary['excluded'])} excluded), "
+             f"seeds {summary['seeds']}, least background coverage of a counted shared run "
+             f"{_fmt(summary['coverage_min'])}.", "",
+             "## The slope's change when shared (x:shared, 95 % interval, p)", "",
+             "| pair | factor | " + " | ".join(B_OUTCOMES) + " | spread: seed / sharing (accuracy) |",
+             "|---|---|" + "---|" * (len(B_OUTCOMES) + 1)]
+    for pair, entry in summary["pairs"].items():
+        for factor, answers in entry["factors"].items():
+            inter = answers["interaction"]
+            share = inter["accuracy"].get("spread_share") or {}
+            spread = f"{share['seed']:.2f} / {share['sharing']:.2f}" if share else "-"
+            lines.append(f"| {pair} ({entry['varied']}) | {factor} | "
+                         + " | ".join(_cell(inter[o]) for o in B_OUTCOMES) + f" | {spread} |")
+    lines += ["", "## Does the best value move when shared? (best x alone -> shared; gain of the shared-best level)", "",
+              "| pair | factor | " + " | ".join(B_OUTCOMES) + " |", "|---|---|" + "---|" * len(B_OUTCOMES)]
+    for pair, entry in summary["pairs"].items():
+        for factor, answers in entry["factors"].items():
+            cells = []
+            for outcome in B_OUTCOMES:
+                a = answers["best_value"][outcome]
+                if "best_solo_x" not in a:
+                    cells.append(f"- ({a.get('reason')})")
+                    continue
+                moved = f"{a['best_solo_x']:g} -> {a['best_shared_x']:g}"
+                cells.append(moved + (f": {_cell(a['gain'])}" if a.get("gain") else " (same)"))
+            lines.append(f"| {pair} | {factor} | " + " | ".join(cells) + " |")
+    lines += ["", "## A beside B: A's figures against B's x (shared runs; slope, 95 % interval, p)", "",
+              "| pair | factor | " + " | ".join(A_OUTCOMES) + " |", "|---|---|" + "---|" * len(A_OUTCOMES)]
+    for pair, entry in summary["pairs"].items():
+        for factor, answers in entry["factors"].items():
+            lines.append(f"| {pair} (A {entry['a_model']}) | {factor} | "
+                         + " | ".join(_cell(answers["a_beside_b"][o]) for o in A_OUTCOMES) + " |")
+    lines += ["", "## Is the least-energy level the most accurate one? (share of seeds x modes, 95 % interval, "
+              "binomial p against 1/3)", "", "| pair | factor | agree | solo | shared |", "|---|---|---|---|---|"]
+    for pair, entry in summary["pairs"].items():
+        for factor, answers in entry["factors"].items():
+            a = answers["energy_accuracy_agree"]
+            if a.get("estimate") is None:
+                lines.append(f"| {pair} | {factor} | - ({a['reason']}) | | |")
+            else:
+                lines.append(f"| {pair} | {factor} | {a['estimate']:.2f} [{a['ci95'][0]:.2f}, {a['ci95'][1]:.2f}], "
+                             f"p={a['p']:.2g} | {a['agree_solo']}/{a['of_solo']} | {a['agree_shared']}/{a['of_shared']} |")
+    if summary["excluded"]:
+        lines += ["", "## Excluded runs", ""] + [f"- {e['case_id']}: {e['why']}" for e in summary["excluded"]]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def write(folder: Path, root: Path) -> str:
+    paths = [folder / name for name in FOLDERS if (folder / name).is_dir()]
+    summary = collate(paths)
+    text = markdown(summary)
+    atomic_write_json(folder / "summary.json", summary)
+    atomic_write_text(folder / "summary.md", text)
+    atomic_write_csv(folder / "stats.csv", STATS_HEADER, stats_rows(summary))
+    plot_interactions(folder, paths)
+    return text
+
+
+def plot_interactions(folder: Path, paths: Sequence[Path]) -> list[Path]:
+    """One figure per pair: each B outcome against each factor, every counted run a point (alone and
+    shared apart), the level means joined; from the same rows the summary fits."""
+    rows = [r for r in observations(paths) if exclusion(r) is None]
+    written = []
+    for pair in sorted({r["pair"] for r in rows}):
+        written.append(_plot_pair(folder / f"interaction-{pair}.png", rows, pair))
+    return written
+
+
+def _plot_pair(path: Path, rows: list[dict[str, Any]], pair: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(B_OUTCOMES), len(FACTORS), figsize=(9, 11), squeeze=False)
+    for col, factor in enumerate(FACTORS):
+        data = factor_rows(rows, pair, factor)
+        for row, outcome in enumerate(B_OUTCOMES):
+            ax = axes[row][col]
+            points = relative(data, outcome)
+            for shared, colour, label in ((False, "tab:blue", "alone"), (True, "tab:red", "shared")):
+                mine = [p for p in points if p["shared"] == shared]
+                offset = 0.02 if shared else -0.02
+                ax.scatter([p["x"] + offset for p in mine], [p["y"] for p in mine], s=14, color=colour, alpha=0.6)
+                means = level_means(points, shared)
+                ax.plot(list(means), list(means.values()), color=colour, label=label)
+            ax.set_xlabel("log10(lr / default)" if factor == "learning_rate" else "epochs / default")
+            ax.set_ylabel(outcome if outcome not in RELATIVE else f"{outcome} / solo default")
+            if row == 0 and col == 0:
+                ax.legend(fontsize=8)
+    fig.suptitle(f"{pair}: every counted run (points) and the level means (lines)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

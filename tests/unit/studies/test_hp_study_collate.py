@@ -1,0 +1,136 @@
+"""The hyperparameter study's analysis: seed as the unit of replication, the slope's change when
+shared, whether the best value moves, A beside B, energy-best against accuracy-best, and runs the
+background did not cover refused."""
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_gpu_pairs.studies.collates.hp_study import (a_accuracy, a_beside_b, best_value, collate, combined_work_s,
+                                                       energy_accuracy_agreement, exclusion, factor_rows,
+                                                       interaction, markdown, relative, stats_rows)
+
+LR = {"default": 0.01, "lr_min": 0.002, "lr_max": 0.05}
+
+
+def _row(variant, mode, seed, **values):
+    base = {"pair": "hp02", "case_id": f"hp02-{variant}_s{seed}-{mode}", "variant": variant, "seed": seed, "mode": mode,
+            "model": "mrt_oast", "a_model": "mnist", "hparams": {"learning_rate": LR[variant], "epochs": 10},
+            "metric": "auc", "accuracy": None, "energy": None, "card_energy": None, "combined_energy": None,
+            "cpu_energy": None, "duration_s": 60.0, "coverage": 1.0 if mode == "concurrent" else None,
+            "min_coverage": 0.95, "a_pace": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0,
+            "failure": None, "complete": True, "cpu_note": "no RAPL"}
+    return {**base, **values}
+
+
+def _rows(outcome, value, seeds=(1, 2, 3)):
+    """Every level alone and shared per seed; ``value(x, shared, seed)`` gives the outcome."""
+    rows = []
+    for seed in seeds:
+        for variant, lr in LR.items():
+            x = math.log10(lr / LR["default"])
+            for mode in ("solo", "concurrent"):
+                rows.append(_row(variant, mode, seed, **{outcome: value(x, mode == "concurrent", seed)}))
+    return rows
+
+
+def _data(rows, outcome):
+    return relative(factor_rows(rows, "hp02", "learning_rate"), outcome)
+
+
+def test_a_steeper_slope_when_shared_is_found_with_its_interval_despite_large_seed_offsets():
+    rows = _rows("energy", lambda x, shared, seed: 100 * (1 + (0.3 if shared else 0.1) * x) + 20 * seed
+                 + 0.3 * math.sin(7 * seed + 3 * x))
+    answer = interaction(_data(rows, "energy"))
+    assert answer["ci95"][0] < answer["estimate"] < answer["ci95"][1]
+    assert answer["estimate"] == pytest.approx(0.2 * 100 / answer_base(rows), rel=0.05)
+    assert answer["p"] < 0.001 and answer["n_runs"] == 18 and answer["n_seeds"] == 3
+    assert answer["spread_share"]["seed"] > 0.5  # the seeds' offsets dominate, and the model takes them out
+
+
+def answer_base(rows):
+    base = [r["energy"] for r in rows if r["variant"] == "default" and r["mode"] == "solo"]
+    return sum(base) / len(base)
+
+
+@settings(max_examples=25, deadline=None)
+@given(slope=st.floats(-1, 1), offsets=st.lists(st.floats(-5, 5), min_size=3, max_size=3))
+def test_the_same_slope_in_both_modes_never_reads_as_an_interaction(slope, offsets):
+    rows = _rows("accuracy", lambda x, shared, seed: 0.6 + slope * x * 0.1 + offsets[seed - 1] * 0.01
+                 + 0.001 * math.cos(5 * seed + 11 * x + shared))
+    answer = interaction(_data(rows, "accuracy"))
+    assert answer["ci95"][0] <= 0 <= answer["ci95"][1] or abs(answer["estimate"]) < 1e-3
+
+
+def test_a_best_value_that_moves_is_said_with_the_gain_of_the_new_best():
+    def acc(x, shared, seed):
+        peak = 0.7 if shared else 0.0  # alone x=0 is best, shared the largest learning rate
+        return 0.8 - (x - peak) ** 2 * 0.2 + 0.001 * seed
+    answer = best_value(_data(_rows("accuracy", acc), "accuracy"), higher=True)
+    assert answer["moved"] and answer["best_solo_x"] == 0 and answer["best_shared_x"] == pytest.approx(0.69897)
+    assert answer["gain"]["estimate"] > 0 and answer["gain"]["n_seeds"] == 3
+
+
+def test_a_best_value_that_stays_has_no_gain():
+    answer = best_value(_data(_rows("accuracy", lambda x, s, seed: 0.8 - x * x), "accuracy"), higher=True)
+    assert not answer["moved"] and answer["gain"] is None
+
+
+def test_energy_best_and_accuracy_best_agree_when_one_level_wins_both():
+    rows = []
+    for seed in (1, 2, 3):
+        for variant, lr in LR.items():
+            x = math.log10(lr / LR["default"])
+            for mode in ("solo", "concurrent"):
+                rows.append(_row(variant, mode, seed, energy=100 + 10 * x + seed, accuracy=0.7 - 0.1 * x))
+    data = factor_rows(rows, "hp02", "learning_rate")
+    answer = energy_accuracy_agreement(relative(data, "energy"), relative(data, "accuracy"))
+    assert answer["estimate"] == 1.0 and answer["n_seeds_x_modes"] == 6 and answer["ci95"][1] == 1.0
+    assert answer["p"] < 0.01
+
+
+def test_a_beside_b_reads_the_slope_of_a_s_pace_over_b_s_learning_rate():
+    rows = _rows("a_pace", lambda x, shared, seed: (0.8 - 0.1 * x + 0.01 * seed) if shared else None)
+    answer = a_beside_b(factor_rows(rows, "hp02", "learning_rate"), "a_pace")
+    assert answer["estimate"] == pytest.approx(-0.1, abs=1e-9) and answer["n_runs"] == 9
+
+
+def test_a_run_the_background_did_not_cover_is_refused_with_the_reason():
+    row = _row("default", "concurrent", 1, coverage=0.5)
+    assert "covered 0.5" in exclusion(row)
+    assert exclusion(_row("default", "concurrent", 1)) is None
+    assert "failed" in exclusion(_row("default", "solo", 1, failure="oom"))
+
+
+def test_combined_work_credits_a_s_progress_at_its_solo_pace():
+    record = {"mode": "concurrent", "fg_solo_duration_s": 60.0, "bg_steps_in_window": 300.0, "bg_solo_steps_per_s": 10.0}
+    assert combined_work_s(record) == 90.0
+    assert combined_work_s({"mode": "solo", "fg_duration_s": 61.0}) == 61.0
+    assert combined_work_s({**record, "bg_solo_steps_per_s": None}) is None
+
+
+def test_a_s_accuracy_counts_only_its_runs_b_covered_whole():
+    record = {"bg_model": "mnist", "bg_cycle_perf": [{"metrics": {"test_accuracy": 0.5}, "shared": 0.3},
+                                                     {"metrics": {"test_accuracy": 0.9}, "shared": 1.0},
+                                                     {"metrics": {"test_accuracy": 0.7}, "shared": 0.97}]}
+    assert a_accuracy(record) == (pytest.approx(0.8), 2)
+    assert a_accuracy({**record, "bg_model": "not_a_builtin"}) == (None, 0)
+
+
+def test_the_summary_table_and_stats_come_from_one_analysis():
+    rows = _rows("energy", lambda x, shared, seed: 100 * (1 + (0.3 if shared else 0.1) * x) + seed)
+    summary = {"n_runs": 18, "n_recorded": 18, "seeds": [1, 2, 3], "excluded": [], "coverage_min": 1.0,
+               "pairs": {}}
+    from pytest_gpu_pairs.studies.collates.hp_study import pair_summary
+
+    summary["pairs"]["hp02"] = pair_summary(rows, "hp02")
+    found = summary["pairs"]["hp02"]["factors"]["learning_rate"]["interaction"]["energy"]["estimate"]
+    lines = stats_rows(summary)
+    assert any(r[1] == "interaction" and r[3] == "energy" and r[5] == f"{found:.6g}" for r in lines)
+    assert f"{found:+.3f}" in markdown(summary)
+
+
+def test_an_empty_results_folder_collates_to_nothing_measured(tmp_path):
+    summary = collate([])
+    assert summary["n_runs"] == 0 and summary["pairs"] == {}
