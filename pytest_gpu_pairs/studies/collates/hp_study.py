@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -425,14 +425,13 @@ def _g(value: Optional[float]) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
-def _cell(a: dict[str, Any], pct: bool = False) -> str:
+def _cell(a: dict[str, Any]) -> str:
     if a.get("estimate") is None:
         return f"- ({a.get('reason', 'not estimated')})"
     ci = a.get("ci95")
-    fmt: Callable[[float], str] = (lambda v: f"{v:+.3f}")
-    text = fmt(a["estimate"])
+    text = f"{a['estimate']:+.3f}"
     if ci:
-        text += f" [{fmt(ci[0])}, {fmt(ci[1])}]"
+        text += f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"
     if a.get("p") is not None:
         text += f", p={a['p']:.2g}"
     return text

@@ -7,9 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.studies.collates.hp_study import (a_accuracy, a_beside_b, best_value, collate, combined_work_s,
-                                                       energy_accuracy_agreement, exclusion, factor_rows,
-                                                       interaction, markdown, relative, stats_rows)
+from pytest_gpu_pairs.studies.collates.hp_study import (
+    a_accuracy,
+    a_beside_b,
+    best_value,
+    collate,
+    combined_work_s,
+    energy_accuracy_agreement,
+    exclusion,
+    factor_rows,
+    interaction,
+    markdown,
+    relative,
+    stats_rows,
+)
 
 LR = {"default": 0.01, "lr_min": 0.002, "lr_max": 0.05}
 
