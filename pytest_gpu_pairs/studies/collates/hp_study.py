@@ -90,9 +90,9 @@ def a_accuracy(record: Any) -> tuple[Optional[float], int]:
     if model is None:
         return None, 0
     metric = model.primary_metric
-    values = [number((c.get("metrics") or {}).get(metric)) for c in record.get("bg_cycle_perf") or []
-              if (number(c.get("shared")) or 0.0) >= MIN_FULL_CYCLE]
-    values = [v for v in values if v is not None]
+    read = [number((c.get("metrics") or {}).get(metric)) for c in record.get("bg_cycle_perf") or []
+            if (number(c.get("shared")) or 0.0) >= MIN_FULL_CYCLE]
+    values = [v for v in read if v is not None]
     return (sum(values) / len(values) if values else None), len(values)
 
 
