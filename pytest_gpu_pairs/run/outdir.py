@@ -53,6 +53,21 @@ def _owner(out: Path) -> str:
         return "owner unknown"
 
 
+def in_use_by(out: Path) -> Optional[str]:
+    """Who holds the output folder now (a running pytest session, as its owner file says), or None."""
+    if not (out / LOCK_FILE).exists():
+        return None
+    lock = FileLock(str(out / LOCK_FILE), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return _owner(out)
+    except OSError:
+        return None
+    lock.release()
+    return None
+
+
 class OutputFolder:
     """``--gpu-pairs-out`` for one session (or one pytest-xdist worker of it)."""
 

@@ -30,6 +30,7 @@ from pytest_gpu_pairs.record.store import (
     read_fit_profile,
     save_fit_profile,
 )
+from pytest_gpu_pairs.run.outdir import in_use_by
 from pytest_gpu_pairs.studies.declaration import SessionOptions, Step, Study, Variant
 
 SHARED_FIT_PROFILES = "fit-profiles"  # the study's fit profiles, beside its sessions (the verdicts collate reads them)
@@ -379,7 +380,8 @@ class SessionState:
 
 
 def study_status(study: Study, root: Path, out: Path, request: Request) -> list[SessionState]:
-    """Each session's state: done, interrupted (records so far), not started, or not run on the CPU."""
+    """Each session's state: running (a pytest session holds its folder), done, interrupted (records
+    so far), not started, or not run on the CPU."""
     runs = read_runs(out)
     states = []
     for session in plan_sessions(study, root, out, request):
@@ -389,6 +391,8 @@ def study_status(study: Study, root: Path, out: Path, request: Request) -> list[
         attempts = runs.get(session.folder, [])
         if session.not_here:
             state = f"not run on the CPU ({session.not_here})"
+        elif (holder := in_use_by(folder)) is not None:
+            state = f"running ({holder})"
         elif is_done(attempts):
             state = f"done (pytest exit {attempts[-1].get('exit')})"
         elif attempts:

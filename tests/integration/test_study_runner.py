@@ -166,3 +166,22 @@ def test_a_stopped_study_run_says_how_to_resume_in_one_line_and_leaves_nothing_r
     assert runner.returncode == 130
     assert err.strip().splitlines() == ["gpu-pairs study: verdicts stopped; run the same command again to resume"]
     assert jobs_started_under(out) == []
+
+
+def test_status_says_running_while_a_pytest_session_holds_the_folder(checkout):
+    """A session whose end is not yet in runs.json but whose folder is locked by a live session is running."""
+    out = checkout / "out"
+    folder = out / "session-1"
+    folder.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time\nfrom pathlib import Path\nfrom pytest_gpu_pairs.run.outdir import OutputFolder\n"
+        f"held = OutputFolder(Path({str(folder)!r}))\nheld.claim()\nprint('held', flush=True)\ntime.sleep(600)\n")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        state = study_status(_study(), checkout, out, Request(device="cpu"))[0].state
+        assert state.startswith(f"running (pid {holder.pid} since ")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert study_status(_study(), checkout, out, Request(device="cpu"))[0].state == "not started"

@@ -270,11 +270,22 @@ def t_interval(values: Sequence[float]) -> dict[str, Any]:
     return {"estimate": mean, "ci95": [mean - half, mean + half], "p": p, "n_seeds": n}
 
 
+def complete_seeds(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    levels = {r["x"] for r in data}
+    cells: dict[Any, set] = {}
+    for r in data:
+        cells.setdefault(r["seed"], set()).add((r["x"], r["shared"]))
+    whole = {seed for seed, have in cells.items() if len(have) == 2 * len(levels)}
+    return [r for r in data if r["seed"] in whole]
+
+
 def best_value(data: list[dict[str, Any]], higher: bool) -> dict[str, Any]:
-    """Sub-question 1: does the best level move when shared?"""
+    """Sub-question 1: does the best level move when shared? Read from the seeds that ran every level
+    in both modes, so no level's mean carries another set of seeds' offsets."""
+    data = complete_seeds(data)
     solo, shared = level_means(data, False), level_means(data, True)
     if len(solo) < 3 or len(shared) < 3:
-        return _missing("not every level has run alone and shared")
+        return _missing("no seed has run every level alone and shared")
     best_solo, best_shared = _best(solo, higher), _best(shared, higher)
     answer: dict[str, Any] = {"best_solo_x": best_solo, "best_shared_x": best_shared, "moved": best_solo != best_shared}
     if best_solo == best_shared:
@@ -404,7 +415,8 @@ def stats_rows(summary: dict[str, Any]) -> list[tuple]:
                 out.append(_stat(pair, "interaction", factor, outcome, "x:shared", a))
             for outcome, a in answers["best_value"].items():
                 gain = a.get("gain") or {}
-                note = a.get("reason") or f"best alone x={a.get('best_solo_x')}, shared x={a.get('best_shared_x')}"
+                note = a.get("reason") or (f"best alone {level_label(factor, a['best_solo_x'])}, "
+                                           f"shared {level_label(factor, a['best_shared_x'])}")
                 out.append(_stat(pair, "best_value_moves", factor, outcome, "gain when shared",
                                  {**gain, "reason": note}))
             for outcome, a in answers["a_beside_b"].items():
@@ -452,7 +464,8 @@ def markdown(summary: dict[str, Any]) -> str:
             spread = f"{share['seed']:.2f} / {share['sharing']:.2f}" if share else "-"
             lines.append(f"| {pair} ({entry['varied']}) | {factor} | "
                          + " | ".join(_cell(inter[o]) for o in B_OUTCOMES) + f" | {spread} |")
-    lines += ["", "## Does the best value move when shared? (best x alone -> shared; gain of the shared-best level)", "",
+    lines += ["", "## Does the best value move when shared? (best level alone -> shared, as multiples of B's default; where it moves, "
+              "what the shared-best level gains over the solo-best one in the shared runs, per seed)", "",
               "| pair | factor | " + " | ".join(B_OUTCOMES) + " |", "|---|---|" + "---|" * len(B_OUTCOMES)]
     for pair, entry in summary["pairs"].items():
         for factor, answers in entry["factors"].items():
@@ -462,7 +475,7 @@ def markdown(summary: dict[str, Any]) -> str:
                 if "best_solo_x" not in a:
                     cells.append(f"- ({a.get('reason')})")
                     continue
-                moved = f"{a['best_solo_x']:g} -> {a['best_shared_x']:g}"
+                moved = f"{level_label(factor, a['best_solo_x'])} -> {level_label(factor, a['best_shared_x'])}"
                 cells.append(moved + (f": {_cell(a['gain'])}" if a.get("gain") else " (same)"))
             lines.append(f"| {pair} | {factor} | " + " | ".join(cells) + " |")
     lines += ["", "## A beside B: A's figures against B's x (shared runs; slope, 95 % interval, p)", "",
@@ -484,6 +497,12 @@ def markdown(summary: dict[str, Any]) -> str:
     if summary["excluded"]:
         lines += ["", "## Excluded runs", ""] + [f"- {e['case_id']}: {e['why']}" for e in summary["excluded"]]
     return "\n".join(lines) + "\n"
+
+
+def level_label(factor: str, x: float) -> str:
+    """A level as the multiple of B's default it is: x0.2, x1, x5 or x0.5, x1, x1.5."""
+    multiple = 10 ** x if factor == "learning_rate" else x
+    return f"x{multiple:.2g}"
 
 
 def _fmt(value: Optional[float]) -> str:
