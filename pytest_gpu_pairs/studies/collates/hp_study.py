@@ -23,7 +23,9 @@ between seeds, not between repeats of one arithmetic.
   alone and shared; where they differ, per seed the shared runs' gain of the shared-best level
   over the solo-best one, with its t interval and p.
 - **(2) A beside B.** A's pace (progress ratio), energy per step and accuracy (the mean over its runs
-  that B's run covered whole) against B's x, concurrent runs only: ``y ~ seed + x``.
+  that B's run covered whole) against B's x, concurrent runs only: ``y ~ seed + x``; and the same for
+  ``vs_serial``, the card's energy over what both jobs' work would cost one after the other (each
+  job's steps at its solo energy per step): below 1, sharing saved energy.
 - **(4) Energy-best against accuracy-best.** Per seed and mode, whether the level of least B energy
   is the level of best accuracy: the share that agree, its Clopper-Pearson interval, and a binomial
   test against the 1 in 3 of chance.
@@ -49,6 +51,7 @@ FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epoc
 B_OUTCOMES = ("accuracy", "energy", "card_energy", "combined_energy")
 RELATIVE = ("energy", "card_energy", "combined_energy")
 A_OUTCOMES = ("a_pace", "a_energy_per_step", "a_accuracy")
+SHARED_OUTCOMES = (*A_OUTCOMES, "vs_serial")
 ACCURACY_METRICS = {"mrt_oast": "auc"}
 """B's accuracy where its primary metric is not the one that moves: mrt_oast's accuracy is taken at a
 fixed 0.9 score threshold, which runs of minutes often leave at chance; the ROC AUC of the same test
@@ -113,7 +116,8 @@ def row_of(pair: str, record: Any) -> dict[str, Any]:
             "min_coverage": number(record.get("min_coverage")),
             "a_pace": number(record.get("bg_progress_ratio")),
             "a_energy_per_step": _ratio(number(record.get("bg_gpu_energy_j")), a_steps),
-            "a_accuracy": a_acc, "a_full_runs": a_runs, "failure": record.get("failure"),
+            "a_accuracy": a_acc, "a_full_runs": a_runs,
+            "vs_serial": _ratio(number(record.get("gpu_energy_j")), number(record.get("serial_energy_j"))), "failure": record.get("failure"),
             "complete": record.get("complete"), "cpu_note": (record.get("notes") or {}).get("cpu_energy_j")}
 
 
@@ -303,7 +307,8 @@ def best_value(data: list[dict[str, Any]], higher: bool) -> dict[str, Any]:
 
 
 def a_beside_b(data: list[dict[str, Any]], outcome: str) -> dict[str, Any]:
-    """Sub-question 2: A's outcome against B's x, shared runs only, seed as the block."""
+    """Sub-question 2: A's outcome against B's x, shared runs only, seed as the block; also the card's
+    energy over what both jobs' work costs run one after the other (``vs_serial``)."""
     runs = [r for r in data if r["shared"] and r[outcome] is not None]
     if len({r["x"] for r in runs}) < 2:
         return _missing(f"fewer than two levels of B recorded A's {outcome}")
@@ -358,7 +363,7 @@ def pair_summary(rows: list[dict[str, Any]], pair: str) -> dict[str, Any]:
                             for outcome in B_OUTCOMES},
             "best_value": {outcome: best_value(per[outcome], outcome == "accuracy") if per[outcome]
                            else _missing(_no_data(outcome)) for outcome in B_OUTCOMES},
-            "a_beside_b": {outcome: a_beside_b(data, outcome) for outcome in A_OUTCOMES},
+            "a_beside_b": {outcome: a_beside_b(data, outcome) for outcome in SHARED_OUTCOMES},
             "energy_accuracy_agree": energy_accuracy_agreement(per["energy"], per["accuracy"]),
             "levels": _levels(per),
         }
@@ -478,12 +483,12 @@ def markdown(summary: dict[str, Any]) -> str:
                 moved = f"{level_label(factor, a['best_solo_x'])} -> {level_label(factor, a['best_shared_x'])}"
                 cells.append(moved + (f": {_cell(a['gain'])}" if a.get("gain") else " (same)"))
             lines.append(f"| {pair} | {factor} | " + " | ".join(cells) + " |")
-    lines += ["", "## A beside B: A's figures against B's x (shared runs; slope, 95 % interval, p)", "",
-              "| pair | factor | " + " | ".join(A_OUTCOMES) + " |", "|---|---|" + "---|" * len(A_OUTCOMES)]
+    lines += ["", "## A beside B: A's figures and the energy against serial, over B's x (shared runs; slope, 95 % interval, p)", "",
+              "| pair | factor | " + " | ".join(SHARED_OUTCOMES) + " |", "|---|---|" + "---|" * len(SHARED_OUTCOMES)]
     for pair, entry in summary["pairs"].items():
         for factor, answers in entry["factors"].items():
             lines.append(f"| {pair} (A {entry['a_model']}) | {factor} | "
-                         + " | ".join(_cell(answers["a_beside_b"][o]) for o in A_OUTCOMES) + " |")
+                         + " | ".join(_with_mean(answers["a_beside_b"][o]) for o in SHARED_OUTCOMES) + " |")
     lines += ["", "## Is the least-energy level the most accurate one? (share of seeds x modes, 95 % interval, "
               "binomial p against 1/3)", "", "| pair | factor | agree | solo | shared |", "|---|---|---|---|---|"]
     for pair, entry in summary["pairs"].items():
@@ -497,6 +502,10 @@ def markdown(summary: dict[str, Any]) -> str:
     if summary["excluded"]:
         lines += ["", "## Excluded runs", ""] + [f"- {e['case_id']}: {e['why']}" for e in summary["excluded"]]
     return "\n".join(lines) + "\n"
+
+
+def _with_mean(a: dict[str, Any]) -> str:
+    return _cell(a) + (f"; mean {a['mean']:.3g}" if a.get("mean") is not None else "")
 
 
 def level_label(factor: str, x: float) -> str:

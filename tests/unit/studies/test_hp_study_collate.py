@@ -30,7 +30,7 @@ def _row(variant, mode, seed, **values):
             "model": "mrt_oast", "a_model": "mnist", "hparams": {"learning_rate": LR[variant], "epochs": 10},
             "metric": "auc", "accuracy": None, "energy": None, "card_energy": None, "combined_energy": None,
             "cpu_energy": None, "duration_s": 60.0, "coverage": 1.0 if mode == "concurrent" else None,
-            "min_coverage": 0.95, "a_pace": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0,
+            "min_coverage": 0.95, "a_pace": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0, "vs_serial": None,
             "failure": None, "complete": True, "cpu_note": "no RAPL"}
     return {**base, **values}
 
