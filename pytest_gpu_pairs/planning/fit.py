@@ -19,6 +19,7 @@ is estimated and the physical range stands.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
@@ -83,11 +84,16 @@ def fit(observations: Sequence[Observation]) -> Correction:
     workloads = tuple(sorted({m for o in observations for m in o.models}))
     empty = Correction((0.0,) * (4 + len(workloads)), workloads)
     rows = [empty.features(o.models, o.mps, o.contention) for o in observations]
-    size = len(rows[0])
+    columns = list(zip(*rows))
+    size = len(columns)
     penalty = [RIDGE_GLOBAL] * 4 + [RIDGE_WORKLOAD] * len(workloads)
-    matrix = [[sum(r[i] * r[j] for r in rows) + (penalty[i] if i == j else 0.0) for j in range(size)]
-              for i in range(size)]
-    vector = [sum(r[i] * o.residual for r, o in zip(rows, observations)) for i in range(size)]
+    matrix = [[0.0] * size for _ in range(size)]
+    for i in range(size):
+        for j in range(i, size):
+            matrix[i][j] = matrix[j][i] = sum(map(operator.mul, columns[i], columns[j]))
+        matrix[i][i] += penalty[i]
+    residuals = [o.residual for o in observations]
+    vector = [sum(map(operator.mul, column, residuals)) for column in columns]
     return Correction(tuple(_solve(matrix, vector)), workloads)
 
 
