@@ -558,7 +558,9 @@ def _plot_pair(path: Path, rows: list[dict[str, Any]], pair: str) -> Path:
                 means = level_means(points, shared)
                 ax.plot(list(means), list(means.values()), color=colour, label=label)
             ax.set_xlabel("log10(lr / default)" if factor == "learning_rate" else "epochs / default")
-            ax.set_ylabel(outcome if outcome not in RELATIVE else f"{outcome} / solo default")
+            metric = next((p["metric"] for p in points if p["metric"]), None)
+            named = f"accuracy ({metric})" if outcome == "accuracy" and metric else outcome
+            ax.set_ylabel(named if outcome not in RELATIVE else f"{outcome} / solo default")
             if row == 0 and col == 0:
                 ax.legend(fontsize=8)
     fig.suptitle(f"{pair}: every counted run (points) and the level means (lines)")
