@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -54,18 +55,18 @@ def _owner(out: Path) -> str:
 
 
 def in_use_by(out: Path) -> Optional[str]:
-    """Who holds the output folder now (a running pytest session, as its owner file says), or None."""
-    if not (out / LOCK_FILE).exists():
+    """Who holds the output folder now, as its owner file says, where that process still lives; None
+    otherwise. Read without touching the lock, so a session starting this instant is never refused."""
+    match = re.match(r"pid (\d+) ", _owner(out))
+    if match is None:
         return None
-    lock = FileLock(str(out / LOCK_FILE), timeout=0)
     try:
-        lock.acquire()
-    except Timeout:
-        return _owner(out)
-    except OSError:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
         return None
-    lock.release()
-    return None
+    except OSError:  # alive, but another user's
+        pass
+    return _owner(out)
 
 
 class OutputFolder:

@@ -117,8 +117,8 @@ def row_of(pair: str, record: Any) -> dict[str, Any]:
             "a_pace": number(record.get("bg_progress_ratio")),
             "a_energy_per_step": _ratio(number(record.get("bg_gpu_energy_j")), a_steps),
             "a_accuracy": a_acc, "a_full_runs": a_runs,
-            "vs_serial": _ratio(number(record.get("gpu_energy_j")), number(record.get("serial_energy_j"))), "failure": record.get("failure"),
-            "complete": record.get("complete"), "cpu_note": (record.get("notes") or {}).get("cpu_energy_j")}
+            "vs_serial": _ratio(number(record.get("gpu_energy_j")), number(record.get("serial_energy_j"))),
+            "failure": record.get("failure"), "complete": record.get("complete"), "cpu_note": (record.get("notes") or {}).get("cpu_energy_j")}
 
 
 def observations(paths: Sequence[Path]) -> list[dict[str, Any]]:
