@@ -26,6 +26,10 @@ between seeds, not between repeats of one arithmetic.
   that B's run covered whole) against B's x, concurrent runs only: ``y ~ seed + x``; and the same for
   ``vs_serial``, the card's energy over what both jobs' work would cost one after the other (each
   job's steps at its solo energy per step): below 1, sharing saved energy.
+- **By pair type.** The predecessor's types (solo GPU utilisations adding to at most 100 %:
+  complementary, else competing): B's concurrent overhead, the interference on its accuracy and the
+  card's energy over serial, each a mean over the type's shared runs with its t interval; and a
+  heatmap of every interaction over its interval's half-width, the pairs labelled with their type.
 - **(4) Energy-best against accuracy-best.** Per seed and mode, whether the level of least B energy
   is the level of best accuracy: the share that agree, its Clopper-Pearson interval, and a binomial
   test against the 1 in 3 of chance.
@@ -118,6 +122,7 @@ def row_of(pair: str, record: Any) -> dict[str, Any]:
             "a_energy_per_step": _ratio(number(record.get("bg_gpu_energy_j")), a_steps),
             "a_accuracy": a_acc, "a_full_runs": a_runs,
             "vs_serial": _ratio(number(record.get("gpu_energy_j")), number(record.get("serial_energy_j"))),
+            "gpu_util": number(record.get("gpu_util_avg_pct")), "slowdown": number(record.get("fg_slowdown")),
             "failure": record.get("failure"), "complete": record.get("complete"), "cpu_note": (record.get("notes") or {}).get("cpu_energy_j")}
 
 
@@ -262,16 +267,17 @@ def _best(means: dict[float, float], higher: bool) -> Optional[float]:
     return (max if higher else min)(means, key=lambda x: (means[x], -x if higher else x))
 
 
-def t_interval(values: Sequence[float]) -> dict[str, Any]:
+def t_interval(values: Sequence[float], unit: str = "n_seeds", null: float = 0.0) -> dict[str, Any]:
+    """The mean, its 95 % t interval and the two-sided p of "the mean is ``null``"; ``unit`` names what was counted."""
     n = len(values)
     mean = sum(values) / n
     if n < 2:
-        return {"estimate": mean, "ci95": None, "p": None, "n_seeds": n}
+        return {"estimate": mean, "ci95": None, "p": None, unit: n}
     sd = float(np.std(values, ddof=1))
     se = sd / math.sqrt(n)
     half = float(stats.t.ppf(0.975, n - 1)) * se
-    p = float(2 * stats.t.sf(abs(mean) / se, n - 1)) if se > 0 else (1.0 if mean == 0 else 0.0)
-    return {"estimate": mean, "ci95": [mean - half, mean + half], "p": p, "n_seeds": n}
+    p = float(2 * stats.t.sf(abs(mean - null) / se, n - 1)) if se > 0 else (1.0 if mean == null else 0.0)
+    return {"estimate": mean, "ci95": [mean - half, mean + half], "p": p, unit: n}
 
 
 def complete_seeds(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -349,12 +355,59 @@ def energy_accuracy_agreement(energy: list[dict[str, Any]], accuracy: list[dict[
             "agree_shared": sum(per_mode["shared"]), "of_shared": len(per_mode["shared"])}
 
 
+def utilisation_sum(rows: list[dict[str, Any]], pair: str) -> Optional[float]:
+    """A's and B's GPU utilisation alone at their defaults (means over seeds), added: the
+    predecessor's measure of how much two jobs compete for the card's time."""
+    b_model = varied_model(rows, pair)
+    a_model = next((r["a_model"] for r in rows if r["pair"] == pair and r["mode"] == "concurrent"), None)
+    parts = []
+    for model in (a_model, b_model):
+        found = [r["gpu_util"] for r in rows if r["pair"] == pair and r["mode"] == "solo" and r["model"] == model
+                 and r["variant"] in ("default", "bg_default") and r["gpu_util"] is not None]
+        if not found:
+            return None
+        parts.append(sum(found) / len(found))
+    return sum(parts)
+
+
+def pair_type(util_sum: Optional[float]) -> Optional[str]:
+    """Complementary where the two jobs' solo utilisations fit in the card's time together, else competing."""
+    if util_sum is None:
+        return None
+    return "complementary" if util_sum <= 100.0 else "competing"
+
+
+def by_pair_type(rows: list[dict[str, Any]], types: dict[str, Optional[str]]) -> dict[str, Any]:
+    """The design's comparisons by pair type, over every counted shared run of its pairs: B's
+    concurrent overhead (slowdown - 1), the interference on B's accuracy (|shared - alone| / alone, the
+    same seed and level) and the card's energy over serial, each a mean with its t interval."""
+    out: dict[str, Any] = {}
+    for kind in sorted({t for t in types.values() if t}):
+        pairs = sorted(p for p, t in types.items() if t == kind)
+        shared = [r for r in rows if r["pair"] in pairs and r["mode"] == "concurrent"]
+        alone = {(r["pair"], r["model"], r["variant"], r["seed"]): r["accuracy"] for r in rows if r["mode"] == "solo"}
+        interference = []
+        for r in shared:
+            base = alone.get((r["pair"], r["model"], r["variant"], r["seed"]))
+            if base and r["accuracy"] is not None:
+                interference.append(abs(r["accuracy"] - base) / base)
+        figures = {"concurrent_overhead": ([r["slowdown"] - 1 for r in shared if r["slowdown"] is not None], 0.0),
+                   "interference": (interference, 0.0),
+                   "vs_serial": ([r["vs_serial"] for r in shared if r["vs_serial"]], 1.0)}
+        out[kind] = {"pairs": pairs, **{name: t_interval(values, "n_runs", null) if values
+                                        else _missing("no counted shared run")
+                                        for name, (values, null) in figures.items()}}
+    return out
+
+
 def pair_summary(rows: list[dict[str, Any]], pair: str) -> dict[str, Any]:
     counted = [r for r in rows if exclusion(r) is None]
+    util = utilisation_sum(counted, pair)
     entry: dict[str, Any] = {"varied": varied_model(rows, pair), "a_model": next(
         (r["a_model"] for r in rows if r["pair"] == pair and r["mode"] == "concurrent"), None),
         "metric": next((r["metric"] for r in rows if r["pair"] == pair and r["mode"] == "concurrent"), None),
-        "n_runs": sum(r["pair"] == pair for r in counted), "factors": {}}
+        "n_runs": sum(r["pair"] == pair for r in counted), "gpu_util_sum_pct": util, "pair_type": pair_type(util),
+        "factors": {}}
     for factor in FACTORS:
         data = factor_rows(counted, pair, factor)
         per = {outcome: relative(data, outcome) for outcome in B_OUTCOMES}
@@ -401,11 +454,13 @@ def collate(paths: Sequence[Path]) -> dict[str, Any]:
     excluded = [{"case_id": r["case_id"], "why": why} for r in rows if (why := exclusion(r)) is not None]
     counted = [r for r in rows if exclusion(r) is None]
     seeds = sorted({r["seed"] for r in counted if r["seed"] is not None})
+    summaries = {pair: pair_summary(rows, pair) for pair in pairs}
     return {"n_runs": len(counted), "n_recorded": len(rows), "seeds": seeds, "excluded": excluded,
             "coverage_min": min((r["coverage"] for r in counted if r["mode"] == "concurrent"), default=None),
             "a_pace_above_1": sorted(r["case_id"] for r in counted if (r["a_pace"] or 0) > 1),
             "cpu_energy": cpu_energy_status(rows),
-            "pairs": {pair: pair_summary(rows, pair) for pair in pairs},
+            "pairs": summaries,
+            "by_pair_type": by_pair_type(counted, {pair: s["pair_type"] for pair, s in summaries.items()}),
             "model": "per pair and factor: y ~ seed + x + shared + x:shared (x = log10(lr/lr_default) or "
                      "epochs/epochs_default; energies relative to the pair's mean solo default run); A beside B: "
                      "y ~ seed + x over the shared runs; 95 % Student-t intervals, seed as the unit of replication"}
@@ -428,6 +483,9 @@ def stats_rows(summary: dict[str, Any]) -> list[tuple]:
                 out.append(_stat(pair, "a_beside_b", factor, outcome, "slope", a))
             out.append(_stat(pair, "energy_best_is_accuracy_best", factor, "energy,accuracy", "share agreeing",
                              answers["energy_accuracy_agree"]))
+    for kind, entry in summary.get("by_pair_type", {}).items():
+        for name in ("concurrent_overhead", "interference", "vs_serial"):
+            out.append(_stat(",".join(entry["pairs"]), f"by_pair_type:{kind}", "", name, "mean", entry[name]))
     return out
 
 
@@ -499,9 +557,27 @@ def markdown(summary: dict[str, Any]) -> str:
             else:
                 lines.append(f"| {pair} | {factor} | {a['estimate']:.2f} [{a['ci95'][0]:.2f}, {a['ci95'][1]:.2f}], "
                              f"p={a['p']:.2g} | {a['agree_solo']}/{a['of_solo']} | {a['agree_shared']}/{a['of_shared']} |")
+    lines += ["", "## By pair type (the predecessor's: solo GPU utilisations adding to at most 100 % are "
+              "complementary), over the counted shared runs: mean, 95 % interval, p", "",
+              "| type | pairs (utilisation sum) | concurrent overhead (B's slowdown - 1; p against 0) | "
+              "interference on B's accuracy (p against 0) | card energy over serial (p against 1) |",
+              "|---|---|---|---|---|"]
+    for kind, entry in summary.get("by_pair_type", {}).items():
+        named = ", ".join(f"{p} ({summary['pairs'][p]['gpu_util_sum_pct']:.0f} %)" for p in entry["pairs"])
+        lines.append(f"| {kind} | {named} | {_cell(entry['concurrent_overhead'])} | "
+                     f"{_cell_g(entry['interference'])} | {_cell(entry['vs_serial'])} |")
     if summary["excluded"]:
         lines += ["", "## Excluded runs", ""] + [f"- {e['case_id']}: {e['why']}" for e in summary["excluded"]]
     return "\n".join(lines) + "\n"
+
+
+def _cell_g(a: dict[str, Any]) -> str:
+    """A cell for figures far below 0.001, in significant digits."""
+    if a.get("estimate") is None:
+        return f"- ({a.get('reason', 'not estimated')})"
+    ci = a.get("ci95")
+    text = f"{a['estimate']:.2g}" + (f" [{ci[0]:.2g}, {ci[1]:.2g}]" if ci else "")
+    return text + (f", p={a['p']:.2g}" if a.get("p") is not None else "")
 
 
 def _with_mean(a: dict[str, Any]) -> str:
@@ -526,6 +602,7 @@ def write(folder: Path, root: Path) -> str:
     atomic_write_text(folder / "summary.md", text)
     atomic_write_csv(folder / "stats.csv", STATS_HEADER, stats_rows(summary))
     plot_interactions(folder, paths)
+    plot_heatmap(folder, summary)
     return text
 
 
@@ -537,6 +614,41 @@ def plot_interactions(folder: Path, paths: Sequence[Path]) -> list[Path]:
     for pair in sorted({r["pair"] for r in rows}):
         written.append(_plot_pair(folder / f"interaction-{pair}.png", rows, pair))
     return written
+
+
+def plot_heatmap(folder: Path, summary: dict[str, Any]) -> Path:
+    """The slope's change when shared, for every pair (labelled with its type), factor and outcome, as
+    its estimate over its interval's half-width: beyond +-1 the interval leaves out no change."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = list(summary["pairs"])
+    columns = [(f, o) for f in FACTORS for o in B_OUTCOMES]
+    grid = np.full((len(pairs), len(columns)), np.nan)
+    for i, pair in enumerate(pairs):
+        for j, (factor, outcome) in enumerate(columns):
+            a = summary["pairs"][pair]["factors"][factor]["interaction"][outcome]
+            if a.get("estimate") is not None and a["ci95"][1] > a["ci95"][0]:
+                grid[i, j] = a["estimate"] / ((a["ci95"][1] - a["ci95"][0]) / 2)
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(pairs)))
+    colours = plt.get_cmap("coolwarm").copy()
+    colours.set_bad("lightgrey")
+    image = ax.imshow(np.ma.masked_invalid(np.clip(grid, -3, 3)), cmap=colours, vmin=-3, vmax=3, aspect="auto")
+    ax.set_xticks(range(len(columns)), [f"{'lr' if f == 'learning_rate' else f}: {o}" for f, o in columns],
+                  rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(pairs)), [f"{p} ({summary['pairs'][p]['pair_type'] or 'type unknown'})" for p in pairs])
+    for i in range(len(pairs)):
+        for j in range(len(columns)):
+            ax.text(j, i, "-" if np.isnan(grid[i, j]) else f"{grid[i, j]:+.1f}", ha="center", va="center", fontsize=8)
+    fig.colorbar(image, ax=ax, label="x:shared / CI half-width")
+    ax.set_title("Does sharing change the slope? By pair and its type (grey: not yet estimable)")
+    fig.tight_layout()
+    path = folder / "heatmap-by-pair-type.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 def _plot_pair(path: Path, rows: list[dict[str, Any]], pair: str) -> Path:

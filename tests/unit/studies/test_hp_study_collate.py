@@ -30,7 +30,7 @@ def _row(variant, mode, seed, **values):
             "model": "mrt_oast", "a_model": "mnist", "hparams": {"learning_rate": LR[variant], "epochs": 10},
             "metric": "auc", "accuracy": None, "energy": None, "card_energy": None, "combined_energy": None,
             "cpu_energy": None, "duration_s": 60.0, "coverage": 1.0 if mode == "concurrent" else None,
-            "min_coverage": 0.95, "a_pace": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0, "vs_serial": None,
+            "min_coverage": 0.95, "a_pace": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0, "vs_serial": None, "gpu_util": None, "slowdown": None,
             "failure": None, "complete": True, "cpu_note": "no RAPL"}
     return {**base, **values}
 
@@ -145,3 +145,25 @@ def test_the_summary_table_and_stats_come_from_one_analysis():
 def test_an_empty_results_folder_collates_to_nothing_measured(tmp_path):
     summary = collate([])
     assert summary["n_runs"] == 0 and summary["pairs"] == {}
+
+
+def test_pair_type_is_the_predecessors_utilisation_rule():
+    from pytest_gpu_pairs.studies.collates.hp_study import pair_type
+
+    assert pair_type(99.0) == "complementary" and pair_type(100.0) == "complementary"
+    assert pair_type(116.5) == "competing" and pair_type(None) is None
+
+
+def test_by_pair_type_reads_overhead_interference_and_energy_over_serial_from_the_shared_runs():
+    from pytest_gpu_pairs.studies.collates.hp_study import by_pair_type
+
+    rows = []
+    for seed in (1, 2, 3):
+        rows.append(_row("default", "solo", seed, accuracy=0.80))
+        rows.append(_row("default", "concurrent", seed, accuracy=0.80 * (1 + 0.01 * seed), slowdown=1.2 + 0.1 * seed,
+                         vs_serial=0.8))
+    answer = by_pair_type(rows, {"hp02": "complementary"})["complementary"]
+    assert answer["pairs"] == ["hp02"]
+    assert answer["concurrent_overhead"]["estimate"] == pytest.approx(0.4) and answer["concurrent_overhead"]["n_runs"] == 3
+    assert answer["interference"]["estimate"] == pytest.approx(0.02)
+    assert answer["vs_serial"]["estimate"] == pytest.approx(0.8) and answer["vs_serial"]["p"] < 1e-6  # tested against 1, not 0
