@@ -37,8 +37,10 @@ from pytest_gpu_pairs.run.proctree import (
     adopted_orphans,
     deferred_signals,
     is_gone,
+    owner_pid,
     reap_zombies,
     tagged_processes,
+    terminate,
     terminate_with_leader,
 )
 
@@ -135,12 +137,16 @@ def live_jobs() -> list[JobProcess]:
 
 
 def kill_all_jobs(grace_s: float = 2.0) -> int:
-    """Kill every job tree still running; the last line of defence on any way out of pytest."""
+    """Kill every job tree still running; the last line of defence on any way out of pytest. Then
+    every process carrying a job tag of this process that is still alive (one a signal cut off from
+    its registration while it started), so none outlives pytest."""
     jobs = live_jobs()
     with deferred_signals():
         for job in jobs:
             job.kill_tree(grace_s=grace_s)
-    return len(jobs)
+        stragglers = tagged_processes(lambda environ: owner_pid(environ.get(JOB_TAG_VAR, "")) == os.getpid())
+        terminate(stragglers, grace_s)
+    return len(jobs) + len(stragglers)
 
 
 def _started_by_harness() -> set[int]:
@@ -188,7 +194,7 @@ class JobProcess:
                 log.write(f"{HARNESS_LINE} the workload's env sets {', '.join(self.spec.overruled_env)}, which the "
                           "harness sets for the job: the harness's values were used\n".encode())
             log.flush()
-            with _LIVE_LOCK:
+            with deferred_signals(), _LIVE_LOCK:  # a Ctrl-C or SIGTERM lands once the job is known, never between
                 self.start_t = now()
                 try:
                     self.popen = subprocess.Popen(self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,

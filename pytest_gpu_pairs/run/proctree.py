@@ -137,7 +137,8 @@ def tagged_processes(match: Callable[[dict[str, str]], bool]) -> list[psutil.Pro
     return found
 
 
-def _owner_pid(tag: str) -> Optional[int]:
+def owner_pid(tag: str) -> Optional[int]:
+    """The pid of the pytest process that started a job, from the job's tag."""
     head = tag.split(":", 1)[0]
     return int(head) if head.isdigit() else None
 
@@ -160,7 +161,7 @@ def reap_orphans(out_dir: str | Path, grace_s: float = KILL_GRACE_S) -> list[int
     folder = Path(out_dir).resolve()
 
     def orphaned(environ: dict[str, str]) -> bool:
-        owner = _owner_pid(environ.get(JOB_TAG_VAR, ""))
+        owner = owner_pid(environ.get(JOB_TAG_VAR, ""))
         return (owner is not None and writes_into(environ.get(ENV_VAR, ""), folder)
                 and (owner == os.getpid() or not psutil.pid_exists(owner)))
 

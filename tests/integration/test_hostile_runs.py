@@ -37,7 +37,9 @@ def test_a_background_that_trains_a_moment_and_exits_0_is_a_crash_loop_not_a_res
                                  "ready within 300 s, last: exited with code 0 * s after it was ready, less than 2 s "
                                  "and less than the * s it took to start: each run trains too little*"])
     saved = record(pytester.path)
-    assert saved["complete"] is True and saved["bg_runs"] == 3
+    # three short runs in a row end it; on a loaded host one run can outlast its own start-up, which
+    # the rule does not count as short, so a run or two more may come first: a handful, not a storm
+    assert saved["complete"] is True and 3 <= saved["bg_runs"] <= 6
     assert jobs_started_under(pytester.path / "out") == []
 
 
