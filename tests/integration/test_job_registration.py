@@ -1,6 +1,7 @@
 """No job outlives pytest, even one a signal cut off from its registration while it started: the
 signal waits until the job is known, and the last sweep ends every process carrying this pytest's
 job tag."""
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pytest_gpu_pairs.run import jobs as jobs_module
 from pytest_gpu_pairs.run.jobs import JobProcess, JobSpec, kill_all_jobs, live_jobs
 from pytest_gpu_pairs.run.proctree import JOB_TAG_VAR
 
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 
 def _gone(pid: int) -> bool:
@@ -49,11 +50,15 @@ def test_a_signal_that_lands_while_a_job_starts_waits_until_the_job_is_known(tmp
     try:
         with pytest.raises(KeyboardInterrupt):
             job.start()
-        assert started and job in live_jobs()  # registered before the interrupt was delivered
+        monkeypatch.undo()
+        assert len(started) == 1 and job in live_jobs()  # registered before the interrupt was delivered
+        kill_all_jobs(grace_s=1.0)
+        assert _wait_gone(started[0])
     finally:
         monkeypatch.undo()
-        kill_all_jobs(grace_s=1.0)
-    assert _wait_gone(started[0])
+        for pid in started:  # whatever failed above, nothing this test started outlives it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_process_with_this_pytests_job_tag_is_ended_by_the_last_sweep_and_no_other():
