@@ -449,7 +449,10 @@ def cpu_energy_status(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def collate(paths: Sequence[Path]) -> dict[str, Any]:
-    rows = observations(paths)
+    return summarize_rows(observations(paths))
+
+
+def summarize_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     pairs = sorted({r["pair"] for r in rows})
     excluded = [{"case_id": r["case_id"], "why": why} for r in rows if (why := exclusion(r)) is not None]
     counted = [r for r in rows if exclusion(r) is None]
@@ -595,21 +598,21 @@ def _fmt(value: Optional[float]) -> str:
 
 
 def write(folder: Path, root: Path) -> str:
-    paths = [folder / name for name in FOLDERS if (folder / name).is_dir()]
-    summary = collate(paths)
+    rows = observations([folder / name for name in FOLDERS if (folder / name).is_dir()])
+    summary = summarize_rows(rows)
     text = markdown(summary)
     atomic_write_json(folder / "summary.json", summary)
     atomic_write_text(folder / "summary.md", text)
     atomic_write_csv(folder / "stats.csv", STATS_HEADER, stats_rows(summary))
-    plot_interactions(folder, paths)
+    plot_interactions(folder, rows)
     plot_heatmap(folder, summary)
     return text
 
 
-def plot_interactions(folder: Path, paths: Sequence[Path]) -> list[Path]:
+def plot_interactions(folder: Path, observed: list[dict[str, Any]]) -> list[Path]:
     """One figure per pair: each B outcome against each factor, every counted run a point (alone and
     shared apart), the level means joined; from the same rows the summary fits."""
-    rows = [r for r in observations(paths) if exclusion(r) is None]
+    rows = [r for r in observed if exclusion(r) is None]
     written = []
     for pair in sorted({r["pair"] for r in rows}):
         written.append(_plot_pair(folder / f"interaction-{pair}.png", rows, pair))
