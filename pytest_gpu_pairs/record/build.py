@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, describe
@@ -74,14 +75,33 @@ class SoloCost:
     j_per_step: Optional[float] = None
     above_idle_j_per_step: Optional[float] = None
 
+
+@dataclass(frozen=True)
+class SoloBaseline:
+    """A job alone on the card, as much of it as a shared run is compared with. Built from the
+    measurement in the session that measured it, or from its record in a session resumed after it,
+    so that a resumed case is compared with the same solo run as it would have been."""
+
+    duration_s: Optional[float] = None
+    steps_per_s: Optional[float] = None
+    cost: SoloCost = SoloCost()
+
     @classmethod
-    def of(cls, solo: Optional[Measurement], env: DeviceFacts) -> SoloCost:
-        if solo is None or not solo.samples:
-            return cls()
-        energy = counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)
+    def measured(cls, solo: Measurement, env: DeviceFacts) -> SoloBaseline:
         steps = solo.fg.progress.steps_between(*solo.window) if solo.fg.progress.steps else None
+        energy = (counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)
+                  if solo.samples else None)
         above = metrics.energy_above_idle(energy, env.idle_power_w, solo.window_s)
-        return cls(metrics.energy_per_step(energy, steps), metrics.energy_per_step(above, steps))
+        return cls(solo.fg.duration_s, solo.fg.progress.training_rate(),
+                   SoloCost(metrics.energy_per_step(energy, steps), metrics.energy_per_step(above, steps)))
+
+    @classmethod
+    def recorded(cls, solo: Record) -> SoloBaseline:
+        """From a solo round's record: the same figures ``measured`` gave when it was built."""
+        steps = solo.fg_steps_in_window
+        return cls(solo.fg_duration_s, solo.fg_solo_steps_per_s,
+                   SoloCost(metrics.energy_per_step(solo.gpu_energy_j, steps),
+                            metrics.energy_per_step(solo.gpu_energy_above_idle_j, steps)))
 
 
 @dataclass(frozen=True)
@@ -256,7 +276,7 @@ def progress_source(progress: Progress) -> Optional[str]:
     return progress.source if progress.steps else None
 
 
-def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: Notes, kept: bool) -> Background:
+def _background_figures(m: Measurement, solo_bg: Optional[SoloBaseline], notes: Notes, kept: bool) -> Background:
     loop = m.background
     if loop is None:
         for key in ("bg_progress_ratio", "bg_coverage"):
@@ -265,7 +285,7 @@ def _background_figures(m: Measurement, solo_bg: Optional[Measurement], notes: N
                           bg_progress_source=None, bg_steps_in_window=None, bg_solo_steps_per_s=None,
                           bg_peak_mem_reserved_mb=None)
     steps = loop.steps_between(*m.window) if any(r.outcome.progress.steps for r in loop.runs) else None
-    solo_rate = solo_bg.fg.progress.training_rate() if solo_bg is not None else None
+    solo_rate = solo_bg.steps_per_s if solo_bg is not None else None
     if steps is None:
         model = loop.runs[0].outcome.model if loop.runs else "the background"
         progress = next((r.outcome.progress for r in loop.runs if r.outcome.progress.no_match), Progress())
@@ -325,13 +345,13 @@ def _explain_missing_efficiency(sharing: Sharing, background: Background, notes:
         notes.unmeasured("concurrency_efficiency", f"it needs {missing}, which this round did not measure")
 
 
-def round_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+def round_record(case: Case, m: Measurement, solo_fg: Optional[SoloBaseline], solo_bg: Optional[SoloBaseline],
                  env: DeviceFacts) -> Record:
     """The record of one round (one repeat) of a case."""
     return built(_round_figures(case, m, solo_fg, solo_bg, env))
 
 
-def _timing(m: Measurement, solo_fg: Optional[Measurement], notes: Notes) -> Timing:
+def _timing(m: Measurement, solo_fg: Optional[SoloBaseline], notes: Notes) -> Timing:
     fg = m.fg
     startup = fg.progress.setup_t - fg.start_t if fg.progress.setup_t else None
     if startup is None:
@@ -344,7 +364,10 @@ def _timing(m: Measurement, solo_fg: Optional[Measurement], notes: Notes) -> Tim
         notes.also("duration_basis", f"{fg.progress_path}: {fg.progress.problem_note}")
     return Timing(fg_duration_s=fg.duration_s, fg_wall_s=fg.wall_s, fg_startup_s=startup,
                   duration_basis=fg.duration_basis, fg_progress_source=progress_source(fg.progress),
-                  fg_solo_duration_s=solo_fg.fg.duration_s if solo_fg is not None else None, window_s=m.window_s)
+                  fg_solo_duration_s=solo_fg.duration_s if solo_fg is not None else None,
+                  fg_solo_steps_per_s=solo_fg.steps_per_s if solo_fg is not None else None,
+                  fg_steps_in_window=m.fg.progress.steps_between(*m.window) if m.fg.progress.steps else None,
+                  window_s=m.window_s)
 
 
 def _sharing(m: Measurement, timing: Timing, background: Background, notes: Notes) -> Sharing:
@@ -369,6 +392,12 @@ def _case_facts(case: Case, mode: str) -> CaseFacts:
                      vram_budget_source=VRAM_SOURCE, min_efficiency=case.min_efficiency)
 
 
+def reused_record(case: Case, solo: Record, folder: Path) -> Record:
+    """A solo case whose job another solo case already ran: that run's figures under this case's
+    facts, with the folder of the run it reports."""
+    return solo.updated(**_case_facts(case, "solo").keys_set(), reused_measurement=str(folder))
+
+
 def _n_jobs(case: Case, mode: str) -> int:
     return 1 if mode == "solo" else len(case.jobs)
 
@@ -379,7 +408,7 @@ def _where(env: DeviceFacts, sampled: bool, job_cpus: Optional[dict[str, str]]) 
                  idle_power_method=IDLE_METHOD if env.idle_power_w is not None else None, job_cpus=job_cpus)
 
 
-def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+def _round_figures(case: Case, m: Measurement, solo_fg: Optional[SoloBaseline], solo_bg: Optional[SoloBaseline],
                    env: DeviceFacts) -> dict[str, Any]:
     """A round's figures as the dict the study's derived figures are added to before it is typed."""
     notes = Notes()
@@ -390,9 +419,8 @@ def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], s
         timing, background, sharing = (timing.without(UNFINISHED_FG), background.without(UNFINISHED_FG),
                                        sharing.without(UNFINISHED_FG))
     _explain_missing_efficiency(sharing, background, notes)
-    fg_steps = m.fg.progress.steps_between(*m.window) if m.fg.progress.steps else None
-    work = Work(case.sharing, fg_steps, background.bg_steps_in_window, SoloCost.of(solo_fg, env),
-                SoloCost.of(solo_bg, env))
+    work = Work(case.sharing, timing.fg_steps_in_window, background.bg_steps_in_window,
+                solo_fg.cost if solo_fg is not None else SoloCost(), solo_bg.cost if solo_bg is not None else SoloCost())
     gpu = _gpu_figures(m, env, notes, work)
     bg_oom = m.background.ooms if m.background else []
     outcome = Outcome(oom=m.fg.oom or bool(bg_oom), failure=_failure_text(m, case.sharing),
@@ -405,7 +433,7 @@ def _round_figures(case: Case, m: Measurement, solo_fg: Optional[Measurement], s
                   {"notes": dict(notes)})
 
 
-def case_record(case: Case, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement],
+def case_record(case: Case, m: Measurement, solo_fg: Optional[SoloBaseline], solo_bg: Optional[SoloBaseline],
                 env: DeviceFacts, solo_fg_record: Optional[Record] = None) -> Record:
     """A round's whole record: its figures, then the study's derived figures (for a concurrent
     round, against the foreground's solo record). Solo baselines and cases are built the same way."""

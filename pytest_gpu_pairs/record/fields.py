@@ -81,6 +81,8 @@ class RecordFields(BaseModel):
     """from process start to the job's setup event"""
     fg_solo_duration_s: Optional[Number] = None
     """the foreground's training time alone on the device"""
+    fg_steps_in_window: Optional[Number] = None
+    """foreground steps inside the window (a solo baseline's energy per step is its window's energy over these, also when a resumed session reads it from the record)"""
     duration_basis: Optional[StrictStr] = None
     """training (first to last step, from fg_progress_source) or process (wall time)"""
     fg_progress_source: Optional[StrictStr] = None

@@ -82,6 +82,8 @@ class Timing(Group):
     duration_basis: Optional[StrictStr] = None
     fg_progress_source: Optional[StrictStr] = None
     fg_solo_duration_s: Optional[Number] = None
+    fg_solo_steps_per_s: Optional[Number] = None
+    fg_steps_in_window: Optional[Number] = None
     window_s: Optional[Number] = None
 
 

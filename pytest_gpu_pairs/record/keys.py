@@ -62,6 +62,8 @@ TIME = _figures("time", [
     ("fg_wall_s", "float", "s", "lower", True, "the foreground process's whole lifetime, startup included"),
     ("fg_startup_s", "float", "s", "lower", True, "from process start to the job's setup event"),
     ("fg_solo_duration_s", "float", "s", "lower", False, "the foreground's training time alone on the device"),
+    ("fg_steps_in_window", "float", "steps", None, False, "foreground steps inside the window (a solo baseline's "
+     "energy per step is its window's energy over these, also when a resumed session reads it from the record)"),
     ("duration_basis", "str", "", None, False, "training (first to last step, from fg_progress_source) or process (wall time)"),
     ("fg_progress_source", "str", "", None, False, "where the foreground's steps came from: protocol, log (its progress_pattern), or None (it reported none)"),
     ("window_s", "float", "s", "lower", True, "the measured window: the foreground's training time"),

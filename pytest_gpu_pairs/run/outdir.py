@@ -120,6 +120,11 @@ class OutputFolder:
     def case_dir(self, case: Case) -> Path:
         return folder_inside(self.path, case.id)
 
+    def round_dir(self, case: Case, round_number: int) -> Path:
+        """Where a round of a case with repeats keeps its own record; a case of one round is its round."""
+        base = self.case_dir(case)
+        return base if case.runs_per_config == 1 else base / f"round-{round_number:02d}"
+
     def fresh_case_dir(self, case: Case) -> Path:
         """The case's folder, emptied: logs are appended to, so a rerun must not mix two runs."""
         folder = self.case_dir(case)

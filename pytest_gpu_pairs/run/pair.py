@@ -13,7 +13,7 @@ import pytest
 
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.protocol import now
-from pytest_gpu_pairs.record.build import aggregate, failed_record
+from pytest_gpu_pairs.record.build import SoloBaseline, aggregate, failed_record, reused_record
 from pytest_gpu_pairs.record.fit import fit_record
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.model import Record
@@ -140,13 +140,17 @@ class EpochRounds(OnOneGpu):
         return aggregate(self._round_records(solo_fg, solo_bg), case.min_coverage)
 
     def _solo_case(self) -> Record:
-        """A solo case measures its job unless the session already did (then it reports that
-        measurement, and pytest-benchmark has nothing of its own to time); its first round is the
-        job's baseline for every concurrent case after it."""
+        """A solo case measures its job unless the session already did, or resumed an earlier
+        session's solo case of it (then it reports that run, and pytest-benchmark has nothing of
+        its own to time); its first round is the job's baseline for every concurrent case after it."""
         job = self.case.fg
         cached = self.context.solos.cached(job)
         if cached is not None:
-            return aggregate([self._record(cached, cached, None).updated(reused_measurement=str(cached.out_dir))])
+            baseline = SoloBaseline.measured(cached, self.env)
+            return aggregate([self._record(cached, baseline, None).updated(reused_measurement=str(cached.out_dir))])
+        recorded = self.context.solos.recorded(job)
+        if recorded is not None:
+            return aggregate([reused_record(self.case, *recorded)])
         self.sharing = self._sharing_or_skip(self.context.sharing.prepare)  # plain: no MPS daemon up
         self._measure_rounds()
         records = self._round_records(None, None)
@@ -170,39 +174,39 @@ class EpochRounds(OnOneGpu):
             self._foreground()
             self._end_round()
 
-    def _round_records(self, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> list[Record]:
+    def _round_records(self, solo_fg: Optional[SoloBaseline], solo_bg: Optional[SoloBaseline]) -> list[Record]:
         """Every round's record (a solo round is its own baseline); with repeats, each one is also
         saved in its round folder, so every repeat is on record and not only their mean."""
-        records = [self._record(m, solo_fg or m, solo_bg) for m in self.measurements]
+        records = [self._record(m, solo_fg or SoloBaseline.measured(m, self.env), solo_bg) for m in self.measurements]
         if self.case.runs_per_config > 1:
             for m, record in zip(self.measurements, records):
                 save_result(m.out_dir, record)
         return records
 
-    def _record(self, m: Measurement, solo_fg: Optional[Measurement], solo_bg: Optional[Measurement]) -> Record:
+    def _record(self, m: Measurement, solo_fg: Optional[SoloBaseline], solo_bg: Optional[SoloBaseline]) -> Record:
         return self.build(self.case, m, solo_fg, solo_bg, self.env, self.context.solos.record(self.case.fg))
 
-    def _solo(self, job: JobConfig) -> Measurement:
+    def _solo(self, job: JobConfig) -> SoloBaseline:
         solos, timeline = self.context.solos, self.run.timeline
         measured_now = not solos.has(job)
         if measured_now:
             timeline["cool_down_s"] += self.context.device.cool_down(self.case.cool_down_s)
         try:
-            solo = solos.measure(job, self.case.timeout_s)
+            baseline = solos.baseline(job, self.case.timeout_s)
         except OutsideOutputFolder as exc:
             failure = f"solo baseline of {job.model} not measured: {exc}"
             self.run.fail(failed_record(self.case, failure, self.env), failure)
-        if measured_now:
+        solo = solos.cached(job)  # None where the baseline is a resumed session's record
+        if measured_now and solo is not None:
             timeline["solo"].append({"model": job.model, "start_t": solo.fg.start_t, "end_t": solo.fg.end_t,
                                      "train_start_t": solo.window[0], "train_end_t": solo.window[1]})
-        if solo.fg.failed:
+        if solo is not None and solo.fg.failed:
             failure = f"solo baseline of {job.model} failed: {solo.fg.reason()}"
             self.run.fail(failed_record(self.case, failure, self.env).updated(oom=solo.fg.oom), failure)
-        return solo
+        return baseline
 
     def _round_dir(self) -> Path:
-        base = self.context.folder.case_dir(self.case)
-        return base if self.case.runs_per_config == 1 else base / f"round-{len(self.measurements) + 1:02d}"
+        return self.context.folder.round_dir(self.case, len(self.measurements) + 1)
 
     def _start_round(self) -> None:
         self.run.timeline["cool_down_s"] += self.context.device.cool_down(self.case.cool_down_s)

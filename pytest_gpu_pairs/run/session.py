@@ -258,7 +258,19 @@ class GpuPairsSession:
             return None
         if record.min_coverage != case.min_coverage:
             return None  # which rounds count was decided under another rule: measure them under this one
-        return self._under_current_checks(case, record)
+        checked = self._under_current_checks(case, record)
+        self._seed_solo_baseline(case, checked)
+        return checked
+
+    def _seed_solo_baseline(self, case: Case, record: Record) -> None:
+        """A resumed solo case's first round stands in for its job's measurement, as it did in the
+        session that measured it: the concurrent cases still to run are compared with that run."""
+        if case.mode != "solo" or record.method != "epoch":
+            return
+        folder = self.folder.round_dir(case, 1)
+        first = record if folder == self.folder.case_dir(case) else load_result(folder)
+        if first is not None:
+            self.solos.adopt_recorded(case.fg, first, folder)
 
     def _under_current_checks(self, case: Case, record: Record) -> Record:
         """A resumed case is checked against this session's minimum efficiency and VRAM budget, so

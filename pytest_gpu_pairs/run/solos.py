@@ -1,13 +1,15 @@
-"""The solo baselines of a session: each job measured alone once and shared by every case.
+"""The solo baselines of a session: each job measured alone once and shared by every case; in a
+resumed session, the solo case an earlier session recorded stands in for that measurement.
 
 Always without MPS: both sharing mechanisms are compared with the same plain baseline."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Optional
 
 from pytest_gpu_pairs.experiment.cases import JobConfig, baseline_case
-from pytest_gpu_pairs.record.build import case_record
+from pytest_gpu_pairs.record.build import SoloBaseline, case_record
 from pytest_gpu_pairs.record.measurement import Measurement
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import save_result
@@ -26,9 +28,18 @@ class SoloBaselines:
         self.folder, self.device, self.sharing = folder, device, sharing
         self.scale, self.vram_budget_mb = scale, vram_budget_mb
         self._measured: dict[tuple, tuple[Measurement, Record]] = {}
+        self._recorded: dict[tuple, tuple[Record, Path]] = {}
 
     def has(self, job: JobConfig) -> bool:
-        return (job, self.scale) in self._measured
+        return (job, self.scale) in self._measured or (job, self.scale) in self._recorded
+
+    def baseline(self, job: JobConfig, timeout_s: float) -> SoloBaseline:
+        """What a shared run of the job is compared with: this session's measurement of it, else the
+        solo case an earlier session recorded (a resumed session), else a measurement taken now."""
+        key = (job, self.scale)
+        if key not in self._measured and key in self._recorded:
+            return SoloBaseline.recorded(self._recorded[key][0])
+        return SoloBaseline.measured(self.measure(job, timeout_s), self.device.environment())
 
     def measure(self, job: JobConfig, timeout_s: float) -> Measurement:
         """The job alone on the device, measured once per session and shared by every case using it;
@@ -46,7 +57,7 @@ class SoloBaselines:
             finally:
                 self.device.release()
             case = baseline_case(job, f"_solo/{out.name}", timeout_s, self.vram_budget_mb)
-            record = case_record(case, measurement, measurement, None, env)
+            record = case_record(case, measurement, SoloBaseline.measured(measurement, env), None, env)
             save_result(out, record)
             self._measured[key] = (measurement, record)
         return self._measured[key][0]
@@ -55,11 +66,25 @@ class SoloBaselines:
         found = self._measured.get((job, self.scale))
         return found[0] if found else None
 
+    def recorded(self, job: JobConfig) -> Optional[tuple[Record, Path]]:
+        """An earlier session's solo round of the job that this session resumed, and its folder."""
+        return self._recorded.get((job, self.scale))
+
     def record(self, job: JobConfig) -> Optional[Record]:
-        """The record of the job's solo measurement, for the comparisons of concurrent cases."""
-        found = self._measured.get((job, self.scale))
-        return found[1] if found else None
+        """The record of the job's solo baseline, for the comparisons of concurrent cases."""
+        key = (job, self.scale)
+        if key in self._measured:
+            return self._measured[key][1]
+        return self._recorded[key][0] if key in self._recorded else None
 
     def adopt(self, job: JobConfig, measurement: Measurement, record: Record) -> None:
         """A solo case's first round becomes the job's baseline: no job is measured alone twice."""
         self._measured.setdefault((job, self.scale), (measurement, record))
+
+    def adopt_recorded(self, job: JobConfig, record: Record, folder: Path) -> None:
+        """A resumed solo case's first round becomes the job's baseline, as it was in the session that
+        measured it. A record that lacks a baseline's figures (written before they were recorded, or
+        of a job that reports no steps) is not adopted: the job is measured again when a case needs it."""
+        if record.failure or record.fg_steps_in_window is None or record.fg_solo_steps_per_s is None:
+            return
+        self._recorded.setdefault((job, self.scale), (record, folder))

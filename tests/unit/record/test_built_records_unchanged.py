@@ -26,7 +26,7 @@ EXPECTED = DATA / "records" / "built.json"
 
 def _pair_records(tmp: Path) -> dict:
     mps, timeslice = sharing._case("mps"), sharing._case("timeslice")
-    solo = case_record(mps, sharing.SOLO_FG, sharing.SOLO_FG, None, sharing.ENV)
+    solo = case_record(mps, sharing.SOLO_FG_RUN, sharing.SOLO_FG, None, sharing.ENV)
     first = case_record(mps, sharing._concurrent(tmp, probe=sharing.MPS_PROBE), sharing.SOLO_FG, sharing.SOLO_BG,
                         sharing.ENV, solo)
     second = case_record(mps, sharing._concurrent(tmp, watts=320.0, probe=sharing.MPS_PROBE), sharing.SOLO_FG,

@@ -8,7 +8,7 @@ from pytest_gpu_pairs.experiment.cases import expand_all
 from pytest_gpu_pairs.experiment.load import parse_experiment
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
-from pytest_gpu_pairs.record.build import round_record
+from pytest_gpu_pairs.record.build import SoloBaseline, round_record
 from pytest_gpu_pairs.record.measurement import BackgroundRun, JobOutcome, Measurement
 from pytest_gpu_pairs.run.background import BackgroundLoop
 from pytest_gpu_pairs.run.environment import Environment
@@ -65,7 +65,8 @@ def _case(sharing):
 
 ENV = Environment(device="cuda", scale=1.0, sample_hz=10.0, idle_power_w=IDLE_W)
 # Alone: fg 10 steps/s at 250 W (25 J/step, 20 J above idle), bg 5 steps/s at 250 W (50 J/step, 40 above idle).
-SOLO_FG, SOLO_BG = _solo(10.0, 250.0), _solo(5.0, 250.0)
+SOLO_FG_RUN, SOLO_BG_RUN = _solo(10.0, 250.0), _solo(5.0, 250.0)
+SOLO_FG, SOLO_BG = SoloBaseline.measured(SOLO_FG_RUN, ENV), SoloBaseline.measured(SOLO_BG_RUN, ENV)
 MPS_PROBE = {"limits": {"fg": {"active_thread_percentage": None, "pinned_mem_limit_mb": None}},
              "control_pid": 9, "server_pids": [SERVER_PID], "client_pids": [BG_PID]}
 
@@ -100,7 +101,7 @@ def test_timeslice_round_keeps_the_sm_utilisation_split(tmp_path):
 
 
 def test_mps_without_solo_energy_falls_back_to_time_share_and_says_why(tmp_path):
-    no_energy = Measurement("solo", SOLO_BG.fg, SOLO_BG.window, [], None, None, "n/a", ".")
+    no_energy = SoloBaseline.measured(Measurement("solo", SOLO_BG_RUN.fg, SOLO_BG_RUN.window, [], None, None, "n/a", "."), ENV)
     record = round_record(_case("mps"), _concurrent(tmp_path, probe=MPS_PROBE), SOLO_FG, no_energy, ENV)
     assert record["energy_split_method"] == "time_share"
     assert "MPS server instead of its clients" in record["notes"]["energy_split_method"]

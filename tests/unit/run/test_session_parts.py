@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from pytest_gpu_pairs.experiment.cases import JobConfig, Overrides, vram_budget
 from pytest_gpu_pairs.experiment.schema import DEFAULTS
+from pytest_gpu_pairs.record.build import SoloBaseline
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.run import outdir
 from pytest_gpu_pairs.run.device import CardEmulationUnavailable, Device
 from pytest_gpu_pairs.run.options import GpuPairsOptions
@@ -98,6 +100,24 @@ def test_a_solo_cases_first_round_is_the_baseline_and_is_never_replaced(tmp_path
     solos.adopt(JOB, later, {"record": 2})
     assert solos.has(JOB) and solos.cached(JOB) is first and solos.record(JOB) == {"record": 1}
     assert not SoloBaselines(OutputFolder(tmp_path), None, None, 0.5, 7500.0).has(JOB)
+
+
+def test_a_resumed_solo_record_stands_in_for_its_job_only_with_a_baselines_figures(tmp_path):
+    solos = SoloBaselines(OutputFolder(tmp_path), SimpleNamespace(), SimpleNamespace(), 1.0, 7500.0)
+    older = Record.model_validate({"fg_duration_s": 12.0, "gpu_energy_j": 3000.0})
+    solos.adopt_recorded(JOB, older, tmp_path / "a")
+    assert not solos.has(JOB) and solos.record(JOB) is None
+    full = older.updated(fg_steps_in_window=600.0, fg_solo_steps_per_s=50.0)
+    solos.adopt_recorded(JOB, full, tmp_path / "a")
+    solos.adopt_recorded(JOB, full.updated(fg_duration_s=99.0), tmp_path / "b")
+    assert solos.has(JOB) and solos.cached(JOB) is None and solos.recorded(JOB) == (full, tmp_path / "a")
+    assert solos.baseline(JOB, 60.0) == SoloBaseline.recorded(full)  # nothing measured: the device is never asked
+    assert solos.record(JOB) == full
+    assert solos.baseline(JOB, 60.0).cost.j_per_step == 5.0
+    failed = full.updated(failure="exited with code 1")
+    other = SoloBaselines(OutputFolder(tmp_path), SimpleNamespace(), SimpleNamespace(), 1.0, 7500.0)
+    other.adopt_recorded(JOB, failed, tmp_path / "c")
+    assert not other.has(JOB)
 
 
 budgets = st.one_of(st.none(), st.floats(1.0, 80_000.0))

@@ -1,0 +1,71 @@
+"""A resumed study compares its remaining shared runs with the solo cases an earlier session recorded,
+as the session that measured everything would have, instead of measuring each job alone again
+(real pytest sessions, command workloads on the CPU)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from support.helpers import FAKE_JOB, SUITE, jobs_started_under
+
+FG_SOLO, BG_SOLO = "g01-fg+none-default-solo", "g01-bg+none-default-solo"
+SHARED = "g01-fg+bg-default-concurrent"
+
+
+def _settings(tmp: Path) -> Path:
+    def command(steps: int) -> dict:
+        return {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--step-s", "0.05"],
+                "hyperparameters": {"steps": {"type": "int", "default": steps, "flag": "--steps"}}}
+
+    path = tmp / "study.json"
+    path.write_text(json.dumps({
+        "name": "study", "design": "hp_study", "vary": {"steps": [0.5, 1.5]},
+        "defaults": {"restart_delay_s": 0.1, "timeout_s": 300, "keep_background": True},
+        "workloads": {"fg": command(10), "bg": command(400)},
+        "pairs": [{"group": "g01", "foreground": {"model": "fg"}, "background": {"model": "bg"}}]}))
+    return path
+
+
+def _run(pytester, *extra):
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester.runpytest_subprocess("--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(pytester.path / "out"),
+                                         "--gpu-pairs-settings", str(_settings(pytester.path)), "-p", "no:cacheprovider",
+                                         "-rA", *extra, timeout=600)
+
+
+def _record(tmp: Path, case_id: str) -> dict:
+    return json.loads((tmp / "out" / case_id / "result.json").read_text())
+
+
+def test_a_resumed_study_compares_with_the_solo_cases_on_record_and_measures_no_job_alone_again(pytester):
+    _run(pytester, "-k", "solo").assert_outcomes(passed=4)
+    fg_solo, bg_solo = _record(pytester.path, FG_SOLO), _record(pytester.path, BG_SOLO)
+    assert fg_solo["fg_steps_in_window"] and fg_solo["fg_solo_steps_per_s"] and bg_solo["fg_solo_steps_per_s"]
+
+    resumed = _run(pytester, "--gpu-pairs-resume")
+    resumed.assert_outcomes(passed=3, skipped=4)
+    shared = _record(pytester.path, SHARED)
+    assert not (pytester.path / "out" / "_solo").exists()  # no job was measured alone again
+    assert shared["fg_solo_duration_s"] == fg_solo["fg_duration_s"]
+    assert shared["fg_solo_steps_per_s"] == fg_solo["fg_solo_steps_per_s"]
+    assert shared["bg_solo_steps_per_s"] == bg_solo["fg_solo_steps_per_s"]
+    assert shared["concurrent_overhead"] is not None
+    assert jobs_started_under(pytester.path / "out") == []
+
+
+def test_a_solo_case_on_record_without_the_baselines_figures_is_measured_again(pytester):
+    """A record written before a solo case kept its steps cannot stand in for the run: the job is
+    measured alone again, as resumed sessions always did."""
+    _run(pytester, "-k", "solo").assert_outcomes(passed=4)
+    path = pytester.path / "out" / FG_SOLO / "result.json"
+    older = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("fg_steps_in_window", "fg_solo_steps_per_s")}
+    path.write_text(json.dumps(older))
+
+    _run(pytester, "--gpu-pairs-resume").assert_outcomes(passed=3, skipped=4)
+    shared = _record(pytester.path, SHARED)
+    remeasured = [p for p in (pytester.path / "out" / "_solo").glob("fg-*/result.json")]
+    assert len(remeasured) == 1 and not list((pytester.path / "out" / "_solo").glob("bg-*"))
+    assert shared["fg_solo_duration_s"] == json.loads(remeasured[0].read_text())["fg_duration_s"]
+    assert shared["bg_solo_steps_per_s"] == _record(pytester.path, BG_SOLO)["fg_solo_steps_per_s"]
+    assert jobs_started_under(pytester.path / "out") == []
