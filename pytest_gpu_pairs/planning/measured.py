@@ -12,6 +12,8 @@ and mechanism.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, V
 
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 from pytest_gpu_pairs.record.metrics import measured_mean
+from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import load_run
 from pytest_gpu_pairs.run.methods import EPOCH, INTERLEAVED
 
@@ -137,20 +140,32 @@ def _fit_evidence(records: Iterable) -> FitEvidence:
     return FitEvidence(min(ran) if ran else None, max(oom) if oom else None)
 
 
+def _seen_before(record: Record, seen: set[str]) -> bool:
+    """Whether the same measurement was read already: a record copied into two results folders (a
+    study that reuses another's sessions), or a folder given twice, counts once."""
+    digest = hashlib.sha256(json.dumps(record.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+    if digest in seen:
+        return True
+    seen.add(digest)
+    return False
+
+
 def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.name,)) -> Measured:
     """The measured pairs of ``paths`` (results folders, benchmark JSON, result.json files);
     ``StoreError`` in one line for the first unusable file. Efficiency and energy come from every
     record that did not run out of memory, fit evidence from the records made on emulated cards.
     Only records of ``methods`` teach the model (the epoch method's figures carry start-up and a
-    restart loop, and do not reproduce); the others are counted in ``skipped``."""
+    restart loop, and do not reproduce); the others are counted in ``skipped``. A record read twice
+    (the same measurement in two folders) counts once."""
     grouped: dict[tuple[tuple[str, str], str], list[tuple[str, Any]]] = {}
     groups: dict[tuple[tuple[str, ...], str], list[tuple[str, Any]]] = {}
     emulated: dict[tuple[str, str], list] = {}
     skipped = 0
+    seen: set[str] = set()
     for path in paths:
         run = load_run(path)
         for record in run.records.values():
-            if not (_concurrent(record) and _on_gpu(record)):
+            if not (_concurrent(record) and _on_gpu(record)) or _seen_before(record, seen):
                 continue
             if isinstance(record.get("n_jobs"), int) and record.get("n_jobs") > 2:
                 group = _group_models(record)

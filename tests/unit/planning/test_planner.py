@@ -396,3 +396,17 @@ def test_a_reference_group_needs_three_models_or_is_one_line(tmp_path):
         read_reference(path)
     assert str(caught.value).startswith(f"{path}: $.groups[0].models: ") and "\n" not in str(caught.value)
     assert read_reference().measured.groups[(("mnist", "resnet20", "resnet32"), "timeslice")].records == 3
+
+
+def test_a_measurement_read_from_two_folders_counts_once(tmp_path):
+    from pytest_gpu_pairs.planning.measured import read_measured
+
+    results = _results(tmp_path, [_record("g01-mnist_ff+resnet20-default-concurrent", "mnist_ff", "resnet20", 1.9),
+                                  _record("x1-mnist_ff+resnet20-default-concurrent", "mnist_ff", "resnet20", 1.7)])
+    copy = tmp_path / "copied" / "g01-mnist_ff+resnet20-default-concurrent"
+    copy.mkdir(parents=True)
+    copy.joinpath("result.json").write_bytes((results / copy.name / "result.json").read_bytes())
+    pair = read_measured([results, copy.parent, results]).of(("mnist_ff", "resnet20"), "timeslice")
+    assert pair is not None and pair.records == 2 and pair.efficiency == pytest.approx(1.8)
+    again = _results(tmp_path / "again", [_record("g01-mnist_ff+resnet20-default-concurrent", "mnist_ff", "resnet20", 1.6)])
+    assert read_measured([results, again]).of(("mnist_ff", "resnet20"), "timeslice").records == 3
