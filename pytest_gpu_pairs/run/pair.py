@@ -188,22 +188,24 @@ class EpochRounds(OnOneGpu):
 
     def _solo(self, job: JobConfig) -> SoloBaseline:
         solos, timeline = self.context.solos, self.run.timeline
+        recorded = solos.recorded(job)
+        if recorded is not None:
+            return SoloBaseline.recorded(recorded[0])
         measured_now = not solos.has(job)
         if measured_now:
             timeline["cool_down_s"] += self.context.device.cool_down(self.case.cool_down_s)
         try:
-            baseline = solos.baseline(job, self.case.timeout_s)
+            solo = solos.measure(job, self.case.timeout_s)
         except OutsideOutputFolder as exc:
             failure = f"solo baseline of {job.model} not measured: {exc}"
             self.run.fail(failed_record(self.case, failure, self.env), failure)
-        solo = solos.cached(job)  # None where the baseline is a resumed session's record
-        if measured_now and solo is not None:
+        if measured_now:
             timeline["solo"].append({"model": job.model, "start_t": solo.fg.start_t, "end_t": solo.fg.end_t,
                                      "train_start_t": solo.window[0], "train_end_t": solo.window[1]})
-        if solo is not None and solo.fg.failed:
+        if solo.fg.failed:
             failure = f"solo baseline of {job.model} failed: {solo.fg.reason()}"
             self.run.fail(failed_record(self.case, failure, self.env).updated(oom=solo.fg.oom), failure)
-        return baseline
+        return SoloBaseline.measured(solo, self.env)
 
     def _round_dir(self) -> Path:
         return self.context.folder.round_dir(self.case, len(self.measurements) + 1)

@@ -265,7 +265,7 @@ class GpuPairsSession:
     def _seed_solo_baseline(self, case: Case, record: Record) -> None:
         """A resumed solo case's first round stands in for its job's measurement, as it did in the
         session that measured it: the concurrent cases still to run are compared with that run."""
-        if case.mode != "solo" or record.method != "epoch":
+        if case.mode != "solo":
             return
         folder = self.folder.round_dir(case, 1)
         first = record if folder == self.folder.case_dir(case) else load_result(folder)

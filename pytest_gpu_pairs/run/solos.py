@@ -33,14 +33,6 @@ class SoloBaselines:
     def has(self, job: JobConfig) -> bool:
         return (job, self.scale) in self._measured or (job, self.scale) in self._recorded
 
-    def baseline(self, job: JobConfig, timeout_s: float) -> SoloBaseline:
-        """What a shared run of the job is compared with: this session's measurement of it, else the
-        solo case an earlier session recorded (a resumed session), else a measurement taken now."""
-        key = (job, self.scale)
-        if key not in self._measured and key in self._recorded:
-            return SoloBaseline.recorded(self._recorded[key][0])
-        return SoloBaseline.measured(self.measure(job, timeout_s), self.device.environment())
-
     def measure(self, job: JobConfig, timeout_s: float) -> Measurement:
         """The job alone on the device, measured once per session and shared by every case using it;
         its record (mode ``solo``) is saved as ``<out>/_solo/<model>-<digest>/result.json``.
@@ -67,8 +59,10 @@ class SoloBaselines:
         return found[0] if found else None
 
     def recorded(self, job: JobConfig) -> Optional[tuple[Record, Path]]:
-        """An earlier session's solo round of the job that this session resumed, and its folder."""
-        return self._recorded.get((job, self.scale))
+        """The solo round of an earlier session that stands in for the job (this session resumed it and
+        did not measure the job itself), and its folder."""
+        key = (job, self.scale)
+        return None if key in self._measured else self._recorded.get(key)
 
     def record(self, job: JobConfig) -> Optional[Record]:
         """The record of the job's solo baseline, for the comparisons of concurrent cases."""

@@ -115,7 +115,7 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
                                                                                          make_argv=stand_in("ready")),
                              cool_down=lambda seconds: 0.0, release=lambda: None,
                              enforce_efficiency=True, enforce_vram=True)
-    solos = SimpleNamespace(has=lambda job: False, measure=lambda job, timeout_s: failed_solo)
+    solos = SimpleNamespace(recorded=lambda job: None, has=lambda job: False, measure=lambda job, timeout_s: failed_solo)
     session = SimpleNamespace(folder=folder, device=device, results=[], extended=lambda case, record: record,
                               settings_digest=lambda case: {})
     context = CaseContext(folder, device, solos, sharing,

@@ -111,9 +111,9 @@ def test_a_resumed_solo_record_stands_in_for_its_job_only_with_a_baselines_figur
     solos.adopt_recorded(JOB, full, tmp_path / "a")
     solos.adopt_recorded(JOB, full.updated(fg_duration_s=99.0), tmp_path / "b")
     assert solos.has(JOB) and solos.cached(JOB) is None and solos.recorded(JOB) == (full, tmp_path / "a")
-    assert solos.baseline(JOB, 60.0) == SoloBaseline.recorded(full)  # nothing measured: the device is never asked
-    assert solos.record(JOB) == full
-    assert solos.baseline(JOB, 60.0).cost.j_per_step == 5.0
+    assert solos.record(JOB) == full and SoloBaseline.recorded(full).cost.j_per_step == 5.0
+    solos.adopt(JOB, SimpleNamespace(out_dir="measured"), {"record": "this session's"})
+    assert solos.recorded(JOB) is None and solos.record(JOB) == {"record": "this session's"}  # a measurement wins
     failed = full.updated(failure="exited with code 1")
     other = SoloBaselines(OutputFolder(tmp_path), SimpleNamespace(), SimpleNamespace(), 1.0, 7500.0)
     other.adopt_recorded(JOB, failed, tmp_path / "c")
