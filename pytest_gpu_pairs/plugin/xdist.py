@@ -140,10 +140,12 @@ def configure_node(node, gpus: Optional[list[str]]) -> None:
 
 
 def collected_cases(node_ids: Sequence[str], case_ids: set[str]) -> list[str]:
-    """The case ids among a worker's collected test ids (``path::test_pair[<case id>]``)."""
+    """The case ids among a worker's collected test ids (``path::test_pair[<case id>]``, under
+    ``--dist loadgroup`` with its group after an ``@``: ``path::test_pair[<case id>]@<group>``)."""
     found = []
     for node_id in node_ids:
-        param = node_id.rsplit("[", 1)[-1][:-1] if node_id.endswith("]") else None
+        test = node_id.rsplit("@", 1)[0] if "]@" in node_id else node_id
+        param = test.rsplit("[", 1)[-1][:-1] if test.endswith("]") else None
         if param in case_ids:
             found.append(param)
     return found

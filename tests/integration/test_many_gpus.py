@@ -153,6 +153,36 @@ def test_a_second_run_on_the_same_folder_is_refused_while_the_workers_run(pytest
     assert not list((pytester.path / "out").glob("g0*"))
 
 
+def test_a_study_handed_out_by_group_holds_its_folder_while_the_workers_run(pytester):
+    """Under ``--dist loadgroup`` a worker's test ids carry ``@<group>``: the controller still finds
+    its cases, so it locks the folder (a second session is refused) and says who holds it."""
+    from filelock import FileLock
+
+    from integration.test_resume_solo_baselines import _settings
+    from pytest_gpu_pairs.run.outdir import in_use_by
+
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    args = ["--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(out), "--gpu-pairs-settings",
+            str(_settings(pytester.path)), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"]
+    out.mkdir()
+    with FileLock(str(out / ".gpu-pairs.lock")):
+        refused = pytester.runpytest_subprocess(*args, "-k", "steps_min", timeout=600)
+    assert refused.ret == 4 and "is in use by another pytest session" in refused.stdout.str() + refused.stderr.str()
+    assert not list(out.glob("g01-*"))
+    plugin = pytester.path / "conftest.py"
+    plugin.write_text("import os\n\ndef pytest_runtest_call(item):\n"
+                      f"    os.makedirs({str(pytester.path / 'seen')!r}, exist_ok=True)\n"
+                      f"    open(os.path.join({str(pytester.path / 'seen')!r}, str(os.getpid())), 'w').write("
+                      f"open({str(out / '.gpu-pairs.lock.owner')!r}).read())\n")
+    result = pytester.runpytest_subprocess(*args, "-k", "steps_min", timeout=600)
+    assert result.ret == 0, result.stdout.str()
+    held = [f.read_text() for f in (pytester.path / "seen").iterdir()]
+    assert held and all(text.startswith("pid ") for text in held)  # the controller's, while cases ran
+    assert in_use_by(out) is None and not (out / ".gpu-pairs.lock.owner").exists()
+    assert jobs_started_under(out) == []
+
+
 def test_sigterm_to_the_controller_ends_every_workers_jobs(pytester):
     """Both workers mid-case (one hangs in its foreground), SIGTERM to the controller: pytest ends
     and no job process of either worker lives on."""

@@ -122,6 +122,10 @@ def test_the_controller_finds_the_cases_among_a_workers_test_ids():
     ids = ["benchmarks/test_pairs.py::test_pair[g01-a+b-default-concurrent]", "tests/test_x.py::test_y",
            "tests/test_x.py::test_p[g01-a+b-default-concurrent]", "b/test_pairs.py::test_pair[other]"]
     assert xdist.collected_cases(ids, {"g01-a+b-default-concurrent"}) == ["g01-a+b-default-concurrent"] * 2
+    grouped = ["benchmarks/test_pairs.py::test_pair[hp01-a+b-lr_max_s1-concurrent]@hp01-s1",
+               "benchmarks/test_pairs.py::test_pair[hp01-a+none-default_s1-solo]@hp01-s1", "t.py::test_q[x]@g"]
+    assert xdist.collected_cases(grouped, {"hp01-a+b-lr_max_s1-concurrent", "hp01-a+none-default_s1-solo"}) == \
+        ["hp01-a+b-lr_max_s1-concurrent", "hp01-a+none-default_s1-solo"]
 
 
 def test_a_gpu_opens_by_a_unique_uuid_prefix_as_cuda_accepts_it(nvml, monkeypatch):
