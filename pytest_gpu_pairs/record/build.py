@@ -403,7 +403,8 @@ def _n_jobs(case: Case, mode: str) -> int:
 
 
 def _where(env: DeviceFacts, sampled: bool, job_cpus: Optional[dict[str, str]]) -> Where:
-    return Where(device=env.device_name, scale=env.scale, sample_hz=env.sample_hz if sampled else None,
+    return Where(device=env.device_name, gpu_uuid=env.gpu_uuid, host=env.host, scale=env.scale,
+                 sample_hz=env.sample_hz if sampled else None,
                  idle_power_w=env.idle_power_w,
                  idle_power_method=IDLE_METHOD if env.idle_power_w is not None else None, job_cpus=job_cpus)
 

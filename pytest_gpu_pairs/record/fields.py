@@ -233,6 +233,10 @@ class RecordFields(BaseModel):
     """mps cases: each job's limits, the daemon's server and client pids"""
     device: Optional[StrictStr] = None
     """the GPU's name, or cpu"""
+    gpu_uuid: Optional[StrictStr] = None
+    """the GPU's UUID (None on the CPU): which card, where the name says only which model"""
+    host: Optional[StrictStr] = None
+    """the machine's host name; a resumed session compares its shared runs with an earlier session's solo case only where both ran on this host and GPU"""
     scale: Optional[Number] = None
     """fraction of each epoch's steps every job ran (--gpu-pairs-scale)"""
     sample_hz: Optional[Number] = None

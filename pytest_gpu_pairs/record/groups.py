@@ -170,6 +170,8 @@ class Where(Group):
     """Where the case was measured: the device, the scale, sampling, idle power, the jobs' CPUs."""
 
     device: Optional[StrictStr] = None
+    gpu_uuid: Optional[StrictStr] = None
+    host: Optional[StrictStr] = None
     scale: Optional[Number] = None
     sample_hz: Optional[Number] = None
     idle_power_w: Optional[Number] = None

@@ -185,6 +185,9 @@ OUTCOME = _figures("outcome", [
 
 DEVICE = _figures("device", [
     ("device", "str", "", None, False, "the GPU's name, or cpu"),
+    ("gpu_uuid", "str", "", None, False, "the GPU's UUID (None on the CPU): which card, where the name says only which model"),
+    ("host", "str", "", None, False, "the machine's host name; a resumed session compares its shared runs with an "
+     "earlier session's solo case only where both ran on this host and GPU"),
     ("scale", "float", "", None, False, "fraction of each epoch's steps every job ran (--gpu-pairs-scale)"),
     ("sample_hz", "float", "Hz", None, False, "the monitors' sampling rate (None without GPU samples)"),
     ("job_cpus", "dict", "", None, False, "the CPUs each job was pinned to, and the harness's core, in the kernel's list format (None: not pinned, notes say why)"),

@@ -1,6 +1,7 @@
 """Session-wide facts every round needs: the device, the scale, the idle power."""
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -24,6 +25,7 @@ class Environment:
     fixed_roles: dict[int, str] = field(default_factory=dict)
     cpus: CpuPlan = field(default_factory=lambda: unpinned("no CPU plan was made"))
     live: Optional[Any] = None  # live.LiveLine when the terminal shows one: told when a round starts and ends
+    host: str = field(default_factory=socket.gethostname)
 
     def one_loop(self, builtin: bool) -> bool:
         """Whether a job is one training loop driving a GPU (a built-in on a GPU): it gets two CPUs;
@@ -37,3 +39,8 @@ class Environment:
     @property
     def device_name(self) -> str:
         return self.gpu.info.name if self.gpu is not None and self.device == "cuda" else "cpu"
+
+    @property
+    def gpu_uuid(self) -> Optional[str]:
+        return self.gpu.info.uuid if self.gpu is not None and self.device == "cuda" else None
+

@@ -264,8 +264,11 @@ class GpuPairsSession:
 
     def _seed_solo_baseline(self, case: Case, record: Record) -> None:
         """A resumed solo case's first round stands in for its job's measurement, as it did in the
-        session that measured it: the concurrent cases still to run are compared with that run."""
-        if case.mode != "solo":
+        session that measured it: the concurrent cases still to run are compared with that run. Only
+        on the host and GPU it ran on: another machine's pace is not this one's (hosts that share a
+        GPU model moved paces by 10-30 % between sessions), so there the job is measured again."""
+        env = self.environment()
+        if case.mode != "solo" or (record.host, record.gpu_uuid) != (env.host, env.gpu_uuid):
             return
         folder = self.folder.round_dir(case, 1)
         first = record if folder == self.folder.case_dir(case) else load_result(folder)

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from support.helpers import FAKE_JOB, SUITE, jobs_started_under
 
 FG_SOLO, BG_SOLO = "g01-fg+none-default-solo", "g01-bg+none-default-solo"
@@ -54,13 +55,18 @@ def test_a_resumed_study_compares_with_the_solo_cases_on_record_and_measures_no_
     assert jobs_started_under(pytester.path / "out") == []
 
 
-def test_a_solo_case_on_record_without_the_baselines_figures_is_measured_again(pytester):
-    """A record written before a solo case kept its steps cannot stand in for the run: the job is
-    measured alone again, as resumed sessions always did."""
+@pytest.mark.parametrize("change", ["written before the figures were kept", "measured on another host"])
+def test_a_solo_case_on_record_that_cannot_stand_in_is_measured_again(pytester, change):
+    """A record that lacks a baseline's figures, or one from another machine, does not stand in for
+    the run: the job is measured alone again, as resumed sessions always did."""
     _run(pytester, "-k", "solo").assert_outcomes(passed=4)
     path = pytester.path / "out" / FG_SOLO / "result.json"
-    older = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("fg_steps_in_window", "fg_solo_steps_per_s")}
-    path.write_text(json.dumps(older))
+    recorded = json.loads(path.read_text())
+    if change == "measured on another host":
+        recorded["host"] = recorded["host"] + "-elsewhere"
+    else:
+        recorded = {k: v for k, v in recorded.items() if k not in ("fg_steps_in_window", "fg_solo_steps_per_s")}
+    path.write_text(json.dumps(recorded))
 
     _run(pytester, "--gpu-pairs-resume").assert_outcomes(passed=3, skipped=4)
     shared = _record(pytester.path, SHARED)

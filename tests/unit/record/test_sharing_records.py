@@ -63,7 +63,7 @@ def _case(sharing):
     return expand_all([experiment])[0]
 
 
-ENV = Environment(device="cuda", scale=1.0, sample_hz=10.0, idle_power_w=IDLE_W)
+ENV = Environment(device="cuda", scale=1.0, sample_hz=10.0, idle_power_w=IDLE_W, host="fixture-host")
 # Alone: fg 10 steps/s at 250 W (25 J/step, 20 J above idle), bg 5 steps/s at 250 W (50 J/step, 40 above idle).
 SOLO_FG_RUN, SOLO_BG_RUN = _solo(10.0, 250.0), _solo(5.0, 250.0)
 SOLO_FG, SOLO_BG = SoloBaseline.measured(SOLO_FG_RUN, ENV), SoloBaseline.measured(SOLO_BG_RUN, ENV)
