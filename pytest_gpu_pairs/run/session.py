@@ -22,6 +22,7 @@ from pytest_gpu_pairs.experiment.cases import (
     DuplicateCaseError,
     JobConfig,
     Overrides,
+    dependency_group,
     describe,
     expand,
     expand_all,
@@ -86,6 +87,7 @@ class GpuPairsSession:
         self.results: list[CaseResult] = []
         self._cases: Optional[list[Case]] = None
         self._planned: list[str] = []
+        self._replicates: dict[str, bool] = {}  # dependency group -> whether its cases resume one by one
         self.overrides = Overrides(vram_budget_mb=options.vram_budget_mb, min_efficiency=options.min_efficiency,
                                    sharing=options.sharing, method=options.method, precision=options.precision,
                                    max_rounds=options.max_rounds, max_case_s=options.max_case_s,
@@ -243,7 +245,7 @@ class GpuPairsSession:
         """With ``--gpu-pairs-resume``: the case's complete earlier result, if it measured the same
         thing (models, hyperparameters, sharing, scale, device, emulated card size, and everything
         ``settings_digest`` holds); else None and the case runs again."""
-        if not self.options.resume:
+        if not self.options.resume or not self._replicate_resumes(case):
             return None
         try:
             record = load_result(self.folder.case_dir(case))
@@ -261,6 +263,29 @@ class GpuPairsSession:
         checked = self._under_current_checks(case, record)
         self._seed_solo_baseline(case, checked)
         return checked
+
+    def _replicate_resumes(self, case: Case) -> bool:
+        """Whether the case's replicate (its dependency group: a pair's solo and shared runs of one
+        seed) resumes case by case: it is complete, or what it holds so far was measured on this host
+        and GPU. One begun on another machine (or one whose records do not say where) is measured again
+        whole, so that its shared runs are compared with solo runs of the same machine. Decided once,
+        before the replicate's first case runs, so the cases measured now do not change the answer."""
+        group = dependency_group(case)
+        if group is None:
+            return True
+        if group not in self._replicates:
+            env = self.environment()
+            records = [self._complete_result(c) for c in self.cases() if dependency_group(c) == group]
+            complete = all(r is not None for r in records)
+            here = all(r is None or (r.host, r.gpu_uuid) == (env.host, env.gpu_uuid) for r in records)
+            self._replicates[group] = complete or here
+        return self._replicates[group]
+
+    def _complete_result(self, case: Case) -> Optional[Record]:
+        try:
+            return load_result(self.folder.case_dir(case))
+        except OutsideOutputFolder:
+            return None
 
     def _seed_solo_baseline(self, case: Case, record: Record) -> None:
         """A resumed solo case's first round stands in for its job's measurement, as it did in the

@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 from support.helpers import FAKE_JOB, SUITE, jobs_started_under
 
 FG_SOLO, BG_SOLO = "g01-fg+none-default-solo", "g01-bg+none-default-solo"
@@ -55,18 +54,13 @@ def test_a_resumed_study_compares_with_the_solo_cases_on_record_and_measures_no_
     assert jobs_started_under(pytester.path / "out") == []
 
 
-@pytest.mark.parametrize("change", ["written before the figures were kept", "measured on another host"])
-def test_a_solo_case_on_record_that_cannot_stand_in_is_measured_again(pytester, change):
-    """A record that lacks a baseline's figures, or one from another machine, does not stand in for
-    the run: the job is measured alone again, as resumed sessions always did."""
+def test_a_solo_case_on_record_without_the_baselines_figures_is_measured_again(pytester):
+    """A record written before a solo case kept its steps cannot stand in for the run: the job is
+    measured alone again, as resumed sessions always did."""
     _run(pytester, "-k", "solo").assert_outcomes(passed=4)
     path = pytester.path / "out" / FG_SOLO / "result.json"
-    recorded = json.loads(path.read_text())
-    if change == "measured on another host":
-        recorded["host"] = recorded["host"] + "-elsewhere"
-    else:
-        recorded = {k: v for k, v in recorded.items() if k not in ("fg_steps_in_window", "fg_solo_steps_per_s")}
-    path.write_text(json.dumps(recorded))
+    older = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("fg_steps_in_window", "fg_solo_steps_per_s")}
+    path.write_text(json.dumps(older))
 
     _run(pytester, "--gpu-pairs-resume").assert_outcomes(passed=3, skipped=4)
     shared = _record(pytester.path, SHARED)
@@ -75,3 +69,32 @@ def test_a_solo_case_on_record_that_cannot_stand_in_is_measured_again(pytester, 
     assert shared["fg_solo_duration_s"] == json.loads(remeasured[0].read_text())["fg_duration_s"]
     assert shared["bg_solo_steps_per_s"] == _record(pytester.path, BG_SOLO)["fg_solo_steps_per_s"]
     assert jobs_started_under(pytester.path / "out") == []
+
+
+def _moved_to_another_host(tmp: Path, case_id: str) -> None:
+    path = tmp / "out" / case_id / "result.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "host": f"{record['host']}-elsewhere"}))
+
+
+def test_a_replicate_begun_on_another_host_is_measured_again_whole(pytester):
+    """Its shared runs must be compared with solo runs of the machine they run on: every case of the
+    replicate runs again here, the solo cases included, and nothing is measured twice."""
+    _run(pytester, "-k", "solo").assert_outcomes(passed=4)
+    _moved_to_another_host(pytester.path, FG_SOLO)
+    elsewhere = _record(pytester.path, FG_SOLO)
+
+    _run(pytester, "--gpu-pairs-resume").assert_outcomes(passed=7)
+    fg_solo, shared = _record(pytester.path, FG_SOLO), _record(pytester.path, SHARED)
+    assert fg_solo["host"] == shared["host"] != elsewhere["host"]
+    assert shared["fg_solo_duration_s"] == fg_solo["fg_duration_s"]
+    assert not (pytester.path / "out" / "_solo").exists()
+    assert jobs_started_under(pytester.path / "out") == []
+
+
+def test_a_complete_replicate_from_another_host_is_resumed_as_it_stands(pytester):
+    _run(pytester).assert_outcomes(passed=7)
+    for case in (pytester.path / "out").glob("g01-*"):
+        _moved_to_another_host(pytester.path, case.name)
+    _run(pytester, "--gpu-pairs-resume").assert_outcomes(skipped=7)
+    assert _record(pytester.path, SHARED)["host"].endswith("-elsewhere")
