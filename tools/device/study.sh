@@ -8,10 +8,14 @@
 #   bash tools/device/study.sh status NAME
 #   bash tools/device/study.sh collect NAME    # stops the run (SIGTERM: its jobs are torn down), then $OUT/NAME.tgz
 #                                              # (KEEP_PROGRESS=1: with the jobs' progress files)
+#   PART=<label>: a second runner of the same study beside the first, in its own folder (NAME-<label>,
+#   packed as NAME-<label>.tgz), e.g. one --variant on GPUs 2,3 (--pytest-arg=--gpu-pairs-gpus=2,3)
+#   while the other runs on 0,1; merge the two folders' results-* after collect.
 source tools/device/setup.sh
 ACTION=${1:?usage: study.sh start|status|collect NAME}
 NAME=${2:?usage: study.sh start|status|collect NAME}
-WORK=/tmp/gpu-pairs-studies/$NAME
+RUN=$NAME${PART:+-$PART}
+WORK=/tmp/gpu-pairs-studies/$RUN
 mkdir -p "$WORK"
 case "$ACTION" in
   start)
@@ -34,7 +38,7 @@ case "$ACTION" in
     cp "$WORK.log" "$WORK/runner.log" 2>/dev/null
     KEEP=(--exclude='*.progress.jsonl')
     [ -n "${KEEP_PROGRESS:-}" ] && KEEP=()  # the jobs' step reports, where a study reads paces from them again
-    tar -czf "$OUT/$NAME.tgz" --exclude='*samples.csv' "${KEEP[@]}" -C /tmp/gpu-pairs-studies "$NAME"
-    echo "collected into $OUT/$NAME.tgz" ;;
+    tar -czf "$OUT/$RUN.tgz" --exclude='*samples.csv' "${KEEP[@]}" -C /tmp/gpu-pairs-studies "$RUN"
+    echo "collected into $OUT/$RUN.tgz" ;;
   *) echo "usage: study.sh start|status|collect NAME"; exit 2 ;;
 esac
