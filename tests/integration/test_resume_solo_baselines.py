@@ -22,7 +22,7 @@ def _settings(tmp: Path) -> Path:
     path.write_text(json.dumps({
         "name": "study", "design": "hp_study", "vary": {"steps": [0.5, 1.5]},
         "defaults": {"restart_delay_s": 0.1, "timeout_s": 300, "keep_background": True},
-        "workloads": {"fg": command(10), "bg": command(400)},
+        "workloads": {"fg": command(10), "bg": command(100)},
         "pairs": [{"group": "g01", "foreground": {"model": "fg"}, "background": {"model": "bg"}}]}))
     return path
 
