@@ -4,11 +4,13 @@ makes the figures, from earlier results and the profiles ``gpu-pairs profile`` s
 results folder where there are any)."""
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import Optional
 
 import pytest
 
+from pytest_gpu_pairs.experiment.cases import dependency_group
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimate_cases, long_cases, session_total
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles
@@ -79,18 +81,27 @@ def estimate_session(session, cases: Sequence, own: Optional[OwnProfiles] = None
 
 def recorded_cases(session, cases: Sequence) -> list:
     """With ``--gpu-pairs-resume``: the cases whose folder holds a complete result, which the session
-    would skip (read from disk only: planning opens no device)."""
+    would skip (read from disk only: planning opens no device). A replicate that resumes runs again
+    whole where it is incomplete and a record of it names another host (or none), as the session
+    decides (``GpuPairsSession.resumable``; the GPU is not compared here: no device is open)."""
     if not session.options.resume:
         return []
-    done = []
-    for case in cases:
-        try:
-            record = load_result(session.case_dir(case))
-        except (StoreError, OutsideOutputFolder):
-            continue
-        if record is not None and record.complete:
-            done.append(case)
-    return done
+    every = list(session.cases())
+    found = {case.id: _complete_record(session, case) for case in every}
+    again = {group for group in {dependency_group(c) for c in every} - {None}
+             if _begun_elsewhere([found[c.id] for c in every if dependency_group(c) == group])}
+    return [c for c in cases if found.get(c.id) is not None and dependency_group(c) not in again]
+
+
+def _complete_record(session, case):
+    try:
+        return load_result(session.case_dir(case))
+    except (StoreError, OutsideOutputFolder):
+        return None
+
+
+def _begun_elsewhere(records: Sequence) -> bool:
+    return any(r is None for r in records) and any(r is not None and r.host != socket.gethostname() for r in records)
 
 
 def write_plan(config: pytest.Config, session, cases: Sequence) -> None:

@@ -98,3 +98,13 @@ def test_a_complete_replicate_from_another_host_is_resumed_as_it_stands(pytester
         _moved_to_another_host(pytester.path, case.name)
     _run(pytester, "--gpu-pairs-resume").assert_outcomes(skipped=7)
     assert _record(pytester.path, SHARED)["host"].endswith("-elsewhere")
+
+
+def test_the_plan_of_a_resumed_session_counts_a_replicate_to_be_measured_again(pytester):
+    _run(pytester, "-k", "solo").assert_outcomes(passed=4)
+    here = _run(pytester, "--gpu-pairs-resume", "--gpu-pairs-plan")
+    here.stdout.fnmatch_lines(["*resumed: 4 case(s) already recorded in * are not counted*"])
+    _moved_to_another_host(pytester.path, FG_SOLO)
+    elsewhere = _run(pytester, "--gpu-pairs-resume", "--gpu-pairs-plan")
+    assert "already recorded" not in elsewhere.stdout.str()
+    assert "gpu-pairs plan" in elsewhere.stdout.str()
