@@ -43,4 +43,3 @@ class Environment:
     @property
     def gpu_uuid(self) -> Optional[str]:
         return self.gpu.info.uuid if self.gpu is not None and self.device == "cuda" else None
-
