@@ -16,6 +16,7 @@ from pytest_gpu_pairs.planning.estimate import DEFAULT, Estimate, clock, estimat
 from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles
 from pytest_gpu_pairs.record.store import StoreError, load_result
 from pytest_gpu_pairs.run.outdir import OutsideOutputFolder
+from pytest_gpu_pairs.run.session import replicate_resumes
 
 
 def planned_device(device: str) -> str:
@@ -88,8 +89,10 @@ def recorded_cases(session, cases: Sequence) -> list:
         return []
     every = list(session.cases())
     found = {case.id: _complete_record(session, case) for case in every}
+    host = socket.gethostname()
     again = {group for group in {dependency_group(c) for c in every} - {None}
-             if _begun_elsewhere([found[c.id] for c in every if dependency_group(c) == group])}
+             if not replicate_resumes([found[c.id] for c in every if dependency_group(c) == group],
+                                      lambda r: r.host == host)}
     return [c for c in cases if found.get(c.id) is not None and dependency_group(c) not in again]
 
 
@@ -98,10 +101,6 @@ def _complete_record(session, case):
         return load_result(session.case_dir(case))
     except (StoreError, OutsideOutputFolder):
         return None
-
-
-def _begun_elsewhere(records: Sequence) -> bool:
-    return any(r is None for r in records) and any(r is not None and r.host != socket.gethostname() for r in records)
 
 
 def write_plan(config: pytest.Config, session, cases: Sequence) -> None:

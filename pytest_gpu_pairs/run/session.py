@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -79,6 +79,12 @@ def job_settings(job: Optional[JobConfig]) -> Optional[dict[str, Any]]:
 MEASUREMENT_SETTINGS = ("method", "sharing", "runs_per_config", "timeout_s", "ready_timeout_s", "restart_delay_s",
                         "crash_loop_failures", "crash_loop_window_s", "cool_down_s", "phase_s", "settle_s", "warmup_s",
                         "starts", "card_mb", "scaling")
+
+
+def replicate_resumes(records: Sequence[Optional[Record]], measured_here: Callable[[Record], bool]) -> bool:
+    """The rule for a replicate's complete results (None where a case has none): it resumes case by
+    case where it is complete, or where every result it holds was measured here."""
+    return all(r is not None for r in records) or all(r is None or measured_here(r) for r in records)
 
 
 class GpuPairsSession:
@@ -276,9 +282,7 @@ class GpuPairsSession:
         if group not in self._replicates:
             env = self.environment()
             records = [self._complete_result(c) for c in self.cases() if dependency_group(c) == group]
-            complete = all(r is not None for r in records)
-            here = all(r is None or (r.host, r.gpu_uuid) == (env.host, env.gpu_uuid) for r in records)
-            self._replicates[group] = complete or here
+            self._replicates[group] = replicate_resumes(records, lambda r: (r.host, r.gpu_uuid) == (env.host, env.gpu_uuid))
         return self._replicates[group]
 
     def _complete_result(self, case: Case) -> Optional[Record]:
