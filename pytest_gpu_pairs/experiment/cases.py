@@ -171,6 +171,7 @@ class Case:
     note: str = ""
     scaling: Optional[ScalingPlan] = None
     more_bgs: tuple[JobConfig, ...] = ()  # a group's backgrounds after the first (roles bg2, bg3, ...)
+    block: str = ""  # hp_study with split_by_factor: the varied factor whose block of its replicate this case is
 
     @property
     def jobs(self) -> tuple[JobConfig, ...]:
@@ -200,7 +201,8 @@ def dependency_group(case: Case) -> Optional[str]:
     if case.design != "hp_study":
         return None
     seed = REPLICATE_SUFFIX.search(case.variant)
-    return f"{case.group}-s{seed.group(1)}" if seed else case.group
+    replicate = f"{case.group}-s{seed.group(1)}" if seed else case.group
+    return f"{replicate}-{case.block}" if case.block else replicate
 
 
 def case_id(group: str, fg: str, bg: Optional[str], variant: str, mode: str, more: Sequence[str] = ()) -> str:
@@ -231,7 +233,7 @@ def min_coverage(experiment: Experiment, mode: str, method: str) -> Optional[flo
 
 
 def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobConfig, bg: Optional[JobConfig],
-          variant: str, mode: str, more_bgs: tuple[JobConfig, ...] = ()) -> Case:
+          variant: str, mode: str, more_bgs: tuple[JobConfig, ...] = (), block: str = "") -> Case:
     d = experiment.defaults
     method = _first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch"
     return Case(
@@ -247,7 +249,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         method=method, min_coverage=min_coverage(experiment, mode, method), keep_background=d.keep_background,
         phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
         precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
-        source=experiment.source, note=pair.note or "")
+        source=experiment.source, note=pair.note or "", block=block)
 
 
 def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> Case:
@@ -327,22 +329,49 @@ def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     measured. Each pair's replicate holds its own solo cases (a dependency group: one process runs
     it, on any worker, with nothing measured elsewhere); a solo job two pairs share is measured once
     per process and reported by the second pair's case. A whole replicate comes before the next, so a
-    study stopped part way holds complete replicates."""
+    study stopped part way holds complete replicates. A pair with ``split_by_factor`` measures each
+    replicate as one block per factor, each block a dependency group with its own solo runs."""
     cases: list[Case] = []
     replicates: list[Optional[int]] = list(experiment.seeds) if experiment.seeds else [None]
     for seed in replicates:
         for index, pair in enumerate(experiment.pairs):
-            solo_jobs: set[JobConfig] = set()
             varied = seeded(experiment, index, job_config(experiment, pair.fg_ref), seed)
             load = seeded(experiment, index, job_config(experiment, pair.bg_refs[0]), seed)
-            variants = [(_replicate(v, seed), job) for v, job in study_variants(experiment, pair, varied, index)]
-            load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
-            for variant, job in [(_replicate(load_variant, seed), load)] + variants:
-                if job not in solo_jobs:
-                    solo_jobs.add(job)
-                    cases.append(_case(experiment, pair, overrides, job, None, variant, "solo"))
-            cases += [_case(experiment, pair, overrides, job, load, variant, "concurrent") for variant, job in variants]
+            variants = study_variants(experiment, pair, varied, index)
+            for block, members in _blocks(experiment, pair, variants):
+                cases += _replicate_cases(experiment, pair, overrides, varied, load, members, seed, block)
     return cases
+
+
+def _blocks(experiment: Experiment, pair: PairSpec,
+            variants: list[tuple[str, JobConfig]]) -> list[tuple[str, list[tuple[str, JobConfig]]]]:
+    """The whole replicate as one block; or, with ``split_by_factor``, one block per varied factor,
+    each with its own default (``default_<factor>``, the factor named as in its variants)."""
+    if not pair.split_by_factor:
+        return [("", variants)]
+    default = variants[0][1]
+    blocks = []
+    for name in experiment.pair_vary(pair):
+        short = VARIANT_NAMES.get(name, name)
+        bounds = [(v, job) for v, job in variants if v in (f"{short}_min", f"{short}_max")]
+        blocks.append((short, [(f"default_{short}", default)] + bounds))
+    return blocks
+
+
+def _replicate_cases(experiment: Experiment, pair: PairSpec, overrides: Overrides, varied: JobConfig,
+                     load: JobConfig, variants: list[tuple[str, JobConfig]], seed: Optional[int],
+                     block: str) -> list[Case]:
+    """One block of a replicate: A alone, B alone in each variant, then B beside A in each."""
+    named = [(_replicate(v, seed), job) for v, job in variants]
+    load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
+    load_variant += f"_{block}" if block else ""
+    cases, solo_jobs = [], set()
+    for variant, job in [(_replicate(load_variant, seed), load)] + named:
+        if job not in solo_jobs:
+            solo_jobs.add(job)
+            cases.append(_case(experiment, pair, overrides, job, None, variant, "solo", block=block))
+    return cases + [_case(experiment, pair, overrides, job, load, variant, "concurrent", block=block)
+                    for variant, job in named]
 
 
 # --- mutation: random hyperparameters, never a configuration run before --------------------

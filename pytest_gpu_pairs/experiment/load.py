@@ -226,7 +226,7 @@ def _check_design_entries(data: dict[str, Any], source: str) -> None:
         raise SettingsError(source, f"$.{wanted}", f"expected at least 1 entry for design {design!r}")
 
 
-_DESIGN_KEYS = {"vary": "hp_study", "mutate": "mutation", "mutations": "mutation"}
+_DESIGN_KEYS = {"vary": "hp_study", "split_by_factor": "hp_study", "mutate": "mutation", "mutations": "mutation"}
 
 
 def _check_design_keys(experiment: Experiment, index: int, pair: PairSpec) -> None:

@@ -313,6 +313,10 @@ class PairSpec(_Strict):
     vary: Optional[dict[Name, Factors]] = Field(None, min_length=1)
     mutate: Optional[list[Name]] = Field(None, min_length=1)
     mutations: Optional[StrictInt] = Field(None, ge=1, le=MAX_MUTATIONS)
+    split_by_factor: Optional[StrictBool] = None
+    """hp_study: each seed's replicate measured as one block per varied factor (A alone; B at the
+    default and the factor's bounds, alone and shared), so that a block, not the whole replicate,
+    must fit one machine's session"""
 
     @field_validator("vary")
     @classmethod

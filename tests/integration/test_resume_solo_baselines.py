@@ -108,3 +108,45 @@ def test_the_plan_of_a_resumed_session_counts_a_replicate_to_be_measured_again(p
     elsewhere = _run(pytester, "--gpu-pairs-resume", "--gpu-pairs-plan")
     assert "already recorded" not in elsewhere.stdout.str()
     assert "gpu-pairs plan" in elsewhere.stdout.str()
+
+
+def _split_settings(tmp: Path) -> Path:
+    """Two factors, each its own block: ``steps`` and ``step_s`` (case ids ``...steps...`` and ``...step_s...``)."""
+    def command(steps: int) -> dict:
+        return {"command": [sys.executable, str(FAKE_JOB), "--protocol"],
+                "hyperparameters": {"steps": {"type": "int", "default": steps, "flag": "--steps"},
+                                    "step_s": {"type": "float", "default": 0.05, "flag": "--step-s"}}}
+
+    path = tmp / "split.json"
+    path.write_text(json.dumps({
+        "name": "split", "design": "hp_study", "vary": {"steps": [0.5, 1.5], "step_s": [0.5, 1.5]},
+        "defaults": {"restart_delay_s": 0.1, "timeout_s": 300, "keep_background": True},
+        "workloads": {"fg": command(10), "bg": command(100)},
+        "pairs": [{"group": "g01", "foreground": {"model": "fg"}, "background": {"model": "bg"},
+                   "split_by_factor": True}]}))
+    return path
+
+
+def test_a_pair_split_by_factor_keeps_a_block_from_another_host_and_measures_an_unfinished_one_again(pytester):
+    """Each block is a replicate of its own: one finished elsewhere stands, one begun elsewhere runs
+    again whole here, its shared runs compared with its own solo runs of this machine."""
+    pytester.makepyfile(test_suite=SUITE)
+
+    def run(*extra):
+        return pytester.runpytest_subprocess("--gpu-pairs-device", "cpu", "--gpu-pairs-out", str(pytester.path / "out"),
+                                             "--gpu-pairs-settings", str(_split_settings(pytester.path)),
+                                             "-p", "no:cacheprovider", "-rA", *extra, timeout=600)
+
+    run("-k", "steps").assert_outcomes(passed=7)
+    run("-k", "step_s and solo", "--gpu-pairs-resume").assert_outcomes(passed=4)
+    for case in (pytester.path / "out").glob("g01-*"):
+        _moved_to_another_host(pytester.path, case.name)
+
+    run("--gpu-pairs-resume").assert_outcomes(passed=7, skipped=7)
+    kept = _record(pytester.path, "g01-fg+bg-default_steps-concurrent")
+    solo, shared = (_record(pytester.path, f"g01-fg+{bg}-default_step_s-{mode}")
+                    for bg, mode in (("none", "solo"), ("bg", "concurrent")))
+    assert kept["host"].endswith("-elsewhere") and solo["host"] == shared["host"] != kept["host"]
+    assert shared["fg_solo_duration_s"] == solo["fg_duration_s"]
+    assert not (pytester.path / "out" / "_solo").exists()
+    assert jobs_started_under(pytester.path / "out") == []

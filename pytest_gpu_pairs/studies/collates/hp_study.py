@@ -9,6 +9,9 @@ between seeds, not between repeats of one arithmetic.
 - **Runs.** One row per case record (``runs_per_config`` 1). A concurrent run counts only when its
   background covered at least ``min_coverage`` (0.95) of it and nothing failed; the others are
   listed under ``excluded`` with the reason, never averaged in.
+- **Blocks.** A pair whose replicates are split by factor (``split_by_factor``: each block a
+  machine's session, with its own solo runs, its defaults named ``default_<block>``) is analysed per
+  factor from that factor's block alone, so the seed term absorbs the machine each block ran on.
 - **x.** Per factor, B's runs at the default and the factor's two bounds: ``log10(lr / lr_default)``
   (-0.7, 0, +0.7) or ``epochs / epochs_default`` (0.5, 1, 1.5).
 - **Outcomes of B.** ``energy``: B's own share of the card's energy above idle; ``card_energy``: the
@@ -52,6 +55,8 @@ from pytest_gpu_pairs.record.store import atomic_write_csv, atomic_write_json, a
 
 FOLDERS = ("results-mrt_oast", "results-hp01")
 FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
+BLOCKS = {"learning_rate": "lr", "epochs": "epochs"}
+"""A factor's block, where a pair's replicates are split by factor: its default runs' variant is ``default_<block>``."""
 B_OUTCOMES = ("accuracy", "energy", "card_energy", "combined_energy")
 RELATIVE = ("energy", "card_energy", "combined_energy")
 A_OUTCOMES = ("a_pace", "a_energy_per_step", "a_accuracy")
@@ -62,6 +67,7 @@ fixed 0.9 score threshold, which runs of minutes often leave at chance; the ROC 
 pairs needs no threshold. Every other model is judged by its record's ``perf_metric``."""
 MIN_FULL_CYCLE = 0.95  # an A run counts towards A's accuracy beside B when B's run covered this much of it
 SEED = re.compile(r"^(?P<variant>.+)_s(?P<seed>\d+)$")
+BLOCK_DEFAULT = re.compile(r"^(?P<level>(bg_)?default)_(?P<block>\w+)$")
 STATS_HEADER = ("pair", "question", "factor", "outcome", "term", "estimate", "ci95_low", "ci95_high", "p", "n",
                 "note")
 
@@ -74,6 +80,13 @@ def number(value: Any) -> Optional[float]:
 def split_variant(variant: str) -> tuple[str, Optional[int]]:
     match = SEED.match(variant or "")
     return (match["variant"], int(match["seed"])) if match else (variant, None)
+
+
+def level_and_block(variant: str) -> tuple[str, str]:
+    """A block's default run (``default_lr``) is the default level of that block; every other variant
+    is its own level, in the block its factor names (or the whole replicate's)."""
+    match = BLOCK_DEFAULT.match(variant or "")
+    return (match["level"], match["block"]) if match else (variant, "")
 
 
 def combined_work_s(record: Any) -> Optional[float]:
@@ -105,11 +118,12 @@ def a_accuracy(record: Any) -> tuple[Optional[float], int]:
 
 def row_of(pair: str, record: Any) -> dict[str, Any]:
     variant, seed = split_variant(record.get("variant"))
+    level, block = level_and_block(variant)
     model = record.get("fg_model")
     metric = ACCURACY_METRICS.get(model, record.get("perf_metric"))
     a_acc, a_runs = a_accuracy(record) if record.get("mode") == "concurrent" else (None, 0)
     a_steps = number(record.get("bg_steps_in_window"))
-    return {"pair": pair, "case_id": record.get("case_id"), "variant": variant, "seed": seed,
+    return {"pair": pair, "case_id": record.get("case_id"), "variant": level, "block": block, "seed": seed,
             "mode": record.get("mode"), "model": model, "a_model": record.get("bg_model"),
             "hparams": record.get("fg_hparams") or {}, "metric": metric,
             "accuracy": number((record.get("perf") or {}).get(metric)) if metric else None,
@@ -156,7 +170,8 @@ def factor_rows(rows: list[dict[str, Any]], pair: str, factor: str) -> list[dict
     """B's counted runs of the pair at its default and the factor's bounds, alone and shared, each with its x."""
     model = varied_model(rows, pair)
     wanted = ("default", *FACTORS[factor])
-    mine = [r for r in rows if r["pair"] == pair and r["model"] == model and r["variant"] in wanted]
+    mine = [r for r in rows if r["pair"] == pair and r["model"] == model and r["variant"] in wanted
+            and r["block"] in ("", BLOCKS[factor])]
     defaults = [r["hparams"].get(factor) for r in mine if r["variant"] == "default"]
     default = number(defaults[0]) if defaults else None
     if not default:
@@ -385,10 +400,11 @@ def by_pair_type(rows: list[dict[str, Any]], types: dict[str, Optional[str]]) ->
     for kind in sorted({t for t in types.values() if t}):
         pairs = sorted(p for p, t in types.items() if t == kind)
         shared = [r for r in rows if r["pair"] in pairs and r["mode"] == "concurrent"]
-        alone = {(r["pair"], r["model"], r["variant"], r["seed"]): r["accuracy"] for r in rows if r["mode"] == "solo"}
+        alone = {(r["pair"], r["model"], r["variant"], r["block"], r["seed"]): r["accuracy"]
+                 for r in rows if r["mode"] == "solo"}
         interference = []
         for r in shared:
-            base = alone.get((r["pair"], r["model"], r["variant"], r["seed"]))
+            base = alone.get((r["pair"], r["model"], r["variant"], r["block"], r["seed"]))
             if base and r["accuracy"] is not None:
                 interference.append(abs(r["accuracy"] - base) / base)
         figures = {"concurrent_overhead": ([r["slowdown"] - 1 for r in shared if r["slowdown"] is not None], 0.0),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.experiment.cases import expand
+from pytest_gpu_pairs.experiment.cases import dependency_group, expand
 from pytest_gpu_pairs.experiment.load import SettingsError, parse_experiment
 
 PAIRS = [{"group": "hp01", "foreground": {"model": "densenet121"}, "background": {"model": "mnist"}},
@@ -61,3 +61,36 @@ def test_a_workload_without_a_seed_hyperparameter_cannot_be_replicated_by_seed()
     with pytest.raises(SettingsError, match=r"\$\.seeds: expected every job of the study to take a 'seed' "
                                             r"hyperparameter; mine \(pair c1\) has none"):
         expand(study)
+
+
+@given(st.lists(st.integers(0, 9999), min_size=1, max_size=3, unique=True))
+def test_a_pair_split_by_factor_measures_each_block_with_its_own_solo_runs(seeds):
+    split = [{**PAIRS[0], "split_by_factor": True}, PAIRS[1]]
+    cases = expand(_study(seeds, pairs=split, vary={"learning_rate": [0.2, 5.0], "epochs": [0.5, 1.5]}))
+    blocked = [c for c in cases if c.group == "hp01"]
+    assert len(blocked) == len(seeds) * 2 * 7  # per factor: A and B's three levels alone, B's three beside A
+    groups: dict = {}
+    for case in blocked:
+        groups.setdefault(dependency_group(case), []).append(case)
+    assert sorted(groups) == sorted(f"hp01-s{seed}-{block}" for seed in seeds for block in ("lr", "epochs"))
+    for name, members in groups.items():
+        seed, block = int(name.split("-")[1][1:]), name.split("-")[2]
+        assert {c.block for c in members} == {block}
+        assert all(dict(job.hparams)["seed"] == seed for c in members for job in c.jobs)
+        solos = {c.fg for c in members if c.mode == "solo"}
+        shared = [c for c in members if c.mode == "concurrent"]
+        assert len(shared) == 3 and all(c.fg in solos and c.bg in solos for c in shared)
+        assert sorted(c.variant for c in shared) == sorted(
+            f"{v}_s{seed}" for v in (f"default_{block}", f"{block}_min", f"{block}_max"))
+        positions = [cases.index(c) for c in members]
+        assert positions == list(range(positions[0], positions[0] + 7))  # a block runs whole, solo runs first
+        assert [c.mode for c in members] == ["solo"] * 4 + ["concurrent"] * 3
+    assert all(c.block == "" and dependency_group(c) == f"hp02-s{c.variant.rsplit('_s', 1)[1]}"
+               for c in cases if c.group == "hp02")
+
+
+def test_split_by_factor_is_refused_outside_the_hp_study_design():
+    pairs = [{**PAIRS[0], "split_by_factor": True}]
+    with pytest.raises(SettingsError) as caught:
+        parse_experiment({"name": "t", "pairs": pairs}, "s.json")
+    assert str(caught.value).startswith("s.json: $.pairs[0].split_by_factor: expected only with design 'hp_study'")

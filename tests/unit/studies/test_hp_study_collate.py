@@ -17,6 +17,7 @@ from pytest_gpu_pairs.studies.collates.hp_study import (
     exclusion,
     factor_rows,
     interaction,
+    level_and_block,
     markdown,
     relative,
     stats_rows,
@@ -26,8 +27,8 @@ LR = {"default": 0.01, "lr_min": 0.002, "lr_max": 0.05}
 
 
 def _row(variant, mode, seed, **values):
-    base = {"pair": "hp02", "case_id": f"hp02-{variant}_s{seed}-{mode}", "variant": variant, "seed": seed, "mode": mode,
-            "model": "mrt_oast", "a_model": "mnist", "hparams": {"learning_rate": LR[variant], "epochs": 10},
+    base = {"pair": "hp02", "case_id": f"hp02-{variant}_s{seed}-{mode}", "variant": variant, "block": "",
+            "seed": seed, "mode": mode, "model": "mrt_oast", "a_model": "mnist", "hparams": {"learning_rate": LR[variant], "epochs": 10},
             "metric": "auc", "accuracy": None, "energy": None, "card_energy": None, "combined_energy": None,
             "cpu_energy": None, "duration_s": 60.0, "coverage": 1.0 if mode == "concurrent" else None,
             "min_coverage": 0.95, "a_pace": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0, "vs_serial": None, "gpu_util": None, "slowdown": None,
@@ -99,6 +100,49 @@ def test_energy_best_and_accuracy_best_agree_when_one_level_wins_both():
     answer = energy_accuracy_agreement(relative(data, "energy"), relative(data, "accuracy"))
     assert answer["estimate"] == 1.0 and answer["n_seeds_x_modes"] == 6 and answer["ci95"][1] == 1.0
     assert answer["p"] < 0.01
+
+
+def _blocked_rows(lr_slope_shared, host):
+    """A pair split by factor: each seed's learning-rate and epochs blocks ran on machines whose
+    pace ``host(seed, block)`` scales every energy of the block."""
+    rows = []
+    for seed in (1, 2, 3):
+        for variant, lr in LR.items():
+            x = math.log10(lr / LR["default"])
+            for mode in ("solo", "concurrent"):
+                slope = lr_slope_shared if mode == "concurrent" else 0.1
+                energy = 100 * (1 + slope * x) * host(seed, "lr")
+                name, block = ("default", "lr") if variant == "default" else (variant, "")
+                rows.append(_row(variant, mode, seed, energy=energy, block=block,
+                                 case_id=f"hp02-{name}{'_lr' if block else ''}_s{seed}-{mode}"))
+        for epochs, variant in ((5, "epochs_min"), (10, "default"), (15, "epochs_max")):
+            for mode in ("solo", "concurrent"):
+                block = "epochs" if variant == "default" else ""
+                rows.append({**_row("default", mode, seed, block=block, energy=10 * epochs * host(seed, "epochs"),
+                                    hparams={"learning_rate": LR["default"], "epochs": epochs}), "variant": variant})
+    return rows
+
+
+@pytest.mark.parametrize("variant, expected", [
+    ("default_lr", ("default", "lr")), ("bg_default_epochs", ("bg_default", "epochs")), ("default", ("default", "")),
+    ("lr_min", ("lr_min", "")), ("epochs_max", ("epochs_max", "")), ("bg_default", ("bg_default", "")),
+])
+def test_a_blocks_default_run_is_the_default_level_of_its_block(variant, expected):
+    assert level_and_block(variant) == expected
+
+
+@given(st.lists(st.floats(0.5, 2.0), min_size=6, max_size=6))
+@settings(max_examples=30, deadline=None)
+def test_a_pair_split_by_factor_reads_each_factor_from_its_own_block_whatever_machine_ran_it(paces):
+    pace = dict(zip([(seed, block) for seed in (1, 2, 3) for block in ("lr", "epochs")], paces))
+    rows = _blocked_rows(0.3, lambda seed, block: pace[(seed, block)])
+    lr = factor_rows(rows, "hp02", "learning_rate")
+    assert sorted({(r["variant"], r["block"]) for r in lr}) == [("default", "lr"), ("lr_max", ""), ("lr_min", "")]
+    assert len(lr) == 18 and len(factor_rows(rows, "hp02", "epochs")) == 18
+    answer = interaction(relative(lr, "energy"))
+    assert answer["n_runs"] == 18 and answer["estimate"] == pytest.approx(0.2, rel=1e-6)
+    flat = interaction(relative(factor_rows(rows, "hp02", "epochs"), "energy"))
+    assert abs(flat["estimate"]) < 1e-9
 
 
 def test_a_beside_b_reads_the_slope_of_a_s_pace_over_b_s_learning_rate():
