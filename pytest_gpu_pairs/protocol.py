@@ -22,6 +22,8 @@ ENV_VAR = "GPU_PAIRS_PROGRESS"
 GATE_VAR = "GPU_PAIRS_START_GATE"
 STEADY_STATE_VAR = "GPU_PAIRS_STEADY_STATE"
 CYCLES_VAR = "GPU_PAIRS_CYCLES"  # a built-in background trains its run again and again in one process
+RUNS_VAR = "GPU_PAIRS_RUNS"  # a built-in trains its run this many times in one process, then ends
+MAX_RUNS = 1000
 FIT_RUN_VAR = "GPU_PAIRS_FIT_RUN"  # a built-in's fit run: this many training steps, then evaluation and a checkpoint
 MEMORY_PHASES = ("setup", "start", "train", "eval", "checkpoint")  # the parts of a run a fit run reports memory for
 STEP_INTERVAL_S = 0.25
@@ -57,6 +59,14 @@ def cycling() -> bool:
     same run again (same seed, fresh model) in this process, so no restart gap (a new process, its
     CUDA context, cuDNN's autotuning) falls inside the foreground's run."""
     return os.environ.get(CYCLES_VAR) == "1"
+
+
+def runs_wanted() -> int:
+    """How many times to train the run in this process before ending: a kept-running background
+    alone, measured as it runs beside a foreground. 1 where the variable is unset or not a count."""
+    text = os.environ.get(RUNS_VAR, "")
+    is_count = text.isascii() and text.isdigit() and int(text) >= 1
+    return min(int(text), MAX_RUNS) if is_count else 1
 
 
 def wait_for_start_gate(poll_s: float = 0.01) -> None:
@@ -401,6 +411,17 @@ class Progress:
 
     def steps_between(self, start: float, end: float) -> float:
         return max(0.0, self.steps_at(end) - self.steps_at(start))
+
+    def warm_rate(self) -> Optional[float]:
+        """Steps per second over the whole runs a job trained again in its process after its first
+        (from the first run's end to the last run's end that was reported), their evaluations and
+        restarts included: a kept-running background's pace as it runs beside a foreground, warm.
+        None with fewer than two runs ended."""
+        if len(self.cycles) < 2:
+            return None
+        start, end = self.cycles[0]["t"], self.cycles[-1]["t"]
+        steps = self.steps_between(start, end)
+        return steps / (end - start) if end > start and steps > 0 else None
 
     def training_rate(self) -> Optional[float]:
         """Steps per second from readiness to the last report: the job's pace, startup excluded.

@@ -82,6 +82,7 @@ class JobConfig:
     command_key: str = ""
     base_dir: str = ""
     mps: Optional[MpsLimits] = field(default=None, compare=False, hash=False)
+    runs: int = 1  # a built-in trained this many times back to back in its process (a kept-running background alone)
 
     @property
     def hyperparameters(self) -> dict[str, Any]:
@@ -236,6 +237,8 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
           variant: str, mode: str, more_bgs: tuple[JobConfig, ...] = (), block: str = "") -> Case:
     d = experiment.defaults
     method = _first(overrides.method, d.method, DESIGN_METHODS[experiment.design]) if mode == "concurrent" else "epoch"
+    if bg is not None and method == "epoch" and d.keep_background:
+        bg, more_bgs = kept_running(bg), tuple(kept_running(job) for job in more_bgs)
     return Case(
         id=case_id(pair.group, fg.model, bg.model if bg else None, variant, mode, [j.model for j in more_bgs]),
         experiment=experiment.name, design=experiment.design, group=pair.group, variant=variant,
@@ -250,6 +253,17 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
         precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
         source=experiment.source, note=pair.note or "", block=block)
+
+
+KEPT_SOLO_RUNS = 5
+"""A kept-running built-in background's solo reference trains its run this many times in one
+process: its pace, read over the runs after the first (``Progress.warm_rate``), is then its pace
+beside a foreground, warm and with its evaluations and restarts, not one cold run's."""
+
+
+def kept_running(job: JobConfig) -> JobConfig:
+    """A background the epoch method keeps running: a built-in's solo reference is several runs."""
+    return replace(job, runs=KEPT_SOLO_RUNS) if job.is_builtin else job
 
 
 def _pair_case(experiment: Experiment, pair: PairSpec, overrides: Overrides) -> Case:
@@ -363,15 +377,16 @@ def _replicate_cases(experiment: Experiment, pair: PairSpec, overrides: Override
                      block: str) -> list[Case]:
     """One block of a replicate: A alone, B alone in each variant, then B beside A in each."""
     named = [(_replicate(v, seed), job) for v, job in variants]
+    shared = [_case(experiment, pair, overrides, job, load, variant, "concurrent", block=block) for variant, job in named]
+    reference = shared[0].bg if shared and shared[0].bg is not None else load  # A alone as the shared runs compare with it
     load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
     load_variant += f"_{block}" if block else ""
     cases, solo_jobs = [], set()
-    for variant, job in [(_replicate(load_variant, seed), load)] + named:
+    for variant, job in [(_replicate(load_variant, seed), reference)] + named:
         if job not in solo_jobs:
             solo_jobs.add(job)
             cases.append(_case(experiment, pair, overrides, job, None, variant, "solo", block=block))
-    return cases + [_case(experiment, pair, overrides, job, load, variant, "concurrent", block=block)
-                    for variant, job in named]
+    return cases + shared
 
 
 # --- mutation: random hyperparameters, never a configuration run before --------------------
@@ -547,5 +562,5 @@ def describe(case: Case) -> Mapping[str, Any]:
     return {"case_id": case.id, "design": case.design, "variant": case.variant, "mode": case.mode,
             "fg_model": case.fg.model, "bg_model": case.bg.model if case.bg else None,
             "fg_hparams": case.fg.hyperparameters, "bg_hparams": case.bg.hyperparameters if case.bg else None,
-            "sharing": case.sharing, "method": case.method}
+            "sharing": case.sharing, "method": case.method, **({"fg_runs": case.fg.runs} if case.fg.runs > 1 else {})}
 

@@ -88,6 +88,11 @@ class JobCost:
         return self.startup_s + self.train_s + self.finish_s
 
 
+def _runs_s(cost: JobCost, runs: int) -> float:
+    """A job that trains its run ``runs`` times in one process starts once."""
+    return cost.startup_s + runs * (cost.train_s + cost.finish_s)
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A case's estimated seconds; ``solo_s`` of them are baselines measured first in this case.
@@ -278,8 +283,9 @@ class Estimator:
         return job_cost(job, self.device, self.options.scale, self.own)
 
     def _solo(self, job: JobConfig) -> tuple[float, str]:
-        known = self.earlier.solo_s.get(_job_key(job.model, job.hyperparameters))
-        return (known, EARLIER) if known is not None else (self.job(job).total_s, _run_basis(self.job(job)))
+        known = self.earlier.solo_s.get(_job_key(job.model, job.hyperparameters)) if job.runs == 1 else None
+        cost = self.job(job)
+        return (known, EARLIER) if known is not None else (_runs_s(cost, job.runs), _run_basis(cost))
 
     def _solos(self, jobs: Iterable[JobConfig]) -> tuple[float, list[str], tuple[JobConfig, ...]]:
         seconds, bases, charged = 0.0, list[str](), list[JobConfig]()
@@ -295,7 +301,7 @@ class Estimator:
     def _epoch_round(self, case: Case) -> tuple[float, str]:
         fg = self.job(case.fg)
         if case.bg is None:
-            return fg.total_s, _run_basis(fg)
+            return _runs_s(fg, case.fg.runs), _run_basis(fg)
         bg = self.job(case.bg)
         spent = max(fg.startup_s, bg.startup_s) + fg.train_s * _slowdown(fg, bg) + fg.finish_s
         return spent, _weakest(_run_basis(fg), bg.basis)

@@ -92,7 +92,8 @@ class SoloBaseline:
         energy = (counter_energy_j(((s.t, s.energy_mj) for s in solo.samples), *solo.window)
                   if solo.samples else None)
         above = metrics.energy_above_idle(energy, env.idle_power_w, solo.window_s)
-        return cls(solo.fg.duration_s, solo.fg.progress.training_rate(),
+        pace = solo.fg.progress.warm_rate() or solo.fg.progress.training_rate()
+        return cls(solo.fg.duration_s, pace,
                    SoloCost(metrics.energy_per_step(energy, steps), metrics.energy_per_step(above, steps)))
 
     @classmethod

@@ -55,6 +55,8 @@ class RecordFields(BaseModel):
     """the foreground's effective hyperparameters"""
     bg_hparams: Optional[dict[str, Any]] = None
     """the background's effective hyperparameters"""
+    fg_runs: Optional[StrictInt] = None
+    """a kept-running background alone, its solo reference: the runs it trained back to back in one process (its pace is read over the runs after the first, warm, as it runs beside a foreground); absent for one run"""
     complete: Optional[StrictBool] = None
     """the case ran to its end (passing or failing); false: interrupted"""
     interrupted: Optional[StrictStr] = None

@@ -67,6 +67,7 @@ class CaseFacts(Group):
     bg_model: Optional[StrictStr] = None
     fg_hparams: Optional[dict[str, Any]] = None
     bg_hparams: Optional[dict[str, Any]] = None
+    fg_runs: Optional[StrictInt] = None
     n_jobs: Optional[StrictInt] = None
     vram_budget_mb: Optional[Number] = None
     vram_budget_source: Optional[StrictStr] = None

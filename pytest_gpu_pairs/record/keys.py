@@ -42,6 +42,9 @@ IDENTITY = _figures("identity", [
     ("bg_model", "str", "", None, False, "the background workload (None for a solo case)"),
     ("fg_hparams", "dict", "", None, False, "the foreground's effective hyperparameters"),
     ("bg_hparams", "dict", "", None, False, "the background's effective hyperparameters"),
+    ("fg_runs", "int", "", None, False, "a kept-running background alone, its solo reference: the runs it trained back "
+     "to back in one process (its pace is read over the runs after the first, warm, as it runs beside a foreground); "
+     "absent for one run"),
     ("complete", "bool", "", None, False, "the case ran to its end (passing or failing); false: interrupted"),
     ("interrupted", "str", "", None, False, "why an incomplete case stopped (Ctrl-C, SIGTERM, a harness error)"),
     ("reused_measurement", "str", "", None, False, "a solo case that reports the session's earlier measurement of its job"),

@@ -25,7 +25,7 @@ import psutil
 
 from pytest_gpu_pairs.devices.cpus import pin_process
 from pytest_gpu_pairs.experiment.cases import JobConfig
-from pytest_gpu_pairs.protocol import ENV_VAR, GATE_VAR, STEADY_STATE_VAR, Progress, ProgressReader, now
+from pytest_gpu_pairs.protocol import ENV_VAR, GATE_VAR, RUNS_VAR, STEADY_STATE_VAR, Progress, ProgressReader, now
 from pytest_gpu_pairs.record.measurement import JobOutcome
 from pytest_gpu_pairs.run import logprogress
 from pytest_gpu_pairs.run.joblog import HARNESS_LINE, detect_oom, has_output, parse_log_metrics
@@ -110,6 +110,9 @@ def build_spec(job: JobConfig, role: str, device: str, scale: float, timeout_s: 
         harness["CUDA_VISIBLE_DEVICES"] = ""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **harness}
     if job.is_builtin:
+        env.pop(RUNS_VAR, None)
+        if job.runs > 1:
+            env[RUNS_VAR] = str(job.runs)
         argv = [sys.executable, "-m", "pytest_gpu_pairs.workloads", job.model,
                 "--device", device, "--scale", repr(float(scale))]
         for name, value in job.hparams:

@@ -134,7 +134,8 @@ class OutputFolder:
 
     def solo_dir(self, job: JobConfig, scale: float) -> Path:
         """``_solo/<model>-<digest>``: one folder per job and scale (and xdist worker)."""
-        digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, scale],
+        runs = [job.runs] if job.runs > 1 else []
+        digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, scale, *runs],
                                          default=str).encode()).hexdigest()[:10]
         worker = f"-{self.worker}" if self.worker is not None else ""
         return folder_inside(folder_inside(self.path, SOLO_FOLDER), f"{job.model}-{digest}{worker}")

@@ -71,9 +71,10 @@ def job_settings(job: Optional[JobConfig]) -> Optional[dict[str, Any]]:
     and its MPS limits."""
     if job is None:
         return None
+    runs = {"runs": job.runs} if job.runs > 1 else {}
     return {"model": job.model, "hparams": job.hyperparameters,
             "command": job.command.model_dump(mode="json") if job.command is not None else None,
-            "mps": job.mps.as_record() if job.mps is not None else None}
+            "mps": job.mps.as_record() if job.mps is not None else None, **runs}
 
 
 MEASUREMENT_SETTINGS = ("method", "sharing", "runs_per_config", "timeout_s", "ready_timeout_s", "restart_delay_s",

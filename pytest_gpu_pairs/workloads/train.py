@@ -26,6 +26,7 @@ from pytest_gpu_pairs.protocol import (
     ProgressWriter,
     cycling,
     fit_run_steps,
+    runs_wanted,
     steady_state_only,
     wait_for_start_gate,
 )
@@ -223,11 +224,14 @@ def fit_run(workload: Workload, progress: ProgressWriter, steps: int, scaled_epo
 
 def _train_runs(workload: Workload, progress: ProgressWriter, total: int, scaled_epoch: int) -> tuple[int, dict]:
     """One run; a kept-running background (``cycling``) reports each run's metrics as a cycle and
-    trains the run again until the harness stops it. Returns the steps and the last run's metrics."""
+    trains the run again until the harness stops it, or until it has trained ``runs_wanted`` runs.
+    Returns the steps and the last run's metrics."""
     done = workload.train(progress, total, scaled_epoch)
     progress.step(done, done / scaled_epoch, force=True)
     metrics = workload.final_metrics()
-    while cycling() and hasattr(workload, "restart_training"):
+    runs, wanted = 1, runs_wanted()
+    while (cycling() or runs < wanted) and hasattr(workload, "restart_training"):
+        runs += 1
         progress.cycle(metrics, done)
         workload.restart_training()
         done += workload.train(progress, total, scaled_epoch, counted=done)

@@ -14,17 +14,19 @@ def _write(path, data):
 
 def test_a_study_pair_and_a_repeated_case_run_on_cpu(pytester):
     """One pair of the study (one varied hyperparameter: 7 runs), and a pairs case with two repeats
-    whose foreground baseline no solo case measured, so it lands under _solo/."""
+    whose foreground baseline no solo case measured, so it lands under _solo/. The study's background
+    trains six times the foreground's steps a run, so that under load no restart falls inside a
+    foreground run (a run it covered less than 95 % of would be refused)."""
     pytester.makepyfile(test_suite=SUITE)
     defaults = {"restart_delay_s": 0.5, "timeout_s": 300}
     study = _write(pytester.path / "study.json", {
         "name": "study", "design": "hp_study", "defaults": defaults, "vary": {"learning_rate": [0.2, 5.0]},
         "pairs": [{"group": "s1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 2}},
-                   "background": {"model": "mnist", "hyperparameters": {"epochs": 4}}}]})
+                   "background": {"model": "mnist", "hyperparameters": {"epochs": 12}}}]})
     repeated = _write(pytester.path / "repeated.json", {
         "name": "repeated", "defaults": {**defaults, "method": "epoch", "runs_per_config": 2},
         "pairs": [{"group": "r1", "foreground": {"model": "mnist_ff", "hyperparameters": {"epochs": 1}},
-                   "background": {"model": "mnist", "hyperparameters": {"epochs": 4}}}]})
+                   "background": {"model": "mnist", "hyperparameters": {"epochs": 12}}}]})
     out = pytester.path / "results"
     result = pytester.runpytest_subprocess("--gpu-pairs-settings", study, "--gpu-pairs-settings", repeated,
                                            "--gpu-pairs-device", "cpu", "--gpu-pairs-scale", SCALE,

@@ -95,3 +95,18 @@ def test_profile_module_reports_window_steps_and_metrics(tmp_path):
     record = json.loads(out.read_text())
     assert record["ok"] and record["steps"] >= 1 and record["window_end"] > record["window_start"]
     assert record["steps_per_epoch"] == 1563 and "test_accuracy" in record["metrics_trained"]
+
+
+def test_a_built_in_asked_for_several_runs_trains_them_in_one_process_and_reads_a_warm_pace(tmp_path, monkeypatch):
+    from pytest_gpu_pairs.protocol import RUNS_VAR
+
+    progress_file = tmp_path / "progress.jsonl"
+    monkeypatch.setenv("GPU_PAIRS_PROGRESS", str(progress_file))
+    monkeypatch.setenv(RUNS_VAR, "3")
+    info = builtin("mnist")
+    scale = 12 / info.steps_per_epoch(16)
+    assert run(info, build("mnist", "cpu", scale, epochs=1, batch_size=16), "cpu", scale) == 0
+    progress = Progress.read(progress_file)
+    assert len(progress.cycles) == 2 and progress.total_steps == 3 * 12
+    assert [c["steps"] for c in progress.cycles] == [12, 24]
+    assert progress.warm_rate() is not None and progress.result["steps"] == 36

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from support.helpers import FAKE_JOB, SUITE, alive_pids, jobs_started_under, wait_for
 
+from pytest_gpu_pairs.experiment.cases import KEPT_SOLO_RUNS
+
 OK_CASE = "g00-trainer+loader-default-concurrent"
 HP_TYPES = {"steps": "int", "step_s": "float", "protocol": "bool", "fault": "str", "fault_runs": "str",
             "ignore_term": "bool", "state": "str", "pool": "str", "mem_mb": "int", "capacity_mb": "int",
@@ -272,4 +274,7 @@ def test_a_kept_running_builtin_background_shares_the_whole_run_in_one_process(p
     assert len(cycles) >= 2 and all(0 < c["shared"] <= 1 for c in cycles)
     assert all(0 <= c["metrics"]["test_accuracy"] <= 1 for c in cycles)
     assert not list((tmp / "out" / "g00-trainer+mnist-default-concurrent").glob("bg-run-002*"))
+    [reference] = [json.loads(p.read_text()) for p in (tmp / "out" / "_solo").glob("mnist-*/result.json")]
+    assert reference["fg_runs"] == KEPT_SOLO_RUNS  # A alone as it runs beside B: warm, in one process
+    assert case["bg_solo_steps_per_s"] == reference["fg_solo_steps_per_s"]
     assert_no_leftovers(tmp)

@@ -308,3 +308,26 @@ def test_the_fit_run_variable_names_the_steps_and_whether_the_run_is_whole(monke
 
     monkeypatch.setenv(FIT_RUN_VAR, value)
     assert fit_run_steps() == expected
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12))
+def test_the_runs_variable_is_a_count_of_at_least_one_whatever_it_holds(value):
+    from unittest import mock
+
+    from pytest_gpu_pairs.protocol import MAX_RUNS, RUNS_VAR, runs_wanted
+
+    with mock.patch.dict("os.environ", {RUNS_VAR: value}):
+        wanted = runs_wanted()
+    is_count = value.isascii() and value.isdigit() and int(value) >= 1
+    assert 1 <= wanted <= MAX_RUNS and wanted == (min(int(value), MAX_RUNS) if is_count else 1)
+
+
+def test_the_warm_pace_reads_the_runs_after_the_first_and_none_before_two_have_ended():
+    cold_first_run = [(0.0, 0), (1.0, 20), (10.0, 200)]  # 20 steps/s, slower in its first second
+    warm = [(10.5, 200), (20.0, 400), (20.5, 400), (30.0, 600)]  # 200 steps in each 10 s, evaluation included
+    progress = Progress(ready_t=0.0, steps=cold_first_run + warm,
+                        cycles=[{"t": 10.0, "steps": 200, "metrics": {}}, {"t": 20.0, "steps": 400, "metrics": {}}])
+    assert progress.warm_rate() == pytest.approx(20.0)
+    progress.cycles.append({"t": 30.5, "steps": 600, "metrics": {}})
+    assert progress.warm_rate() == pytest.approx(400 / 20.5)
+    assert Progress(ready_t=0.0, steps=cold_first_run, cycles=progress.cycles[:1]).warm_rate() is None

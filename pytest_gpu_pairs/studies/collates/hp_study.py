@@ -53,7 +53,7 @@ from scipy import stats
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.record.store import atomic_write_csv, atomic_write_json, atomic_write_text, load_run
 
-FOLDERS = ("results-mrt_oast", "results-hp01")
+FOLDERS = ("results-hp01", "results-hp02", "results-hp03")
 FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
 BLOCKS = {"learning_rate": "lr", "epochs": "epochs"}
 """A factor's block, where a pair's replicates are split by factor: its default runs' variant is ``default_<block>``."""

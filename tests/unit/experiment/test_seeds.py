@@ -94,3 +94,18 @@ def test_split_by_factor_is_refused_outside_the_hp_study_design():
     with pytest.raises(SettingsError) as caught:
         parse_experiment({"name": "t", "pairs": pairs}, "s.json")
     assert str(caught.value).startswith("s.json: $.pairs[0].split_by_factor: expected only with design 'hp_study'")
+
+
+@pytest.mark.parametrize("kept, method", [(True, None), (False, None), (True, "interleaved")])
+def test_a_kept_running_background_is_compared_with_its_solo_run_of_several_runs_in_one_process(kept, method):
+    from pytest_gpu_pairs.experiment.cases import KEPT_SOLO_RUNS, Overrides, describe
+
+    cases = expand(_study([1], defaults={"keep_background": kept}), Overrides(method=method))
+    shared = [c for c in cases if c.mode == "concurrent"]
+    solo_a = {c.group: c for c in cases if c.mode == "solo" and c.fg.model == "mnist"}
+    runs = KEPT_SOLO_RUNS if kept and method is None else 1
+    assert {c.bg.runs for c in shared} == {runs} and {c.fg.runs for c in shared} == {1}
+    for case in shared:
+        assert solo_a[case.group].fg == case.bg  # A's solo case is the baseline its shared runs are compared with
+    assert all(describe(c).get("fg_runs") == (runs if c in solo_a.values() and runs > 1 else None)
+               for c in cases if c.mode == "solo")

@@ -81,6 +81,18 @@ def test_a_solo_baseline_is_charged_once_to_the_first_case_that_needs_it(tmp_pat
     assert len(alone.solo_jobs) == 2 and alone.seconds > second.seconds
 
 
+def test_a_kept_running_backgrounds_solo_reference_is_charged_one_start_and_each_of_its_runs(tmp_path):
+    from pytest_gpu_pairs.experiment.cases import KEPT_SOLO_RUNS
+
+    [kept] = cases(pair(), method="epoch", keep_background=True)
+    [plain] = cases(pair(), method="epoch")
+    assert kept.bg.runs == KEPT_SOLO_RUNS
+    bg = job_cost(kept.bg, "cpu", 1.0)
+    extra = (KEPT_SOLO_RUNS - 1) * (bg.train_s + bg.finish_s)
+    assert estimate_cases([kept], options(tmp_path), "cpu")[0].seconds == pytest.approx(
+        estimate_cases([plain], options(tmp_path), "cpu")[0].seconds + extra)
+
+
 def _phase_s(case, device="cuda"):
     jobs = (job_cost(case.fg, device, 1.0), job_cost(case.bg, device, 1.0))
     phase, settle = phases(case, jobs)

@@ -2,6 +2,7 @@
 argv and cwd, metrics and OOM signatures read from logs."""
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,3 +78,16 @@ def test_a_command_workload_runs_its_argv_in_cwd_relative_to_the_settings_file(t
     assert fg.argv == ["python", "train.py", "--amp", "-e", "3", "--lr", "0.5"]
     assert bg.argv == ["python", "train.py", "-e", "3", "--lr", "0.1"]
     assert not fg.protocol
+
+
+@pytest.mark.parametrize("runs, inherited", [(1, None), (1, "7"), (5, None), (5, "2")])
+def test_a_built_in_trains_as_many_runs_in_its_process_as_its_job_says_whatever_pytest_inherited(
+        runs, inherited, monkeypatch):
+    from pytest_gpu_pairs.experiment.cases import JobConfig
+    from pytest_gpu_pairs.protocol import RUNS_VAR
+    from pytest_gpu_pairs.run.jobs import build_spec
+
+    if inherited is not None:
+        monkeypatch.setenv(RUNS_VAR, inherited)
+    spec = build_spec(JobConfig("mnist", (("epochs", 1),), runs=runs), "bg", "cpu", 1.0, 60.0)
+    assert spec.env.get(RUNS_VAR) == (str(runs) if runs > 1 else None)
