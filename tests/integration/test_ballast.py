@@ -121,7 +121,7 @@ def test_a_case_that_fails_on_the_emulated_card_stops_its_ballast(tmp_path, stan
     context = CaseContext(folder, device, solos, sharing,
                           SimpleNamespace(for_case=lambda case, env: PairFits(unmeasured="not here")),
                           partial(GpuPairsSession.conclude, session), session.results)
-    fg = SimpleNamespace(model="a", hyperparameters={})
+    fg = SimpleNamespace(model="a", hyperparameters={}, runs=1)
     case = SimpleNamespace(id="g01-a+b-default-concurrent", fg=fg, bg=None, jobs=(fg,), roles=("fg",), timeout_s=60, cool_down_s=0.0, sharing="timeslice", design="pairs", variant="default",
                            mode="concurrent", method="epoch", vram_budget_mb=7500.0)
     run = EPOCH.runner(case, context, SimpleNamespace(extra_info={}))
