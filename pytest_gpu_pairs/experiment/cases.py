@@ -378,7 +378,7 @@ def _replicate_cases(experiment: Experiment, pair: PairSpec, overrides: Override
     """One block of a replicate: A alone, B alone in each variant, then B beside A in each."""
     named = [(_replicate(v, seed), job) for v, job in variants]
     shared = [_case(experiment, pair, overrides, job, load, variant, "concurrent", block=block) for variant, job in named]
-    reference = shared[0].bg if shared and shared[0].bg is not None else load  # A alone as the shared runs compare with it
+    reference = shared[0].bg or load  # A alone as its shared runs are compared with it
     load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
     load_variant += f"_{block}" if block else ""
     cases, solo_jobs = [], set()

@@ -254,10 +254,7 @@ class GpuPairsSession:
         ``settings_digest`` holds); else None and the case runs again."""
         if not self.options.resume or not self._replicate_resumes(case):
             return None
-        try:
-            record = load_result(self.folder.case_dir(case))
-        except OutsideOutputFolder:
-            return None  # the case runs, and fails on its folder with the reason
+        record = self._complete_result(case)
         if record is None:
             return None
         same = {**json.loads(json.dumps(dict(describe(case)), default=str)), "scale": self.options.scale,
@@ -281,24 +278,26 @@ class GpuPairsSession:
         if group is None:
             return True
         if group not in self._replicates:
-            env = self.environment()
             records = [self._complete_result(c) for c in self.cases() if dependency_group(c) == group]
-            self._replicates[group] = replicate_resumes(records, lambda r: (r.host, r.gpu_uuid) == (env.host, env.gpu_uuid))
+            self._replicates[group] = replicate_resumes(records, self._measured_here)
         return self._replicates[group]
 
     def _complete_result(self, case: Case) -> Optional[Record]:
         try:
             return load_result(self.folder.case_dir(case))
         except OutsideOutputFolder:
-            return None
+            return None  # the case runs, and fails on its folder with the reason
+
+    def _measured_here(self, record: Record) -> bool:
+        env = self.environment()
+        return (record.host, record.gpu_uuid) == (env.host, env.gpu_uuid)
 
     def _seed_solo_baseline(self, case: Case, record: Record) -> None:
         """A resumed solo case's first round stands in for its job's measurement, as it did in the
         session that measured it: the concurrent cases still to run are compared with that run. Only
         on the host and GPU it ran on: another machine's pace is not this one's (hosts that share a
         GPU model moved paces by 10-30 % between sessions), so there the job is measured again."""
-        env = self.environment()
-        if case.mode != "solo" or (record.host, record.gpu_uuid) != (env.host, env.gpu_uuid):
+        if case.mode != "solo" or not self._measured_here(record):
             return
         folder = self.folder.round_dir(case, 1)
         first = record if folder == self.folder.case_dir(case) else load_result(folder)

@@ -51,12 +51,14 @@ import numpy as np
 from scipy import stats
 
 from pytest_gpu_pairs.catalog import BUILTINS
+from pytest_gpu_pairs.experiment.cases import VARIANT_NAMES
 from pytest_gpu_pairs.record.store import atomic_write_csv, atomic_write_json, atomic_write_text, load_run
 
 FOLDERS = ("results-hp01", "results-hp02", "results-hp03")
-FACTORS = {"learning_rate": ("lr_min", "lr_max"), "epochs": ("epochs_min", "epochs_max")}
-BLOCKS = {"learning_rate": "lr", "epochs": "epochs"}
-"""A factor's block, where a pair's replicates are split by factor: its default runs' variant is ``default_<block>``."""
+BLOCKS = {factor: VARIANT_NAMES.get(factor, factor) for factor in ("learning_rate", "epochs")}
+"""Each factor's name in case ids: its bounds' variants (``lr_min``) and, where a pair's replicates are
+split by factor, its block's default runs (``default_lr``)."""
+FACTORS = {factor: (f"{short}_min", f"{short}_max") for factor, short in BLOCKS.items()}
 B_OUTCOMES = ("accuracy", "energy", "card_energy", "combined_energy")
 RELATIVE = ("energy", "card_energy", "combined_energy")
 A_OUTCOMES = ("a_pace", "a_energy_per_step", "a_accuracy")
