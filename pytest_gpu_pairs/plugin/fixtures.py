@@ -56,6 +56,12 @@ def pair_run(request, gpu_pair_case: Case, gpu_pairs: GpuPairsSession, benchmark
         quiet_when_skipped(benchmark)
         yield _resumed(gpu_pair_case, gpu_pairs, recorded)
         return
+    left_out = gpu_pairs.left_out_for_time(gpu_pair_case)
+    if left_out is not None:
+        from pytest_gpu_pairs.plugin.time_limit import skip_reason
+
+        quiet_when_skipped(benchmark)
+        pytest.skip(skip_reason(left_out))
     run = _runner(gpu_pair_case, gpu_pairs, benchmark, request.node)
     live_line = gpu_pairs.environment().live
     if live_line is not None:

@@ -284,11 +284,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         written_at_end(session, lambda: xdist.write_session_file(state, xdist_state["gathered"]))
         written_at_end(session, lambda: xdist.write_benchmark_json(session.config, xdist_state["gathered"]))
     if state is not None:
-        from pytest_gpu_pairs.plugin import gate
+        from pytest_gpu_pairs.plugin import gate, time_limit
         from pytest_gpu_pairs.plugin.summary import end_of_session
 
         gate.session_finish(session, [r.record for r in state.results], state.opened_environment, state.planned)
         end_of_session(session, state)
+        time_limit.end_of_session(session)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -297,7 +298,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     from pytest_gpu_pairs.plugin import gate
     from pytest_gpu_pairs.plugin.summary import terminal_summary
+    from pytest_gpu_pairs.plugin.time_limit import LEFT_OUT_KEY
 
-    if session.results or session.interrupted:
+    if session.results or session.interrupted or config.stash.get(LEFT_OUT_KEY, []):
         terminal_summary(terminalreporter, session, list(config.invocation_params.args))
     gate.terminal_summary(terminalreporter, config)

@@ -59,6 +59,15 @@ def _shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _duration(text: str) -> float:
+    from pytest_gpu_pairs.run.time_limit import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _gpu_list(text: str) -> tuple[str, ...]:
     parts = [p.strip() for p in text.split(",")]
     valid = all(p.isdigit() or p.startswith(("GPU-", "MIG-")) for p in parts)
@@ -178,6 +187,10 @@ def _add(group) -> None:
     group.addoption("--gpu-pairs-max-case-s", type=_positive_float, default=None, metavar="S",
                     help=f"device time cap per interleaved case, warm-up included (default: {MAX_CASE_S_HELP:g} on a GPU, "
                          f"{MAX_CASE_S_CPU_HELP:g} on the CPU, where steps are slower)")
+    group.addoption("--gpu-pairs-time-limit", type=_duration, default=None, metavar="DURATION",
+                    help="the session must end within this (seconds, or 25m, 1h30m): a case, or a replicate "
+                         "(dependency group) whole, whose estimate would end past it is not started but skipped, "
+                         "and the session exits 2; --gpu-pairs-resume measures them later (default: no limit)")
 
 
 def _add_ini(parser: pytest.Parser) -> None:
@@ -271,7 +284,7 @@ def options_from_config(config: pytest.Config) -> GpuPairsOptions:
         resume=config.getoption("gpu_pairs_resume"), method=config.getoption("gpu_pairs_method"),
         precision=precision,
         max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
-        max_case_s=max_case_s,
+        max_case_s=max_case_s, time_limit_s=config.getoption("gpu_pairs_time_limit"),
         worker=workerinput.get("workerid") if workerinput is not None else None, gpu=gpu,
         pin_cpus=config.getoption("gpu_pairs_pin_cpus") or "auto", cpu_share=cpu_share(workerinput),
         suite=tuple(Path(p) for p in config.getini("gpu_pairs_settings")))

@@ -17,6 +17,7 @@ from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profile
 from pytest_gpu_pairs.record.store import StoreError, load_result
 from pytest_gpu_pairs.run.outdir import OutsideOutputFolder
 from pytest_gpu_pairs.run.session import replicate_resumes
+from pytest_gpu_pairs.run.time_limit import played_out
 
 
 def planned_device(device: str) -> str:
@@ -117,3 +118,20 @@ def write_plan(config: pytest.Config, session, cases: Sequence) -> None:
         reporter.write_line(line)
     if skipped:
         reporter.write_line(f"resumed: {len(skipped)} case(s) already recorded in {options.out_dir} are not counted")
+    if options.time_limit_s is not None:
+        reporter.write_line(time_limit_line(estimates, [c for c in cases if c not in skipped], options.time_limit_s, device))
+
+
+def time_limit_line(estimates: Sequence[Estimate], cases: Sequence, limit_s: float, device: str) -> str:
+    """What ``--gpu-pairs-time-limit`` would leave out, played out on the estimates: replicates (or
+    cases outside one) in their order, each started where it still fits."""
+    unit_of = {case.id: dependency_group(case) or case.id for case in cases}
+    units: dict[str, float] = {}
+    for estimate in estimates:
+        units[unit_of[estimate.case_id]] = units.get(unit_of[estimate.case_id], 0.0) + estimate.seconds
+    start_s = session_total([], device)
+    left = played_out(list(units.items()), limit_s, start_s)
+    kept = [e for e in estimates if unit_of[e.case_id] not in left]
+    line = (f"within --gpu-pairs-time-limit {clock(limit_s)}: {len(kept)} of {len(estimates)} case(s) start, "
+            f"{clock(start_s + sum(e.seconds for e in kept))}")
+    return line + (f"; left out: {', '.join(left)}" if left else "")

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_gpu_pairs.inputs import printable
 from pytest_gpu_pairs.planning.estimate import clock
+from pytest_gpu_pairs.plugin import time_limit
 from pytest_gpu_pairs.record.fit import FIT_SOURCE
 from pytest_gpu_pairs.record.keys import label, meaning
 from pytest_gpu_pairs.record.model import Record
@@ -321,6 +322,8 @@ def terminal_summary(reporter, session, args: Optional[list[str]] = None) -> Non
     for line in unmeasured_lines(records):
         _write(reporter, line)
     for line in interrupted_lines(session, args or []):
+        _write(reporter, line)
+    for line in time_limit.summary_lines(reporter.config, resume_command(args or [])):
         _write(reporter, line)
     for line in resumed_lines(session.results):
         _write(reporter, line)

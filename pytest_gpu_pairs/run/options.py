@@ -35,7 +35,8 @@ class OptionsError(ValueError):
 
 _POSITIVE = {"scale": "--gpu-pairs-scale", "sample_hz": "the sampling rate (--gpu-pairs-sample-hz)",
              "vram_budget_mb": "the VRAM budget (--gpu-pairs-vram-budget-mb)",
-             "gpu_memory_mb": "the emulated card size (--gpu-pairs-gpu-memory-mb)", "max_case_s": "--gpu-pairs-max-case-s"}
+             "gpu_memory_mb": "the emulated card size (--gpu-pairs-gpu-memory-mb)", "max_case_s": "--gpu-pairs-max-case-s",
+             "time_limit_s": "--gpu-pairs-time-limit"}
 
 
 def _finite(value: Optional[float], positive: bool) -> bool:
@@ -68,6 +69,7 @@ class GpuPairsOptions:
     pin_cpus: str = "auto"  # auto, off, or a number of CPUs per job
     cpu_share: tuple[int, int] = (0, 1)  # this worker's block of the host's cores: (index, count)
     suite: tuple[Path, ...] = ()  # the project's own suite (the ini's gpu_pairs_settings): it owns its case ids
+    time_limit_s: Optional[float] = None  # start no replicate the estimates say would end past this (run.time_limit)
 
     def __post_init__(self) -> None:
         for name, option in _POSITIVE.items():

@@ -59,6 +59,7 @@ from pytest_gpu_pairs.run.outdir import OutputFolder, OutsideOutputFolder
 from pytest_gpu_pairs.run.proctree import deferred_signals
 from pytest_gpu_pairs.run.sharing import SharingManager
 from pytest_gpu_pairs.run.solos import SoloBaselines
+from pytest_gpu_pairs.run.time_limit import LeftOut, TimeLimit
 
 
 def _digest(data: Any) -> str:
@@ -107,6 +108,7 @@ class GpuPairsSession:
         self.fits = FitProfiles(options.out_dir, options.gpu_memory_mb, options.worker)
         self.interrupted: list[str] = []
         self.estimates: dict[str, float] = {}  # case id -> estimated seconds, for the live line's ETA
+        self.time_limit = TimeLimit(options.time_limit_s) if options.time_limit_s is not None else None
         self.record_extensions: Callable[[Case, dict[str, Any]], list[Optional[dict[str, Any]]]] = lambda case, r: []
 
     @property
@@ -267,6 +269,21 @@ class GpuPairsSession:
         checked = self._under_current_checks(case, record)
         self._seed_solo_baseline(case, checked)
         return checked
+
+    def left_out_for_time(self, case: Case) -> Optional[LeftOut]:
+        """With ``--gpu-pairs-time-limit``: whether the case's replicate (its dependency group, else
+        the case alone) would end past the limit, counting the selected cases of it that hold no
+        complete result to resume (``run.time_limit``)."""
+        if self.time_limit is None:
+            return None
+        group = dependency_group(case)
+        unit = [case] if group is None else [c for c in self.cases() if dependency_group(c) == group
+                                             and c.id in self._planned]
+        return self.time_limit.left_out(group or case.id, lambda: sum(
+            self.estimates.get(c.id, 0.0) for c in unit if not self._will_resume(c)))
+
+    def _will_resume(self, case: Case) -> bool:
+        return self.options.resume and self._replicate_resumes(case) and self._complete_result(case) is not None
 
     def _replicate_resumes(self, case: Case) -> bool:
         """Whether the case's replicate (its dependency group: a pair's solo and shared runs of one

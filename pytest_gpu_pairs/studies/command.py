@@ -4,6 +4,7 @@ CPU), resumed where it stopped, followed, and collated into its summary.
     gpu-pairs study list
     gpu-pairs study run feasibility_10g                       # results in gpu-pairs-studies/feasibility_10g
     gpu-pairs study run verdicts --device cpu --scale 0.01    # the whole pipeline on a CPU, small
+    gpu-pairs study run hp_study --time-limit 28m             # a leased machine: start no replicate that would end past it
     gpu-pairs study status feasibility_10g
     gpu-pairs study collect feasibility_10g                   # summary.json and table.md beside the results
     gpu-pairs study collect verdicts --out reports/reference/verdicts   # the committed summary, rebuilt
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.record.store import StoreError
+from pytest_gpu_pairs.run.time_limit import parse_duration
 from pytest_gpu_pairs.studies.declaration import Study, all_studies, find_study
 from pytest_gpu_pairs.studies.runner import Request, StudyRunError, run_study, step_states, study_status
 from pytest_gpu_pairs.studies.summary import collect
@@ -48,6 +50,10 @@ def _add_run_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--sessions", type=_at_least_one, default=None,
                      help="at most this many sessions of each variant")
     sub.add_argument("--variant", default=None, help="only this variant of the study (default: all)")
+    sub.add_argument("--time-limit", type=_duration, default=None, metavar="DURATION",
+                     help="end within this (seconds, or 25m, 1h30m): each session is given what is left as "
+                          "--gpu-pairs-time-limit, a replicate that would end past it is not started, and the "
+                          "run exits 2 so that running it again resumes (default: no limit)")
     sub.add_argument("--pytest-arg", dest="extra", action="append", default=[], metavar="ARG",
                      help="one more pytest option, e.g. --pytest-arg=--gpu-pairs-max-rounds=1 (repeatable)")
 
@@ -62,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
             print(collect(study, out, args.root.resolve()), end="")
             return 0
         request = Request(device=args.device, scale=args.scale, select=args.select, sessions=args.sessions,
-                          variant=args.variant, extra=tuple(args.extra))
+                          variant=args.variant, extra=tuple(args.extra),
+                          time_limit_s=args.time_limit)
         if args.action == "status":
             return _status(study, args.root.resolve(), out.resolve(), request)
         return _run_until_stopped(study, args.root.resolve(), out.resolve(), request)
@@ -76,6 +83,13 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected 1 or more, got {text}")
     return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(text: str) -> float:

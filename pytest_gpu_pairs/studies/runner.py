@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -31,6 +31,7 @@ from pytest_gpu_pairs.record.store import (
     save_fit_profile,
 )
 from pytest_gpu_pairs.run.outdir import in_use_by
+from pytest_gpu_pairs.run.time_limit import STOPPED_SHORT
 from pytest_gpu_pairs.studies.declaration import SessionOptions, Step, Study, Variant
 
 SHARED_FIT_PROFILES = "fit-profiles"  # the study's fit profiles, beside its sessions (the verdicts collate reads them)
@@ -52,6 +53,7 @@ class Request:
     sessions: Optional[int] = None
     variant: Optional[str] = None
     extra: tuple[str, ...] = ()
+    time_limit_s: Optional[float] = None  # the whole run's; each session is given what is left of it
 
 
 @dataclass(frozen=True)
@@ -175,33 +177,59 @@ def run_study(study: Study, root: Path, out: Path, request: Request,
         if code != 0:
             return code
     runs = read_runs(out)
+    deadline = Deadline(request.time_limit_s)
     for after in (None, *(v.name for v in study.variants)):
         for session in (s for s in sessions if after is not None and s.variant == after):
-            code = _run_session(study, session, root, out, request, runs, say)
-            if code != 0:
+            code = _run_session(study, session, root, out, request, runs, say, deadline)
+            if code == STOPPED_SHORT and deadline.limit_s is not None:
+                deadline.reached = True  # a later session's replicates may still fit what is left
+            elif code != 0:
                 return code
-        if after is not None and request.variant not in (None, after):
+        if deadline.reached or (after is not None and request.variant not in (None, after)):
             continue
         for step in (s for s in study.steps if s.after == after):
             code = _run_step(step, study, root, out, request, runs, say)
             if code != 0:
                 return code
+    if deadline.reached:
+        say(f"gpu-pairs study: {study.name} stopped at its time limit; run the same command again to resume")
+        return STOPPED_SHORT
     return 0
 
 
+@dataclass
+class Deadline:
+    """``--time-limit``, counted from the start of the run: what each session is given, and whether
+    one left work out for it (the steps after it then wait for a run that completes the sessions)."""
+
+    limit_s: Optional[float]
+    started: float = field(default_factory=time.monotonic)
+    reached: bool = False
+
+    def left_s(self) -> Optional[float]:
+        return None if self.limit_s is None else self.limit_s - (time.monotonic() - self.started)
+
+
 def _run_session(study: Study, session: Session, root: Path, out: Path, request: Request,
-                 runs: dict[str, list[dict[str, Any]]], say: Callable[[str], None]) -> int:
+                 runs: dict[str, list[dict[str, Any]]], say: Callable[[str], None],
+                 deadline: Optional[Deadline] = None) -> int:
     if session.not_here:
         say(f"{session.folder}: not run on the CPU ({session.not_here})")
         return 0
     if is_done(runs.get(session.folder, [])):
         say(f"{session.folder}: done earlier, skipped")
         return 0
+    left_s = deadline.left_s() if deadline is not None else None
+    if left_s is not None and left_s < 1.0:
+        say(f"{session.folder}: not started, the time limit has passed")
+        return STOPPED_SHORT
     if session.dropped:
         say(f"{session.folder}: on the CPU without {' '.join(session.dropped)} (they need a GPU)")
     if study.share_fit_profiles:
         seed_fit_profiles(out, out / session.folder)
     argv = with_step_options(session, out, request, say)
+    if left_s is not None:
+        argv = (*_without(list(argv), "--gpu-pairs-time-limit"), "--gpu-pairs-time-limit", f"{left_s:.0f}")
     attempt = _attempt(session, argv, root, out, len(runs.get(session.folder, [])) + 1, say, study.env)
     if study.share_fit_profiles:
         gather_fit_profiles(out / session.folder, out)

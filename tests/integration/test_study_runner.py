@@ -185,3 +185,31 @@ def test_status_says_running_while_a_pytest_session_holds_the_folder(checkout):
         holder.kill()
         holder.wait()
     assert study_status(_study(), checkout, out, Request(device="cpu"))[0].state == "not started"
+
+
+LEFT_OUT_FOR_THE_LIMIT = """import os, pytest
+def test_left_out(request):
+    with open(os.environ["LIMITS_FILE"], "a") as handle:
+        handle.write(f"{request.config.getoption('gpu_pairs_time_limit')}\\n")
+    pytest.exit("left out for the time limit", returncode=2)
+"""
+
+
+def test_each_session_is_given_what_is_left_of_the_time_limit_and_a_stop_for_it_does_not_end_the_run(checkout, monkeypatch):
+    (checkout / "suite" / "test_suite.py").write_text(LEFT_OUT_FOR_THE_LIMIT)
+    monkeypatch.setenv("LIMITS_FILE", str(checkout / "limits.txt"))
+    out, said = checkout / "out", []
+    assert run_study(_study(), checkout, out, Request(device="cpu", time_limit_s=3600.0), say=said.append) == 2
+    limits = [float(line) for line in (checkout / "limits.txt").read_text().split()]
+    assert len(limits) == 2 and 3000 < limits[1] <= limits[0] <= 3600  # the second session was given what was left
+    assert said[-1] == "gpu-pairs study: tiny stopped at its time limit; run the same command again to resume"
+    states = study_status(_study(), checkout, out, Request(device="cpu"))
+    assert [s.state for s in states] == ["stopped short (pytest exit 2); run again to resume"] * 2
+
+
+def test_no_session_starts_once_the_time_limit_has_passed(checkout):
+    out, said = checkout / "out", []
+    assert run_study(_study(), checkout, out, Request(device="cpu", time_limit_s=0.5), say=said.append) == 2
+    assert said[:2] == ["session-1: not started, the time limit has passed",
+                        "session-2: not started, the time limit has passed"]
+    assert not (out / "runs.json").exists()
