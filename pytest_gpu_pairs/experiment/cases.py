@@ -83,6 +83,9 @@ class JobConfig:
     base_dir: str = ""
     mps: Optional[MpsLimits] = field(default=None, compare=False, hash=False)
     runs: int = 1  # a built-in trained this many times back to back in its process (a kept-running background alone)
+    # a block of a replicate measured split_by_factor: its jobs are measured alone in the block, even where
+    # another block of the session ran the same job (minutes apart the host's pace moved 10-15 %)
+    scope: str = ""
 
     @property
     def hyperparameters(self) -> dict[str, Any]:
@@ -163,6 +166,7 @@ class Case:
     card_mb: Optional[float] = DEFAULTS.card_mb
     min_coverage: Optional[float] = None  # the least bg_coverage a round of a concurrent run needs to count
     keep_background: bool = False  # a built-in background runs again in its process instead of being restarted
+    background_alone_s: float = DEFAULTS.background_alone_s  # each window a kept-running background trains alone
     # the stopping rule of interleaved rounds as asked: precision None is the device's default and 0
     # none, max_case_s None the device's cap (``run.methods`` makes the rule for the device)
     precision: Optional[float] = None
@@ -250,7 +254,7 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
         crash_loop_window_s=d.crash_loop_window_s,
         method=method, min_coverage=min_coverage(experiment, mode, method), keep_background=d.keep_background,
-        phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
+        background_alone_s=d.background_alone_s, phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
         precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
         source=experiment.source, note=pair.note or "", block=block)
 
@@ -338,9 +342,8 @@ def _replicate(variant: str, seed: Optional[int]) -> str:
 
 def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     """Per seed (the replicate: every job of it, A and B, trains from that seed) and pair: the
-    background A alone, the varied foreground B alone in every variant, then every variant of B
-    concurrent with A at default. Solo runs come first, so the concurrent cases find their baselines
-    measured. Each pair's replicate holds its own solo cases (a dependency group: one process runs
+    background A alone, then each variant of the varied foreground B alone and beside A at default,
+    its solo run first, so each concurrent case finds its baselines measured minutes before it. Each pair's replicate holds its own solo cases (a dependency group: one process runs
     it, on any worker, with nothing measured elsewhere); a solo job two pairs share is measured once
     per process and reported by the second pair's case. A whole replicate comes before the next, so a
     study stopped part way holds complete replicates. A pair with ``split_by_factor`` measures each
@@ -375,18 +378,24 @@ def _blocks(experiment: Experiment, pair: PairSpec,
 def _replicate_cases(experiment: Experiment, pair: PairSpec, overrides: Overrides, varied: JobConfig,
                      load: JobConfig, variants: list[tuple[str, JobConfig]], seed: Optional[int],
                      block: str) -> list[Case]:
-    """One block of a replicate: A alone, B alone in each variant, then B beside A in each."""
+    """One block of a replicate: A alone, then for each variant B alone and, next to it, B beside A,
+    so that a shared run is compared with a solo run minutes from it, not the block's length."""
+    if block:
+        scope = f"{pair.group}-s{seed}-{block}" if seed is not None else f"{pair.group}-{block}"  # its dependency group
+        load, variants = replace(load, scope=scope), [(v, replace(job, scope=scope)) for v, job in variants]
     named = [(_replicate(v, seed), job) for v, job in variants]
     shared = [_case(experiment, pair, overrides, job, load, variant, "concurrent", block=block) for variant, job in named]
     reference = shared[0].bg or load  # A alone as its shared runs are compared with it
     load_variant = "bg_default" if load.model == varied.model else "default"  # A and B one model: two ids
     load_variant += f"_{block}" if block else ""
     cases, solo_jobs = [], set()
-    for variant, job in [(_replicate(load_variant, seed), reference)] + named:
+    for (variant, job), pair_case in zip([(_replicate(load_variant, seed), reference)] + named, [None, *shared]):
         if job not in solo_jobs:
             solo_jobs.add(job)
             cases.append(_case(experiment, pair, overrides, job, None, variant, "solo", block=block))
-    return cases + shared
+        if pair_case is not None:
+            cases.append(pair_case)
+    return cases
 
 
 # --- mutation: random hyperparameters, never a configuration run before --------------------

@@ -370,6 +370,7 @@ class Defaults(_Strict):
     card_mb: Optional[float] = Field(None, gt=0, le=MAX_VRAM_MB)  # the card the memory verdict is about
     min_coverage: Optional[float] = Field(None, ge=0, le=1)  # None: the design's own (DESIGN_MIN_COVERAGE)
     keep_background: bool = False  # a built-in background trains its run again in its own process: no restart gap
+    background_alone_s: float = Field(20.0, ge=0, le=3600)  # a kept-running background alone, before and after the run
 
 
 DEFAULTS = Defaults()  # what every case gets where its settings are silent

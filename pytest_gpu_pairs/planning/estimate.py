@@ -56,6 +56,7 @@ from pytest_gpu_pairs.record.store import case_records, fit_profiles
 from pytest_gpu_pairs.run.interleaved import REPORTS_PER_PHASE, STEPS_PER_SETTLE
 from pytest_gpu_pairs.run.methods import interleaved_rule, method_of
 from pytest_gpu_pairs.run.options import GpuPairsOptions
+from pytest_gpu_pairs.run.round import ALONE_SETTLE_S
 
 DEFAULT_JOB_S = 60.0
 DEFAULT_FIT_S = 40.0  # a fit profile of a workload the package has not measured: two starts, an evaluation
@@ -86,6 +87,14 @@ class JobCost:
     @property
     def total_s(self) -> float:
         return self.startup_s + self.train_s + self.finish_s
+
+
+def _alone_windows_s(case: Case, bg: JobCost) -> float:
+    """A kept-running background's two windows alone (``run.round``): the one before waits for its
+    first run to end."""
+    if not (case.keep_background and case.background_alone_s > 0 and case.bg is not None and case.bg.is_builtin):
+        return 0.0
+    return bg.train_s + bg.finish_s + 2 * case.background_alone_s + ALONE_SETTLE_S
 
 
 def _runs_s(cost: JobCost, runs: int) -> float:
@@ -304,7 +313,7 @@ class Estimator:
             return _runs_s(fg, case.fg.runs), _run_basis(fg)
         bg = self.job(case.bg)
         spent = max(fg.startup_s, bg.startup_s) + fg.train_s * _slowdown(fg, bg) + fg.finish_s
-        return spent, _weakest(_run_basis(fg), bg.basis)
+        return spent + _alone_windows_s(case, bg), _weakest(_run_basis(fg), bg.basis)
 
     def _target_rounds(self, rule) -> tuple[Optional[int], str]:
         """The H100 study's median rounds, scaled to this rule's target: an interval narrows with the

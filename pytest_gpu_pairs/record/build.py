@@ -287,13 +287,18 @@ def _background_figures(m: Measurement, solo_bg: Optional[SoloBaseline], notes: 
                           bg_peak_mem_reserved_mb=None)
     steps = loop.steps_between(*m.window) if any(r.outcome.progress.steps for r in loop.runs) else None
     solo_rate = solo_bg.steps_per_s if solo_bg is not None else None
+    alone = _alone_paces(m, notes) if kept else _not_kept(notes)
+    reference = alone.rate if alone.rate is not None else solo_rate
     if steps is None:
         model = loop.runs[0].outcome.model if loop.runs else "the background"
         progress = next((r.outcome.progress for r in loop.runs if r.outcome.progress.no_match), Progress())
         notes.unmeasured("bg_progress_ratio", f"the background job reports no steps: {_no_progress(model, progress)}")
-    elif solo_rate is None:
+    elif reference is None:
         notes.unmeasured("bg_progress_ratio", "the background job's solo baseline reported no step rate "
                                              "(fewer than two steps at this --gpu-pairs-scale, or none reported)")
+    elif alone.rate is not None:
+        notes.also("bg_progress_ratio", "against bg_alone_steps_per_s, the background's own pace alone just before "
+                                       "and after the foreground's run, not its solo case's (bg_solo_steps_per_s)")
     reserved = [r.outcome.progress.result.get("peak_mem_reserved_mb") for r in loop.runs if r.outcome.progress.result]
     cover = metrics.coverage(loop.training_intervals(), *m.window)
     bg_perf = loop.last_completed_metrics()
@@ -302,11 +307,45 @@ def _background_figures(m: Measurement, solo_bg: Optional[SoloBaseline], notes: 
     return Background(bg_runs=len(loop.runs), bg_failures=len(loop.failures), bg_coverage=cover,
                       bg_progress_source=next((progress_source(r.outcome.progress) for r in loop.runs
                                                if r.outcome.progress.steps), None),
-                      bg_progress_ratio=metrics.bg_progress_ratio(steps, m.window_s, solo_rate),
-                      bg_speed_ratio=metrics.bg_progress_ratio(steps, m.window_s * cover, solo_rate) if cover else None,
+                      bg_progress_ratio=metrics.bg_progress_ratio(steps, m.window_s, reference),
+                      bg_speed_ratio=metrics.bg_progress_ratio(steps, m.window_s * cover, reference) if cover else None,
                       bg_steps_in_window=steps, bg_solo_steps_per_s=solo_rate,
+                      bg_alone_steps_per_s=alone.rate, bg_alone_drift=alone.drift,
                       bg_peak_mem_reserved_mb=metrics.peak(reserved), bg_perf=bg_perf,
                       bg_cycle_perf=_cycle_perf(m, notes) if kept else None)
+
+
+@dataclass(frozen=True)
+class AlonePaces:
+    """A kept-running background's pace alone around the foreground's run, and how far it moved."""
+
+    rate: Optional[float]
+    drift: Optional[float]
+
+
+def _not_kept(notes: Notes) -> AlonePaces:
+    for key in ("bg_alone_steps_per_s", "bg_alone_drift"):
+        notes.unmeasured(key, "the background is restarted, not kept running in its process (defaults.keep_background)")
+    return AlonePaces(None, None)
+
+
+def _alone_paces(m: Measurement, notes: Notes) -> AlonePaces:
+    """Steps per second over the windows ``run.round`` let the background train alone (before and
+    after the foreground's run), and the pace after over the pace before, less 1."""
+    windows = [w for w in m.timeline.get("bg_alone") or [] if isinstance(w, list) and len(w) == 2 and w[1] > w[0]]
+    loop = m.background
+    paces = [loop.steps_between(a, b) / (b - a) for a, b in windows] if loop is not None else []
+    seconds = sum(b - a for a, b in windows)
+    if not paces or not seconds or not any(paces):
+        notes.unmeasured("bg_alone_steps_per_s", "the background trained alone neither before nor after the "
+                                                 "foreground's run (it ended no run in time, or a job failed)")
+        notes.unmeasured("bg_alone_drift", "no window alone to compare")
+        return AlonePaces(None, None)
+    rate = sum(pace * (b - a) for pace, (a, b) in zip(paces, windows)) / seconds
+    if len(paces) < 2 or not paces[0]:
+        notes.unmeasured("bg_alone_drift", "one window alone only (the one before the run needs a run ended first)")
+        return AlonePaces(rate, None)
+    return AlonePaces(rate, paces[-1] / paces[0] - 1.0)
 
 
 def _cycle_perf(m: Measurement, notes: Notes) -> Optional[list[dict[str, Any]]]:

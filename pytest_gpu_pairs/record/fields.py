@@ -121,6 +121,10 @@ class RecordFields(BaseModel):
     """background steps inside the window"""
     bg_solo_steps_per_s: Optional[Number] = None
     """the background's step rate alone"""
+    bg_alone_steps_per_s: Optional[Number] = None
+    """a kept-running background's step rate alone in its own process, in the windows just before and just after the foreground's run: the reference of its progress ratio there"""
+    bg_alone_drift: Optional[Number] = None
+    """a kept-running background's pace alone after the foreground's run over its pace alone before it, less 1: how far the host's pace moved during the run"""
     bg_progress_source: Optional[StrictStr] = None
     """where the background's steps came from: protocol, log (its progress_pattern), or None (it reported none)"""
     gpu_energy_j: Optional[Number] = None
@@ -421,6 +425,10 @@ class RecordFields(BaseModel):
     """the standard deviation of bg_failures over the rounds"""
     bg_solo_steps_per_s_std: Optional[Number] = None
     """the standard deviation of bg_solo_steps_per_s over the rounds"""
+    bg_alone_steps_per_s_std: Optional[Number] = None
+    """the standard deviation of bg_alone_steps_per_s over the rounds"""
+    bg_alone_drift_std: Optional[Number] = None
+    """the standard deviation of bg_alone_drift over the rounds"""
     gpu_energy_j_std: Optional[Number] = None
     """the standard deviation of gpu_energy_j over the rounds"""
     gpu_energy_above_idle_j_std: Optional[Number] = None
@@ -515,6 +523,10 @@ class RecordFields(BaseModel):
     """the 95 % interval of bg_failures ([low, high])"""
     bg_solo_steps_per_s_ci: Optional[Interval] = None
     """the 95 % interval of bg_solo_steps_per_s ([low, high])"""
+    bg_alone_steps_per_s_ci: Optional[Interval] = None
+    """the 95 % interval of bg_alone_steps_per_s ([low, high])"""
+    bg_alone_drift_ci: Optional[Interval] = None
+    """the 95 % interval of bg_alone_drift ([low, high])"""
     gpu_energy_j_ci: Optional[Interval] = None
     """the 95 % interval of gpu_energy_j ([low, high])"""
     gpu_energy_above_idle_j_ci: Optional[Interval] = None

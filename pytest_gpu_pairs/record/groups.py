@@ -99,6 +99,8 @@ class Background(Group):
     bg_progress_source: Optional[StrictStr] = None
     bg_steps_in_window: Optional[Number] = None
     bg_solo_steps_per_s: Optional[Number] = None
+    bg_alone_steps_per_s: Optional[Number] = None
+    bg_alone_drift: Optional[Number] = None
     bg_peak_mem_reserved_mb: Optional[Number] = None
     bg_perf: Optional[dict[str, Any]] = None
     bg_cycle_perf: Optional[list[dict[str, Any]]] = None

@@ -101,6 +101,11 @@ SHARING = _figures("sharing", [
     ("bg_failures", "float", "count", "lower", True, "background runs that failed"),
     ("bg_steps_in_window", "float", "steps", None, False, "background steps inside the window"),
     ("bg_solo_steps_per_s", "float", "steps/s", None, True, "the background's step rate alone"),
+    ("bg_alone_steps_per_s", "float", "steps/s", None, True, "a kept-running background's step rate alone in its "
+     "own process, in the windows just before and just after the foreground's run: the reference of its "
+     "progress ratio there"),
+    ("bg_alone_drift", "float", "ratio", None, True, "a kept-running background's pace alone after the "
+     "foreground's run over its pace alone before it, less 1: how far the host's pace moved during the run"),
     ("bg_progress_source", "str", "", None, False, "where the background's steps came from: protocol, log (its progress_pattern), or None (it reported none)"),
 ])
 

@@ -215,6 +215,13 @@ class BackgroundLoop:
             return f"the first log line its progress_pattern {self.spec.progress_pattern!r} matches"
         return "its progress protocol's ready event or the documented fallback"
 
+    def runs_ended_in_process(self) -> int:
+        """How many runs the running process has trained to their end (a kept-running background
+        reports each as a cycle); 0 with none running."""
+        with self._lock:
+            current = self._current
+        return len(current.progress().cycles) if current is not None else 0
+
     def stop(self) -> None:
         self._stop.set()
         with self._lock:

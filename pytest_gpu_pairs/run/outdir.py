@@ -11,7 +11,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
@@ -133,9 +133,11 @@ class OutputFolder:
         return folder
 
     def solo_dir(self, job: JobConfig, scale: float) -> Path:
-        """``_solo/<model>-<digest>``: one folder per job and scale (and xdist worker)."""
-        runs = [job.runs] if job.runs > 1 else []
-        digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, scale, *runs],
+        """``_solo/<model>-<digest>``: one folder per job and scale (and xdist worker, and the block of
+        a replicate measured in blocks)."""
+        extra: list[Any] = [job.runs] if job.runs > 1 else []
+        extra += [job.scope] if job.scope else []
+        digest = hashlib.sha1(json.dumps([job.model, job.hparams, job.command_key, scale, *extra],
                                          default=str).encode()).hexdigest()[:10]
         worker = f"-{self.worker}" if self.worker is not None else ""
         return folder_inside(folder_inside(self.path, SOLO_FOLDER), f"{job.model}-{digest}{worker}")

@@ -234,6 +234,8 @@ class GpuPairsSession:
         options = self.options
         measurement.update(scale=options.scale, device=self.environment().device_name,
                            gpu_memory_mb=options.gpu_memory_mb, sample_hz=options.sample_hz)
+        if case.keep_background and case.mode == "concurrent":
+            measurement.update(background_alone_s=case.background_alone_s)
         if case.sharing == "mps":
             measurement.update(mps_threads=options.mps_threads, mps_mem_limit_mb=options.mps_mem_limit_mb)
         rule = method_of(case).stopping_rule(case, device)

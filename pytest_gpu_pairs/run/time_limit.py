@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Optional
 
 LEFT_OUT = "not started within --gpu-pairs-time-limit"
@@ -78,6 +79,6 @@ def played_out(units: Sequence[tuple[str, float]], limit_s: float, start_s: floa
     time the units before it took (their estimates) and its own still fit the limit."""
     limit, now = TimeLimit(limit_s, started=0.0), start_s
     for unit, cost_s in units:
-        if limit.left_out(unit, lambda cost=cost_s: cost, now=now) is None:
+        if limit.left_out(unit, partial(float, cost_s), now=now) is None:
             now += cost_s
     return limit.units_left_out

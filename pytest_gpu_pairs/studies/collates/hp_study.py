@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -92,14 +93,20 @@ def level_and_block(variant: str) -> tuple[str, str]:
 
 
 def combined_work_s(record: Any) -> Optional[float]:
-    """Solo-seconds of work in B's run: B's whole run, plus A's steps over A's solo pace."""
+    """Solo-seconds of work in B's run: B's whole run, plus A's steps over A's pace alone (in its own
+    process around B's run where the record has it, else its solo case's)."""
     if record.get("mode") == "solo":
         return number(record.get("fg_duration_s"))
     b_work = number(record.get("fg_solo_duration_s"))
-    a_steps, a_pace = number(record.get("bg_steps_in_window")), number(record.get("bg_solo_steps_per_s"))
+    a_steps, a_pace = number(record.get("bg_steps_in_window")), a_pace_alone(record)
     if b_work is None or a_steps is None or not a_pace:
         return None
     return b_work + a_steps / a_pace
+
+
+def a_pace_alone(record: Any) -> Optional[float]:
+    """A's reference pace, as its progress ratio was taken: alone around B's run, else its solo case."""
+    return number(record.get("bg_alone_steps_per_s")) or number(record.get("bg_solo_steps_per_s"))
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -134,7 +141,7 @@ def row_of(pair: str, record: Any) -> dict[str, Any]:
             "cpu_energy": number(record.get("cpu_energy_j")),
             "duration_s": number(record.get("fg_duration_s")), "coverage": number(record.get("bg_coverage")),
             "min_coverage": number(record.get("min_coverage")),
-            "a_pace": number(record.get("bg_progress_ratio")),
+            "a_pace": number(record.get("bg_progress_ratio")), "a_drift": number(record.get("bg_alone_drift")),
             "a_energy_per_step": _ratio(number(record.get("bg_gpu_energy_j")), a_steps),
             "a_accuracy": a_acc, "a_full_runs": a_runs,
             "vs_serial": _ratio(number(record.get("gpu_energy_j")), number(record.get("serial_energy_j"))),
@@ -479,12 +486,21 @@ def summarize_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n_runs": len(counted), "n_recorded": len(rows), "seeds": seeds, "excluded": excluded,
             "coverage_min": min((r["coverage"] for r in counted if r["mode"] == "concurrent"), default=None),
             "a_pace_above_1": sorted(r["case_id"] for r in counted if (r["a_pace"] or 0) > 1),
+            "host_drift": host_drift(counted),
             "cpu_energy": cpu_energy_status(rows),
             "pairs": summaries,
             "by_pair_type": by_pair_type(counted, {pair: s["pair_type"] for pair, s in summaries.items()}),
             "model": "per pair and factor: y ~ seed + x + shared + x:shared (x = log10(lr/lr_default) or "
                      "epochs/epochs_default; energies relative to the pair's mean solo default run); A beside B: "
                      "y ~ seed + x over the shared runs; 95 % Student-t intervals, seed as the unit of replication"}
+
+
+def host_drift(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far A's pace alone moved between the windows before and after B's run: the host's drift
+    over one shared run, which a solo run minutes away cannot see."""
+    drifts = [r["a_drift"] for r in rows if r["mode"] == "concurrent" and r["a_drift"] is not None]
+    return {"n": len(drifts), "max_abs": max((abs(d) for d in drifts), default=None),
+            "median_abs": statistics.median(abs(d) for d in drifts) if drifts else None}
 
 
 def stats_rows(summary: dict[str, Any]) -> list[tuple]:

@@ -43,15 +43,15 @@ def test_shipped_study_has_twelve_pairs_and_132_runs_each_pair_with_its_own_solo
     assert len({c.id for c in cases}) == len(cases) and all(ID.match(c.id) for c in cases)
 
 
-def test_study_ids_name_the_variant_and_the_solo_runs_come_first():
+def test_study_ids_name_the_variant_and_each_shared_run_follows_its_solo_run():
     cases = expand(load_experiment(STUDY))
     ids = [c.id for c in cases if c.group == "hp01"]
-    assert ids == ["hp01-mnist+none-default-solo", "hp01-densenet121+none-default-solo",
-                   "hp01-densenet121+none-lr_min-solo", "hp01-densenet121+none-lr_max-solo",
-                   "hp01-densenet121+none-epochs_min-solo", "hp01-densenet121+none-epochs_max-solo",
-                   "hp01-densenet121+mnist-default-concurrent", "hp01-densenet121+mnist-lr_min-concurrent",
-                   "hp01-densenet121+mnist-lr_max-concurrent", "hp01-densenet121+mnist-epochs_min-concurrent",
-                   "hp01-densenet121+mnist-epochs_max-concurrent"]
+    assert ids == ["hp01-mnist+none-default-solo",
+                   "hp01-densenet121+none-default-solo", "hp01-densenet121+mnist-default-concurrent",
+                   "hp01-densenet121+none-lr_min-solo", "hp01-densenet121+mnist-lr_min-concurrent",
+                   "hp01-densenet121+none-lr_max-solo", "hp01-densenet121+mnist-lr_max-concurrent",
+                   "hp01-densenet121+none-epochs_min-solo", "hp01-densenet121+mnist-epochs_min-concurrent",
+                   "hp01-densenet121+none-epochs_max-solo", "hp01-densenet121+mnist-epochs_max-concurrent"]
     position = {c.id: i for i, c in enumerate(cases)}
     for case in cases:
         if case.mode == "concurrent":

@@ -83,8 +83,11 @@ def test_a_pair_split_by_factor_measures_each_block_with_its_own_solo_runs(seeds
         assert sorted(c.variant for c in shared) == sorted(
             f"{v}_s{seed}" for v in (f"default_{block}", f"{block}_min", f"{block}_max"))
         positions = [cases.index(c) for c in members]
-        assert positions == list(range(positions[0], positions[0] + 7))  # a block runs whole, solo runs first
-        assert [c.mode for c in members] == ["solo"] * 4 + ["concurrent"] * 3
+        assert positions == list(range(positions[0], positions[0] + 7))  # a block runs whole
+        assert [c.mode for c in members] == ["solo"] + ["solo", "concurrent"] * 3  # A alone, then B alone and shared
+        for solo, shared in zip(members[1::2], members[2::2]):
+            assert solo.fg == shared.fg  # each shared run right after its solo run
+        assert all(job.scope == name for c in members for job in c.jobs)  # measured alone in the block itself
     assert all(c.block == "" and dependency_group(c) == f"hp02-s{c.variant.rsplit('_s', 1)[1]}"
                for c in cases if c.group == "hp02")
 

@@ -81,16 +81,21 @@ def test_a_solo_baseline_is_charged_once_to_the_first_case_that_needs_it(tmp_pat
     assert len(alone.solo_jobs) == 2 and alone.seconds > second.seconds
 
 
-def test_a_kept_running_backgrounds_solo_reference_is_charged_one_start_and_each_of_its_runs(tmp_path):
+@pytest.mark.parametrize("alone_s", [0.0, 20.0])
+def test_a_kept_running_background_is_charged_its_reference_runs_and_its_windows_alone(tmp_path, alone_s):
+    """Its solo reference: one start and each of its runs; each shared run: its first run ended, then
+    the two windows alone and the settling between the foreground's exit and the second."""
     from pytest_gpu_pairs.experiment.cases import KEPT_SOLO_RUNS
+    from pytest_gpu_pairs.run.round import ALONE_SETTLE_S
 
-    [kept] = cases(pair(), method="epoch", keep_background=True)
+    [kept] = cases(pair(), method="epoch", keep_background=True, background_alone_s=alone_s)
     [plain] = cases(pair(), method="epoch")
     assert kept.bg.runs == KEPT_SOLO_RUNS
     bg = job_cost(kept.bg, "cpu", 1.0)
     extra = (KEPT_SOLO_RUNS - 1) * (bg.train_s + bg.finish_s)
+    windows = bg.train_s + bg.finish_s + 2 * alone_s + ALONE_SETTLE_S if alone_s else 0.0
     assert estimate_cases([kept], options(tmp_path), "cpu")[0].seconds == pytest.approx(
-        estimate_cases([plain], options(tmp_path), "cpu")[0].seconds + extra)
+        estimate_cases([plain], options(tmp_path), "cpu")[0].seconds + extra + windows)
 
 
 def _phase_s(case, device="cuda"):
