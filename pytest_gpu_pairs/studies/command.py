@@ -72,10 +72,23 @@ def run(args: argparse.Namespace) -> int:
                           time_limit_s=args.time_limit)
         if args.action == "status":
             return _status(study, args.root.resolve(), out.resolve(), request)
+        _refuse_options_that_measure_nothing(request.extra)
         return _run_until_stopped(study, args.root.resolve(), out.resolve(), request)
     except (SettingsError, StoreError, StudyRunError, ValueError) as exc:
         print(f"gpu-pairs study: error: {exc}", file=sys.stderr)
         return 2
+
+
+NOTHING_MEASURED = ("--gpu-pairs-plan", "--collect-only", "--co")
+
+
+def _refuse_options_that_measure_nothing(extra: tuple[str, ...]) -> None:
+    """A session that only plans or lists ends with exit 0, and the runner would take it as done."""
+    given = [arg for arg in extra if arg.split("=", 1)[0] in NOTHING_MEASURED]
+    if given:
+        raise StudyRunError(f"--pytest-arg={given[0]}: a study's sessions measure, and one that only plans or lists "
+                            "would be taken as done; run pytest with the session's options instead (its log's first "
+                            "line names them)")
 
 
 def _at_least_one(text: str) -> int:

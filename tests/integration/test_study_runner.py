@@ -213,3 +213,14 @@ def test_no_session_starts_once_the_time_limit_has_passed(checkout):
     assert said[:2] == ["session-1: not started, the time limit has passed",
                         "session-2: not started, the time limit has passed"]
     assert not (out / "runs.json").exists()
+
+
+@pytest.mark.parametrize("option", ["--gpu-pairs-plan", "--collect-only", "--co"])
+def test_a_session_option_that_measures_nothing_is_refused_before_anything_runs(tmp_path, option):
+    """Such a session would end with exit 0 and be taken as done, its cases never measured."""
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "pytest_gpu_pairs.cli", "study", "run", "verdicts", "--out", str(out),
+                           "--device", "cpu", f"--pytest-arg={option}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr.strip().startswith(f"gpu-pairs study: error: --pytest-arg={option}: a study's sessions measure")
