@@ -5,7 +5,8 @@ the longest cases first or balance shards by cost.
 Four bases, best first:
 
 - ``earlier result``: a complete record of the same case, scale and device in the results folder
-  (its rounds as timed then), and solo baselines from any earlier record that measured the job;
+  (its rounds as timed then; for a study's replicated case, the same case of another seed), and
+  solo baselines from any earlier record that measured the job;
 - ``profile (measured here)``: a profile ``gpu-pairs profile`` stored in the results folder, of
   the same workload (a command workload: the same command) on the same device: its start-up and
   seconds per step, and its whole run where it ended inside the profile (``planning.own_profiles``);
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
-from pytest_gpu_pairs.experiment.cases import Case, JobConfig
+from pytest_gpu_pairs.experiment.cases import REPLICATE_SUFFIX, Case, JobConfig
 from pytest_gpu_pairs.planning.own_profiles import BASIS as OWN
 from pytest_gpu_pairs.planning.own_profiles import OwnProfile, OwnProfiles, read_own_profiles
 from pytest_gpu_pairs.planning.profiles import packaged
@@ -121,6 +122,15 @@ class Earlier:
 
     rounds_s: Mapping[str, float] = field(default_factory=dict)
     solo_s: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    other_seed_s: Mapping[str, float] = field(default_factory=dict)  # a study's case of another seed (``seedless``)
+
+
+def seedless(case_id: str, variant: str) -> Optional[str]:
+    """A replicated case's id with its seed taken out of its variant (``lr_min_s2`` -> ``lr_min``):
+    each seed of a case trains the same steps, so one seed's time stands for another's. None for a
+    case without a seed."""
+    bare = REPLICATE_SUFFIX.sub("", variant or "")
+    return case_id.replace(f"-{variant}-", f"-{bare}-", 1) if bare != variant else None
 
 
 def _job_key(model: str, hparams: Mapping[str, Any]) -> tuple[str, str]:
@@ -140,6 +150,7 @@ def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earli
     found, _ = case_records(out_dir)
     rounds: dict[str, float] = {}
     solos: dict[tuple[str, str], float] = {}
+    other_seed: dict[str, float] = {}
     for _, record in found:
         data = record.to_dict()
         if not data.get("complete") or data.get("scale") != scale or (data.get("device") == "cpu") != (device == "cpu"):
@@ -157,7 +168,10 @@ def earlier_results(out_dir: Optional[Path], scale: float, device: str) -> Earli
         fit_s = fit if isinstance(fit, (int, float)) else 0.0
         if case_s is not None and data.get("case_id"):
             rounds[data["case_id"]] = max(0.0, case_s - solo_spent - fit_s)
-    return Earlier(rounds, solos)
+            key = seedless(data["case_id"], str(data.get("variant") or ""))
+            if key is not None and not data.get("reused_measurement"):  # a reused solo run took no time of its own
+                other_seed.setdefault(key, rounds[data["case_id"]])
+    return Earlier(rounds, solos, other_seed)
 
 
 def _steps(job: JobConfig, scale: float) -> Optional[int]:
@@ -401,10 +415,15 @@ class Estimator:
         them) and ``runs_per_config`` rounds."""
         solo_s, solo_bases, charged = self._solos([case.fg] if case.mode == "solo" else
                                                   [j for j in (case.fg, case.bg) if j is not None])
-        earlier = self.earlier.rounds_s.get(case.id)
+        earlier, timed = self.earlier.rounds_s.get(case.id), "rounds as timed before"
+        key = seedless(case.id, case.variant)
+        if earlier is None and key is not None and key in self.earlier.other_seed_s:
+            earlier, timed = self.earlier.other_seed_s[key], "rounds as timed for another seed"
+        if earlier is not None and case.mode == "solo":
+            solo_s, solo_bases = 0.0, []  # its run is the job's baseline: the time on record holds it
         solos = f", {len(charged)} solo baseline(s)" if charged else ""
         if earlier is not None:
-            rounds_s, round_basis, detail = earlier, EARLIER, f"rounds as timed before{solos}"
+            rounds_s, round_basis, detail = earlier, EARLIER, f"{timed}{solos}"
         else:
             one, round_basis = self._epoch_round(case)
             runs = case.runs_per_config - (1 if case.mode == "solo" and charged else 0)

@@ -27,6 +27,7 @@ from pytest_gpu_pairs.planning.estimate import (
     long_cases,
     phases,
     play_rounds,
+    seedless,
     standalone,
 )
 from pytest_gpu_pairs.planning.profiles import packaged
@@ -191,3 +192,42 @@ def test_long_cases_are_exactly_those_far_over_the_median(seconds):
         (sorted(seconds)[len(seconds) // 2 - 1] + sorted(seconds)[len(seconds) // 2]) / 2
     flagged = {e.case_id for e in long_cases(estimates)}
     assert flagged == {e.case_id for e in estimates if e.seconds > max(3 * median, 120.0)}
+
+
+def _recorded_as(out: Path, case_id: str, variant: str, case_s: float, **extra) -> None:
+    record = json.loads((H100_DATA / "run" / CASE_ID / "result.json").read_text())
+    record.update(complete=True, scale=1.0, case_id=case_id, variant=variant, **extra,
+                  timeline={"solo": [], "rounds": [], "case_start_t": 1000.0, "case_end_t": 1000.0 + case_s})
+    (out / case_id).mkdir(parents=True)
+    (out / case_id / "result.json").write_text(json.dumps(record))
+
+
+def _seeded_cases(seeds):
+    study = parse_experiment({"name": "t", "design": "hp_study", "seeds": seeds, "vary": {"learning_rate": [0.2, 5.0]},
+                              "pairs": [{"group": "hp01", "foreground": {"model": "densenet121"},
+                                         "background": {"model": "mnist"}}]}, "s.json")
+    return expand_all([study], Overrides())
+
+
+def test_a_replicated_case_is_estimated_from_the_same_case_of_another_seed(tmp_path):
+    """Each seed trains the same steps: a block measured for one seed times the next seed's."""
+    first, second = _seeded_cases([1, 2])[:7], _seeded_cases([1, 2])[7:14]
+    for case, seconds in zip(first, (30.0, 146.0, 184.0, 128.0, 172.0, 125.0, 168.0)):
+        _recorded_as(tmp_path / "out", case.id, case.variant, seconds)
+    estimates = estimate_cases(second, options(tmp_path), "cuda")
+    assert [e.basis for e in estimates] == [EARLIER] * 7
+    assert [e.seconds for e in estimates] == [30.0, 146.0, 184.0, 128.0, 172.0, 125.0, 168.0]
+    assert all("another seed" in e.detail for e in estimates)
+
+
+def test_a_solo_run_reused_from_another_case_does_not_time_another_seed(tmp_path):
+    first, second = _seeded_cases([1, 2])[0], _seeded_cases([1, 2])[7]
+    _recorded_as(tmp_path / "out", first.id, first.variant, 0.0, reused_measurement="_solo/x")
+    assert estimate_cases([second], options(tmp_path), "cuda")[0].basis == PROFILE
+
+
+@given(st.sampled_from(["default", "lr_min", "epochs_max", "default_lr", "bg_default_epochs"]), st.integers(0, 9999))
+def test_seedless_takes_out_exactly_the_seed_of_the_variant(variant, seed):
+    seeded = f"hp01-densenet121+mnist-{variant}_s{seed}-concurrent"
+    assert seedless(seeded, f"{variant}_s{seed}") == f"hp01-densenet121+mnist-{variant}-concurrent"
+    assert seedless(f"hp01-densenet121+mnist-{variant}-concurrent", variant) is None
