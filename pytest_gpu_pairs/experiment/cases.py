@@ -254,7 +254,8 @@ def _case(experiment: Experiment, pair: PairSpec, overrides: Overrides, fg: JobC
         ready_timeout_s=d.ready_timeout_s, crash_loop_failures=d.crash_loop_failures,
         crash_loop_window_s=d.crash_loop_window_s,
         method=method, min_coverage=min_coverage(experiment, mode, method), keep_background=d.keep_background,
-        background_alone_s=d.background_alone_s, phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s, starts=d.starts, card_mb=d.card_mb,
+        background_alone_s=d.background_alone_s, phase_s=d.phase_s, settle_s=d.settle_s, warmup_s=d.warmup_s,
+        starts=d.starts, card_mb=d.card_mb,
         precision=overrides.precision, max_rounds=overrides.max_rounds, max_case_s=overrides.max_case_s,
         source=experiment.source, note=pair.note or "", block=block)
 
@@ -343,8 +344,9 @@ def _replicate(variant: str, seed: Optional[int]) -> str:
 def _hp_study_cases(experiment: Experiment, overrides: Overrides) -> list[Case]:
     """Per seed (the replicate: every job of it, A and B, trains from that seed) and pair: the
     background A alone, then each variant of the varied foreground B alone and beside A at default,
-    its solo run first, so each concurrent case finds its baselines measured minutes before it. Each pair's replicate holds its own solo cases (a dependency group: one process runs
-    it, on any worker, with nothing measured elsewhere); a solo job two pairs share is measured once
+    its solo run first, so each concurrent case finds its baselines measured minutes before it.
+    Each pair's replicate holds its own solo cases (a dependency group: one process runs it, on any
+    worker, with nothing measured elsewhere); a solo job two pairs share is measured once
     per process and reported by the second pair's case. A whole replicate comes before the next, so a
     study stopped part way holds complete replicates. A pair with ``split_by_factor`` measures each
     replicate as one block per factor, each block a dependency group with its own solo runs."""

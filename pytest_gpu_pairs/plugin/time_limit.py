@@ -37,5 +37,6 @@ def summary_lines(config: pytest.Config, resume_command: str) -> list[str]:
     if not ids:
         return []
     names = ", ".join(nodeid.rsplit("[", 1)[-1].rstrip("]") for nodeid in ids)
-    return [f"{LEFT_OUT}: {len(ids)} case(s), each with its replicate, whose estimates would have ended past it: {names}",
+    return [f"{LEFT_OUT}: {len(ids)} case(s), a replicate left out whole, whose estimates would have ended past it: "
+            f"{names}",
             f"  to measure them: {resume_command}"]

@@ -9,11 +9,11 @@ phase raised. Every phase boundary is stamped in ``timeline`` (wall-clock second
 what the dead-time accounting reads.
 
 A kept-running built-in background also trains alone, in its own process, for
-``defaults.background_alone_s`` just before the foreground's run (once it has ended a run, warm, and the foreground waits at its gate)
-and just after it (``timeline["bg_alone"]``): its progress in the window is compared with that
-pace, minutes from it, instead of with a solo case measured minutes to an hour away. On the
-device's hosts the pace of host-bound jobs moved by 10-15 % within one session, more than sharing
-moved it.
+``defaults.background_alone_s`` just before the foreground's run (once it has ended a run, warm,
+and the foreground waits at its gate) and just after it (``timeline["bg_alone"]``): its progress in
+the window is compared with that pace, minutes from it, instead of with a solo case measured
+minutes to an hour away. On the device's hosts the pace of host-bound jobs moved by 10-15 % within
+one session, more than sharing moved it.
 """
 from __future__ import annotations
 
