@@ -549,11 +549,18 @@ def _cell(a: dict[str, Any]) -> str:
     return text
 
 
+def _drift_sentence(drift: dict[str, Any]) -> str:
+    if not drift["n"]:
+        return ""
+    return (f" A's pace alone moved over a shared run by a median of {100 * drift['median_abs']:.1f} % and at most "
+            f"{100 * drift['max_abs']:.1f} % ({drift['n']} runs with windows alone before and after).")
+
+
 def markdown(summary: dict[str, Any]) -> str:
     lines = ["# Hyperparameter study: what sharing changes", "",
              f"{summary['n_runs']} counted runs ({summary['n_recorded']} recorded, {len(summary['excluded'])} excluded), "
              f"seeds {summary['seeds']}, least background coverage of a counted shared run "
-             f"{_fmt(summary['coverage_min'])}.", "",
+             f"{_fmt(summary['coverage_min'])}.{_drift_sentence(summary['host_drift'])}", "",
              "## The slope's change when shared (x:shared, 95 % interval, p)", "",
              "| pair | factor | " + " | ".join(B_OUTCOMES) + " | spread: seed / sharing (accuracy) |",
              "|---|---|" + "---|" * (len(B_OUTCOMES) + 1)]

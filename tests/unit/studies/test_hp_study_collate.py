@@ -16,6 +16,7 @@ from pytest_gpu_pairs.studies.collates.hp_study import (
     energy_accuracy_agreement,
     exclusion,
     factor_rows,
+    host_drift,
     interaction,
     level_and_block,
     markdown,
@@ -31,7 +32,7 @@ def _row(variant, mode, seed, **values):
             "seed": seed, "mode": mode, "model": "mrt_oast", "a_model": "mnist", "hparams": {"learning_rate": LR[variant], "epochs": 10},
             "metric": "auc", "accuracy": None, "energy": None, "card_energy": None, "combined_energy": None,
             "cpu_energy": None, "duration_s": 60.0, "coverage": 1.0 if mode == "concurrent" else None,
-            "min_coverage": 0.95, "a_pace": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0, "vs_serial": None, "gpu_util": None, "slowdown": None,
+            "min_coverage": 0.95, "a_pace": None, "a_drift": None, "a_energy_per_step": None, "a_accuracy": None, "a_full_runs": 0, "vs_serial": None, "gpu_util": None, "slowdown": None,
             "failure": None, "complete": True, "cpu_note": "no RAPL"}
     return {**base, **values}
 
@@ -158,11 +159,12 @@ def test_a_run_the_background_did_not_cover_is_refused_with_the_reason():
     assert "failed" in exclusion(_row("default", "solo", 1, failure="oom"))
 
 
-def test_combined_work_credits_a_s_progress_at_its_solo_pace():
+def test_combined_work_credits_a_s_progress_at_its_pace_alone():
     record = {"mode": "concurrent", "fg_solo_duration_s": 60.0, "bg_steps_in_window": 300.0, "bg_solo_steps_per_s": 10.0}
     assert combined_work_s(record) == 90.0
     assert combined_work_s({"mode": "solo", "fg_duration_s": 61.0}) == 61.0
     assert combined_work_s({**record, "bg_solo_steps_per_s": None}) is None
+    assert combined_work_s({**record, "bg_alone_steps_per_s": 20.0}) == 75.0  # its pace alone around B's run wins
 
 
 def test_a_s_accuracy_counts_only_its_runs_b_covered_whole():
@@ -176,7 +178,7 @@ def test_a_s_accuracy_counts_only_its_runs_b_covered_whole():
 def test_the_summary_table_and_stats_come_from_one_analysis():
     rows = _rows("energy", lambda x, shared, seed: 100 * (1 + (0.3 if shared else 0.1) * x) + seed)
     summary = {"n_runs": 18, "n_recorded": 18, "seeds": [1, 2, 3], "excluded": [], "coverage_min": 1.0,
-               "pairs": {}}
+               "pairs": {}, "host_drift": host_drift(rows)}
     from pytest_gpu_pairs.studies.collates.hp_study import pair_summary
 
     summary["pairs"]["hp02"] = pair_summary(rows, "hp02")
@@ -211,3 +213,14 @@ def test_by_pair_type_reads_overhead_interference_and_energy_over_serial_from_th
     assert answer["concurrent_overhead"]["estimate"] == pytest.approx(0.4) and answer["concurrent_overhead"]["n_runs"] == 3
     assert answer["interference"]["estimate"] == pytest.approx(0.02)
     assert answer["vs_serial"]["estimate"] == pytest.approx(0.8) and answer["vs_serial"]["p"] < 1e-6  # tested against 1, not 0
+
+
+def test_the_hosts_drift_is_read_from_the_shared_runs_windows_alone_and_stated_in_the_table():
+    rows = [_row("default", "concurrent", seed, a_drift=drift) for seed, drift in ((1, 0.02), (2, -0.08), (3, None))]
+    rows.append(_row("default", "solo", 1, a_drift=0.5))  # a solo run has no windows: never counted
+    drift = host_drift(rows)
+    assert drift == {"n": 2, "max_abs": pytest.approx(0.08), "median_abs": pytest.approx(0.05)}
+    summary = {"n_runs": 4, "n_recorded": 4, "seeds": [1, 2, 3], "excluded": [], "coverage_min": 1.0, "pairs": {},
+               "host_drift": drift}
+    assert "moved over a shared run by a median of 5.0 % and at most 8.0 % (2 runs" in markdown(summary)
+    assert "moved over a shared run" not in markdown({**summary, "host_drift": host_drift([])})
