@@ -262,7 +262,10 @@ def test_a_run_its_background_covered_too_little_of_is_refused_as_a_data_point(p
 def test_a_kept_running_builtin_background_shares_the_whole_run_in_one_process(pytester):
     """Kept running, a built-in background whose run is far shorter than the foreground's trains it
     again in its process: one process, no restart gap, the whole run covered, and each of its runs
-    that overlapped the foreground's on record with its accuracy."""
+    that overlapped the foreground's on record with its accuracy. Its progress ratio is taken against
+    its pace alone in its own process, warm, in the windows around the foreground's run (the
+    foreground held at its gate before, ended after), so the host's drift between its solo case and
+    the shared run stays out of it."""
     tmp = pytester.path
     kept = {"group": "g00", "foreground": {"model": "trainer", "hyperparameters": {"steps": 60, "step_s": 0.1}},
             "background": {"model": "mnist", "hyperparameters": {"epochs": 1, "batch_size": 8}}}
@@ -278,32 +281,13 @@ def test_a_kept_running_builtin_background_shares_the_whole_run_in_one_process(p
     [reference] = [json.loads(p.read_text()) for p in (tmp / "out" / "_solo").glob("mnist-*/result.json")]
     assert reference["fg_runs"] == KEPT_SOLO_RUNS  # A alone as it runs beside B: warm, in one process
     assert case["bg_solo_steps_per_s"] == reference["fg_solo_steps_per_s"]
-    assert_no_leftovers(tmp)
-
-
-def _alone_windows(case: dict) -> tuple[dict, list]:
     [round_] = case["timeline"]["rounds"]
-    return round_, round_["bg_alone"]
-
-
-def test_a_kept_running_background_is_compared_with_its_own_pace_alone_just_before_and_after_the_run(pytester):
-    """Its progress ratio is taken against its pace alone in its own process, warm, in the windows
-    around the foreground's run (the foreground held at its gate before, ended after), so the host's
-    drift between a solo case and the shared run stays out of it."""
-    tmp = pytester.path
-    kept = {"group": "g00", "foreground": {"model": "trainer", "hyperparameters": {"steps": 30, "step_s": 0.1}},
-            "background": {"model": "mnist", "hyperparameters": {"epochs": 1, "batch_size": 8}}}
-    settings = write_settings(tmp, "alone", [kept], min_coverage=0.95, keep_background=True, background_alone_s=2)
-    outcome = run(pytester, settings, extra=("--gpu-pairs-scale", "0.002"))
-    outcome.assert_outcomes(passed=1)
-    case = result(tmp, "g00-trainer+mnist-default-concurrent")
-    round_, windows = _alone_windows(case)
-    assert len(windows) == 2 and all(end - start >= 2.0 for start, end in windows)
-    before, after = windows
+    before, after = round_["bg_alone"]
+    assert before[1] - before[0] >= 2.0 and after[1] - after[0] >= 2.0
     assert before[1] <= round_["fg_go_t"] and after[0] >= round_["fg_end_t"]
     assert case["bg_alone_steps_per_s"] > 0 and case["bg_alone_drift"] is not None
-    window_s = case["fg_duration_s"]
-    assert case["bg_progress_ratio"] == pytest.approx(case["bg_steps_in_window"] / (window_s * case["bg_alone_steps_per_s"]),
-                                                      rel=0.02)
+    assert case["bg_progress_ratio"] == pytest.approx(
+        case["bg_steps_in_window"] / (case["fg_duration_s"] * case["bg_alone_steps_per_s"]), rel=0.02)
     assert "bg_alone_steps_per_s" in case["notes"]["bg_progress_ratio"]
     assert_no_leftovers(tmp)
+
