@@ -37,7 +37,7 @@ from pytest_gpu_pairs.record.groups import (
 from pytest_gpu_pairs.record.keys import PER_ROUND
 from pytest_gpu_pairs.record.measurement import BackgroundRuns, DeviceFacts, InterleavedMeasurement, Measurement
 from pytest_gpu_pairs.record.model import Record, built
-from pytest_gpu_pairs.record.phases import SPLIT_METHOD, case_figures
+from pytest_gpu_pairs.record.phases import SPLIT_METHOD, case_figures, device_state
 from pytest_gpu_pairs.record.plausible import with_impossible_notes
 
 VRAM_SOURCE = "nvml_process_memory"
@@ -119,7 +119,8 @@ class Work:
 UNSAMPLED = ("gpu_energy_j", "gpu_energy_above_idle_j", "fg_gpu_energy_j", "bg_gpu_energy_j",
              "fg_gpu_energy_per_step_j", "bg_gpu_energy_per_step_j", "gpu_power_avg_w", "gpu_power_max_w",
              "gpu_util_avg_pct", "gpu_temp_max_c", "peak_vram_mb", "fg_peak_vram_mb", "bg_peak_vram_mb",
-             "other_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial", "energy_split_method")
+             "other_peak_vram_mb", "serial_energy_j", "energy_saved_vs_serial", "energy_split_method",
+             "sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "clock_event_reasons")
 GpuFigures = tuple[GpuEnergy, Memory, EnergySplit, SerialComparison]
 
 
@@ -471,7 +472,19 @@ def _round_figures(case: Case, m: Measurement, solo_fg: Optional[SoloBaseline], 
     cpu = _cpu_energy(m, notes)
     where = _where(env, bool(m.samples), _job_cpus(notes, env, case))
     return merged(_case_facts(case, m.mode), timing, background, sharing, *gpu, cpu, outcome, where,
-                  {"notes": dict(notes)})
+                  _clocks(m), {"notes": dict(notes)})
+
+
+CLOCK_KEYS = ("sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "clock_event_reasons")
+
+
+def _clocks(m: Measurement) -> dict[str, Any]:
+    """The card's clocks over the window: a job that steps faster beside another than alone may be
+    one the card clocked down while it ran alone, and a solo and a shared run can then be compared."""
+    if not m.samples:
+        return dict.fromkeys(CLOCK_KEYS)
+    state = device_state(m.samples, *m.window)
+    return {key: state[key] for key in CLOCK_KEYS}
 
 
 def case_record(case: Case, m: Measurement, solo_fg: Optional[SoloBaseline], solo_bg: Optional[SoloBaseline],

@@ -314,9 +314,9 @@ class RecordFields(BaseModel):
     efficiency_bound: Optional[Number] = None
     """the most concurrency_efficiency the card's time allows at the jobs' solo pace: 2 while fg_solo_gpu_busy + bg_solo_gpu_busy <= 1, else 1 + (1 - the smaller) / the larger. A host that runs host-bound jobs faster raises their busy fractions and lowers this bound"""
     sm_clock_mhz: Optional[Number] = None
-    """mean SM clock (per round under rounds)"""
+    """mean SM clock over the measured window (per round under rounds): a job alone may run at lower clocks than beside another"""
     mem_clock_mhz: Optional[Number] = None
-    """mean memory clock (per round under rounds)"""
+    """mean memory clock over the measured window (per round under rounds)"""
     power_limit_w: Optional[Number] = None
     """the enforced power limit (per round under rounds)"""
     clock_event_reasons: Optional[list[Any]] = None

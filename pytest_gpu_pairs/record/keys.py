@@ -251,8 +251,8 @@ METHOD = _figures("method", [
     ("efficiency_bound", "float", "ratio", None, True, "the most concurrency_efficiency the card's time allows at the "
      "jobs' solo pace: 2 while fg_solo_gpu_busy + bg_solo_gpu_busy <= 1, else 1 + (1 - the smaller) / the larger. A "
      "host that runs host-bound jobs faster raises their busy fractions and lowers this bound"),
-    ("sm_clock_mhz", "float", "MHz", None, False, "mean SM clock (per round under rounds)"),
-    ("mem_clock_mhz", "float", "MHz", None, False, "mean memory clock (per round under rounds)"),
+    ("sm_clock_mhz", "float", "MHz", None, False, "mean SM clock over the measured window (per round under rounds): a job alone may run at lower clocks than beside another"),
+    ("mem_clock_mhz", "float", "MHz", None, False, "mean memory clock over the measured window (per round under rounds)"),
     ("power_limit_w", "float", "W", None, False, "the enforced power limit (per round under rounds)"),
     ("clock_event_reasons", "list", "", None, False, "why the clocks were held down at some point (NVML clock-event reasons, per round under rounds)"),
 ])

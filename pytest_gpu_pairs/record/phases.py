@@ -185,7 +185,8 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
         pair_gpu_busy=gpu_busy(m.samples, pair),
         efficiency_bound=metrics.group_efficiency_bound([busy[role] for role in roles]),
         **device_state(m.samples, r.start, r.end),
-        phases=[{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end} for p in r.phases],
+        phases=[{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end,
+                 "sm_clock_mhz": mean_sm_clock(m.samples, p)} for p in r.phases],
         jobs=jobs,
     ).keys_set()
 
@@ -225,6 +226,15 @@ def _per_step(counter: EnergyCounter, phase: Phase, job_rate: Optional[float],
     steps = job_rate * phase.seconds
     above = metrics.energy_above_idle(total, idle_w, phase.seconds)
     return metrics.energy_per_step(total, steps), metrics.energy_per_step(above, steps)
+
+
+def mean_sm_clock(samples: Sequence[GpuSample], phase: Phase) -> Optional[float]:
+    """The card's mean SM clock inside a phase's measured window: a job alone and the pair may run
+    at different clocks, which would explain a job stepping faster beside another than alone."""
+    first = bisect.bisect_left(samples, phase.start, key=_sample_time)
+    last = bisect.bisect_right(samples, phase.end, key=_sample_time)
+    values = [s.sm_clock_mhz for s in samples[first:last] if s.sm_clock_mhz is not None]
+    return sum(values) / len(values) if values else None
 
 
 def gpu_busy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[float]:

@@ -8,6 +8,7 @@
 #   bash tools/device/study.sh status NAME
 #   bash tools/device/study.sh collect NAME    # stops the run and a THEN run after it (SIGTERM to the runner's
 #                                              # process group: its jobs are torn down), then $OUT/NAME.tgz
+#                                              # (each case's gpu_samples.csv with it)
 #                                              # (KEEP_PROGRESS=1: with the jobs' progress files)
 #   PART=<label>: a second runner of the same study beside the first, in its own folder (NAME-<label>,
 #   packed as NAME-<label>.tgz), e.g. one --variant on GPUs 2,3 (--pytest-arg=--gpu-pairs-gpus=2,3)
@@ -57,7 +58,8 @@ case "$ACTION" in
     cp "$WORK.log" "$WORK/runner.log" 2>/dev/null
     KEEP=(--exclude='*.progress.jsonl')
     [ -n "${KEEP_PROGRESS:-}" ] && KEEP=()  # the jobs' step reports, where a study reads paces from them again
-    tar -czf "$OUT/$RUN.tgz" --exclude='*samples.csv' "${KEEP[@]}" -C /tmp/gpu-pairs-studies "$RUN"
+    # the card's samples (clocks, power, utilisation) travel; the per-process ones, the bulk, stay
+    tar -czf "$OUT/$RUN.tgz" --exclude='*process_samples.csv' "${KEEP[@]}" -C /tmp/gpu-pairs-studies "$RUN"
     echo "collected into $OUT/$RUN.tgz" ;;
   *) echo "usage: study.sh start|status|collect NAME"; exit 2 ;;
 esac

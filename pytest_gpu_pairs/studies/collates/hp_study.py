@@ -486,6 +486,8 @@ def summarize_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n_runs": len(counted), "n_recorded": len(rows), "seeds": seeds, "excluded": excluded,
             "coverage_min": min((r["coverage"] for r in counted if r["mode"] == "concurrent"), default=None),
             "a_pace_above_1": sorted(r["case_id"] for r in counted if (r["a_pace"] or 0) > 1),
+            "b_slowdown_below_1": sorted(r["case_id"] for r in counted
+                                         if r["mode"] == "concurrent" and r["slowdown"] is not None and r["slowdown"] < 1),
             "host_drift": host_drift(counted),
             "cpu_energy": cpu_energy_status(rows),
             "pairs": summaries,
@@ -556,11 +558,22 @@ def _drift_sentence(drift: dict[str, Any]) -> str:
             f"{100 * drift['max_abs']:.1f} % ({drift['n']} runs with windows alone before and after).")
 
 
+def _faster_sentence(summary: dict[str, Any]) -> str:
+    """Runs in which a job read faster beside the other than alone: no sharing gives that, so the
+    summary says so where its figures are read, not only in the records' notes."""
+    b, a = summary.get("b_slowdown_below_1") or [], summary.get("a_pace_above_1") or []
+    if not (a or b):
+        return ""
+    return (f" In {len(b)} shared run(s) B ran faster beside A than in its solo run (slowdown below 1) and in {len(a)} "
+            "A ran faster beside B than alone (progress ratio above 1), which no sharing gives: their slowdowns and "
+            "A's pace are flagged in the records, and the README says what is known of the cause.")
+
+
 def markdown(summary: dict[str, Any]) -> str:
     lines = ["# Hyperparameter study: what sharing changes", "",
              f"{summary['n_runs']} counted runs ({summary['n_recorded']} recorded, {len(summary['excluded'])} excluded), "
              f"seeds {summary['seeds']}, least background coverage of a counted shared run "
-             f"{_fmt(summary['coverage_min'])}.{_drift_sentence(summary['host_drift'])}", "",
+             f"{_fmt(summary['coverage_min'])}.{_drift_sentence(summary['host_drift'])}{_faster_sentence(summary)}", "",
              "## The slope's change when shared (x:shared, 95 % interval, p)", "",
              "| pair | factor | " + " | ".join(B_OUTCOMES) + " | spread: seed / sharing (accuracy) |",
              "|---|---|" + "---|" * (len(B_OUTCOMES) + 1)]

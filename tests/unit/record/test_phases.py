@@ -190,3 +190,20 @@ def test_a_round_says_how_busy_each_job_kept_the_card_and_what_that_allows():
 def test_without_utilisation_readings_the_busy_fractions_are_unmeasured():
     r = round_figures(measurement().rounds[0], measurement(), IDLE_W)
     assert r["fg_solo_gpu_busy"] is None and r["pair_gpu_busy"] is None and r["efficiency_bound"] is None
+
+
+def test_each_phase_states_the_cards_mean_sm_clock_inside_its_measured_window():
+    """A card clocked lower while one job runs alone than while two do: each phase says so, settling
+    time left out (the fg phase's first second, at 345 MHz here, is not in its window)."""
+    m = measurement()
+
+    def sm_clock(t):
+        return 345.0 if t < 1.0 else 1200.0 if t <= 10 else 1980.0
+
+    samples = tuple(GpuSample(t=s.t, energy_mj=s.energy_mj, sm_clock_mhz=sm_clock(s.t)) for s in m.samples)
+    r = round_figures(m.rounds[0], InterleavedMeasurement(m.fg, m.bg, m.rounds, samples, m.warmup), IDLE_W)
+    clocks = {p["name"]: p["sm_clock_mhz"] for p in r["phases"]}
+    assert clocks["fg"] == pytest.approx(1200.0) and clocks["bg"] == pytest.approx(1200.0)
+    assert clocks["pair"] == pytest.approx(1980.0)
+    unclocked = round_figures(measurement().rounds[0], measurement(), IDLE_W)
+    assert all(p["sm_clock_mhz"] is None for p in unclocked["phases"])

@@ -120,3 +120,24 @@ def test_mps_round_without_a_server_fails_as_not_really_mps(tmp_path):
     probe = {**MPS_PROBE, "server_pids": [], "client_pids": []}
     record = round_record(_case("mps"), _concurrent(tmp_path, probe=probe), SOLO_FG, SOLO_BG, ENV)
     assert "did not become MPS clients" in record["failure"]
+
+
+def test_a_round_records_the_cards_clocks_over_its_window_only(tmp_path):
+    """Clocks outside the foreground's window (the card idling before and after) are left out, so a
+    solo and a shared run can be compared at the clocks they ran at."""
+    measurement = _concurrent(tmp_path)
+    start, end = measurement.window
+    for s in measurement.samples:
+        inside = start <= s.t <= end
+        s.sm_clock_mhz, s.mem_clock_mhz = (1980.0, 3201.0) if inside else (345.0, 3201.0)
+        s.power_limit_w, s.clock_event_reasons = 700.0, (0x1 if inside else 0)
+    record = round_record(_case("timeslice"), measurement, SOLO_FG, SOLO_BG, ENV)
+    assert record["sm_clock_mhz"] == pytest.approx(1980.0) and record["mem_clock_mhz"] == pytest.approx(3201.0)
+    assert record["power_limit_w"] == pytest.approx(700.0) and record["clock_event_reasons"]
+
+
+def test_a_round_without_samples_says_why_it_has_no_clocks(tmp_path):
+    measurement = _concurrent(tmp_path)
+    measurement.samples = []
+    record = round_record(_case("timeslice"), measurement, SOLO_FG, SOLO_BG, ENV)
+    assert record["sm_clock_mhz"] is None and "sm_clock_mhz" in record["notes"]

@@ -224,3 +224,19 @@ def test_the_hosts_drift_is_read_from_the_shared_runs_windows_alone_and_stated_i
                "host_drift": drift}
     assert "moved over a shared run by a median of 5.0 % and at most 8.0 % (2 runs" in markdown(summary)
     assert "moved over a shared run" not in markdown({**summary, "host_drift": host_drift([])})
+
+
+def test_runs_in_which_a_job_ran_faster_beside_the_other_are_listed_and_said_in_the_table():
+    from pytest_gpu_pairs.studies.collates.hp_study import summarize_rows
+
+    rows = [_row("default", "solo", 1, slowdown=1.0),
+            _row("default", "concurrent", 1, slowdown=0.86, a_pace=1.12),
+            _row("default", "concurrent", 2, slowdown=1.13, a_pace=1.03),
+            _row("default", "concurrent", 3, slowdown=1.2, a_pace=0.9)]
+    summary = summarize_rows(rows)
+    assert summary["b_slowdown_below_1"] == ["hp02-default_s1-concurrent"]
+    assert summary["a_pace_above_1"] == ["hp02-default_s1-concurrent", "hp02-default_s2-concurrent"]
+    assert "In 1 shared run(s) B ran faster beside A than in its solo run" in markdown(summary)
+    assert "and in 2 A ran faster" in markdown(summary)
+    calm = summarize_rows([rows[0], rows[3]])
+    assert calm["b_slowdown_below_1"] == [] and "ran faster" not in markdown(calm)

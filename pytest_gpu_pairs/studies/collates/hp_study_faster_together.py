@@ -1,0 +1,95 @@
+"""The faster-together probe: why the hyperparameter study's host-bound jobs stepped faster beside
+each other than alone. DenseNet121 (hp01's B) beside MNIST (hp01's A), beside a keeper that keeps the
+card a little busy and the host idle, and beside a spinner that keeps one CPU busy and leaves the card
+alone; MNIST beside the spinner. Each case is measured by the default method, whose solo and pair
+phases alternate every few seconds, so a host drifting over minutes cannot read as a speed-up.
+
+- A foreground slowdown whose 95 % interval lies wholly below 1 is a speed-up beside that companion;
+  one wholly above 1, a slow-down; else no change the case could tell.
+- Beside the spinner a speed-up is the host's (the card is left to the foreground), beside the keeper
+  the card's; each phase's mean SM clock (alone, together) says whether the card clocked differently.
+
+    gpu-pairs study collect hp_study_faster_together --out reports/reference/hp_study/faster-together
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.record.model import Record
+from pytest_gpu_pairs.record.store import load_run
+from pytest_gpu_pairs.studies.collates.default_method import card_of
+
+RESULTS = "probe"
+FIGURES = ("fg_model", "bg_model", "failure", "n_rounds", "fg_solo_steps_per_s", "fg_solo_gpu_busy", "pair_gpu_busy",
+           "fg_slowdown", "fg_slowdown_ci", "bg_progress_ratio", "bg_progress_ratio_ci", "concurrency_efficiency",
+           "concurrency_efficiency_ci")
+
+
+def verdict(ci: Any) -> Optional[str]:
+    """What the foreground's slowdown interval says: faster, slower, or no change it could tell."""
+    if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)):
+        return None
+    if ci[1] < 1.0:
+        return "faster"
+    if ci[0] > 1.0:
+        return "slower"
+    return "no change"
+
+
+def phase_clocks(record: Record) -> dict[str, Optional[float]]:
+    """The mean SM clock over every round's phases of each kind: the foreground alone, the
+    background alone, both together."""
+    by_name: dict[str, list[float]] = {}
+    for one in record.get("rounds") or []:
+        for phase in (one.get("phases") if isinstance(one, dict) else None) or []:
+            mhz = phase.get("sm_clock_mhz") if isinstance(phase, dict) else None
+            if isinstance(mhz, (int, float)) and not isinstance(mhz, bool):
+                by_name.setdefault(str(phase.get("name")), []).append(float(mhz))
+    return {name: statistics.fmean(by_name[name]) if by_name.get(name) else None for name in ("fg", "bg", "pair")}
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    results = folder / RESULTS
+    if not results.is_dir():
+        return {"measured": False,
+                "why": f"no results folder {RESULTS}/ yet: run `gpu-pairs study run hp_study_faster_together` on a GPU"}
+    run = load_run(results)
+    cases = {case_id: {**{key: record.get(key) for key in FIGURES}, "sm_clock_mhz": phase_clocks(record),
+                       "verdict": verdict(record.get("fg_slowdown_ci"))}
+             for case_id, record in sorted(run.records.items())}
+    return {"measured": True, "gpu": card_of(run.machine), "cases": cases,
+            "faster_together": sorted(c for c, v in cases.items() if v["verdict"] == "faster")}
+
+
+def _interval(ci: Any) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) and len(ci) == 2 and None not in ci else "-"
+
+
+def _number(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(summary: dict[str, Any]) -> str:
+    lines = ["# Faster together: DenseNet121 and MNIST beside a job, a card keeper and a CPU spinner", ""]
+    if not summary["measured"]:
+        return "\n".join([*lines, f"Not measured yet: {summary['why']}."]) + "\n"
+    lines += [f"GPU: {summary['gpu'] or 'none (ran on the CPU: no clocks, no card figures)'}", "",
+              "| case | rounds | fg alone steps/s | fg busy alone / pair busy | SM MHz fg alone / together | "
+              "`fg_slowdown` [95 %] | bg progress [95 %] | efficiency [95 %] | reads |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for case_id, c in summary["cases"].items():
+        clocks = c["sm_clock_mhz"]
+        lines.append(
+            f"| {case_id.split('-')[0]} {c['fg_model']} + {c['bg_model']} | {_number(c['n_rounds'], 'd')} | "
+            f"{_number(c['fg_solo_steps_per_s'], '.1f')} | {_number(c['fg_solo_gpu_busy'], '.2f')} / "
+            f"{_number(c['pair_gpu_busy'], '.2f')} | {_number(clocks['fg'], '.0f')} / {_number(clocks['pair'], '.0f')} | "
+            f"{_number(c['fg_slowdown'], '.3f')} {_interval(c['fg_slowdown_ci'])} | "
+            f"{_number(c['bg_progress_ratio'], '.3f')} {_interval(c['bg_progress_ratio_ci'])} | "
+            f"{_number(c['concurrency_efficiency'], '.3f')} {_interval(c['concurrency_efficiency_ci'])} | "
+            f"{c['verdict'] or c['failure'] or '-'} |")
+    found = summary["faster_together"]
+    lines += ["", "Foregrounds that stepped faster beside their companion, beyond the interval: "
+              + (", ".join(c.split("-")[0] for c in found) if found else "none") + "."]
+    return "\n".join(lines) + "\n"
