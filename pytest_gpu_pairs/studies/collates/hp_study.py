@@ -340,6 +340,10 @@ def a_beside_b(data: list[dict[str, Any]], outcome: str) -> dict[str, Any]:
     """Sub-question 2: A's outcome against B's x, shared runs only, seed as the block; also the card's
     energy over what both jobs' work costs run one after the other (``vs_serial``)."""
     runs = [r for r in data if r["shared"] and r[outcome] is not None]
+    faster = sum(r[outcome] > 1 for r in runs) if outcome == "a_pace" else 0
+    if faster:
+        return _missing(f"A ran faster beside B than alone in {faster} run(s) (a_pace above 1), which no sharing "
+                        "gives: not read until that is explained")
     if len({r["x"] for r in runs}) < 2:
         return _missing(f"fewer than two levels of B recorded A's {outcome}")
     y = np.array([r[outcome] for r in runs])
@@ -404,11 +408,14 @@ def pair_type(util_sum: Optional[float]) -> Optional[str]:
 def by_pair_type(rows: list[dict[str, Any]], types: dict[str, Optional[str]]) -> dict[str, Any]:
     """The design's comparisons by pair type, over every counted shared run of its pairs: B's
     concurrent overhead (slowdown - 1), the interference on B's accuracy (|shared - alone| / alone, the
-    same seed and level) and the card's energy over serial, each a mean with its t interval."""
+    same seed and level) and the card's energy over serial, each a mean with its t interval. A pair
+    in which B ran faster beside A than alone in any run is left out of the overhead whole (its
+    slowdowns are not read until that is explained; leaving out only those runs would bias the mean)."""
     out: dict[str, Any] = {}
     for kind in sorted({t for t in types.values() if t}):
         pairs = sorted(p for p, t in types.items() if t == kind)
         shared = [r for r in rows if r["pair"] in pairs and r["mode"] == "concurrent"]
+        faster = sorted({r["pair"] for r in shared if r["slowdown"] is not None and r["slowdown"] < 1})
         alone = {(r["pair"], r["model"], r["variant"], r["block"], r["seed"]): r["accuracy"]
                  for r in rows if r["mode"] == "solo"}
         interference = []
@@ -416,12 +423,17 @@ def by_pair_type(rows: list[dict[str, Any]], types: dict[str, Optional[str]]) ->
             base = alone.get((r["pair"], r["model"], r["variant"], r["block"], r["seed"]))
             if base and r["accuracy"] is not None:
                 interference.append(abs(r["accuracy"] - base) / base)
-        figures = {"concurrent_overhead": ([r["slowdown"] - 1 for r in shared if r["slowdown"] is not None], 0.0),
+        overhead = [r["slowdown"] - 1 for r in shared if r["slowdown"] is not None and r["pair"] not in faster]
+        figures = {"concurrent_overhead": (overhead, 0.0),
                    "interference": (interference, 0.0),
                    "vs_serial": ([r["vs_serial"] for r in shared if r["vs_serial"]], 1.0)}
         out[kind] = {"pairs": pairs, **{name: t_interval(values, "n_runs", null) if values
                                         else _missing("no counted shared run")
                                         for name, (values, null) in figures.items()}}
+        if faster:
+            why = f"left out: {', '.join(faster)} (B ran faster beside A than alone in a run, which no sharing gives)"
+            out[kind]["concurrent_overhead"] = ({**out[kind]["concurrent_overhead"], "left_out": why} if overhead
+                                                else _missing(why))
     return out
 
 
@@ -621,7 +633,9 @@ def markdown(summary: dict[str, Any]) -> str:
               "|---|---|---|---|---|"]
     for kind, entry in summary.get("by_pair_type", {}).items():
         named = ", ".join(f"{p} ({summary['pairs'][p]['gpu_util_sum_pct']:.0f} %)" for p in entry["pairs"])
-        lines.append(f"| {kind} | {named} | {_cell(entry['concurrent_overhead'])} | "
+        overhead = entry["concurrent_overhead"]
+        left_out = f" ({overhead['left_out']})" if overhead.get("left_out") else ""
+        lines.append(f"| {kind} | {named} | {_cell(overhead)}{left_out} | "
                      f"{_cell_g(entry['interference'])} | {_cell(entry['vs_serial'])} |")
     if summary["excluded"]:
         lines += ["", "## Excluded runs", ""] + [f"- {e['case_id']}: {e['why']}" for e in summary["excluded"]]

@@ -240,3 +240,22 @@ def test_runs_in_which_a_job_ran_faster_beside_the_other_are_listed_and_said_in_
     assert "and in 2 A ran faster" in markdown(summary)
     calm = summarize_rows([rows[0], rows[3]])
     assert calm["b_slowdown_below_1"] == [] and "ran faster" not in markdown(calm)
+
+
+def test_a_pair_in_which_b_ran_faster_beside_a_is_left_out_of_its_types_overhead_whole():
+    from pytest_gpu_pairs.studies.collates.hp_study import by_pair_type
+
+    rows = [_row("default", "concurrent", seed, slowdown=s) for seed, s in ((1, 0.86), (2, 1.13), (3, 1.2))]
+    rows += [{**_row("default", "concurrent", seed, slowdown=1.3), "pair": "hp03", "case_id": f"hp03-{seed}"}
+             for seed in (1, 2, 3)]
+    both = by_pair_type(rows, {"hp02": "complementary", "hp03": "complementary"})["complementary"]
+    assert both["concurrent_overhead"]["estimate"] == pytest.approx(0.3)  # hp03's runs alone, hp02 not in part
+    assert "hp02" in both["concurrent_overhead"]["left_out"]
+    alone = by_pair_type(rows[:3], {"hp02": "complementary"})["complementary"]
+    assert alone["concurrent_overhead"]["estimate"] is None and "hp02" in alone["concurrent_overhead"]["reason"]
+
+
+def test_a_s_pace_above_1_in_a_block_is_not_read_as_a_slope():
+    data = [{"shared": True, "x": x, "seed": 1, "a_pace": pace} for x, pace in ((-0.7, 0.9), (0.0, 1.05), (0.7, 0.8))]
+    answer = a_beside_b(data, "a_pace")
+    assert answer["estimate"] is None and "1 run(s)" in answer["reason"]
