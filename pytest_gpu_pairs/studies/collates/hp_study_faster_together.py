@@ -29,7 +29,8 @@ FIGURES = ("fg_model", "bg_model", "failure", "n_rounds", "fg_solo_steps_per_s",
 
 def verdict(ci: Any) -> Optional[str]:
     """What the foreground's slowdown interval says: faster, slower, or no change it could tell."""
-    if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)):
+    numbers = isinstance(ci, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)
+    if not (numbers and len(ci) == 2):
         return None
     if ci[1] < 1.0:
         return "faster"

@@ -17,7 +17,7 @@ def test_the_verdict_follows_the_interval_alone(low, width):
     assert said == ("faster" if high < 1 else "slower" if low > 1 else "no change")
 
 
-@pytest.mark.parametrize("ci", [None, [], [0.9], [None, 0.95], "0.9,0.95"])
+@pytest.mark.parametrize("ci", [None, [], [0.9], [None, 0.95], "0.9,0.95", [False, True]])
 def test_an_interval_that_is_not_two_numbers_reads_as_nothing(ci):
     assert verdict(ci) is None
 
