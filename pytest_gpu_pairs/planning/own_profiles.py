@@ -133,6 +133,25 @@ def with_own(profiles: Profiles, own: OwnProfiles, device: str) -> tuple[Profile
     return replace(profiles, workloads={**profiles.workloads, **added}), frozenset(added)
 
 
+def measured_here(own: OwnProfiles, device: str = "cuda") -> Optional[Profiles]:
+    """The planner's table made of the profiles measured here on ``device`` alone, for validating the
+    planner on the GPU they were measured on: its pairs were measured there too, and the package's
+    H100 table would judge them by another card. Its card's idle power and power limit are unknown
+    (energy predictions then say so). None where nothing was profiled on ``device``; a
+    ``SettingsError`` where the profiles are of two GPU models."""
+    found = own.on(device)
+    if not found:
+        return None
+    names = sorted({p.device_name or "an unnamed device" for p in found.values()})
+    if len(names) > 1:
+        first = min(found.values(), key=lambda p: p.source)
+        raise SettingsError(first.source, "$.device_name", f"expected profiles of one GPU model, got {', '.join(names)}")
+    folders = sorted({str(Path(p.source).parent.parent) for p in found.values()})
+    return Profiles(source=f"gpu-pairs profile in {', '.join(folders)}", device_name=names[0], memory_total_mb=None,
+                    power_limit_w=None, idle_power_w=None, min_fit_method=None, reserved_mb=None,
+                    workloads={name: solo_profile(p) for name, p in sorted(found.items())}, pair_min_fit_mb={})
+
+
 def parse_profile(raw: object, source: str) -> OwnProfile:
     try:
         data = _File.model_validate(raw)

@@ -17,9 +17,10 @@ from typing import Any, Optional
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import read_measured
+from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, measured_here, read_own_profiles
 from pytest_gpu_pairs.planning.plan import card_size_mb, with_reference
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis
-from pytest_gpu_pairs.planning.profiles import read_profiles
+from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
 from pytest_gpu_pairs.planning.validate import validate
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, json_text
 
@@ -36,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the H100 reference pairs the package carries: validate on --results only")
     parser.add_argument("--profiles", default=None, metavar="FILE",
                         help="solo workload profiles (default: the H100 profiles the package carries)")
+    parser.add_argument("--profiles-here", action="store_true",
+                        help="the solo profiles `gpu-pairs profile` stored in the --results folders, in place of the "
+                             "package's: the planner validated on the GPU its pairs and profiles were measured on "
+                             "(the H100 reference pairs then stay out: their corrections are residuals against the "
+                             "H100 profiles)")
     parser.add_argument("--gpu-memory-mb", type=card_size_mb, default=81_559.0, metavar="N",
                         help="the card the recommendations are made for (default: the H100's 81559 MB)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json and validation.md here")
@@ -115,11 +121,29 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class UsageError(ValueError):
+    """Options that cannot go together, or name nothing to use: one line."""
+
+
+def _profiles(args: argparse.Namespace) -> Profiles:
+    """The package's table (or ``--profiles``), or with ``--profiles-here`` the results folders' own."""
+    if not args.profiles_here:
+        return read_profiles(Path(args.profiles) if args.profiles else None)
+    if args.profiles:
+        raise UsageError("give --profiles or --profiles-here, not both")
+    own = OwnProfiles(tuple(p for r in args.results for p in read_own_profiles(Path(r)).profiles))
+    here = measured_here(own)
+    if here is None:
+        raise UsageError("--profiles-here: no GPU profile in the --results folders' _profiles/ (gpu-pairs profile "
+                         "SETTINGS --device cuda --out <results folder> stores them there)")
+    return here
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        profiles = read_profiles(Path(args.profiles) if args.profiles else None)
+        profiles = _profiles(args)
         measured, reference = with_reference(read_measured([Path(r) for r in args.results]), profiles, args.reference)
-    except (SettingsError, StoreError) as exc:
+    except (SettingsError, StoreError, UsageError) as exc:
         print(f"error: {exc}")
         return 2
     planner = Planner(profiles, measured)

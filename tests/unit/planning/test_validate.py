@@ -133,3 +133,54 @@ def test_the_study_sets_its_own_pairs_beside_what_the_planner_says_without_them(
     with pytest.raises(SettingsError) as caught:
         planner_validation.summarize(tmp_path, ROOT)
     assert str(caught.value).startswith(f"{tmp_path / 'plan.json'}: $.pairs[0].mechanisms.timeslice.efficiency: ")
+
+
+def _profiled_here(folder, busy: dict[str, float], device_name="NVIDIA H200"):
+    from pytest_gpu_pairs.planning.own_profiles import KIND
+    from pytest_gpu_pairs.record.store import save_profile
+
+    for workload, pct in busy.items():
+        save_profile(folder, workload, "cuda", {"kind": KIND, "version": 1, "workload": workload, "builtin": True,
+                                                "device": "cuda", "device_name": device_name, "startup_s": 5.0,
+                                                "step_time_s": 0.05, "util_avg_pct": pct, "power_avg_w": 200.0})
+
+
+def _pair_here(folder, fg: str, bg: str, efficiency: float):
+    from pytest_gpu_pairs.record.store import save_result
+
+    record = {"case_id": f"r-{fg}+{bg}-default-concurrent", "mode": "concurrent", "fg_model": fg, "bg_model": bg,
+              "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H200",
+              "concurrency_efficiency": efficiency, "concurrency_efficiency_ci": [efficiency - 0.03, efficiency + 0.03],
+              "oom": False}
+    save_result(folder / record["case_id"], record)
+
+
+def test_the_planner_is_validated_on_the_profiles_measured_beside_its_pairs(tmp_path, capsys):
+    """An H200's pairs judged by the H200's own solo profiles: the H100 table and its reference pairs
+    stay out, and the summary names where the profiles came from."""
+    results = tmp_path / "timeslice"
+    _profiled_here(results, {"mnist": 20.0, "resnet20": 45.0, "siamese": 30.0})
+    for fg, bg, eff in (("mnist", "resnet20", 1.85), ("resnet20", "siamese", 1.55), ("mnist", "siamese", 1.9)):
+        _pair_here(results, fg, bg, eff)
+    out = tmp_path / "out"
+    assert gpu_pairs(["plan-validate", "--results", str(results), "--profiles-here", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["measured_pairs"] == {"timeslice": 3, "mps": 0} and summary["reference"] is None
+    assert summary["profiles"] == f"gpu-pairs profile in {results}"
+    assert {p["held_out"] for p in summary["predictions"]["leave_one_workload_out"]} == {"mnist", "resnet20", "siamese"}
+    capsys.readouterr()
+
+
+def test_profiles_here_that_are_missing_or_of_two_gpus_are_refused_in_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert gpu_pairs(["plan-validate", "--results", str(empty), "--profiles-here"]) == 2
+    assert capsys.readouterr().out.startswith("error: --profiles-here: no GPU profile")
+    two = tmp_path / "two"
+    _profiled_here(two, {"mnist": 20.0})
+    _profiled_here(two, {"resnet20": 45.0}, device_name="NVIDIA H100 80GB HBM3")
+    assert gpu_pairs(["plan-validate", "--results", str(two), "--profiles-here"]) == 2
+    line = capsys.readouterr().out
+    assert line.count("\n") == 1 and "expected profiles of one GPU model" in line
+    assert gpu_pairs(["plan-validate", "--results", str(two), "--profiles-here", "--profiles", "x.json"]) == 2
+    assert "not both" in capsys.readouterr().out
