@@ -1,5 +1,6 @@
 """The CPU spinner: a command workload that keeps one CPU busy, reports its steps through the
 progress protocol, ends after its steps, and never imports torch (so it opens no CUDA context)."""
+import os
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ SPIN = ("import sys; from pytest_gpu_pairs.workloads.cpu_spin import main; code 
 def test_it_reports_every_step_and_its_end_without_torch(tmp_path):
     progress = tmp_path / "p.jsonl"
     done = subprocess.run([sys.executable, "-c", SPIN, "--steps", "30", "--step-s", "0.002"], capture_output=True,
-                          text=True, timeout=120, env={**__import__("os").environ, "GPU_PAIRS_PROGRESS": str(progress)})
+                          text=True, timeout=120, env={**os.environ, "GPU_PAIRS_PROGRESS": str(progress)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["Epoch 1", "False"]
     read = Progress.read(progress)
