@@ -48,11 +48,11 @@ def summarize(folder: Path, root: Path) -> dict[str, Any]:
             "faster_beside_the_keeper": sorted(c for c, r in run.records.items() if faster(r))}
 
 
-def _interval(ci: Any) -> str:
+def interval_cell(ci: Any) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) and len(ci) == 2 and None not in ci else "-"
 
 
-def _number(value: Any, spec: str) -> str:
+def number_cell(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
@@ -61,11 +61,11 @@ def table(summary: dict[str, Any]) -> str:
              "| case | rounds | fg alone steps/s | fg busy alone / pair busy | `fg_slowdown` [95 %] | efficiency [95 %] |",
              "|---|---|---|---|---|---|"]
     for case_id, c in summary["cases"].items():
-        slowdown = f"{_number(c['fg_slowdown'], '.3f')} {_interval(c['fg_slowdown_ci'])}"
-        efficiency = f"{_number(c['concurrency_efficiency'], '.3f')} {_interval(c['concurrency_efficiency_ci'])}"
-        lines.append(f"| {case_id.split('-')[0]} {c['fg_model']} + {c['bg_model']} | {_number(c['n_rounds'], 'd')} | "
-                     f"{_number(c['fg_solo_steps_per_s'], '.0f')} | {_number(c['fg_solo_gpu_busy'], '.2f')} / "
-                     f"{_number(c['pair_gpu_busy'], '.2f')} | {slowdown} | {efficiency} |")
+        slowdown = f"{number_cell(c['fg_slowdown'], '.3f')} {interval_cell(c['fg_slowdown_ci'])}"
+        efficiency = f"{number_cell(c['concurrency_efficiency'], '.3f')} {interval_cell(c['concurrency_efficiency_ci'])}"
+        lines.append(f"| {case_id.split('-')[0]} {c['fg_model']} + {c['bg_model']} | {number_cell(c['n_rounds'], 'd')} | "
+                     f"{number_cell(c['fg_solo_steps_per_s'], '.0f')} | {number_cell(c['fg_solo_gpu_busy'], '.2f')} / "
+                     f"{number_cell(c['pair_gpu_busy'], '.2f')} | {slowdown} | {efficiency} |")
     found = summary["faster_beside_the_keeper"]
     lines += ["", "Stepped faster beside the keeper, beyond the interval: "
               + (", ".join(c.split("-")[0] for c in found) if found else "none") + "."]

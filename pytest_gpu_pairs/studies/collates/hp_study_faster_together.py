@@ -20,6 +20,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.store import load_run
 from pytest_gpu_pairs.studies.collates.default_method import card_of
+from pytest_gpu_pairs.studies.collates.default_method_awake_probe import interval_cell, number_cell
 
 RESULTS = "probe"
 FIGURES = ("fg_model", "bg_model", "failure", "n_rounds", "fg_solo_steps_per_s", "fg_solo_gpu_busy", "pair_gpu_busy",
@@ -64,14 +65,6 @@ def summarize(folder: Path, root: Path) -> dict[str, Any]:
             "faster_together": sorted(c for c, v in cases.items() if v["verdict"] == "faster")}
 
 
-def _interval(ci: Any) -> str:
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) and len(ci) == 2 and None not in ci else "-"
-
-
-def _number(value: Any, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def table(summary: dict[str, Any]) -> str:
     lines = ["# Faster together: DenseNet121 and MNIST beside a job, a card keeper and a CPU spinner", ""]
     if not summary["measured"]:
@@ -83,12 +76,12 @@ def table(summary: dict[str, Any]) -> str:
     for case_id, c in summary["cases"].items():
         clocks = c["sm_clock_mhz"]
         lines.append(
-            f"| {case_id.split('-')[0]} {c['fg_model']} + {c['bg_model']} | {_number(c['n_rounds'], 'd')} | "
-            f"{_number(c['fg_solo_steps_per_s'], '.1f')} | {_number(c['fg_solo_gpu_busy'], '.2f')} / "
-            f"{_number(c['pair_gpu_busy'], '.2f')} | {_number(clocks['fg'], '.0f')} / {_number(clocks['pair'], '.0f')} | "
-            f"{_number(c['fg_slowdown'], '.3f')} {_interval(c['fg_slowdown_ci'])} | "
-            f"{_number(c['bg_progress_ratio'], '.3f')} {_interval(c['bg_progress_ratio_ci'])} | "
-            f"{_number(c['concurrency_efficiency'], '.3f')} {_interval(c['concurrency_efficiency_ci'])} | "
+            f"| {case_id.split('-')[0]} {c['fg_model']} + {c['bg_model']} | {number_cell(c['n_rounds'], 'd')} | "
+            f"{number_cell(c['fg_solo_steps_per_s'], '.1f')} | {number_cell(c['fg_solo_gpu_busy'], '.2f')} / "
+            f"{number_cell(c['pair_gpu_busy'], '.2f')} | {number_cell(clocks['fg'], '.0f')} / {number_cell(clocks['pair'], '.0f')} | "
+            f"{number_cell(c['fg_slowdown'], '.3f')} {interval_cell(c['fg_slowdown_ci'])} | "
+            f"{number_cell(c['bg_progress_ratio'], '.3f')} {interval_cell(c['bg_progress_ratio_ci'])} | "
+            f"{number_cell(c['concurrency_efficiency'], '.3f')} {interval_cell(c['concurrency_efficiency_ci'])} | "
             f"{c['verdict'] or c['failure'] or '-'} |")
     found = summary["faster_together"]
     lines += ["", "Foregrounds that stepped faster beside their companion, beyond the interval: "
