@@ -13,6 +13,7 @@
 #   PART=<label>: a second runner of the same study beside the first, in its own folder (NAME-<label>,
 #   packed as NAME-<label>.tgz), e.g. one --variant on GPUs 2,3 (--pytest-arg=--gpu-pairs-gpus=2,3)
 #   while the other runs on 0,1; merge the two folders' results-* after collect.
+#   start runs from a copy of the tree (/tmp/gpu-pairs-src/RUN), so that later calls' copies cannot touch it.
 #   LIMIT_S=<seconds> THEN="NAME2 [options]": start gives NAME --time-limit LIMIT_S, then runs NAME2
 #   (resumed from .carry/NAME2) with what is left of it, so that a lease's time after the last block
 #   that fits measures something else; status and collect NAME2 as any study.
@@ -29,12 +30,19 @@ case "$ACTION" in
     nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu \
       --format=csv,noheader >> "$WORK/gpu.txt" 2>&1
     shift 2
+    # the runner and its jobs import from a copy of their own: the device tool copies the working tree
+    # afresh at each call, and a module imported mid-copy was once missing (a session's last save failed)
+    src=/tmp/gpu-pairs-src/$RUN
+    rm -rf "$src" && mkdir -p "$src"
+    tar -c --exclude=./.git --exclude=./.whl --exclude=./.carry --exclude=./.device . | tar -x -C "$src"
+    repo=$PWD
+    cd "$src" && export PYTHONPATH=$src${PYTHONPATH:+:$PYTHONPATH}
     if [ -n "${THEN:-}" ]; then
       : "${LIMIT_S:?THEN needs LIMIT_S, the seconds both runs share}"
       read -r -a then_args <<< "$THEN"
       then_work=/tmp/gpu-pairs-studies/${then_args[0]}
       mkdir -p "$then_work"
-      [ -d ".carry/${then_args[0]}" ] && cp -r --update=none ".carry/${then_args[0]}"/. "$then_work"/
+      [ -d "$repo/.carry/${then_args[0]}" ] && cp -r --update=none "$repo/.carry/${then_args[0]}"/. "$then_work"/
       setsid nohup bash -c 'start=$(date +%s); limit=$1; name=$2; work=$3; then_work=$4; shift 4
         n=$1; shift; first=("${@:1:$n}"); second=("${@:$((n + 1))}")
         python3 -m pytest_gpu_pairs.cli study run "$name" --out "$work" --time-limit "$limit" "${first[@]}" >> "$work.log" 2>&1
