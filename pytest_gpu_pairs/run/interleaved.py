@@ -330,15 +330,7 @@ class InterleavedPair:
     def _warm_up(self) -> None:
         """Both jobs train, until their rates hold steady: startup, autotuning and first steps
         excluded. The later starts' jobs finish their start-up meanwhile, before any round."""
-        try:
-            self._await_first_steps(self.job_roles, self.started_t)
-            trained_t = now()
-            for process in self.jobs.values():
-                process.pin_tree()
-            steady = self._hold_until_steady(trained_t)
-            self._await_standby_setup()
-        except JobEnded as ended:
-            raise InterleavedFailure(self._too_short(ended.role)) from None
+        trained_t, steady = self._train_until_steady(self.started_t, standby=True)
         self.warm_t = now()
         self.starts.append(StartInfo(1, self.segment, self.started_t, trained_t, self.warm_t, False, steady))
         progresses = [self._progress(role) for role in self.job_roles]
@@ -346,6 +338,32 @@ class InterleavedPair:
                                                     self.case.settle_s, self._queued)
         gaps = report_gaps(progresses, trained_t, self.warm_t)
         self.report_gap_s = {role: gap for role, gap in zip(self.job_roles, gaps) if gap is not None}
+
+    def _train_until_steady(self, since: float, standby: bool = False) -> tuple[float, bool]:
+        """Every job's first steps, then their steady rates (and the later starts' set-up where
+        ``standby``): when, and whether they were seen steady. A run that ends meanwhile, while the
+        other job is still setting up (a 20-s run beside a model that builds for longer), is started
+        again as a run that ends mid-case is; only one too short for any round fails the case."""
+        while True:
+            try:
+                self._await_first_steps(self.job_roles, since)
+                trained_t = now()
+                for process in self.jobs.values():
+                    process.pin_tree()
+                steady = self._hold_until_steady(trained_t)
+                if standby:
+                    self._await_standby_setup()
+                return trained_t, steady
+            except JobEnded as ended:
+                self._start_again_before_rounds(ended.role)
+
+    def _start_again_before_rounds(self, role: str) -> None:
+        """The ended run replaced (``_replace_run`` refuses one too short); the others, paused while it
+        started, train again at once: no round is under way to keep clean."""
+        self._replace_run(role)
+        for other in self.job_roles:
+            if other != role:
+                self.jobs[other].resume()
 
     def _hold_until_steady(self, trained_t: float) -> bool:
         """Until both jobs' step rates hold steady (``is_steady``), at least ``MIN_WARMUP_S`` after their
@@ -527,14 +545,7 @@ class InterleavedPair:
                 if waiting is not None:
                     waiting[role].stop()
                 self._start_job(role)
-        try:
-            self._await_first_steps(self.job_roles, began)
-            trained_t = now()
-            for process in self.jobs.values():
-                process.pin_tree()
-            steady = self._hold_until_steady(trained_t)
-        except JobEnded as ended:
-            raise InterleavedFailure(self._too_short(ended.role)) from None
+        trained_t, steady = self._train_until_steady(began)
         self.starts.append(StartInfo(len(self.starts) + 1, self.segment, began, trained_t, now(),
                                      used_standby, steady))
 

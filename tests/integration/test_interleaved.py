@@ -108,6 +108,26 @@ def test_jobs_that_end_are_started_again_and_the_case_is_measured_without_a_meth
     assert jobs_started_under(out) == []
 
 
+def test_a_run_that_ends_while_the_other_job_still_sets_up_is_started_again(pytester):
+    """The background's runs (240 steps, about 5 s) end before the foreground's first step (6 s of
+    set-up, like a large model's): the run is started again, not refused, and the case is measured."""
+    pytester.makepyfile(test_suite=SUITE)
+    out = pytester.path / "out"
+    settings = _finite_settings(pytester.path / "s.json", 100000, 240, 3, 0.3, 0.05)
+    written = json.loads(settings.read_text())
+    written["workloads"]["short_a"]["command"] += ["--startup-s", "6"]
+    settings.write_text(json.dumps(written))
+    result = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",
+                                           "--gpu-pairs-out", out, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    record = json.loads((out / "f1-short_a+short_b-default-concurrent" / "result.json").read_text())
+    assert record["failure"] is None and record["concurrency_efficiency"] is not None
+    first = record["restarts"][0]
+    assert first["role"] == "bg" and first["trained_s"] > 0
+    assert first["exit_t"] < min(r["phases"][0]["start"] for r in record["rounds"])
+    assert jobs_started_under(out) == []
+
+
 def test_a_run_too_short_for_its_warm_up_and_a_few_rounds_fails_and_says_how_long_it_must_be(pytester):
     pytester.makepyfile(test_suite=SUITE)
     out = pytester.path / "out"

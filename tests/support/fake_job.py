@@ -66,6 +66,7 @@ def parse(argv):
                         "person setting the clock does")
     p.add_argument("--accuracy", type=float, default=0.5)
     p.add_argument("--note", default="", help="any text; printed back verbatim")
+    p.add_argument("--startup-s", type=float, default=0.0, help="seconds before the first step, like a model's set-up")
     p.add_argument("--print-env", action="append", default=[], metavar="NAME",
                    help="print 'env NAME=value' (or 'env NAME unset') for this variable of its environment")
     return p.parse_args(argv)
@@ -238,6 +239,7 @@ def main(argv=None) -> int:
             print(OOM_TEXT.format(mb=args.mem_mb, cap=args.capacity_mb, free=0), flush=True)
         return 1
     start_helpers(args, ignore_term=args.ignore_term)
+    time.sleep(args.startup_s)
     plant_progress_file(args.progress_file)
     writer = None
     if args.protocol:
