@@ -10,7 +10,7 @@ uses the GPU ones. A bad file is one line naming the file, the JSON path and wha
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile
-from pytest_gpu_pairs.record.store import profile_paths
+from pytest_gpu_pairs.record.store import machine_from_session, profile_paths, read_session
 
 KIND = "gpu-pairs workload profile"
 VERSION = 1
@@ -133,12 +133,13 @@ def with_own(profiles: Profiles, own: OwnProfiles, device: str) -> tuple[Profile
     return replace(profiles, workloads={**profiles.workloads, **added}), frozenset(added)
 
 
-def measured_here(own: OwnProfiles, device: str = "cuda") -> Optional[Profiles]:
-    """The planner's table made of the profiles measured here on ``device`` alone, for validating the
-    planner on the GPU they were measured on: its pairs were measured there too, and the package's
-    H100 table would judge them by another card. Its card's idle power and power limit are unknown
-    (energy predictions then say so). None where nothing was profiled on ``device``; a
-    ``SettingsError`` where the profiles are of two GPU models."""
+def measured_here(own: OwnProfiles, device: str = "cuda", cards: Sequence[Mapping[str, Any]] = ()) -> Optional[Profiles]:
+    """The planner's table made of the profiles measured here on ``device`` alone, for planning and
+    validating on the GPU they were measured on: the package's H100 table would judge its pairs by
+    another card. The card's size, idle power and power limit come from ``cards`` (machine facts of
+    results folders) of the same GPU model, else stay unknown (energy predictions then say so).
+    None where nothing was profiled on ``device``; a ``SettingsError`` where the profiles are of two
+    GPU models."""
     found = own.on(device)
     if not found:
         return None
@@ -147,8 +148,10 @@ def measured_here(own: OwnProfiles, device: str = "cuda") -> Optional[Profiles]:
         first = min(found.values(), key=lambda p: p.source)
         raise SettingsError(first.source, "$.device_name", f"expected profiles of one GPU model, got {', '.join(names)}")
     folders = sorted({str(Path(p.source).parent.parent) for p in found.values()})
-    return Profiles(source=f"gpu-pairs profile in {', '.join(folders)}", device_name=names[0], memory_total_mb=None,
-                    power_limit_w=None, idle_power_w=None, min_fit_method=None, reserved_mb=None,
+    card = next((c for c in cards if c.get("gpu_name") == names[0]), {})
+    return Profiles(source=f"gpu-pairs profile in {', '.join(folders)}", device_name=names[0],
+                    memory_total_mb=card.get("memory_total_mb"), power_limit_w=card.get("power_limit_w"),
+                    idle_power_w=card.get("idle_power_w"), min_fit_method=None, reserved_mb=None,
                     workloads={name: solo_profile(p) for name, p in sorted(found.items())}, pair_min_fit_mb={})
 
 
@@ -174,3 +177,20 @@ def read_own_profiles(out_dir: Optional[Path]) -> OwnProfiles:
     """Every profile stored under ``out_dir``; ``SettingsError`` in one line for the first bad one."""
     paths: Sequence[Path] = profile_paths(out_dir)
     return OwnProfiles(tuple(read_profile(p) for p in paths), tuple(str(p) for p in paths))
+
+
+class NoProfilesHere(ValueError):
+    """``--profiles-here`` where the folders hold no GPU profile: one line saying how to make them."""
+
+
+def profiles_here(folders: Sequence[Path], device: str = "cuda") -> Profiles:
+    """The planner's table from the profiles `gpu-pairs profile` stored in ``folders`` (their
+    ``_profiles/``), the card's facts from their ``session.json``."""
+    own = OwnProfiles(tuple(p for folder in folders for p in read_own_profiles(folder).profiles))
+    cards = [machine_from_session(session) for folder in folders if folder.is_dir()
+             and (session := read_session(folder)) is not None]
+    here = measured_here(own, device, cards)
+    if here is None:
+        raise NoProfilesHere(f"--profiles-here: no {device} profile in the _profiles/ of {', '.join(map(str, folders))} "
+                             f"(gpu-pairs profile SETTINGS --device {device} --out <results folder> stores them there)")
+    return here

@@ -33,9 +33,9 @@ from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
 from pytest_gpu_pairs.planning.memory import WholeRun
 from pytest_gpu_pairs.planning.model import MECHANISMS
-from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, read_own_profiles, with_own
+from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, profiles_here, read_own_profiles, with_own
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis, plan_pairs
-from pytest_gpu_pairs.planning.profiles import read_profiles
+from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.record.store import StoreError, case_records, fit_profiles, json_text, read_session
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
@@ -74,6 +74,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mechanisms to predict and choose from: timeslice, mps or timeslice,mps (default)")
     parser.add_argument("--profiles", default=None, metavar="FILE",
                         help="solo workload profiles (default: the H100 profiles the package carries)")
+    parser.add_argument("--profiles-here", action="store_true",
+                        help="the solo profiles `gpu-pairs profile` stored in --out and the --results folders, in "
+                             "place of the package's H100 table: the plan made for the GPU they were measured on (its "
+                             "memory, idle power and power limit from those folders' session.json; the H100 "
+                             "reference pairs then stay out)")
     parser.add_argument("--gpus", type=_gpu_counts, default=None, metavar="G,...",
                         help=f"also predict makespan and GPU-hours on these GPU counts (e.g. {DEFAULT_GPUS})")
     parser.add_argument("-k", dest="keyword", default=None, metavar="EXPR",
@@ -232,10 +237,19 @@ def whole_runs(results: Sequence[Path]) -> dict[tuple[str, float], WholeRun]:
     return found
 
 
-def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path],
-                   own: OwnProfiles = OwnProfiles()) -> dict[str, Any]:
+def planning_table(args: argparse.Namespace, folders: Sequence[Path]) -> Profiles:
+    """The package's H100 table (or ``--profiles``), or with ``--profiles-here`` the profiles measured
+    in ``folders``: a plan for the card they were measured on."""
+    if not args.profiles_here:
+        return read_profiles(Path(args.profiles) if args.profiles else None)
+    if args.profiles:
+        raise ValueError("give --profiles or --profiles-here, not both")
+    return profiles_here(folders, args.device)
+
+
+def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own: OwnProfiles,
+                   table: Profiles) -> dict[str, Any]:
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
-    table = read_profiles(Path(args.profiles) if args.profiles else None)
     measured, reference = with_reference(read_measured(results), table, getattr(args, "reference", True))
     profiles, here = with_own(table, own, args.device)
     planner = Planner(profiles, measured, here, whole_runs(results))
@@ -307,8 +321,10 @@ def run(args: argparse.Namespace) -> int:
         wanted = set(select([c.id for c in cases], args.keyword))
         cases = [c for c in cases if c.id in wanted]
         earlier = earlier_results(results, options.scale, args.device)
-        own = read_own_profiles(Path(args.out) if args.out else options.out_dir)
-        pairs = plan_for_pairs(cases, args, folders, own) if cases else {}
+        profiled_in = Path(args.out).absolute() if args.out else options.out_dir
+        own = read_own_profiles(profiled_in)
+        table = planning_table(args, [profiled_in, *(f for f in folders if f != profiled_in)])
+        pairs = plan_for_pairs(cases, args, folders, own, table) if cases else {}
         rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")

@@ -17,7 +17,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import read_measured
-from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, measured_here, read_own_profiles
+from pytest_gpu_pairs.planning.own_profiles import NoProfilesHere, profiles_here
 from pytest_gpu_pairs.planning.plan import card_size_mb, with_reference
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis
 from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
@@ -131,12 +131,10 @@ def _profiles(args: argparse.Namespace) -> Profiles:
         return read_profiles(Path(args.profiles) if args.profiles else None)
     if args.profiles:
         raise UsageError("give --profiles or --profiles-here, not both")
-    own = OwnProfiles(tuple(p for r in args.results for p in read_own_profiles(Path(r)).profiles))
-    here = measured_here(own)
-    if here is None:
-        raise UsageError("--profiles-here: no GPU profile in the --results folders' _profiles/ (gpu-pairs profile "
-                         "SETTINGS --device cuda --out <results folder> stores them there)")
-    return here
+    try:
+        return profiles_here([Path(r) for r in args.results])
+    except NoProfilesHere as exc:
+        raise UsageError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -175,7 +175,7 @@ def test_profiles_here_that_are_missing_or_of_two_gpus_are_refused_in_one_line(t
     empty = tmp_path / "empty"
     empty.mkdir()
     assert gpu_pairs(["plan-validate", "--results", str(empty), "--profiles-here"]) == 2
-    assert capsys.readouterr().out.startswith("error: --profiles-here: no GPU profile")
+    assert capsys.readouterr().out.startswith("error: --profiles-here: no cuda profile in the _profiles/ of")
     two = tmp_path / "two"
     _profiled_here(two, {"mnist": 20.0})
     _profiled_here(two, {"resnet20": 45.0}, device_name="NVIDIA H100 80GB HBM3")
@@ -184,3 +184,40 @@ def test_profiles_here_that_are_missing_or_of_two_gpus_are_refused_in_one_line(t
     assert line.count("\n") == 1 and "expected profiles of one GPU model" in line
     assert gpu_pairs(["plan-validate", "--results", str(two), "--profiles-here", "--profiles", "x.json"]) == 2
     assert "not both" in capsys.readouterr().out
+
+
+def _plan_r05(results, capsys, *extra):
+    code = gpu_pairs(["plan", str(ROOT / "settings/planner_reference.json"), "-k", "r05", "--results", str(results),
+                      "--json", *extra])
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if code == 0 else out)
+
+
+def test_a_plan_for_the_gpu_profiled_here_takes_its_card_and_its_profiles(tmp_path, capsys):
+    """The plan for an H200 from the H200's own profiles: its card's size, and energy from its idle
+    power and power limit (session.json), where the H100 table would plan for an 80 GB card."""
+    results = tmp_path / "h200"
+    _profiled_here(results, {"mnist": 20.0, "mnist_ff": 15.0})
+    _pair_here(results, "mnist", "mnist_ff", 1.97)
+    code, unknown_card = _plan_r05(results, capsys, "--profiles-here")
+    assert code == 0 and unknown_card["card_mb"] == 81_559.0
+    assert unknown_card["pairs"][0]["mechanisms"]["mps"]["energy_saved"]["value"] is None
+    (results / "session.json").write_text(json.dumps({"device": "NVIDIA H200", "idle_power_w": 80.6, "gpu": {
+        "name": "NVIDIA H200", "memory_total_mb": 143_771.0, "power_limit_w": 700.0}}))
+    code, plan = _plan_r05(results, capsys, "--profiles-here")
+    assert code == 0 and plan["card_mb"] == 143_771.0
+    assert plan["model"]["profiled_device"] == "NVIDIA H200" and plan["model"]["reference"] is None
+    assert plan["model"]["profiles"] == f"gpu-pairs profile in {results}"
+    [pair] = plan["pairs"]
+    assert pair["rests_on"] == "measured" and pair["mechanisms"]["mps"]["energy_saved"]["value"] > 0
+    code, h100 = _plan_r05(results, capsys)
+    assert code == 0 and h100["model"]["profiled_device"].startswith("NVIDIA H100") and h100["card_mb"] < 143_771.0
+
+
+def test_a_plan_from_profiles_here_without_any_is_refused_in_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out = _plan_r05(empty, capsys, "--profiles-here")
+    assert code == 2 and out.startswith("error: --profiles-here: no cuda profile") and out.count("\n") == 1
+    code, out = _plan_r05(empty, capsys, "--profiles-here", "--profiles", "x.json")
+    assert code == 2 and "not both" in out
