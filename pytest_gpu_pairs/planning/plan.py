@@ -323,8 +323,8 @@ def run(args: argparse.Namespace) -> int:
         earlier = earlier_results(results, options.scale, args.device)
         profiled_in = Path(args.out).absolute() if args.out else options.out_dir
         own = read_own_profiles(profiled_in)
-        table = planning_table(args, [profiled_in, *(f for f in folders if f != profiled_in)])
-        pairs = plan_for_pairs(cases, args, folders, own, table) if cases else {}
+        solo_table = planning_table(args, [profiled_in, *(f for f in folders if f != profiled_in)])
+        pairs = plan_for_pairs(cases, args, folders, own, solo_table) if cases else {}
         rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")
