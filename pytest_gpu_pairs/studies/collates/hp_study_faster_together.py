@@ -8,6 +8,9 @@ phases alternate every few seconds, so a host drifting over minutes cannot read 
   one wholly above 1, a slow-down; else no change the case could tell.
 - Beside the spinner a speed-up is the host's (the card is left to the foreground), beside the keeper
   the card's; each phase's mean SM clock (alone, together) says whether the card clocked differently.
+- The background's progress interval reads the same way the other way round (wholly above 1: faster).
+- The variant ``long`` (folder ``long-phases/``) measures hp01's pair with phases of about 30 s: an
+  effect that takes longer than a phase of a few seconds to set in shows there only.
 
     gpu-pairs study collect hp_study_faster_together --out reports/reference/hp_study/faster-together
 """
@@ -22,7 +25,7 @@ from pytest_gpu_pairs.record.store import load_run
 from pytest_gpu_pairs.studies.collates.default_method import card_of
 from pytest_gpu_pairs.studies.collates.default_method_awake_probe import interval_cell, number_cell
 
-RESULTS = "probe"
+RESULTS = ("probe", "long-phases")
 FIGURES = ("fg_model", "bg_model", "failure", "n_rounds", "fg_solo_steps_per_s", "fg_solo_gpu_busy", "pair_gpu_busy",
            "fg_slowdown", "fg_slowdown_ci", "bg_progress_ratio", "bg_progress_ratio_ci", "concurrency_efficiency",
            "concurrency_efficiency_ci")
@@ -40,6 +43,20 @@ def verdict(ci: Any) -> Optional[str]:
     return "no change"
 
 
+def pace_verdict(ci: Any) -> Optional[str]:
+    """What a progress ratio's interval says (above 1: faster beside the other job)."""
+    said = verdict(ci)
+    return {"faster": "slower", "slower": "faster"}.get(said, said) if said else None
+
+
+def pair_phase_s(record: Record) -> Optional[float]:
+    """How long the pair phases lasted on average: the base ``phase_s`` grows to the steps a job takes."""
+    spans = [phase["end"] - phase["start"] for one in record.get("rounds") or [] if isinstance(one, dict)
+             for phase in one.get("phases") or [] if isinstance(phase, dict) and phase.get("name") == "pair"
+             and all(isinstance(phase.get(k), (int, float)) and not isinstance(phase.get(k), bool) for k in ("start", "end"))]
+    return statistics.fmean(spans) if spans else None
+
+
 def phase_clocks(record: Record) -> dict[str, Optional[float]]:
     """The mean SM clock over every round's phases of each kind: the foreground alone, the
     background alone, both together."""
@@ -53,16 +70,17 @@ def phase_clocks(record: Record) -> dict[str, Optional[float]]:
 
 
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
-    results = folder / RESULTS
-    if not results.is_dir():
+    runs = [load_run(folder / name) for name in RESULTS if (folder / name).is_dir()]
+    if not runs:
         return {"measured": False,
-                "why": f"no results folder {RESULTS}/ yet: run `gpu-pairs study run hp_study_faster_together` on a GPU"}
-    run = load_run(results)
+                "why": f"no results folder {RESULTS[0]}/ yet: run `gpu-pairs study run hp_study_faster_together` on a GPU"}
     cases = {case_id: {**{key: record.get(key) for key in FIGURES}, "sm_clock_mhz": phase_clocks(record),
-                       "verdict": verdict(record.get("fg_slowdown_ci"))}
-             for case_id, record in sorted(run.records.items())}
-    return {"measured": True, "gpu": card_of(run.machine), "cases": cases,
-            "faster_together": sorted(c for c, v in cases.items() if v["verdict"] == "faster")}
+                       "pair_phase_s": pair_phase_s(record), "verdict": verdict(record.get("fg_slowdown_ci")),
+                       "bg_verdict": pace_verdict(record.get("bg_progress_ratio_ci"))}
+             for run in runs for case_id, record in sorted(run.records.items())}
+    return {"measured": True, "gpu": card_of(runs[0].machine), "cases": cases,
+            "faster_together": sorted(c for c, v in cases.items() if v["verdict"] == "faster"),
+            "background_faster": sorted(c for c, v in cases.items() if v["bg_verdict"] == "faster")}
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -70,20 +88,29 @@ def table(summary: dict[str, Any]) -> str:
     if not summary["measured"]:
         return "\n".join([*lines, f"Not measured yet: {summary['why']}."]) + "\n"
     lines += [f"GPU: {summary['gpu'] or 'none (ran on the CPU: no clocks, no card figures)'}", "",
-              "| case | rounds | fg alone steps/s | fg busy alone / pair busy | SM MHz fg alone / together | "
-              "`fg_slowdown` [95 %] | bg progress [95 %] | efficiency [95 %] | reads |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| case | rounds | pair phase s | fg alone steps/s | fg busy alone / pair busy | SM MHz fg alone / together | "
+              "`fg_slowdown` [95 %] | bg progress [95 %] | efficiency [95 %] | reads (fg; bg) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for case_id, c in summary["cases"].items():
         clocks = c["sm_clock_mhz"]
         lines.append(
             f"| {case_id.split('-')[0]} {c['fg_model']} + {c['bg_model']} | {number_cell(c['n_rounds'], 'd')} | "
-            f"{number_cell(c['fg_solo_steps_per_s'], '.1f')} | {number_cell(c['fg_solo_gpu_busy'], '.2f')} / "
+            f"{number_cell(c['pair_phase_s'], '.1f')} | {number_cell(c['fg_solo_steps_per_s'], '.1f')} | {number_cell(c['fg_solo_gpu_busy'], '.2f')} / "
             f"{number_cell(c['pair_gpu_busy'], '.2f')} | {number_cell(clocks['fg'], '.0f')} / {number_cell(clocks['pair'], '.0f')} | "
             f"{number_cell(c['fg_slowdown'], '.3f')} {interval_cell(c['fg_slowdown_ci'])} | "
             f"{number_cell(c['bg_progress_ratio'], '.3f')} {interval_cell(c['bg_progress_ratio_ci'])} | "
             f"{number_cell(c['concurrency_efficiency'], '.3f')} {interval_cell(c['concurrency_efficiency_ci'])} | "
-            f"{c['verdict'] or c['failure'] or '-'} |")
-    found = summary["faster_together"]
-    lines += ["", "Foregrounds that stepped faster beside their companion, beyond the interval: "
-              + (", ".join(c.split("-")[0] for c in found) if found else "none") + "."]
+            f"{_reads(c)} |")
+    lines += ["", f"Foregrounds that stepped faster beside their companion, beyond the interval: {_ids(summary['faster_together'])}.",
+              f"Backgrounds that stepped faster beside the foreground, beyond the interval: {_ids(summary['background_faster'])}."]
     return "\n".join(lines) + "\n"
+
+
+def _reads(case: dict[str, Any]) -> str:
+    if case["verdict"] is None:
+        return case["failure"] or "-"
+    return f"{case['verdict']}; {case['bg_verdict'] or '-'}"
+
+
+def _ids(case_ids: list[str]) -> str:
+    return ", ".join(c.split("-")[0] for c in case_ids) if case_ids else "none"

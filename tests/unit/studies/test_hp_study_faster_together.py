@@ -7,7 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.helpers import DATA
 
-from pytest_gpu_pairs.studies.collates.hp_study_faster_together import phase_clocks, summarize, table, verdict
+from pytest_gpu_pairs.studies.collates.hp_study_faster_together import (
+    pace_verdict,
+    pair_phase_s,
+    phase_clocks,
+    summarize,
+    table,
+    verdict,
+)
 
 
 @given(st.floats(0.1, 3.0), st.floats(0.0, 1.0))
@@ -17,9 +24,23 @@ def test_the_verdict_follows_the_interval_alone(low, width):
     assert said == ("faster" if high < 1 else "slower" if low > 1 else "no change")
 
 
+@given(st.floats(0.1, 3.0), st.floats(0.0, 1.0))
+def test_a_progress_interval_wholly_above_1_reads_as_faster(low, width):
+    high = low + width
+    assert pace_verdict([low, high]) == ("faster" if low > 1 else "slower" if high < 1 else "no change")
+
+
 @pytest.mark.parametrize("ci", [None, [], [0.9], [None, 0.95], "0.9,0.95", [False, True]])
 def test_an_interval_that_is_not_two_numbers_reads_as_nothing(ci):
-    assert verdict(ci) is None
+    assert verdict(ci) is None and pace_verdict(ci) is None
+
+
+def test_the_pair_phase_length_is_the_mean_over_the_rounds_pair_phases_alone():
+    record = {"rounds": [{"phases": [{"name": "fg", "start": 0.0, "end": 9.0}, {"name": "pair", "start": 10.0, "end": 40.0}]},
+                         {"phases": [{"name": "pair", "start": 50.0, "end": 82.0}, {"name": "pair", "start": True, "end": 3.0}]},
+                         "not a round"]}
+    assert pair_phase_s(record) == pytest.approx(31.0)
+    assert pair_phase_s({}) is None
 
 
 def test_each_phase_kinds_clock_is_the_mean_over_the_rounds_and_unreadable_phases_are_left_out():
@@ -46,3 +67,11 @@ def test_a_results_folder_of_interleaved_cases_is_tabled_case_by_case(tmp_path):
     assert "| g01 mnist_ff + resnet20 |" in text and "none (ran on the CPU" in text
     for case in summary["cases"].values():
         assert case["verdict"] == verdict(case["fg_slowdown_ci"])
+
+
+def test_the_long_phase_variants_cases_join_the_table(tmp_path):
+    shutil.copytree(DATA / "cpu_first_run" / "session-1", tmp_path / "long-phases")
+    summary = summarize(tmp_path, tmp_path)
+    assert summary["measured"] and len(summary["cases"]) == 2
+    assert all(case["pair_phase_s"] is not None for case in summary["cases"].values())
+    assert "Backgrounds that stepped faster beside the foreground, beyond the interval: " in table(summary)
