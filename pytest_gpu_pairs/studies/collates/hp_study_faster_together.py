@@ -2,7 +2,8 @@
 each other than alone. DenseNet121 (hp01's B) beside MNIST (hp01's A), beside a keeper that keeps the
 card a little busy and the host idle, and beside a spinner that keeps one CPU busy and leaves the card
 alone; MNIST beside the spinner. Each case is measured by the default method, whose solo and pair
-phases alternate every few seconds, so a host drifting over minutes cannot read as a speed-up.
+phases alternate every half second to a few seconds, so a host drifting over minutes cannot read as a
+speed-up.
 
 - A foreground slowdown whose 95 % interval lies wholly below 1 is a speed-up beside that companion;
   one wholly above 1, a slow-down; else no change the case could tell.
@@ -10,7 +11,7 @@ phases alternate every few seconds, so a host drifting over minutes cannot read 
   the card's; each phase's mean SM clock (alone, together) says whether the card clocked differently.
 - The background's progress interval reads the same way the other way round (wholly above 1: faster).
 - The variant ``long`` (folder ``long-phases/``) measures hp01's pair with phases of about 30 s: an
-  effect that takes longer than a phase of a few seconds to set in shows there only.
+  effect that takes longer than the main variant's phases to set in shows there only.
 
     gpu-pairs study collect hp_study_faster_together --out reports/reference/hp_study/faster-together
 """
