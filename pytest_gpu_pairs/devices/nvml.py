@@ -177,6 +177,11 @@ class Gpu:
             n, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
         return optional(lambda: int(read(h))) if read is not None else None
 
+    def performance_state(self) -> Optional[int]:
+        """The card's P-state now (0 the fastest); None where NVML does not know it (its 32)."""
+        state = optional(lambda: int(self.nvml.nvmlDeviceGetPerformanceState(self.handle)))
+        return state if state is not None and 0 <= state <= 15 else None
+
     def _next_counter_update(self, limit_s: float = 0.5, poll_s: float = 0.002) -> tuple[float, Optional[float]]:
         """The time and value of the counter's next change (it advances in steps, not continuously)."""
         first = self.energy_mj()

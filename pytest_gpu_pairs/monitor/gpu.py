@@ -36,7 +36,8 @@ def read_sample(gpu: Gpu, last_seen_us: Optional[int]) -> tuple[GpuSample, Optio
         sm_clock_mhz=optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
         mem_clock_mhz=optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM))),
         power_limit_w=optional(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000),
-        clock_event_reasons=gpu.clock_event_reasons())
+        clock_event_reasons=gpu.clock_event_reasons(), pstate=gpu.performance_state(),
+        pcie_gen=optional(lambda: int(n.nvmlDeviceGetCurrPcieLinkGeneration(h))))
     sample.proc_mem_mb = dict(gpu.compute_processes())
     if last_seen_us is None:
         stamps = [stamp for _, stamp, _ in gpu.process_sm_utilization(0)]

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 DEVICE_COLUMNS = ("t", "energy_mj", "power_w", "power_instant_w", "power_avg_w", "util_pct", "mem_used_mb",
-                  "temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "clock_event_reasons")
+                  "temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "clock_event_reasons", "pstate",
+                  "pcie_gen")
 JOB_ROLES = ("fg", "bg")
 
 
@@ -30,6 +31,8 @@ class GpuSample:
     mem_clock_mhz: Optional[float] = None
     power_limit_w: Optional[float] = None
     clock_event_reasons: Optional[int] = None  # NVML's bit mask of why clocks are held down (throttling)
+    pstate: Optional[int] = None  # the card's performance state: 0 the fastest, 15 the slowest
+    pcie_gen: Optional[int] = None  # the PCIe link's current generation: an idle link may drop to a slower one
     proc_mem_mb: dict[int, Optional[float]] = field(default_factory=dict)
     proc_sm_pct: dict[int, float] = field(default_factory=dict)
     roles: dict[int, str] = field(default_factory=dict)

@@ -186,7 +186,7 @@ def round_figures(r: PhaseRound, m: InterleavedMeasurement, idle_w: Optional[flo
         efficiency_bound=metrics.group_efficiency_bound([busy[role] for role in roles]),
         **device_state(m.samples, r.start, r.end),
         phases=[{"name": p.name, "switched_t": p.switched_t, "start": p.start, "end": p.end,
-                 "sm_clock_mhz": mean_sm_clock(m.samples, p)} for p in r.phases],
+                 "sm_clock_mhz": mean_sm_clock(m.samples, p), **link_state(m.samples, p)} for p in r.phases],
         jobs=jobs,
     ).keys_set()
 
@@ -235,6 +235,17 @@ def mean_sm_clock(samples: Sequence[GpuSample], phase: Phase) -> Optional[float]
     last = bisect.bisect_right(samples, phase.end, key=_sample_time)
     values = [s.sm_clock_mhz for s in samples[first:last] if s.sm_clock_mhz is not None]
     return sum(values) / len(values) if values else None
+
+
+def link_state(samples: Sequence[GpuSample], phase: Phase) -> dict[str, Optional[int]]:
+    """The slowest performance state and PCIe link generation the card was seen in inside a phase:
+    a card or link that idles down while a light job runs alone, and stays up beside another, would
+    make that job step faster together."""
+    first = bisect.bisect_left(samples, phase.start, key=_sample_time)
+    last = bisect.bisect_right(samples, phase.end, key=_sample_time)
+    states = [s.pstate for s in samples[first:last] if s.pstate is not None]
+    gens = [s.pcie_gen for s in samples[first:last] if s.pcie_gen is not None]
+    return {"pstate_max": max(states) if states else None, "pcie_gen_min": min(gens) if gens else None}
 
 
 def gpu_busy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[float]:

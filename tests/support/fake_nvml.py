@@ -58,7 +58,7 @@ class FakeNvml:
                  processes: Sequence[FakeProcess] = (), total_mb: float = 81559.0, reserved_mb: float = 500.0,
                  counter_period_s: float = 0.0, util_period_s: float = 0.1, energy_start_mj: float = 5e9,
                  fields_supported: bool = True, process_util_supported: bool = True, name: str = "Fake H100",
-                 stamp_base: Optional[float] = None, count: int = 1):
+                 stamp_base: Optional[float] = None, count: int = 1, pstate_unknown: bool = False):
         """``power``: (from time, watts) segments, times relative to the clock's start; ``stamp_base``:
         the time (s) that per-process timestamps count from at the start (the wall clock by default)."""
         self.clock, self.t0 = clock, clock()
@@ -69,6 +69,7 @@ class FakeNvml:
         self.energy_start_mj = energy_start_mj
         self.fields_supported, self.process_util_supported = fields_supported, process_util_supported
         self.name = name
+        self.pstate_unknown = pstate_unknown
         self.stamp_base = self.t0 if stamp_base is None else stamp_base
         self.count = count  # GPUs seen; the script drives all of them alike, each with its own UUID
 
@@ -152,6 +153,15 @@ class FakeNvml:
 
     def nvmlDeviceGetClockInfo(self, handle, clock):
         return 1980
+
+    def nvmlDeviceGetPerformanceState(self, handle):
+        """P0 while any process computes, P8 when none does; 32 (unknown) where the script says so."""
+        if self.pstate_unknown:
+            return 32
+        return 0 if any(p.sm_pct > 0 for p in self.alive(self.rel())) else 8
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):
+        return 5 if any(p.sm_pct > 0 for p in self.alive(self.rel())) else 1
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return [SimpleNamespace(pid=p.pid, usedGpuMemory=None if p.mem_mb is None else int(p.mem_mb * MB))

@@ -10,6 +10,8 @@ speed-up.
 - Beside the spinner a speed-up is the host's (the card is left to the foreground), beside the keeper
   the card's; each phase's mean SM clock (alone, together) says whether the card clocked differently.
 - The background's progress interval reads the same way the other way round (wholly above 1: faster).
+- Each phase's slowest P-state and lowest PCIe link generation (alone, together) say whether the card
+  or its link idled down beside one light job (records from before they were read show "-").
 - The variant ``long`` (folder ``long-phases/``) measures hp01's pair with phases of about 30 s: an
   effect that takes longer than the main variant's phases to set in shows there only.
 
@@ -70,13 +72,31 @@ def phase_clocks(record: Record) -> dict[str, Optional[float]]:
     return {name: statistics.fmean(by_name[name]) if by_name.get(name) else None for name in ("fg", "bg", "pair")}
 
 
+def link_states(record: Record) -> dict[str, dict[str, Optional[int]]]:
+    """The slowest P-state and lowest PCIe link generation seen in the solo phases and in the pair
+    phases: a card or link that idles down beside one light job would show here."""
+    seen: dict[str, dict[str, list[int]]] = {"alone": {"pstate": [], "pcie_gen": []},
+                                             "together": {"pstate": [], "pcie_gen": []}}
+    for one in record.get("rounds") or []:
+        for phase in (one.get("phases") if isinstance(one, dict) else None) or []:
+            if not isinstance(phase, dict):
+                continue
+            kind = seen["together" if phase.get("name") == "pair" else "alone"]
+            for key, field in (("pstate", "pstate_max"), ("pcie_gen", "pcie_gen_min")):
+                value = phase.get(field)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    kind[key].append(value)
+    return {kind: {"pstate": max(v["pstate"]) if v["pstate"] else None,
+                   "pcie_gen": min(v["pcie_gen"]) if v["pcie_gen"] else None} for kind, v in seen.items()}
+
+
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
     runs = [load_run(folder / name) for name in RESULTS if (folder / name).is_dir()]
     if not runs:
         return {"measured": False,
                 "why": f"no results folder {RESULTS[0]}/ yet: run `gpu-pairs study run hp_study_faster_together` on a GPU"}
     cases = {case_id: {**{key: record.get(key) for key in FIGURES}, "sm_clock_mhz": phase_clocks(record),
-                       "pair_phase_s": pair_phase_s(record), "verdict": verdict(record.get("fg_slowdown_ci")),
+                       "link": link_states(record), "pair_phase_s": pair_phase_s(record), "verdict": verdict(record.get("fg_slowdown_ci")),
                        "bg_verdict": pace_verdict(record.get("bg_progress_ratio_ci"))}
              for run in runs for case_id, record in sorted(run.records.items())}
     return {"measured": True, "gpu": card_of(runs[0].machine), "cases": cases,
@@ -90,14 +110,16 @@ def table(summary: dict[str, Any]) -> str:
         return "\n".join([*lines, f"Not measured yet: {summary['why']}."]) + "\n"
     lines += [f"GPU: {summary['gpu'] or 'none (ran on the CPU: no clocks, no card figures)'}", "",
               "| case | rounds | pair phase s | fg alone steps/s | fg busy alone / pair busy | SM MHz fg alone / together | "
+              "P-state, PCIe gen alone / together | "
               "`fg_slowdown` [95 %] | bg progress [95 %] | efficiency [95 %] | reads (fg; bg) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for case_id, c in summary["cases"].items():
         clocks = c["sm_clock_mhz"]
         lines.append(
             f"| {case_id.split('-')[0]} {c['fg_model']} + {c['bg_model']} | {number_cell(c['n_rounds'], 'd')} | "
             f"{number_cell(c['pair_phase_s'], '.1f')} | {number_cell(c['fg_solo_steps_per_s'], '.1f')} | {number_cell(c['fg_solo_gpu_busy'], '.2f')} / "
             f"{number_cell(c['pair_gpu_busy'], '.2f')} | {number_cell(clocks['fg'], '.0f')} / {number_cell(clocks['pair'], '.0f')} | "
+            f"{_link_cell(c['link'])} | "
             f"{number_cell(c['fg_slowdown'], '.3f')} {interval_cell(c['fg_slowdown_ci'])} | "
             f"{number_cell(c['bg_progress_ratio'], '.3f')} {interval_cell(c['bg_progress_ratio_ci'])} | "
             f"{number_cell(c['concurrency_efficiency'], '.3f')} {interval_cell(c['concurrency_efficiency_ci'])} | "
@@ -115,3 +137,12 @@ def _reads(case: dict[str, Any]) -> str:
 
 def _ids(case_ids: list[str]) -> str:
     return ", ".join(c.split("-")[0] for c in case_ids) if case_ids else "none"
+
+
+def _link_cell(link: dict[str, dict[str, Optional[int]]]) -> str:
+    def one(state: dict[str, Optional[int]]) -> str:
+        return (f"P{state['pstate'] if state['pstate'] is not None else '-'}, "
+                f"Gen{state['pcie_gen'] if state['pcie_gen'] is not None else '-'}")
+    if all(v is None for state in link.values() for v in state.values()):
+        return "-"
+    return f"{one(link['alone'])} / {one(link['together'])}"

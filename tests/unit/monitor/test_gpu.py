@@ -81,6 +81,16 @@ def test_sampler_records_every_field_and_each_process_with_its_role():
     assert s.proc_sm_pct == {FG: 60.0, BG: 30.0}
     assert s.roles == {FG: "fg", BG: "bg", OTHER: "other", BALLAST: "ballast"}
     assert sum(1 for x in samples if x.has_sm_data) >= 25  # one driver sample per 0.1 s, none lost or repeated
+    assert (s.pstate, s.pcie_gen) == (0, 5)
+
+
+def test_an_idle_card_reads_its_slower_state_and_link_and_an_unknown_state_is_none():
+    clock = FakeClock()
+    _, idle = sample_timeline(FakeNvml(clock), clock, 1.0)
+    assert {(s.pstate, s.pcie_gen) for s in idle} == {(8, 1)}
+    clock = FakeClock()
+    _, unknown = sample_timeline(FakeNvml(clock, pstate_unknown=True), clock, 1.0)
+    assert {s.pstate for s in unknown} == {None}
 
 
 def test_samples_are_saved_per_case_with_roles(tmp_path):
@@ -89,7 +99,7 @@ def test_samples_are_saved_per_case_with_roles(tmp_path):
     device, process = save_samples(samples, tmp_path)
     header = device.read_text().splitlines()[0]
     assert header == ("t,energy_mj,power_w,power_instant_w,power_avg_w,util_pct,mem_used_mb,temp_c,sm_clock_mhz,"
-                      "mem_clock_mhz,power_limit_w,clock_event_reasons")
+                      "mem_clock_mhz,power_limit_w,clock_event_reasons,pstate,pcie_gen")
     rows = process.read_text().splitlines()
     assert rows[0] == "t,pid,role,mem_mb,sm_pct" and any(f",{BALLAST},ballast," in r for r in rows)
 

@@ -207,3 +207,21 @@ def test_each_phase_states_the_cards_mean_sm_clock_inside_its_measured_window():
     assert clocks["pair"] == pytest.approx(1980.0)
     unclocked = round_figures(measurement().rounds[0], measurement(), IDLE_W)
     assert all(p["sm_clock_mhz"] is None for p in unclocked["phases"])
+
+
+def test_each_phase_states_the_slowest_card_state_and_pcie_link_it_was_seen_in():
+    """A link that drops to a slower generation while one light job runs alone, and holds while two
+    run: the solo phases say so, the pair phase does not."""
+    m = measurement()
+    solo = {p.name: p for p in m.rounds[0].phases}
+
+    def inside_solo(t):
+        return any(solo[name].start <= t <= solo[name].end for name in ("fg", "bg"))
+
+    samples = tuple(GpuSample(t=s.t, energy_mj=s.energy_mj, pstate=2 if inside_solo(s.t) else 0,
+                              pcie_gen=3 if inside_solo(s.t) else 5) for s in m.samples)
+    r = round_figures(m.rounds[0], InterleavedMeasurement(m.fg, m.bg, m.rounds, samples, m.warmup), IDLE_W)
+    states = {p["name"]: (p["pstate_max"], p["pcie_gen_min"]) for p in r["phases"]}
+    assert states == {"fg": (2, 3), "bg": (2, 3), "pair": (0, 5)}
+    unread = round_figures(measurement().rounds[0], measurement(), IDLE_W)
+    assert all(p["pstate_max"] is None and p["pcie_gen_min"] is None for p in unread["phases"])

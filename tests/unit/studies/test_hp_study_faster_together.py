@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from support.helpers import DATA
 
 from pytest_gpu_pairs.studies.collates.hp_study_faster_together import (
+    link_states,
     pace_verdict,
     pair_phase_s,
     phase_clocks,
@@ -75,3 +76,13 @@ def test_the_long_phase_variants_cases_join_the_table(tmp_path):
     assert summary["measured"] and len(summary["cases"]) == 2
     assert all(case["pair_phase_s"] is not None for case in summary["cases"].values())
     assert "Backgrounds that stepped faster beside the foreground, beyond the interval: " in table(summary)
+
+
+def test_the_slowest_state_and_link_alone_and_together_are_read_from_the_phases():
+    record = {"rounds": [{"phases": [{"name": "fg", "pstate_max": 2, "pcie_gen_min": 3},
+                                     {"name": "bg", "pstate_max": 0, "pcie_gen_min": 5},
+                                     {"name": "pair", "pstate_max": 0, "pcie_gen_min": 5}]},
+                         {"phases": [{"name": "pair", "pstate_max": True, "pcie_gen_min": None}, "not a phase"]}]}
+    assert link_states(record) == {"alone": {"pstate": 2, "pcie_gen": 3}, "together": {"pstate": 0, "pcie_gen": 5}}
+    assert link_states({}) == {"alone": {"pstate": None, "pcie_gen": None},
+                               "together": {"pstate": None, "pcie_gen": None}}
