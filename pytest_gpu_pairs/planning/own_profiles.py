@@ -179,8 +179,9 @@ def read_own_profiles(out_dir: Optional[Path]) -> OwnProfiles:
     return OwnProfiles(tuple(read_profile(p) for p in paths), tuple(str(p) for p in paths))
 
 
-class NoProfilesHere(ValueError):
-    """``--profiles-here`` where the folders hold no GPU profile: one line saying how to make them."""
+class ProfilesHereError(ValueError):
+    """``--profiles-here`` that cannot be used (no GPU profile in the folders, or ``--profiles`` too):
+    one line saying what to do."""
 
 
 def profiles_here(folders: Sequence[Path], device: str = "cuda") -> Profiles:
@@ -191,6 +192,6 @@ def profiles_here(folders: Sequence[Path], device: str = "cuda") -> Profiles:
              and (session := read_session(folder)) is not None]
     here = measured_here(own, device, cards)
     if here is None:
-        raise NoProfilesHere(f"--profiles-here: no {device} profile in the _profiles/ of {', '.join(map(str, folders))} "
+        raise ProfilesHereError(f"--profiles-here: no {device} profile in the _profiles/ of {', '.join(map(str, folders))} "
                              f"(gpu-pairs profile SETTINGS --device {device} --out <results folder> stores them there)")
     return here

@@ -33,7 +33,13 @@ from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
 from pytest_gpu_pairs.planning.memory import WholeRun
 from pytest_gpu_pairs.planning.model import MECHANISMS
-from pytest_gpu_pairs.planning.own_profiles import OwnProfiles, profiles_here, read_own_profiles, with_own
+from pytest_gpu_pairs.planning.own_profiles import (
+    OwnProfiles,
+    ProfilesHereError,
+    profiles_here,
+    read_own_profiles,
+    with_own,
+)
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis, plan_pairs
 from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
@@ -237,14 +243,14 @@ def whole_runs(results: Sequence[Path]) -> dict[tuple[str, float], WholeRun]:
     return found
 
 
-def planning_table(args: argparse.Namespace, folders: Sequence[Path]) -> Profiles:
+def planning_table(args: argparse.Namespace, folders: Sequence[Path], device: str = "cuda") -> Profiles:
     """The package's H100 table (or ``--profiles``), or with ``--profiles-here`` the profiles measured
-    in ``folders``: a plan for the card they were measured on."""
+    on ``device`` in ``folders``: a plan, or a validation, for the card they were measured on."""
     if not args.profiles_here:
         return read_profiles(Path(args.profiles) if args.profiles else None)
     if args.profiles:
-        raise ValueError("give --profiles or --profiles-here, not both")
-    return profiles_here(folders, args.device)
+        raise ProfilesHereError("give --profiles or --profiles-here, not both")
+    return profiles_here(folders, device)
 
 
 def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own: OwnProfiles,
@@ -323,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
         earlier = earlier_results(results, options.scale, args.device)
         profiled_in = Path(args.out).absolute() if args.out else options.out_dir
         own = read_own_profiles(profiled_in)
-        solo_table = planning_table(args, [profiled_in, *(f for f in folders if f != profiled_in)])
+        solo_table = planning_table(args, [profiled_in, *(f for f in folders if f != profiled_in)], args.device)
         pairs = plan_for_pairs(cases, args, folders, own, solo_table) if cases else {}
         rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:

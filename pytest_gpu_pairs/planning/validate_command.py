@@ -17,10 +17,9 @@ from typing import Any, Optional
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import read_measured
-from pytest_gpu_pairs.planning.own_profiles import NoProfilesHere, profiles_here
-from pytest_gpu_pairs.planning.plan import card_size_mb, with_reference
+from pytest_gpu_pairs.planning.own_profiles import ProfilesHereError
+from pytest_gpu_pairs.planning.plan import card_size_mb, planning_table, with_reference
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis
-from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
 from pytest_gpu_pairs.planning.validate import validate
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, json_text
 
@@ -121,27 +120,11 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class UsageError(ValueError):
-    """Options that cannot go together, or name nothing to use: one line."""
-
-
-def _profiles(args: argparse.Namespace) -> Profiles:
-    """The package's table (or ``--profiles``), or with ``--profiles-here`` the results folders' own."""
-    if not args.profiles_here:
-        return read_profiles(Path(args.profiles) if args.profiles else None)
-    if args.profiles:
-        raise UsageError("give --profiles or --profiles-here, not both")
-    try:
-        return profiles_here([Path(r) for r in args.results])
-    except NoProfilesHere as exc:
-        raise UsageError(str(exc)) from None
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        profiles = _profiles(args)
+        profiles = planning_table(args, [Path(r) for r in args.results])
         measured, reference = with_reference(read_measured([Path(r) for r in args.results]), profiles, args.reference)
-    except (SettingsError, StoreError, UsageError) as exc:
+    except (SettingsError, StoreError, ProfilesHereError) as exc:
         print(f"error: {exc}")
         return 2
     planner = Planner(profiles, measured)

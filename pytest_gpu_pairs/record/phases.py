@@ -69,6 +69,16 @@ def _sample_time(sample: GpuSample) -> float:
     return sample.t
 
 
+def _within(samples: Sequence[GpuSample], start: float, end: float) -> Sequence[GpuSample]:
+    """The samples read from ``start`` to ``end`` (samples are in time order)."""
+    return samples[bisect.bisect_left(samples, start, key=_sample_time):bisect.bisect_right(samples, end, key=_sample_time)]
+
+
+def _mean(values) -> Optional[float]:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
 def rate(progress: Progress, phase: Optional[Phase], usual_gap_s: Optional[float] = None) -> Optional[float]:
     """Steps per second from the job's reports inside the phase's window: first to last report,
     so a job paused before the window or after it adds no stopped time. With the job's usual time
@@ -231,20 +241,16 @@ def _per_step(counter: EnergyCounter, phase: Phase, job_rate: Optional[float],
 def mean_sm_clock(samples: Sequence[GpuSample], phase: Phase) -> Optional[float]:
     """The card's mean SM clock inside a phase's measured window: a job alone and the pair may run
     at different clocks, which would explain a job stepping faster beside another than alone."""
-    first = bisect.bisect_left(samples, phase.start, key=_sample_time)
-    last = bisect.bisect_right(samples, phase.end, key=_sample_time)
-    values = [s.sm_clock_mhz for s in samples[first:last] if s.sm_clock_mhz is not None]
-    return sum(values) / len(values) if values else None
+    return _mean(s.sm_clock_mhz for s in _within(samples, phase.start, phase.end))
 
 
 def link_state(samples: Sequence[GpuSample], phase: Phase) -> dict[str, Optional[int]]:
     """The slowest performance state and PCIe link generation the card was seen in inside a phase:
     a card or link that idles down while a light job runs alone, and stays up beside another, would
     make that job step faster together."""
-    first = bisect.bisect_left(samples, phase.start, key=_sample_time)
-    last = bisect.bisect_right(samples, phase.end, key=_sample_time)
-    states = [s.pstate for s in samples[first:last] if s.pstate is not None]
-    gens = [s.pcie_gen for s in samples[first:last] if s.pcie_gen is not None]
+    inside = _within(samples, phase.start, phase.end)
+    states = [s.pstate for s in inside if s.pstate is not None]
+    gens = [s.pcie_gen for s in inside if s.pcie_gen is not None]
     return {"pstate_max": max(states) if states else None, "pcie_gen_min": min(gens) if gens else None}
 
 
@@ -254,30 +260,22 @@ def gpu_busy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[f
     product), so the first may reach into the settling time of the same phase."""
     if phase is None:
         return None
-    first = bisect.bisect_left(samples, phase.start, key=_sample_time)
-    last = bisect.bisect_right(samples, phase.end, key=_sample_time)
-    values = [s.util_pct for s in samples[first:last] if s.util_pct is not None]
-    return sum(values) / len(values) / 100.0 if values else None
+    busy = _mean(s.util_pct for s in _within(samples, phase.start, phase.end))
+    return busy / 100.0 if busy is not None else None
 
 
 def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict[str, Any]:
     """Clocks, power limit, temperature and clock-event reasons over a round, so a drift between
     rounds or sessions can be explained."""
-    first, last = bisect.bisect_left(samples, start, key=_sample_time), bisect.bisect_right(samples, end, key=_sample_time)
-    inside = samples[first:last]
-
-    def mean(values):
-        xs = [v for v in values if v is not None]
-        return sum(xs) / len(xs) if xs else None
-
+    inside = _within(samples, start, end)
     reasons = 0
     readable = False
     for s in inside:
         if s.clock_event_reasons is not None:
             readable, reasons = True, reasons | s.clock_event_reasons
     temps = [s.temp_c for s in inside if s.temp_c is not None]
-    return {"sm_clock_mhz": mean(s.sm_clock_mhz for s in inside), "mem_clock_mhz": mean(s.mem_clock_mhz for s in inside),
-            "power_limit_w": mean(s.power_limit_w for s in inside), "gpu_temp_max_c": max(temps) if temps else None,
+    return {"sm_clock_mhz": _mean(s.sm_clock_mhz for s in inside), "mem_clock_mhz": _mean(s.mem_clock_mhz for s in inside),
+            "power_limit_w": _mean(s.power_limit_w for s in inside), "gpu_temp_max_c": max(temps) if temps else None,
             "clock_event_reasons": clock_event_names(reasons if readable else None)}
 
 

@@ -20,6 +20,7 @@ speed-up.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
@@ -54,21 +55,30 @@ def pace_verdict(ci: Any) -> Optional[str]:
 
 def pair_phase_s(record: Record) -> Optional[float]:
     """How long the pair phases lasted on average: the base ``phase_s`` grows to the steps a job takes."""
-    spans = [phase["end"] - phase["start"] for one in record.get("rounds") or [] if isinstance(one, dict)
-             for phase in one.get("phases") or [] if isinstance(phase, dict) and phase.get("name") == "pair"
-             and all(isinstance(phase.get(k), (int, float)) and not isinstance(phase.get(k), bool) for k in ("start", "end"))]
+    spans = [phase["end"] - phase["start"] for phase in _phases(record)
+             if phase.get("name") == "pair" and _number(phase.get("start")) and _number(phase.get("end"))]
     return statistics.fmean(spans) if spans else None
+
+
+def _phases(record: Record) -> Iterator[dict[str, Any]]:
+    """Every readable phase of every round (records on disk are read as they are)."""
+    for one in record.get("rounds") or []:
+        for phase in (one.get("phases") if isinstance(one, dict) else None) or []:
+            if isinstance(phase, dict):
+                yield phase
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def phase_clocks(record: Record) -> dict[str, Optional[float]]:
     """The mean SM clock over every round's phases of each kind: the foreground alone, the
     background alone, both together."""
     by_name: dict[str, list[float]] = {}
-    for one in record.get("rounds") or []:
-        for phase in (one.get("phases") if isinstance(one, dict) else None) or []:
-            mhz = phase.get("sm_clock_mhz") if isinstance(phase, dict) else None
-            if isinstance(mhz, (int, float)) and not isinstance(mhz, bool):
-                by_name.setdefault(str(phase.get("name")), []).append(float(mhz))
+    for phase in _phases(record):
+        if _number(phase.get("sm_clock_mhz")):
+            by_name.setdefault(str(phase.get("name")), []).append(float(phase["sm_clock_mhz"]))
     return {name: statistics.fmean(by_name[name]) if by_name.get(name) else None for name in ("fg", "bg", "pair")}
 
 
@@ -77,15 +87,12 @@ def link_states(record: Record) -> dict[str, dict[str, Optional[int]]]:
     phases: a card or link that idles down beside one light job would show here."""
     seen: dict[str, dict[str, list[int]]] = {"alone": {"pstate": [], "pcie_gen": []},
                                              "together": {"pstate": [], "pcie_gen": []}}
-    for one in record.get("rounds") or []:
-        for phase in (one.get("phases") if isinstance(one, dict) else None) or []:
-            if not isinstance(phase, dict):
-                continue
-            kind = seen["together" if phase.get("name") == "pair" else "alone"]
-            for key, field in (("pstate", "pstate_max"), ("pcie_gen", "pcie_gen_min")):
-                value = phase.get(field)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    kind[key].append(value)
+    for phase in _phases(record):
+        kind = seen["together" if phase.get("name") == "pair" else "alone"]
+        for key, field in (("pstate", "pstate_max"), ("pcie_gen", "pcie_gen_min")):
+            value = phase.get(field)
+            if isinstance(value, int) and not isinstance(value, bool):
+                kind[key].append(value)
     return {kind: {"pstate": max(v["pstate"]) if v["pstate"] else None,
                    "pcie_gen": min(v["pcie_gen"]) if v["pcie_gen"] else None} for kind, v in seen.items()}
 
