@@ -74,11 +74,6 @@ def _within(samples: Sequence[GpuSample], start: float, end: float) -> Sequence[
     return samples[bisect.bisect_left(samples, start, key=_sample_time):bisect.bisect_right(samples, end, key=_sample_time)]
 
 
-def _mean(values) -> Optional[float]:
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known else None
-
-
 def rate(progress: Progress, phase: Optional[Phase], usual_gap_s: Optional[float] = None) -> Optional[float]:
     """Steps per second from the job's reports inside the phase's window: first to last report,
     so a job paused before the window or after it adds no stopped time. With the job's usual time
@@ -241,7 +236,7 @@ def _per_step(counter: EnergyCounter, phase: Phase, job_rate: Optional[float],
 def mean_sm_clock(samples: Sequence[GpuSample], phase: Phase) -> Optional[float]:
     """The card's mean SM clock inside a phase's measured window: a job alone and the pair may run
     at different clocks, which would explain a job stepping faster beside another than alone."""
-    return _mean(s.sm_clock_mhz for s in _within(samples, phase.start, phase.end))
+    return metrics.measured_mean(s.sm_clock_mhz for s in _within(samples, phase.start, phase.end))
 
 
 def link_state(samples: Sequence[GpuSample], phase: Phase) -> dict[str, Optional[int]]:
@@ -260,7 +255,7 @@ def gpu_busy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[f
     product), so the first may reach into the settling time of the same phase."""
     if phase is None:
         return None
-    busy = _mean(s.util_pct for s in _within(samples, phase.start, phase.end))
+    busy = metrics.measured_mean(s.util_pct for s in _within(samples, phase.start, phase.end))
     return busy / 100.0 if busy is not None else None
 
 
@@ -274,8 +269,8 @@ def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict
         if s.clock_event_reasons is not None:
             readable, reasons = True, reasons | s.clock_event_reasons
     temps = [s.temp_c for s in inside if s.temp_c is not None]
-    return {"sm_clock_mhz": _mean(s.sm_clock_mhz for s in inside), "mem_clock_mhz": _mean(s.mem_clock_mhz for s in inside),
-            "power_limit_w": _mean(s.power_limit_w for s in inside), "gpu_temp_max_c": max(temps) if temps else None,
+    return {"sm_clock_mhz": metrics.measured_mean(s.sm_clock_mhz for s in inside), "mem_clock_mhz": metrics.measured_mean(s.mem_clock_mhz for s in inside),
+            "power_limit_w": metrics.measured_mean(s.power_limit_w for s in inside), "gpu_temp_max_c": max(temps) if temps else None,
             "clock_event_reasons": clock_event_names(reasons if readable else None)}
 
 
