@@ -3,7 +3,7 @@
 For every pair of the selected cases (``planning``): the groups that select it (``-k g10``), its
 fit on a card of N MB with a margin, its predicted concurrency efficiency with an interval, the
 energy it saves, the mechanism to use and its rank, each saying whether it rests on a measured pair
-or on solo profiles only. The model learns from the H100 reference pairs the package carries and
+or on solo profiles only. The model learns from the reference pairs the package carries for the card and
 from the measured pairs of every ``--results`` folder (which replace the reference's where both
 measured a pair). A workload the package's profiles do not know (a user's command workload) is
 taken from the profiles ``gpu-pairs profile`` stored in a results folder (``--out``, else the first
@@ -14,7 +14,8 @@ first (``planning.schedule``), as the xdist workers take them: the predicted mak
 held (every GPU is paid until the last case ends), the idle GPU time at the tail, the speedup over
 one GPU, and, where earlier results of the cases say how much memory they took, the memory headroom
 of the tightest GPU. Each GPU is a session of its own, so a solo baseline needed on two GPUs is
-measured, and charged, on both. Nothing runs and no device is opened.
+measured, and charged, on both. Nothing runs; of the device only its model is read (NVML), to
+choose the package's table of that card (``planning.cards``).
 """
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError
 from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
 from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning.cards import card_for_gpu, chosen_card
 from pytest_gpu_pairs.planning.estimate import case_costs, clock, earlier_results, standalone
 from pytest_gpu_pairs.planning.fit import CONFIDENCE
-from pytest_gpu_pairs.planning.measured import Measured, read_measured, read_reference
+from pytest_gpu_pairs.planning.measured import Measured, read_measured
 from pytest_gpu_pairs.planning.memory import WholeRun
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.own_profiles import (
@@ -78,13 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the card the pairs are planned for (default: the profiled card's memory)")
     parser.add_argument("--sharing", type=sharing_modes, default=MECHANISMS, metavar="MODES",
                         help="mechanisms to predict and choose from: timeslice, mps or timeslice,mps (default)")
-    parser.add_argument("--profiles", default=None, metavar="FILE",
-                        help="solo workload profiles (default: the H100 profiles the package carries)")
-    parser.add_argument("--profiles-here", action="store_true",
-                        help="the solo profiles `gpu-pairs profile` stored in --out and the --results folders, in "
-                             "place of the package's H100 table: the plan made for the GPU they were measured on (its "
-                             "memory, idle power and power limit from those folders' session.json; the H100 "
-                             "reference pairs then stay out)")
+    add_table_arguments(parser)
     parser.add_argument("--gpus", type=_gpu_counts, default=None, metavar="G,...",
                         help=f"also predict makespan and GPU-hours on these GPU counts (e.g. {DEFAULT_GPUS})")
     parser.add_argument("-k", dest="keyword", default=None, metavar="EXPR",
@@ -97,13 +93,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="the results folder whose profiles (gpu-pairs profile) the plan uses "
                              "(default: the first --results, else gpu-pairs-results)")
-    parser.add_argument("--no-reference", dest="reference", action="store_false",
-                        help="leave out the H100 reference pairs the package carries: learn only from --results")
     parser.add_argument("--method", choices=METHODS, default=None,
                         help="as --gpu-pairs-method: how the concurrent cases would be measured")
     parser.add_argument("--max-case-s", type=float, default=None, metavar="S",
                         help="as --gpu-pairs-max-case-s: the device-time cap of an interleaved case")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the solo profiles and reference pairs: plan's and plan-validate's."""
+    parser.add_argument("--card", default=None, metavar="NAME",
+                        help="plan with the table the package carries for this GPU model (NVIDIA H100 80GB HBM3 or "
+                             "NVIDIA H200; a part of the name will do; default: the GPU found here, else the H100)")
+    parser.add_argument("--profiles", default=None, metavar="FILE",
+                        help="solo workload profiles of your own card in place of the package's table")
+    parser.add_argument("--profiles-here", action="store_true",
+                        help="the solo profiles `gpu-pairs profile` stored in --out and the --results folders, in "
+                             "place of the package's table: the plan made for the GPU they were measured on (its "
+                             "memory, idle power and power limit from those folders' session.json; the package's "
+                             "reference pairs then stay out)")
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="leave out the reference pairs the package carries for the card: learn only from --results")
 
 
 def select(case_ids: Sequence[str], keyword: Optional[str]) -> list[str]:
@@ -217,14 +227,19 @@ def _pairs_of(cases) -> dict[tuple[str, ...], list]:
 
 
 def with_reference(measured: Measured, profiles, wanted: bool) -> tuple[Measured, Optional[str]]:
-    """The measured pairs over the package's H100 reference, where the profiles are of the card
-    the reference was measured on (its corrections are residuals against those profiles)."""
-    if not wanted:
+    """The measured pairs over the reference pairs the package carries for the card the profiles
+    are of (its corrections are residuals against that card's profiles)."""
+    card = card_for_gpu(profiles.device_name)
+    if not wanted or card is None:
         return measured, None
-    reference = read_reference()
-    if profiles.device_name != reference.device:
-        return measured, None
+    reference = card.pairs()
     return measured.over(reference.measured), reference.source
+
+
+def reference_wanted(args: argparse.Namespace) -> bool:
+    """The package's reference pairs, unless left out or the profiles are the user's own (measured
+    here: the reference's corrections are residuals against the package's table)."""
+    return getattr(args, "reference", True) and not getattr(args, "profiles_here", False)
 
 
 def whole_runs(results: Sequence[Path]) -> dict[tuple[str, float], WholeRun]:
@@ -243,20 +258,28 @@ def whole_runs(results: Sequence[Path]) -> dict[tuple[str, float], WholeRun]:
     return found
 
 
-def planning_table(args: argparse.Namespace, folders: Sequence[Path], device: str = "cuda") -> Profiles:
-    """The package's H100 table (or ``--profiles``), or with ``--profiles-here`` the profiles measured
-    on ``device`` in ``folders``: a plan, or a validation, for the card they were measured on."""
-    if not args.profiles_here:
-        return read_profiles(Path(args.profiles) if args.profiles else None)
+def planning_table(args: argparse.Namespace, folders: Sequence[Path], device: str = "cuda",
+                   detect: bool = True) -> tuple[Profiles, Optional[str]]:
+    """The table the plan judges by, and a note where it is not of the GPU found here: ``--profiles``,
+    with ``--profiles-here`` the profiles measured on ``device`` in ``folders`` (a plan, or a
+    validation, for the card they were measured on), else the package's table of ``--card`` or, with
+    ``detect``, of the GPU here (else the H100's)."""
+    chosen = [name for name, given in (("--card", args.card), ("--profiles", args.profiles),
+                                       ("--profiles-here", args.profiles_here)) if given]
+    if len(chosen) > 1:
+        raise ProfilesHereError(f"give one of --card, --profiles and --profiles-here, not {' and '.join(chosen)}")
     if args.profiles:
-        raise ProfilesHereError("give --profiles or --profiles-here, not both")
-    return profiles_here(folders, device)
+        return read_profiles(Path(args.profiles)), None
+    if args.profiles_here:
+        return profiles_here(folders, device), None
+    card, note = chosen_card(args.card, device if detect else "cpu")
+    return card.table(), note
 
 
 def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own: OwnProfiles,
-                   table: Profiles) -> dict[str, Any]:
+                   table: Profiles, card_note: Optional[str] = None) -> dict[str, Any]:
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
-    measured, reference = with_reference(read_measured(results), table, getattr(args, "reference", True))
+    measured, reference = with_reference(read_measured(results), table, reference_wanted(args))
     profiles, here = with_own(table, own, args.device)
     planner = Planner(profiles, measured, here, whole_runs(results))
     card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
@@ -270,6 +293,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own
              "measured_pairs": {m: planner.measured_count(m) for m in args.sharing},
              "reference_pairs": {m: measured.reference_count(m) for m in args.sharing},
              "reference": reference,
+             "card_note": card_note,
              "profiled_here": sorted(here),
              "other_method_records_skipped": measured.skipped,
              "efficiency_interval": interval_basis(planner)}
@@ -280,7 +304,7 @@ def _measured_text(model: dict[str, Any]) -> str:
     parts = []
     for mechanism, n in model["measured_pairs"].items():
         reference = model["reference_pairs"].get(mechanism, 0)
-        parts.append(f"{n} {mechanism}" + (f" ({reference} of them the package's H100 reference)" if reference else ""))
+        parts.append(f"{n} {mechanism}" + (f" ({reference} of them the package's reference)" if reference else ""))
     return ", ".join(parts)
 
 
@@ -291,6 +315,8 @@ def _print_pairs(plan: dict[str, Any]) -> None:
     print(f"gpu-pairs plan: {len(plan['pairs'])} pair(s) on a {plan['card_mb']:.0f} MB card; solo profiles of "
           f"{model['profiled_device'] or 'an unnamed device'} ({model['profiles']}); measured pairs: {counts}"
           + (f" ({skipped} record(s) of the epoch method not used)" if skipped else ""))
+    if model["card_note"]:
+        print(f"note: {model['card_note']}")
     if model["profiled_here"]:
         print(f"profiled here (gpu-pairs profile): {', '.join(model['profiled_here'])}")
     for line in pair_table(plan["pairs"], plan["sharing"]):
@@ -329,8 +355,9 @@ def run(args: argparse.Namespace) -> int:
         earlier = earlier_results(results, options.scale, args.device)
         profiled_in = Path(args.out).absolute() if args.out else options.out_dir
         own = read_own_profiles(profiled_in)
-        solo_table = planning_table(args, [profiled_in, *(f for f in folders if f != profiled_in)], args.device)
-        pairs = plan_for_pairs(cases, args, folders, own, solo_table) if cases else {}
+        solo_table, card_note = planning_table(args, [profiled_in, *(f for f in folders if f != profiled_in)],
+                                               args.device)
+        pairs = plan_for_pairs(cases, args, folders, own, solo_table, card_note) if cases else {}
         rows, bases = _gpu_rows(cases, options, args, results, earlier, own) if args.gpus and cases else ([], Counter())
     except (SettingsError, DuplicateCaseError, OptionsError, StoreError, ValueError) as exc:
         print(f"error: {exc}")

@@ -3,7 +3,7 @@ energy saved, the mechanism to use, and a rank; each figure says what it rests o
 
 A pair measured under a mechanism is reported as measured (its mean, and its interval where the
 records have one, within the physical range), saying whether the measurement is the package's H100
-reference or the user's own. Any other pair is predicted: the base model from its solo profiles
+reference (of the card its profiles are) or the user's own. Any other pair is predicted: the base model from its solo profiles
 plus the correction learned from all measured pairs, with an interval calibrated on workloads the
 correction never saw (``fit``). MPS is
 recommended only where measured MPS pairs support it; without them the row says time-slicing,
@@ -12,12 +12,14 @@ and that MPS was not measured.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from pytest_gpu_pairs.planning import fit as learning
 from pytest_gpu_pairs.planning import memory, model
+from pytest_gpu_pairs.planning.cards import reference_name
 from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
 from pytest_gpu_pairs.planning.profiles import Profiles
 
@@ -25,7 +27,8 @@ MAX_EFFICIENCY = 2.0
 ERROR_FLOOR = 0.1  # the scale of an error where a bound pins the pair: light pairs read 1.9-2.1 across sessions and hosts
 CLEARLY_BETTER = 0.1  # efficiency by which MPS must be predicted to beat time-slicing to be recommended
 MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
-REFERENCE_NAME = "H100 reference"
+REFERENCE_NAME = "H100 reference"  # the whole-run fit figures of a table: only the H100's carries them
+REFERENCE_ORIGIN = re.compile(r"\((\w+ reference), ")
 USE_TEXT = {"timeslice": "time-slicing", "mps": "MPS"}  # what a row says to use
 
 
@@ -58,7 +61,7 @@ def efficiency_scale(value: float) -> float:
 
 
 def _measured_basis(pair: MeasuredPair) -> str:
-    origin = f"{REFERENCE_NAME}, " if pair.reference else ""
+    origin = f"{reference_name(pair.sources[0])}, " if pair.reference and pair.sources else ""
     return f"{MEASURED} ({origin}{pair.records} record(s))"
 
 
@@ -262,14 +265,15 @@ def interval_basis(planner: Planner) -> dict[str, Any]:
 
 
 def rests_on(bases: set[str], profiled_here: bool = False) -> str:
-    """The strongest thing a pair's row rests on: a measurement of its own (the user's, or the H100
-    reference's), else the solo profiles (one of them measured here by ``gpu-pairs profile``, where
+    """The strongest thing a pair's row rests on: a measurement of its own (the user's, or the
+    package reference's), else the solo profiles (one of them measured here by ``gpu-pairs profile``, where
     it was), else nothing."""
     measured = [b for b in bases if b.startswith(MEASURED)]
-    if any(REFERENCE_NAME not in b for b in measured):
+    origins = [m.group(1) for b in measured if (m := REFERENCE_ORIGIN.search(b))]
+    if len(origins) < len(measured):
         return "measured"
     if measured:
-        return "measured (H100 reference)"
+        return f"measured ({origins[0]})"
     if not any(b != NONE for b in bases):
         return "nothing"
     return "solo profiles (a profile measured here)" if profiled_here else "solo profiles"

@@ -217,7 +217,12 @@ def read_profiles(path: Optional[Path] = None) -> Profiles:
     return parse(read_json(Path(path)), str(path))
 
 
-@cache
 def packaged() -> Profiles:
-    """The package's own table, read once per process (the estimator asks for it per job)."""
-    return parse(read_json(PACKAGED), str(PACKAGED))
+    """The package's H100 table, the estimator's (it asks for it per job)."""
+    return read_packaged(PACKAGED)
+
+
+@cache
+def read_packaged(path: Path) -> Profiles:
+    """A table the package carries, read once per process."""
+    return parse(read_json(path), str(path))

@@ -1,6 +1,7 @@
 """`gpu-pairs plan-validate [--results DIR ...] [--out DIR]`: how well the planner predicts pairs it never saw.
 
-Every measured pair (the package's H100 reference and the pairs of each ``--results`` folder,
+Every measured pair (the package's reference pairs of the card, the H100 unless ``--card`` names
+another, and the pairs of each ``--results`` folder,
 which replace the reference's where both measured a pair) is predicted by a planner that never
 saw one of its workloads measured, then by one that never saw the pair (``planning.validate``).
 Prints per mechanism the median and worst error, the interval's coverage and width, and how often
@@ -15,10 +16,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.inputs import SettingsError
+from pytest_gpu_pairs.planning.cards import UnknownCard
 from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import read_measured
 from pytest_gpu_pairs.planning.own_profiles import ProfilesHereError
-from pytest_gpu_pairs.planning.plan import card_size_mb, planning_table, with_reference
+from pytest_gpu_pairs.planning.plan import (
+    add_table_arguments,
+    card_size_mb,
+    planning_table,
+    reference_wanted,
+    with_reference,
+)
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis
 from pytest_gpu_pairs.planning.validate import validate
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, json_text
@@ -27,22 +35,15 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 SCHEMES = {"leave_one_workload_out": "leave one workload out", "leave_one_pair_out": "leave one pair out",
            "base_model_alone": "every pair (the base model alone)"}
 WORST_SHOWN = 10
+H100_MB = 81_559.0  # a table that names no card size is planned for the H100's
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", action="append", default=[], metavar="DIR",
                         help="results folders (or benchmark JSON) whose measured pairs join the validation; repeatable")
-    parser.add_argument("--no-reference", dest="reference", action="store_false",
-                        help="leave out the H100 reference pairs the package carries: validate on --results only")
-    parser.add_argument("--profiles", default=None, metavar="FILE",
-                        help="solo workload profiles (default: the H100 profiles the package carries)")
-    parser.add_argument("--profiles-here", action="store_true",
-                        help="the solo profiles `gpu-pairs profile` stored in the --results folders, in place of the "
-                             "package's: the planner validated on the GPU its pairs and profiles were measured on "
-                             "(the H100 reference pairs then stay out: their corrections are residuals against the "
-                             "H100 profiles)")
-    parser.add_argument("--gpu-memory-mb", type=card_size_mb, default=81_559.0, metavar="N",
-                        help="the card the recommendations are made for (default: the H100's 81559 MB)")
+    add_table_arguments(parser)
+    parser.add_argument("--gpu-memory-mb", type=card_size_mb, default=None, metavar="N",
+                        help="the card the recommendations are made for (default: the profiled card's memory)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json and validation.md here")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -122,14 +123,15 @@ def markdown(summary: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        profiles = planning_table(args, [Path(r) for r in args.results])
-        measured, reference = with_reference(read_measured([Path(r) for r in args.results]), profiles, args.reference)
-    except (SettingsError, StoreError, ProfilesHereError) as exc:
+        profiles, _ = planning_table(args, [Path(r) for r in args.results], detect=False)
+        measured, reference = with_reference(read_measured([Path(r) for r in args.results]), profiles,
+                                             reference_wanted(args))
+    except (SettingsError, StoreError, ProfilesHereError, UnknownCard) as exc:
         print(f"error: {exc}")
         return 2
     planner = Planner(profiles, measured)
     summary = {"profiles": shown(profiles.source), "reference": shown(reference), "results": list(args.results),
-               "interval": interval_basis(planner), **validate(planner, args.gpu_memory_mb)}
+               "interval": interval_basis(planner), **validate(planner, args.gpu_memory_mb or profiles.memory_total_mb or H100_MB)}
     if not any(summary["measured_pairs"].values()):
         print("error: no measured pair to validate on (give --results folders with concurrent cases on a GPU)")
         return 2

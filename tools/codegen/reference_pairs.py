@@ -44,13 +44,13 @@ def _row(p: MeasuredPair) -> dict[str, Any]:
             "energy_saved": _round(p.energy_saved), "peak_vram_mb": _round(p.peak_vram_mb), "records": p.records}
 
 
-def build(measured: Measured, device: str) -> dict[str, Any]:
+def build(measured: Measured, device: str, folders: tuple[Path, ...] = FOLDERS) -> dict[str, Any]:
     pairs = [_row(p) for _, p in sorted(measured.pairs.items())]
     groups = [_row(p) for _, p in sorted(measured.groups.items())]
     fit = [{"models": list(models), "ran_mb": evidence.ran_mb, "oom_mb": evidence.oom_mb}
            for models, evidence in sorted(measured.fit.items())]
     return {"device": device, "method": "interleaved",
-            "sources": [str(f.relative_to(ROOT)) for f in FOLDERS],
+            "sources": [str(f.relative_to(ROOT)) for f in folders],
             "pairs": pairs, "groups": groups, "fit": fit, "other_method_records_skipped": measured.skipped}
 
 

@@ -1,0 +1,83 @@
+"""The package's H200 planning table and measured pairs, distilled from the planner's reference set
+measured on an H200 (``reports/reference/planner_validation/reference/``):
+
+    python -m tools.codegen.h200_tables     # rewrites pytest_gpu_pairs/planning/*_h200.json
+
+A plan for an H200 judged by the H100 table errs several times more than one judged by the H200's own
+profiles (the reference README has the figures): the same job keeps a faster card less busy. So the
+package carries each card's table the project measured, and ``gpu-pairs plan`` picks the one of the
+GPU it runs on (``planning.cards``).
+
+- ``workload_profiles_h200.json``: every built-in alone on the H200 (``gpu-pairs profile``, the
+  study's ``profiles`` step, in ``_profiles/``): step time, NVML utilisation, power, energy per
+  step, NVML peak memory, start-up; the card's memory, power limit and idle power from the
+  session's ``session.json``. The short profile takes no GPM shares and no min fit: the model does
+  without them, and a pair's fit rests on the NVML peaks.
+- ``reference_pairs_h200.json``: every pair of the reference set measured so far, as
+  ``tools.codegen.reference_pairs`` distils the H100's.
+
+A unit test regenerates both and compares, so the package and the references cannot drift apart.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_gpu_pairs.planning.measured import read_measured
+from pytest_gpu_pairs.planning.own_profiles import OwnProfile, read_own_profiles
+from pytest_gpu_pairs.record.store import machine_from_session, read_session
+from tools.codegen import reference_pairs
+
+ROOT = reference_pairs.ROOT
+REFERENCE = ROOT / "reports/reference/planner_validation/reference"
+FOLDERS = tuple(REFERENCE / name for name in ("timeslice", "mps") if (REFERENCE / name).is_dir())
+PROFILES_TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles_h200.json"
+PAIRS_TARGET = ROOT / "pytest_gpu_pairs/planning/reference_pairs_h200.json"
+
+
+def _round(value: Any) -> Any:
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def _workload(p: OwnProfile) -> dict[str, Any]:
+    entry = {"model": p.workload, "ok": True, "device": p.device, "batch_size": p.batch_size,
+             "step_time_s": p.step_time_s, "util_avg_pct": p.util_avg_pct, "power_avg_w": p.power_avg_w,
+             "energy_per_step_j": p.energy_per_step_j, "peak_vram_nvml_mb": p.peak_memory_mb,
+             "min_fit_mb": p.min_fit_mb, "startup_s": None if p.startup_s is None else round(p.startup_s, 2)}
+    return {key: _round(value) for key, value in entry.items() if value is not None}
+
+
+def profiles_table(folders: tuple[Path, ...] = FOLDERS) -> dict[str, Any]:
+    own = [p for folder in folders for p in read_own_profiles(folder).profiles if p.builtin]
+    names = sorted({p.device_name for p in own if p.device_name})
+    if len(names) != 1:
+        raise ValueError(f"expected the profiles of one GPU model in {folders}, got {names}")
+    cards = [machine_from_session(s) for folder in folders if (s := read_session(folder)) is not None]
+    card = next(c for c in cards if c.get("gpu_name") == names[0])
+    unique = {p.workload: p for p in sorted(own, key=lambda p: p.source)}
+    return {"sources": sorted({str(Path(p.source).parent.relative_to(ROOT)) for p in unique.values()}),
+            "device": {"name": names[0], "memory_total_mb": card.get("memory_total_mb"),
+                       "power_limit_w": card.get("power_limit_w"), "reserved_mb": None},
+            "idle_power_w": _round(card.get("idle_power_w")),
+            "min_fit_method": None, "typical": {},
+            "workloads": [_workload(p) for _, p in sorted(unique.items())], "pairs": []}
+
+
+def render() -> tuple[str, str]:
+    table = profiles_table()
+    pairs = reference_pairs.build(read_measured(list(FOLDERS)), table["device"]["name"], FOLDERS)
+    return (json.dumps(table, indent=1, sort_keys=True) + "\n", json.dumps(pairs, indent=1, sort_keys=True) + "\n")
+
+
+def main() -> int:
+    profiles, pairs = render()
+    PROFILES_TARGET.write_text(profiles)
+    PAIRS_TARGET.write_text(pairs)
+    print(f"wrote {PROFILES_TARGET.relative_to(ROOT)} and {PAIRS_TARGET.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
