@@ -2,9 +2,9 @@
 energy saved, the mechanism to use, and a rank; each figure says what it rests on.
 
 A pair measured under a mechanism is reported as measured (its mean, and its interval where the
-records have one, within the physical range), saying whether the measurement is the package's H100
-reference (of the card its profiles are) or the user's own. Any other pair is predicted: the base model from its solo profiles
-plus the correction learned from all measured pairs, with an interval calibrated on workloads the
+records have one, within the physical range), saying whether the measurement is the package's reference
+pairs of the card (``planning.cards``) or the user's own. Any other pair is predicted: the base
+model from its solo profiles plus the correction learned from all measured pairs, with an interval calibrated on workloads the
 correction never saw (``fit``). MPS is
 recommended only where measured MPS pairs support it; without them the row says time-slicing,
 and that MPS was not measured.
@@ -266,8 +266,8 @@ def interval_basis(planner: Planner) -> dict[str, Any]:
 
 def rests_on(bases: set[str], profiled_here: bool = False) -> str:
     """The strongest thing a pair's row rests on: a measurement of its own (the user's, or the
-    package reference's), else the solo profiles (one of them measured here by ``gpu-pairs profile``, where
-    it was), else nothing."""
+    package reference's), else the solo profiles (one of them measured here by ``gpu-pairs
+    profile``, where it was), else nothing."""
     measured = [b for b in bases if b.startswith(MEASURED)]
     origins = [m.group(1) for b in measured if (m := REFERENCE_ORIGIN.search(b))]
     if len(origins) < len(measured):
