@@ -70,11 +70,12 @@ def gpu_here() -> Optional[str]:
     return gpu.info.name if gpu is not None else None
 
 
-def chosen_card(named: Optional[str], device: str) -> tuple[Card, Optional[str]]:
-    """The card to plan for, and a note where it is not the GPU found here."""
+def chosen_card(named: Optional[str], detect: bool) -> tuple[Card, Optional[str]]:
+    """The card to plan for, and a note where it is not the GPU found here; without ``detect`` (jobs
+    on the CPU, or a validation that must read the same on any machine) the GPU here is not asked."""
     if named:
         return card_named(named), None
-    if device != "cuda":
+    if not detect:
         return DEFAULT, None
     gpu = gpu_here()
     card = card_for_gpu(gpu)

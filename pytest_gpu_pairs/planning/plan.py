@@ -272,7 +272,7 @@ def planning_table(args: argparse.Namespace, folders: Sequence[Path], device: st
         return read_profiles(Path(args.profiles)), None
     if args.profiles_here:
         return profiles_here(folders, device), None
-    card, note = chosen_card(args.card, device if detect else "cpu")
+    card, note = chosen_card(args.card, detect and device == "cuda")
     return card.table(), note
 
 

@@ -68,12 +68,12 @@ def test_the_gpu_here_is_read_from_nvml_and_none_without_it(monkeypatch):
                                               ("NVIDIA A100-SXM4-40GB", H100, True), (None, H100, False)])
 def test_the_plan_takes_the_table_of_the_gpu_here_and_says_when_there_is_none(monkeypatch, gpu, card, noted):
     monkeypatch.setattr(cards, "gpu_here", lambda: gpu)
-    chosen, note = chosen_card(None, "cuda")
+    chosen, note = chosen_card(None, detect=True)
     assert chosen is card and (note is not None) == noted
     if noted:
         assert gpu in note and "--profiles-here" in note
-    assert chosen_card("h200", "cuda") == (H200, None)
-    assert chosen_card(None, "cpu") == (H100, None)  # jobs on the CPU: the GPU here is not asked
+    assert chosen_card("h200", detect=True) == (H200, None)
+    assert chosen_card(None, detect=False) == (H100, None)  # jobs on the CPU, or plan-validate: not asked
 
 
 def _plan(capsys, *extra) -> dict:
