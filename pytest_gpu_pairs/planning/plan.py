@@ -50,6 +50,7 @@ from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
 DEFAULT_GPUS = "1,2,4,6,8"
+H100_MB = 81_559.0  # a table that names no card size is planned for the H100's
 
 
 MAX_GPU_COUNTS = 64  # GPU counts in one --gpus: each is a schedule and a row of the table
@@ -282,7 +283,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own
     measured, reference = with_reference(read_measured(results), table, reference_wanted(args))
     profiles, here = with_own(table, own, args.device)
     planner = Planner(profiles, measured, here, whole_runs(results))
-    card_mb = args.gpu_memory_mb or profiles.memory_total_mb or 81_559.0
+    card_mb = args.gpu_memory_mb or profiles.memory_total_mb or H100_MB
     pairs = _pairs_of(cases)
     predictions = plan_pairs(planner, list(pairs), card_mb, args.sharing)
     for p in predictions:

@@ -21,6 +21,7 @@ from pytest_gpu_pairs.planning.fit import CONFIDENCE
 from pytest_gpu_pairs.planning.measured import read_measured
 from pytest_gpu_pairs.planning.own_profiles import ProfilesHereError
 from pytest_gpu_pairs.planning.plan import (
+    H100_MB,
     add_table_arguments,
     card_size_mb,
     planning_table,
@@ -35,7 +36,6 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 SCHEMES = {"leave_one_workload_out": "leave one workload out", "leave_one_pair_out": "leave one pair out",
            "base_model_alone": "every pair (the base model alone)"}
 WORST_SHOWN = 10
-H100_MB = 81_559.0  # a table that names no card size is planned for the H100's
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

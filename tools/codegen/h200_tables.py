@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpu_pairs.planning.measured import read_measured
-from pytest_gpu_pairs.planning.own_profiles import OwnProfile, read_own_profiles
-from pytest_gpu_pairs.record.store import machine_from_session, read_session
+from pytest_gpu_pairs.planning.own_profiles import OwnProfile, profiles_here, read_own_profiles
 from tools.codegen import reference_pairs
 
 ROOT = reference_pairs.ROOT
@@ -50,17 +49,14 @@ def _workload(p: OwnProfile) -> dict[str, Any]:
 
 
 def profiles_table(folders: tuple[Path, ...] = FOLDERS) -> dict[str, Any]:
-    own = [p for folder in folders for p in read_own_profiles(folder).profiles if p.builtin]
-    names = sorted({p.device_name for p in own if p.device_name})
-    if len(names) != 1:
-        raise ValueError(f"expected the profiles of one GPU model in {folders}, got {names}")
-    cards = [machine_from_session(s) for folder in folders if (s := read_session(folder)) is not None]
-    card = next(c for c in cards if c.get("gpu_name") == names[0])
+    """The folders' profiles in the packaged format; the card as ``--profiles-here`` reads it."""
+    card = profiles_here(list(folders))
+    own = [p for folder in folders for p in read_own_profiles(folder).profiles if p.builtin and p.device == "cuda"]
     unique = {p.workload: p for p in sorted(own, key=lambda p: p.source)}
     return {"sources": sorted({str(Path(p.source).parent.relative_to(ROOT)) for p in unique.values()}),
-            "device": {"name": names[0], "memory_total_mb": card.get("memory_total_mb"),
-                       "power_limit_w": card.get("power_limit_w"), "reserved_mb": None},
-            "idle_power_w": _round(card.get("idle_power_w")),
+            "device": {"name": card.device_name, "memory_total_mb": card.memory_total_mb,
+                       "power_limit_w": card.power_limit_w, "reserved_mb": None},
+            "idle_power_w": _round(card.idle_power_w),
             "min_fit_method": None, "typical": {},
             "workloads": [_workload(p) for _, p in sorted(unique.items())], "pairs": []}
 
