@@ -1,4 +1,8 @@
-"""The correction learned from measured pairs, and intervals calibrated on workloads it never saw.
+"""What measured pairs teach the base model: time-slicing's two numbers for the card, the
+correction learned from the residuals, and intervals calibrated on workloads it never saw.
+
+Time-slicing's collision weight and capacity (``timeslicing``) are chosen on a grid to fit the card's
+measured pairs: with them the base model alone predicts pairs of workloads never measured at all.
 
 The residual of a measured pair (measured minus base model) is modelled as a ridge regression on
 ``[1, contention, mps, mps x contention]`` plus one effect per workload, added for both workloads of
@@ -24,7 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from pytest_gpu_pairs.planning import model
+
 MIN_PAIRS = 3
+MIN_TIMESLICED_PAIRS = 5  # fewer measured pairs leave time-slicing's physics as it is before any
+COLLISION_WEIGHTS = tuple(w / 10 for w in range(10, -1, -1))  # the whole overlap first: ties keep it
+CAPACITIES = tuple(1.0 - c / 40 for c in range(9))  # 1.0 down to 0.8 of the card's time
 RIDGE_GLOBAL = 0.5
 RIDGE_WORKLOAD = 2.0
 CONFIDENCE = 0.90  # the stated interval: on held-out pairs it holds the measurement nine times in ten
@@ -157,3 +166,22 @@ def learn(observations: Sequence[Observation], scale: Scale = unit_scale,
         scores[o.mps].append(abs(error) / scale(predicted))
     quantiles = {mps: conformal_quantile(found, confidence) for mps, found in scores.items()}
     return Learned(fit(observations), len(observations), quantiles, scale, {m: len(f) for m, f in scores.items()})
+
+
+def timeslicing(pairs: Sequence[tuple[float, float, float]]) -> model.TimeSlicing:
+    """The collision weight and capacity under which the base model's efficiency errs least (mean
+    relative error) on a card's measured time-sliced pairs, each given as (busy of one job, busy of
+    the other, measured efficiency); the unmeasured physics with fewer than ``MIN_TIMESLICED_PAIRS``.
+    Two numbers for the whole card, learnt where the ridge correction cannot reach: a pair of two
+    workloads it has never seen has no workload effect, only this base."""
+    if len(pairs) < MIN_TIMESLICED_PAIRS:
+        return model.UNMEASURED
+    best, best_error = model.UNMEASURED, math.inf
+    for weight in COLLISION_WEIGHTS:
+        rates = [(model.unbounded_rates(a, b, model.TimeSlicing(weight)), measured) for a, b, measured in pairs]
+        for capacity in CAPACITIES:
+            error = sum(abs((ra + rb) * (capacity / load if load > capacity else 1.0) - measured) / measured
+                        for (ra, rb, load), measured in rates) / len(rates)
+            if error < best_error:
+                best, best_error = model.TimeSlicing(weight, capacity), error
+    return best

@@ -5,13 +5,17 @@ host work. Beside another job, a job's GPU work is stretched wherever the other 
 GPU: its relative rate ``r`` satisfies ``1/r_a = 1 + w * busy_a * r_b * busy_b`` (and the same with
 a and b swapped), solved as a fixed point, where ``w`` is the share of a collision that costs time:
 
-- **time-slicing** runs one context at a time, so every collision costs the whole overlap (``w = 1``);
+- **time-slicing** runs one context at a time; how much of a collision costs time (``w``) is
+  learnt from the card's measured pairs (``TimeSlicing``: a job's host work goes on while its kernels
+  wait, so less than the whole overlap), else the whole overlap (``w = 1``);
 - **MPS** runs both jobs' kernels at once, and a collision costs only what the two kernels together
   ask beyond the card: the SMs (GPM SM utilisation while busy, else power above idle as a stand-in)
   or the memory bandwidth (GPM DRAM bandwidth, else NVML memory utilisation, per busy time).
 
 The GPU cannot be busier than always: time-slicing scales the rates down until the busy time adds up
-to at most one (MPS: the busy time weighted by what each kernel occupies). Concurrency efficiency
+to at most the card's capacity under time-slicing (one, or less where measured pairs show that
+switching contexts takes the rest), MPS until the busy time weighted by what each kernel occupies
+adds up to one. Concurrency efficiency
 is ``r_a + r_b``, within ``[0, 2]`` by construction, and symmetric in the pair.
 
 Energy: the card draws idle power plus each job's dynamic power in proportion to its rate (capped at
@@ -37,6 +41,21 @@ class Card:
 
     idle_w: Optional[float]
     limit_w: Optional[float]
+
+
+@dataclass(frozen=True)
+class TimeSlicing:
+    """How two contexts share a card under time-slicing: the share of a collision's overlap that
+    costs a job time, and the share of the card's time the jobs' kernels can fill together (the
+    rest goes to switching contexts). The defaults are the physics before any pair is measured:
+    every collision costs the whole overlap, and the card can be filled to the last moment;
+    ``fit.timeslicing`` learns both from a card's measured pairs."""
+
+    collision_weight: float = 1.0
+    capacity: float = 1.0
+
+
+UNMEASURED = TimeSlicing()
 
 
 @dataclass(frozen=True)
@@ -73,9 +92,10 @@ def bandwidth(p: SoloProfile) -> Optional[float]:
     return _clip(p.mem_busy / p.busy)
 
 
-def collision_weight(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card) -> float:
+def collision_weight(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
+                     timeslicing: TimeSlicing = UNMEASURED) -> float:
     if mechanism == "timeslice":
-        return 1.0
+        return timeslicing.collision_weight
     sm = _clip(intensity(a, card) + intensity(b, card) - 1.0)
     bw_a, bw_b = bandwidth(a), bandwidth(b)
     memory = _clip(bw_a + bw_b - 1.0) if bw_a is not None and bw_b is not None else 0.0
@@ -89,35 +109,49 @@ def _fixed_point(busy_a: float, busy_b: float, weight: float) -> tuple[float, fl
     return rate_a, rate_b
 
 
-def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card) -> Optional[Base]:
+def _capacity(mechanism: str, timeslicing: TimeSlicing) -> float:
+    return timeslicing.capacity if mechanism == "timeslice" else 1.0
+
+
+def unbounded_rates(busy_a: float, busy_b: float, timeslicing: TimeSlicing) -> tuple[float, float, float]:
+    """Two jobs' rates under time-slicing before the card's capacity bounds them, and the busy time
+    they would ask for: what ``fit.timeslicing`` reads once per collision weight."""
+    rate_a, rate_b = _fixed_point(busy_a, busy_b, timeslicing.collision_weight)
+    return rate_a, rate_b, rate_a * busy_a + rate_b * busy_b
+
+
+def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
+         timeslicing: TimeSlicing = UNMEASURED) -> Optional[Base]:
     """Both jobs' relative rates beside each other; None where a profile lacks its busy fraction."""
     if a.busy is None or b.busy is None:
         return None
-    weight = collision_weight(a, b, mechanism, card)
+    weight = collision_weight(a, b, mechanism, card, timeslicing)
     rate_a, rate_b = _fixed_point(a.busy, b.busy, weight)
     occupied_a = a.busy * (1.0 if mechanism == "timeslice" else intensity(a, card))
     occupied_b = b.busy * (1.0 if mechanism == "timeslice" else intensity(b, card))
-    load = rate_a * occupied_a + rate_b * occupied_b
-    if load > 1.0:
-        rate_a, rate_b = rate_a / load, rate_b / load
+    load, capacity = rate_a * occupied_a + rate_b * occupied_b, _capacity(mechanism, timeslicing)
+    if load > capacity:
+        rate_a, rate_b = rate_a * capacity / load, rate_b * capacity / load
     return Base(rate_a, rate_b, weight, a.busy * b.busy)
 
 
-def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card) -> Optional[list[float]]:
+def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
+                timeslicing: TimeSlicing = UNMEASURED) -> Optional[list[float]]:
     """Every job's relative rate in a group of any size: the pair's rule with the other jobs' occupancy
     summed (``1/r_i = 1 + busy_i x sum_j w_ij r_j busy_j``), then scaled down until the busy time adds
-    up to at most one; for two jobs, exactly ``base``. None where a profile lacks its busy fraction."""
+    up to at most the card's capacity; for two jobs, exactly ``base``. None where a profile lacks its
+    busy fraction."""
     if any(p.busy is None for p in profiles):
         return None
     busy = [float(p.busy or 0.0) for p in profiles]
-    weights = [[collision_weight(a, b, mechanism, card) for b in profiles] for a in profiles]
+    weights = [[collision_weight(a, b, mechanism, card, timeslicing) for b in profiles] for a in profiles]
     rates = [1.0] * len(profiles)
     for _ in range(ITERATIONS):
         rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
                  for i in range(len(rates))]
     occupied = [b * (1.0 if mechanism == "timeslice" else intensity(p, card)) for b, p in zip(busy, profiles)]
-    load = sum(r * o for r, o in zip(rates, occupied))
-    return [r / load for r in rates] if load > 1.0 else rates
+    load, capacity = sum(r * o for r, o in zip(rates, occupied)), _capacity(mechanism, timeslicing)
+    return [r * capacity / load for r in rates] if load > capacity else rates
 
 
 def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:

@@ -42,7 +42,7 @@ from pytest_gpu_pairs.planning.own_profiles import (
     read_own_profiles,
     with_own,
 )
-from pytest_gpu_pairs.planning.predict import Planner, interval_basis, plan_pairs
+from pytest_gpu_pairs.planning.predict import Planner, interval_basis, plan_pairs, timeslicing_basis
 from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.record.store import StoreError, case_records, fit_profiles, json_text, read_session
@@ -297,7 +297,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own
              "card_note": card_note,
              "profiled_here": sorted(here),
              "other_method_records_skipped": measured.skipped,
-             "efficiency_interval": interval_basis(planner)}
+             "efficiency_interval": interval_basis(planner), "timeslicing": timeslicing_basis(planner)}
     return {"card_mb": card_mb, "sharing": list(args.sharing), "model": model, "pairs": predictions}
 
 

@@ -88,6 +88,8 @@ class Planner:
 
     def __post_init__(self) -> None:
         self.card = model.Card(self.profiles.idle_power_w, self.profiles.power_limit_w)
+        timesliced = self._timesliced_pairs()
+        self.timeslicing, self.timesliced_count = learning.timeslicing(timesliced), len(timesliced)
         self.efficiency_model = learning.learn(self._observations("efficiency"), efficiency_scale, (0.0, MAX_EFFICIENCY))
         self.energy_model = learning.learn(self._observations("energy_saved"), bounds=(-1.0, 1.0))
 
@@ -103,6 +105,17 @@ class Planner:
         kept = Measured({k: v for k, v in self.measured.pairs.items() if name not in k[0]},
                         {k: v for k, v in self.measured.fit.items() if name not in k})
         return replace(self, measured=kept)
+
+    def _timesliced_pairs(self) -> list[tuple[float, float, float]]:
+        """(busy, busy, measured efficiency within the physical range) of each measured time-sliced pair
+        whose two solo profiles give their busy fractions."""
+        found = []
+        for (models, sharing), pair in sorted(self.measured.pairs.items()):
+            a, b = self.profiles.get(models[0]), self.profiles.get(models[1])
+            if sharing == "timeslice" and pair.efficiency and a is not None and b is not None \
+                    and a.busy is not None and b.busy is not None:
+                found.append((a.busy, b.busy, min(pair.efficiency, MAX_EFFICIENCY)))
+        return found
 
     def _observations(self, what: str) -> list[learning.Observation]:
         found = []
@@ -121,7 +134,7 @@ class Planner:
 
     def _base(self, models: tuple[str, str], sharing: str) -> Optional[model.Base]:
         a, b = self.profiles.get(models[0]), self.profiles.get(models[1])
-        return model.base(a, b, sharing, self.card) if a is not None and b is not None else None
+        return model.base(a, b, sharing, self.card, self.timeslicing) if a is not None and b is not None else None
 
     def _base_energy(self, models: tuple[str, str], base: model.Base) -> Optional[float]:
         a, b = self.profiles.get(models[0]), self.profiles.get(models[1])
@@ -192,7 +205,7 @@ class Planner:
             return _measured_efficiency(group)
         profiles = [self.profiles.get(m) for m in models]
         known = [p for p in profiles if p is not None]
-        rates = model.group_rates(known, sharing, self.card) if len(known) == len(profiles) else None
+        rates = model.group_rates(known, sharing, self.card, self.timeslicing) if len(known) == len(profiles) else None
         if rates is None:
             return Figure(None, None, None, NONE)
         pairs = [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
@@ -262,6 +275,22 @@ def interval_basis(planner: Planner) -> dict[str, Any]:
             "scale": f"{ERROR_FLOOR} + max(0, (2 - E) (E - 1)) at the predicted efficiency E",
             **{("mps" if mps else "timeslice"): {"quantile": learned.quantiles.get(mps),
                                                   "held_out_errors": learned.scores.get(mps, 0)} for mps in (False, True)}}
+
+
+def timeslicing_basis(planner: Planner) -> dict[str, Any]:
+    """Time-slicing's two numbers in the base model, and how many measured pairs chose them."""
+    chosen = planner.timesliced_count >= learning.MIN_TIMESLICED_PAIRS
+    return {"collision_weight": planner.timeslicing.collision_weight, "capacity": planner.timeslicing.capacity,
+            "measured_pairs": planner.timesliced_count, "learnt": chosen}
+
+
+def timeslicing_line(basis: dict[str, Any]) -> str:
+    numbers = (f"a collision costs {basis['collision_weight']:g} of its overlap, both jobs fill at most "
+               f"{basis['capacity']:g} of the card's time")
+    if basis["learnt"]:
+        return f"time-slicing's base model: {numbers} (learnt from {basis['measured_pairs']} measured pairs)"
+    return (f"time-slicing's base model: {numbers} (the physics before any pair: {basis['measured_pairs']} measured "
+            f"pairs, {learning.MIN_TIMESLICED_PAIRS} needed to learn them)")
 
 
 def rests_on(bases: set[str], profiled_here: bool = False) -> str:

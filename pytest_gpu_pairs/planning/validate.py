@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair
 from pytest_gpu_pairs.planning.model import MECHANISMS
-from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner
+from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner, timeslicing_basis
 
 PRECISE = 0.05  # a measurement whose interval's half-width is within 5 % of its value
 
@@ -190,6 +190,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
             "leave_one_workload_out": by_mechanism(workload_rows),
             "leave_one_pair_out": by_mechanism(pair_rows),
             "base_model_alone": by_mechanism(base_model_alone(planner)),
+            "timeslicing": timeslicing_basis(planner),
             "mechanism_choice": choice,
             "groups": [r.as_dict() for r in groups(planner)],
             "predictions": {"leave_one_workload_out": [r.as_dict() for r in workload_rows],
