@@ -180,7 +180,7 @@ def timeslicing(pairs: Sequence[tuple[float, float, float]]) -> model.TimeSlicin
     for weight in COLLISION_WEIGHTS:
         rates = [(model.unbounded_rates(a, b, model.TimeSlicing(weight)), measured) for a, b, measured in pairs]
         for capacity in CAPACITIES:
-            error = sum(abs((ra + rb) * (capacity / load if load > capacity else 1.0) - measured) / measured
+            error = sum(abs(sum(model.within_capacity((ra, rb), load, capacity)) - measured) / measured
                         for (ra, rb, load), measured in rates) / len(rates)
             if error < best_error:
                 best, best_error = model.TimeSlicing(weight, capacity), error

@@ -113,6 +113,11 @@ def _capacity(mechanism: str, timeslicing: TimeSlicing) -> float:
     return timeslicing.capacity if mechanism == "timeslice" else 1.0
 
 
+def within_capacity(rates: Sequence[float], load: float, capacity: float) -> list[float]:
+    """The rates scaled down until the busy time they ask for (``load``) fits the card's capacity."""
+    return [r * capacity / load for r in rates] if load > capacity else list(rates)
+
+
 def unbounded_rates(busy_a: float, busy_b: float, timeslicing: TimeSlicing) -> tuple[float, float, float]:
     """Two jobs' rates under time-slicing before the card's capacity bounds them, and the busy time
     they would ask for: what ``fit.timeslicing`` reads once per collision weight."""
@@ -129,9 +134,8 @@ def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
     rate_a, rate_b = _fixed_point(a.busy, b.busy, weight)
     occupied_a = a.busy * (1.0 if mechanism == "timeslice" else intensity(a, card))
     occupied_b = b.busy * (1.0 if mechanism == "timeslice" else intensity(b, card))
-    load, capacity = rate_a * occupied_a + rate_b * occupied_b, _capacity(mechanism, timeslicing)
-    if load > capacity:
-        rate_a, rate_b = rate_a * capacity / load, rate_b * capacity / load
+    load = rate_a * occupied_a + rate_b * occupied_b
+    rate_a, rate_b = within_capacity((rate_a, rate_b), load, _capacity(mechanism, timeslicing))
     return Base(rate_a, rate_b, weight, a.busy * b.busy)
 
 
@@ -150,8 +154,7 @@ def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
         rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
                  for i in range(len(rates))]
     occupied = [b * (1.0 if mechanism == "timeslice" else intensity(p, card)) for b, p in zip(busy, profiles)]
-    load, capacity = sum(r * o for r, o in zip(rates, occupied)), _capacity(mechanism, timeslicing)
-    return [r * capacity / load for r in rates] if load > capacity else rates
+    return within_capacity(rates, sum(r * o for r, o in zip(rates, occupied)), _capacity(mechanism, timeslicing))
 
 
 def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:
