@@ -725,6 +725,17 @@ def plot_heatmap(folder: Path, summary: dict[str, Any]) -> Path:
 
 
 def _plot_pair(path: Path, rows: list[dict[str, Any]], pair: str) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = draw_pair(rows, pair)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def draw_pair(rows: list[dict[str, Any]], pair: str) -> Any:
+    """A factor with no counted run yet (a block still to be measured) says so in its panels, so
+    that an empty axis is never read as a measured zero."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -736,6 +747,10 @@ def _plot_pair(path: Path, rows: list[dict[str, Any]], pair: str) -> Path:
         for row, outcome in enumerate(B_OUTCOMES):
             ax = axes[row][col]
             points = relative(data, outcome)
+            if not points:
+                ax.text(0.5, 0.5, "no counted run yet", ha="center", va="center", transform=ax.transAxes, color="grey")
+                ax.set_xticks([])
+                ax.set_yticks([])
             for shared, colour, label in ((False, "tab:blue", "alone"), (True, "tab:red", "shared")):
                 mine = [p for p in points if p["shared"] == shared]
                 offset = 0.02 if shared else -0.02
@@ -750,6 +765,4 @@ def _plot_pair(path: Path, rows: list[dict[str, Any]], pair: str) -> Path:
                 ax.legend(fontsize=8)
     fig.suptitle(f"{pair}: every counted run (points) and the level means (lines)")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return fig

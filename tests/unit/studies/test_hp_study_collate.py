@@ -13,6 +13,7 @@ from pytest_gpu_pairs.studies.collates.hp_study import (
     best_value,
     collate,
     combined_work_s,
+    draw_pair,
     energy_accuracy_agreement,
     exclusion,
     factor_rows,
@@ -259,3 +260,18 @@ def test_a_s_pace_above_1_in_a_block_is_not_read_as_a_slope():
     data = [{"shared": True, "x": x, "seed": 1, "a_pace": pace} for x, pace in ((-0.7, 0.9), (0.0, 1.05), (0.7, 0.8))]
     answer = a_beside_b(data, "a_pace")
     assert answer["estimate"] is None and "1 run(s)" in answer["reason"]
+
+
+def test_a_factor_with_no_counted_run_says_so_in_its_panels_and_a_measured_one_draws_its_runs():
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    learning_rate_block = [r for r in _blocked_rows(0.3, lambda seed, block: 1.0) if r["block"] != "epochs"
+                           and not r["variant"].startswith("epochs")]
+    fig = draw_pair(learning_rate_block, "hp02")
+    try:
+        lr_column, epochs_column = fig.axes[0::2], fig.axes[1::2]
+        assert all("no counted run yet" in [t.get_text() for t in ax.texts] for ax in epochs_column)
+        assert lr_column[1].collections and not lr_column[1].texts  # the energy panel: every run a point
+    finally:
+        plt.close(fig)
