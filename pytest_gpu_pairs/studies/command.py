@@ -46,7 +46,7 @@ def _add_run_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--device", choices=("cuda", "cpu", "auto"), default="cuda",
                      help="where the jobs train (default cuda; cpu runs the whole pipeline, GPU figures null)")
     sub.add_argument("--scale", type=_positive, default=None, help="data-size scale (default: the study's)")
-    sub.add_argument("-k", dest="select", default=None, help="only these cases (pytest -k), for a quick try")
+    sub.add_argument("-k", dest="select", default=None, help="only these of the cases the study (or --variant) selects (pytest -k), for a quick try")
     sub.add_argument("--sessions", type=_at_least_one, default=None,
                      help="at most this many sessions of each variant")
     sub.add_argument("--variant", default=None, help="only this variant of the study (default: all)")

@@ -93,7 +93,7 @@ def _session(study: Study, variant: Variant, folder: str, out: Path, request: Re
     gpu_options = (*study.gpu_options, *variant.gpu_options)
     on_cpu = request.device == "cpu"
     not_here = variant.needs_gpu if on_cpu and variant.needs_gpu else None
-    select = request.select or variant.select or study.select
+    select = narrowed(variant.select or study.select, request.select)
     scale = _first_set(request.scale, variant.scale, study.scale)
     argv = [sys.executable, "-m", "pytest", study.suite, "-p", "no:cacheprovider", "-q", "-rA"]
     for settings in variant.settings or study.settings:
@@ -105,6 +105,14 @@ def _session(study: Study, variant: Variant, folder: str, out: Path, request: Re
     argv += ["--gpu-pairs-out", str(out / folder), "--gpu-pairs-resume", *request.extra]
     return Session(variant.name, folder, tuple(argv), tuple(gpu_options) if on_cpu else (), not_here,
                    variant.options_from)
+
+
+def narrowed(declared: Optional[str], asked: Optional[str]) -> Optional[str]:
+    """The cases both select: a user's ``-k`` narrows what the study or its variant runs and never
+    widens it, or another variant's cases would run into this variant's folder."""
+    if declared and asked:
+        return f"({declared}) and ({asked})"
+    return asked or declared
 
 
 def _first_set(*values: Optional[float]) -> Optional[float]:
@@ -322,7 +330,7 @@ def plan_argv(study: Study, request: Request) -> list[str]:
     """``gpu-pairs plan`` for the study's selection, as its sessions will run it."""
     scale = request.scale if request.scale is not None else study.scale
     argv = [sys.executable, "-m", "pytest_gpu_pairs.cli", "plan", *study.settings]
-    select = request.select or study.select
+    select = narrowed(study.select, request.select)
     argv += ["-k", select] if select else []
     argv += ["--scale", f"{scale:g}"] if scale else []
     argv += ["--device", "cpu"] if request.device == "cpu" else []

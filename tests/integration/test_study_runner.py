@@ -13,10 +13,11 @@ import psutil
 import pytest
 from support.helpers import REPO, XDIST_WORKER_VARS, jobs_started_under, pair, write_settings
 
-from pytest_gpu_pairs.studies.declaration import Study
+from pytest_gpu_pairs.studies.declaration import Study, find_study
 from pytest_gpu_pairs.studies.runner import (
     Request,
     StudyRunError,
+    narrowed,
     plan_sessions,
     run_study,
     run_to_the_end,
@@ -122,6 +123,26 @@ def test_on_the_cpu_gpu_options_are_dropped_and_said_and_gpu_only_variants_not_r
     assert argv[argv.index("--gpu-pairs-scale") + 1] == "0.01" and argv[argv.index("-k") + 1] == "g01"
     on_gpu = plan_sessions(study, checkout, checkout / "out", Request(device="cuda"))
     assert "10240" in on_gpu[0].argv and "mps" in on_gpu[1].argv and on_gpu[1].not_here is None
+
+
+def test_a_users_selection_narrows_the_variants_and_collects_only_its_cases(tmp_path):
+    """``--variant hp02 -k lr_min`` once replaced the variant's own selection, so hp01's and hp03's
+    lr_min cases ran into hp02's folder."""
+    session = plan_sessions(find_study("hp_study"), REPO, tmp_path, Request(device="cpu", variant="hp02", select="lr_min"))[0]
+    argv = list(session.argv)
+    assert argv[argv.index("-k") + 1] == "(hp02) and (lr_min)"
+    settings = argv[argv.index("--gpu-pairs-settings") + 1]
+    collected = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--collect-only",
+                                "-q", "--gpu-pairs-settings", settings, "-k", argv[argv.index("-k") + 1]],
+                               cwd=REPO, capture_output=True, text=True, timeout=120)
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    assert ids and all("[hp02-" in i and "lr_min" in i for i in ids), collected.stdout[-2000:]
+
+
+@pytest.mark.parametrize("declared, asked, expected", [
+    ("hp02", None, "hp02"), (None, "g01", "g01"), (None, None, None), ("a or b", "c", "(a or b) and (c)")])
+def test_narrowed_keeps_either_alone_and_joins_both(declared, asked, expected):
+    assert narrowed(declared, asked) == expected
 
 
 def test_a_checkout_without_the_suite_or_an_unknown_variant_is_one_clear_line(checkout, tmp_path):
