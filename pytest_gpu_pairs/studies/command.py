@@ -20,7 +20,14 @@ from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.record.store import StoreError
 from pytest_gpu_pairs.run.time_limit import parse_duration
 from pytest_gpu_pairs.studies.declaration import Study, all_studies, find_study
-from pytest_gpu_pairs.studies.runner import Request, StudyRunError, run_study, step_states, study_status
+from pytest_gpu_pairs.studies.runner import (
+    Request,
+    StudyRunError,
+    run_study,
+    sessions_left,
+    step_states,
+    study_status,
+)
 from pytest_gpu_pairs.studies.summary import collect
 
 DEFAULT_OUT = Path("gpu-pairs-studies")
@@ -30,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", help="every declared study, with its reference folder")
     for action, text in (("run", "run the study's sessions not done yet (resumes a stopped run)"),
-                         ("status", "which sessions are done, stopped short or not started"),
+                         ("status", "which sessions are done, partly done, stopped short or not started"),
                          ("collect", "rebuild the study's summary.json and table from its results folders")):
         sub = actions.add_parser(action, help=text, description=text)
         sub.add_argument("name", help="a study named by `gpu-pairs study list`")
@@ -142,7 +149,7 @@ def _status(study: Study, root: Path, out: Path, request: Request) -> int:
     for s in states:
         problems = f", {s.problems} unreadable" if s.problems else ""
         print(f"{s.folder:<24} {s.state}; {s.complete} case(s) complete, {s.incomplete} not{problems}")
-    left = sum(1 for s in states if s.state == "not started" or s.state.startswith("stopped"))
+    left = sessions_left(states)
     print(f"{len(states) - left} of {len(states)} sessions done or not for this device; {left} left")
     steps = step_states(study, out, request)
     for name, state in steps:

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -66,6 +66,11 @@ class Session:
     dropped: tuple[str, ...] = ()
     not_here: Optional[str] = None
     options_from: Optional[str] = None
+    declared_select: Optional[str] = None  # the study's or variant's own -k, before a user narrows it
+
+    @property
+    def select(self) -> Optional[str]:
+        return selection(self.argv)
 
 
 def plan_sessions(study: Study, root: Path, out: Path, request: Request) -> list[Session]:
@@ -93,7 +98,8 @@ def _session(study: Study, variant: Variant, folder: str, out: Path, request: Re
     gpu_options = (*study.gpu_options, *variant.gpu_options)
     on_cpu = request.device == "cpu"
     not_here = variant.needs_gpu if on_cpu and variant.needs_gpu else None
-    select = narrowed(variant.select or study.select, request.select)
+    declared = variant.select or study.select
+    select = narrowed(declared, request.select)
     scale = _first_set(request.scale, variant.scale, study.scale)
     argv = [sys.executable, "-m", "pytest", study.suite, "-p", "no:cacheprovider", "-q", "-rA"]
     for settings in variant.settings or study.settings:
@@ -104,7 +110,7 @@ def _session(study: Study, variant: Variant, folder: str, out: Path, request: Re
     argv += ["--gpu-pairs-device", request.device, *(("--gpu-pairs-scale", f"{scale:g}") if scale else ())]
     argv += ["--gpu-pairs-out", str(out / folder), "--gpu-pairs-resume", *request.extra]
     return Session(variant.name, folder, tuple(argv), tuple(gpu_options) if on_cpu else (), not_here,
-                   variant.options_from)
+                   variant.options_from, declared)
 
 
 def narrowed(declared: Optional[str], asked: Optional[str]) -> Optional[str]:
@@ -168,8 +174,22 @@ def read_runs(out: Path) -> dict[str, list[dict[str, Any]]]:
     return data
 
 
-def is_done(attempts: list[dict[str, Any]]) -> bool:
-    return any(isinstance(a, dict) and a.get("exit") in RAN_TO_THE_END for a in attempts)
+def selection(argv: Sequence[Any]) -> Optional[str]:
+    """The ``-k`` a session's pytest ran with, None for all of its cases."""
+    argv = list(argv)
+    return str(argv[argv.index("-k") + 1]) if "-k" in argv[:-1] else None
+
+
+def _ran_to_the_end(attempt: Any) -> bool:
+    return isinstance(attempt, dict) and attempt.get("exit") in RAN_TO_THE_END
+
+
+def is_done(attempts: list[dict[str, Any]], session: Session) -> bool:
+    """Whether a run of this session's cases ended: one with its selection, or with the study's
+    whole one. A quick try with a narrower ``-k`` completes only what it selected, so the session
+    it was narrowed from is resumed, not skipped."""
+    wanted = {session.select, session.declared_select}
+    return any(_ran_to_the_end(a) and selection(a.get("argv") or ()) in wanted for a in attempts)
 
 
 def run_study(study: Study, root: Path, out: Path, request: Request,
@@ -224,7 +244,7 @@ def _run_session(study: Study, session: Session, root: Path, out: Path, request:
     if session.not_here:
         say(f"{session.folder}: not run on the CPU ({session.not_here})")
         return 0
-    if is_done(runs.get(session.folder, [])):
+    if is_done(runs.get(session.folder, []), session):
         say(f"{session.folder}: done earlier, skipped")
         return 0
     left_s = deadline.left_s() if deadline is not None else None
@@ -429,8 +449,10 @@ def study_status(study: Study, root: Path, out: Path, request: Request) -> list[
             state = f"not run on the CPU ({session.not_here})"
         elif (holder := in_use_by(folder)) is not None:
             state = f"running ({holder})"
-        elif is_done(attempts):
+        elif is_done(attempts, session):
             state = f"done (pytest exit {attempts[-1].get('exit')})"
+        elif attempts and _ran_to_the_end(attempts[-1]):
+            state = f"partly done (its last run selected -k {selection(attempts[-1].get('argv') or ())!r}); run again to resume"
         elif attempts:
             state = f"stopped short (pytest exit {attempts[-1].get('exit')}); run again to resume"
         else:
@@ -438,6 +460,12 @@ def study_status(study: Study, root: Path, out: Path, request: Request) -> list[
         states.append(SessionState(session.folder, session.variant, state, complete, len(records) - complete,
                                    len(problems)))
     return states
+
+
+def sessions_left(states: Sequence[SessionState]) -> int:
+    """Sessions still to run: all but those done and those not run on this device (a running, partly
+    done, stopped or unstarted one is left)."""
+    return sum(1 for s in states if not s.state.startswith(("done", "not run")))
 
 
 def step_states(study: Study, out: Path, request: Request) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from pytest_gpu_pairs.studies.runner import (
     plan_sessions,
     run_study,
     run_to_the_end,
+    sessions_left,
     study_status,
 )
 
@@ -60,6 +61,26 @@ def test_sessions_run_once_and_a_second_run_skips_them(checkout):
     assert run_study(_study(), checkout, out, Request(device="cpu"), say=said.append) == 0
     assert said == ["session-1: done earlier, skipped", "session-2: done earlier, skipped"]
     assert [s.state for s in study_status(_study(), checkout, out, Request(device="cpu"))] == ["done (pytest exit 0)"] * 2
+
+
+def test_a_quick_try_with_k_completes_only_what_it_selected_and_the_whole_run_is_resumed(checkout):
+    (checkout / "suite" / "test_suite.py").write_text(PASSING + "\ndef test_other():\n    pass\n")
+    out, said = checkout / "out", []
+    study = _study(variants=[{"name": "main", "folder": "session-{n}", "sessions": 1}])
+    assert run_study(study, checkout, out, Request(device="cpu", select="test_ok"), say=said.append) == 0
+    assert "1 passed, 1 deselected" in (out / json.loads((out / "runs.json").read_text())["session-1"][0]["log"]).read_text()
+    state = study_status(study, checkout, out, Request(device="cpu"))[0].state
+    assert state.startswith("partly done (its last run selected -k 'test_ok')")
+    assert sessions_left(study_status(study, checkout, out, Request(device="cpu"))) == 1
+    assert study_status(study, checkout, out, Request(device="cpu", select="test_ok"))[0].state == "done (pytest exit 0)"
+    said.clear()
+    assert run_study(study, checkout, out, Request(device="cpu"), say=said.append) == 0
+    runs = json.loads((out / "runs.json").read_text())["session-1"]
+    assert len(runs) == 2 and "-k" not in runs[1]["argv"] and not any("done earlier" in s for s in said)
+    said.clear()
+    assert run_study(study, checkout, out, Request(device="cpu", select="test_other"), say=said.append) == 0
+    assert said == ["session-1: done earlier, skipped"]  # the whole selection ran to the end: nothing narrower is left
+    assert sessions_left(study_status(study, checkout, out, Request(device="cpu"))) == 0
 
 
 def test_a_session_that_stopped_short_stops_the_run_and_is_resumed_next_time(checkout):
