@@ -174,9 +174,11 @@ def read_runs(out: Path) -> dict[str, list[dict[str, Any]]]:
     return data
 
 
-def selection(argv: Sequence[Any]) -> Optional[str]:
-    """The ``-k`` a session's pytest ran with, None for all of its cases."""
-    argv = list(argv)
+def selection(argv: Any) -> Optional[str]:
+    """The ``-k`` a session's pytest ran with (as ``runs.json`` keeps its argv), None for all of its
+    cases or an argv that is no list."""
+    if not isinstance(argv, (list, tuple)):
+        return None
     return str(argv[argv.index("-k") + 1]) if "-k" in argv[:-1] else None
 
 
@@ -189,7 +191,7 @@ def is_done(attempts: list[dict[str, Any]], session: Session) -> bool:
     whole one. A quick try with a narrower ``-k`` completes only what it selected, so the session
     it was narrowed from is resumed, not skipped."""
     wanted = {session.select, session.declared_select}
-    return any(_ran_to_the_end(a) and selection(a.get("argv") or ()) in wanted for a in attempts)
+    return any(_ran_to_the_end(a) and selection(a.get("argv")) in wanted for a in attempts)
 
 
 def run_study(study: Study, root: Path, out: Path, request: Request,
@@ -452,7 +454,7 @@ def study_status(study: Study, root: Path, out: Path, request: Request) -> list[
         elif is_done(attempts, session):
             state = f"done (pytest exit {attempts[-1].get('exit')})"
         elif attempts and _ran_to_the_end(attempts[-1]):
-            state = f"partly done (its last run selected -k {selection(attempts[-1].get('argv') or ())!r}); run again to resume"
+            state = f"partly done (its last run selected -k {selection(attempts[-1].get('argv'))!r}); run again to resume"
         elif attempts:
             state = f"stopped short (pytest exit {attempts[-1].get('exit')}); run again to resume"
         else:

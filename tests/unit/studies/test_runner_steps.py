@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pytest_gpu_pairs.record.fit import FitProfile
@@ -163,3 +165,22 @@ def test_a_step_runs_the_packages_own_commands_only():
         _study(steps=[{"name": "s", "argv": ["gpu-pairs", "plan"], "writes": "x", "after": "nope"}])
     with pytest.raises(ValidationError, match="relative path inside"):
         Step.model_validate({"name": "s", "argv": ["gpu-pairs", "plan"], "writes": "../x"})
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+                    max_leaves=12)
+
+
+@given(JSON)
+@settings(max_examples=200, deadline=None)
+def test_an_attempts_selection_is_read_from_any_runs_json_value_without_failing(argv):
+    assert runner.selection(argv) is None or isinstance(runner.selection(argv), str)
+
+
+@given(st.lists(st.text(max_size=6).filter(lambda s: s != "-k"), max_size=5), st.text(min_size=1, max_size=12),
+       st.lists(st.text(max_size=6), max_size=3))
+@settings(max_examples=100, deadline=None)
+def test_an_attempts_selection_is_the_value_after_its_k(before, select, after):
+    assert runner.selection([*before, "-k", select, *after]) == select
+    assert runner.selection([*before, *(a for a in after if a != "-k")]) is None
