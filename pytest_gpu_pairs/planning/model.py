@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 from pytest_gpu_pairs.experiment.vocabulary import SHARING_MODES
@@ -102,7 +103,9 @@ def collision_weight(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
     return max(sm, memory)
 
 
+@lru_cache(maxsize=65536)
 def _fixed_point(busy_a: float, busy_b: float, weight: float) -> tuple[float, float]:
+    """Kept once computed: validation refits the same pairs at every weight of the grid in every fold."""
     rate_a = rate_b = 1.0
     for _ in range(ITERATIONS):
         rate_a, rate_b = 1.0 / (1.0 + weight * busy_a * rate_b * busy_b), 1.0 / (1.0 + weight * busy_b * rate_a * busy_a)
