@@ -178,7 +178,7 @@ def timeslicing(pairs: Sequence[tuple[float, float, float]]) -> model.TimeSlicin
         return model.UNMEASURED
     best, best_error = model.UNMEASURED, math.inf
     for weight in COLLISION_WEIGHTS:
-        rates = [(model.unbounded_rates(a, b, model.TimeSlicing(weight)), measured) for a, b, measured in pairs]
+        rates = [(model.unbounded_rates(a, b, weight), measured) for a, b, measured in pairs]
         for capacity in CAPACITIES:
             error = sum(abs(sum(model.within_capacity((ra, rb), load, capacity)) - measured) / measured
                         for (ra, rb, load), measured in rates) / len(rates)

@@ -121,10 +121,10 @@ def within_capacity(rates: Sequence[float], load: float, capacity: float) -> lis
     return [r * capacity / load for r in rates] if load > capacity else list(rates)
 
 
-def unbounded_rates(busy_a: float, busy_b: float, timeslicing: TimeSlicing) -> tuple[float, float, float]:
+def unbounded_rates(busy_a: float, busy_b: float, collision_weight: float) -> tuple[float, float, float]:
     """Two jobs' rates under time-slicing before the card's capacity bounds them, and the busy time
     they would ask for: what ``fit.timeslicing`` reads once per collision weight."""
-    rate_a, rate_b = _fixed_point(busy_a, busy_b, timeslicing.collision_weight)
+    rate_a, rate_b = _fixed_point(busy_a, busy_b, collision_weight)
     return rate_a, rate_b, rate_a * busy_a + rate_b * busy_b
 
 
