@@ -5,10 +5,14 @@ rootdir-relative ``prepend`` import of tests/conftest.py and of the test package
 """
 from __future__ import annotations
 
+import base64
 import json
+import math
 import os
+import re
 import time
 from pathlib import Path
+from typing import Optional
 
 import psutil
 
@@ -116,3 +120,58 @@ def with_peak_allocation(read):
         return value, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+EMBEDDED_TEXT = re.compile(r"data:text/[\w.+-]+(?:;charset=[\w-]+)?;base64,([A-Za-z0-9+/=]+)")  # a report's download links
+EMBEDDED_IMAGE = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
+LAST_DIGITS = {"rel_tol": 1e-9, "abs_tol": 1e-12}  # what a numpy or scipy release moves in a float64
+ANTI_ALIASING = 0.1  # the most a pixel's channel (0-1) moves when a line's end moves by a float's last digits
+MOVED_PIXELS = 0.01  # the share of an image's pixels that may move that little
+
+
+def differs_beyond_last_digits(made: Path, committed: Path) -> Optional[str]:
+    """Where a rebuilt summary differs from the committed one, None where it does not: a text's
+    words between numbers must be identical and each number equal to within the last digits a
+    float64 keeps (a numpy or scipy release moves the seventeenth), an image's pixels equal but for
+    the anti-aliasing such a digit moves, so that the test tells a changed analysis from a changed
+    arithmetic or drawing library."""
+    if committed.suffix == ".png":
+        return _images_differ(made.read_bytes(), committed.read_bytes(), committed.name)
+    ours, theirs = made.read_text(), committed.read_text()
+    our_images, their_images = EMBEDDED_IMAGE.findall(ours), EMBEDDED_IMAGE.findall(theirs)
+    if len(our_images) != len(their_images):
+        return f"{committed.name}: {len(our_images)} embedded images, committed {len(their_images)}"
+    for index, (a, b) in enumerate(zip(our_images, their_images)):
+        if difference := _images_differ(base64.b64decode(a), base64.b64decode(b), f"{committed.name} image {index}"):
+            return difference
+    ours, theirs = (_with_embedded_text_decoded(EMBEDDED_IMAGE.sub("data:image/png", t)) for t in (ours, theirs))
+    our_numbers, their_numbers = NUMBER.findall(ours), NUMBER.findall(theirs)
+    if NUMBER.split(ours) != NUMBER.split(theirs) or len(our_numbers) != len(their_numbers):
+        return f"{committed.name}: the text differs beyond its numbers"
+    for index, (a, b) in enumerate(zip(our_numbers, their_numbers)):
+        if a != b and not math.isclose(float(a), float(b), **LAST_DIGITS):
+            return f"{committed.name}: number {index} is {a}, committed {b}"
+    return None
+
+
+def _with_embedded_text_decoded(text: str) -> str:
+    return EMBEDDED_TEXT.sub(lambda m: base64.b64decode(m.group(1)).decode(), text)
+
+
+def _images_differ(made: bytes, committed: bytes, name: str) -> Optional[str]:
+    if made == committed:
+        return None
+    import io
+
+    import matplotlib.image
+    import numpy
+
+    ours, theirs = (matplotlib.image.imread(io.BytesIO(png), format="png") for png in (made, committed))
+    if ours.shape != theirs.shape:
+        return f"{name}: {ours.shape} pixels, committed {theirs.shape}"
+    moved = numpy.abs(ours - theirs).max(axis=-1)
+    if moved.max() > ANTI_ALIASING or (moved > 0).mean() > MOVED_PIXELS:
+        return f"{name}: {(moved > 0).mean():.2%} of its pixels moved, by up to {moved.max():.2f}"
+    return None
