@@ -228,7 +228,7 @@ def impossible_lines(records: list[Record]) -> list[str]:
     host must not pass such numbers on unremarked."""
     lines = []
     for record in records:
-        figures = dict(record)
+        figures = record.to_dict()  # once: dict(record) would dump the record whole for each of its keys
         marked = [_flagged_text(figures, key) for key in BOUNDS if flagged(figures, key)]
         if marked:
             lines.append(f"  {record.case_id}: {', '.join(marked)}")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Optional
 
 from pytest_gpu_pairs.devices.cpus import physical_cores, usable_cpus
-from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, open_gpu, visible_gpu
+from pytest_gpu_pairs.devices.nvml import Gpu, NvmlUnavailable, gpu_count, open_gpu, visible_gpu
 from pytest_gpu_pairs.experiment.cases import Case
 from pytest_gpu_pairs.protocol import now
 from pytest_gpu_pairs.run.ballast import Ballast
@@ -43,6 +43,22 @@ def job_cpu_plan(pin: str, share: tuple[int, int], usable: frozenset[int]) -> Cp
         return unpinned("this platform does not let a process choose its CPUs")
     cores = share_of_cores(physical_cores(usable), *share)
     return plan_job_cpus(cores, None if pin == "auto" else int(pin))
+
+
+def session_cpu_share(options: GpuPairsOptions, gpu: Optional[Gpu],
+                      gpus_here: Callable[[], int] = gpu_count) -> tuple[int, int]:
+    """The block of the host's cores this session's jobs take: an xdist worker's, or, for a session
+    named to one GPU (``--gpu-pairs-gpus N``, no workers), that GPU's block of as many as the host
+    has GPUs, so that sessions started side by side, one a GPU, never pin their jobs to the same
+    CPUs (two such sessions once did, and slowed each other's host-bound jobs); else all of them."""
+    if options.worker is not None or options.gpu is None or gpu is None:
+        return options.cpu_share
+    try:
+        count = gpus_here()
+    except NvmlUnavailable:
+        return options.cpu_share
+    index = gpu.info.index
+    return (index, count) if isinstance(index, int) and 0 <= index < count else options.cpu_share
 
 
 def open_device_gpu(device: str, spec: Optional[str] = None) -> tuple[Optional[Gpu], Optional[str]]:
@@ -111,7 +127,7 @@ class Device:
             gpu, reason = open_device_gpu(options.device, options.gpu)
             env = Environment(device="cuda" if gpu is not None else "cpu", scale=options.scale,
                               sample_hz=options.sample_hz, gpu=gpu, gpu_unavailable=reason,
-                              cpus=job_cpu_plan(options.pin_cpus, options.cpu_share, usable_cpus()))
+                              cpus=job_cpu_plan(options.pin_cpus, session_cpu_share(options, gpu), usable_cpus()))
             if gpu is not None and options.gpu is not None:
                 env.extra_env["CUDA_VISIBLE_DEVICES"] = gpu.info.uuid or str(gpu.info.index)
             if gpu is not None:

@@ -1,4 +1,5 @@
 """Which CPUs each job gets: whole cores, never shared between the jobs, the harness or workers."""
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -99,3 +100,54 @@ def test_a_builtin_is_narrowed_to_two_cpus_only_where_it_drives_a_gpu():
     assert on_gpu.job_cpus("fg", builtin=True) == {1, 2}
     assert on_cpu.job_cpus("fg", builtin=True) == set(range(1, 8))
     assert on_gpu.job_cpus("bg", builtin=False) == set(range(8, 15))
+
+
+def _gpu(index: int):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(info=SimpleNamespace(index=index))
+
+
+def _options(**given):
+    from pathlib import Path
+
+    from pytest_gpu_pairs.run.options import GpuPairsOptions
+
+    return GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
+                           sample_hz=10.0, out_dir=Path("out"), **given)
+
+
+def test_sessions_named_to_different_gpus_of_a_host_pin_their_jobs_to_different_cpus(monkeypatch):
+    """Two sessions side by side, each with ``--gpu-pairs-gpus N`` and no workers, once both pinned
+    their jobs to CPUs 1-2 and 16-17 of a two-GPU host."""
+    from pytest_gpu_pairs.run.device import session_cpu_share
+
+    monkeypatch.setattr("pytest_gpu_pairs.devices.cpus.thread_siblings", smt_siblings(1, 32))
+    usable = frozenset(range(32))
+    plans = [job_cpu_plan("auto", session_cpu_share(_options(gpu=str(i)), _gpu(i), lambda: 2), usable)
+             for i in (0, 1)]
+    taken = [plan.harness | plan.for_job("fg", False) | plan.for_job("bg", False) for plan in plans]
+    assert taken[0].isdisjoint(taken[1])
+    assert all(len(plan.for_job(role, True)) == 2 for plan in plans for role in ("fg", "bg"))
+
+
+@pytest.mark.parametrize(("given", "gpu", "share"), [
+    ({}, _gpu(1), (0, 1)),  # no GPU named: the session has the host
+    ({"gpu": "1", "worker": "gw1", "cpu_share": (1, 2)}, _gpu(1), (1, 2)),  # a worker: its block
+    ({"gpu": "1"}, None, (0, 1)),  # no GPU opened
+    ({"gpu": "GPU-b9d1"}, _gpu(1), (1, 2)),  # named by UUID: its NVML index
+])
+def test_a_session_takes_its_gpus_share_only_where_it_is_named_to_one(given, gpu, share):
+    from pytest_gpu_pairs.run.device import session_cpu_share
+
+    assert session_cpu_share(_options(**given), gpu, lambda: 2) == share
+
+
+def test_a_host_whose_gpus_cannot_be_counted_leaves_the_session_all_of_it():
+    from pytest_gpu_pairs.devices.nvml import NvmlUnavailable
+    from pytest_gpu_pairs.run.device import session_cpu_share
+
+    def uncountable():
+        raise NvmlUnavailable("no NVML")
+
+    assert session_cpu_share(_options(gpu="1"), _gpu(1), uncountable) == (0, 1)
