@@ -76,37 +76,52 @@ def test_the_plan_takes_the_table_of_the_gpu_here_and_says_when_there_is_none(mo
     assert chosen_card(None, detect=False) == (H100, None)  # jobs on the CPU, or plan-validate: not asked
 
 
-def _plan(capsys, *extra) -> dict:
-    code = gpu_pairs(["plan", str(ROOT / "settings/planner_reference.json"), "-k", "r03 or r06 or r18 or r20",
-                      "--json", *extra])
+def _settings(folder) -> str:
+    """Three of the H200's measured reference pairs and one the reference set never holds."""
+    reference = json.loads((ROOT / "settings/planner_reference.json").read_text())
+    measured = [p for p in reference["pairs"] if p["group"] in ("r03", "r06", "r18")]
+    never = {"group": "u01", "foreground": {"model": "mnist", "hyperparameters": {"epochs": 1}},
+             "background": {"model": "pcb", "hyperparameters": {"epochs": 1}}}
+    path = folder / "pairs.json"
+    path.write_text(json.dumps({**reference, "pairs": [*measured, never]}))
+    return str(path)
+
+
+def _plan(capsys, settings, *extra) -> dict:
+    code = gpu_pairs(["plan", settings, "--json", *extra])
     out = capsys.readouterr().out
     assert code == 0, out
     return json.loads(out)
 
 
 def _efficiencies(plan: dict) -> dict:
-    """Each pair's time-sliced efficiency and interval, to the six places the packaged tables keep."""
-    def rounded(figure):
-        return round(figure["value"], 5), [round(v, 5) for v in figure["interval"] or []]
-    return {"+".join(p["pair"]): rounded(p["mechanisms"]["timeslice"]["efficiency"]) for p in plan["pairs"]}
+    """Each pair's time-sliced efficiency and interval bounds."""
+    figures = {}
+    for p in plan["pairs"]:
+        efficiency = p["mechanisms"]["timeslice"]["efficiency"]
+        for name, value in zip(("value", "low", "high"), (efficiency["value"], *(efficiency["interval"] or []))):
+            figures[f"{'+'.join(p['pair'])} {name}"] = value
+    return figures
 
 
 def test_the_h200_table_plans_as_the_h200s_own_profiles_and_pairs_do(capsys, tmp_path):
-    """The packaged table is that folder distilled: the same predictions, the same intervals, on
-    the same card; only where the measured pairs come from is named otherwise."""
-    packaged = _plan(capsys, "--card", "h200", "--out", str(tmp_path))
-    here = _plan(capsys, "--profiles-here", "--results", str(H200_RESULTS))
+    """The packaged table is that folder distilled, its figures to six places: the same predictions,
+    the same intervals, on the same card; only where the measured pairs come from is named otherwise."""
+    settings = _settings(tmp_path)
+    packaged = _plan(capsys, settings, "--card", "h200", "--out", str(tmp_path))
+    here = _plan(capsys, settings, "--profiles-here", "--results", str(H200_RESULTS))
     assert packaged["card_mb"] == here["card_mb"] == 143_771.0
-    assert _efficiencies(packaged) == _efficiencies(here)
+    assert _efficiencies(packaged) == pytest.approx(_efficiencies(here), abs=1e-5)
     assert packaged["model"]["profiled_device"] == "NVIDIA H200" and packaged["model"]["reference"] == str(H200.reference)
     rests = {"+".join(p["pair"]): p["rests_on"] for p in packaged["pairs"]}
-    assert rests["densenet121+hrnet18"] == "measured (H200 reference)" and rests["densenet121+mrt_oast"] == "solo profiles"
+    assert rests["densenet121+hrnet18"] == "measured (H200 reference)" and rests["mnist+pcb"] == "solo profiles"
 
 
 def test_a_plan_on_an_h200_judges_its_pairs_by_the_h200s_table(capsys, monkeypatch, tmp_path):
-    h100 = _plan(capsys, "--out", str(tmp_path))
+    settings = _settings(tmp_path)
+    h100 = _plan(capsys, settings, "--out", str(tmp_path))
     monkeypatch.setattr(cards, "gpu_here", lambda: "NVIDIA H200")
-    h200 = _plan(capsys, "--out", str(tmp_path))
+    h200 = _plan(capsys, settings, "--out", str(tmp_path))
     assert h100["model"]["profiled_device"].startswith("NVIDIA H100") and h100["card_mb"] == 81_559.0
     assert h200["model"]["profiled_device"] == "NVIDIA H200" and h200["model"]["card_note"] is None
     assert _efficiencies(h200) != _efficiencies(h100)
