@@ -438,8 +438,9 @@ class SessionState:
 
 
 def study_status(study: Study, root: Path, out: Path, request: Request) -> list[SessionState]:
-    """Each session's state: running (a pytest session holds its folder), done, interrupted (records
-    so far), not started, or not run on the CPU."""
+    """Each session's state: running (a pytest session holds its folder), done, partly done, stopped
+    short, begun elsewhere (records copied in without the ``runs.json`` that ran them), not started,
+    or not run on the CPU."""
     runs = read_runs(out)
     states = []
     for session in plan_sessions(study, root, out, request):
@@ -457,6 +458,8 @@ def study_status(study: Study, root: Path, out: Path, request: Request) -> list[
             state = f"partly done (its last run selected -k {selection(attempts[-1].get('argv'))!r}); run again to resume"
         elif attempts:
             state = f"stopped short (pytest exit {attempts[-1].get('exit')}); run again to resume"
+        elif records:
+            state = "begun elsewhere (records here, no attempt in runs.json); run again to resume"
         else:
             state = "not started"
         states.append(SessionState(session.folder, session.variant, state, complete, len(records) - complete,

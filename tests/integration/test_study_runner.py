@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from support.helpers import REPO, XDIST_WORKER_VARS, jobs_started_under, pair, write_settings
+from support.helpers import H100_DATA, REPO, XDIST_WORKER_VARS, jobs_started_under, pair, write_settings
 
 from pytest_gpu_pairs.studies.declaration import Study, find_study
 from pytest_gpu_pairs.studies.runner import (
@@ -227,6 +228,15 @@ def test_status_says_running_while_a_pytest_session_holds_the_folder(checkout):
         holder.kill()
         holder.wait()
     assert study_status(_study(), checkout, out, Request(device="cpu"))[0].state == "not started"
+
+
+def test_status_says_a_session_whose_records_were_copied_in_without_its_runs_was_begun_elsewhere(checkout):
+    """A results folder carried from another machine holds records but no attempt of this runner's."""
+    out = checkout / "out"
+    shutil.copytree(H100_DATA / "run", out / "session-1")
+    state = study_status(_study(), checkout, out, Request(device="cpu"))[0]
+    assert state.state == "begun elsewhere (records here, no attempt in runs.json); run again to resume"
+    assert state.complete == 2 and sessions_left([state]) == 1
 
 
 LEFT_OUT_FOR_THE_LIMIT = """import os, pytest
