@@ -149,8 +149,8 @@ def _add(group) -> None:
                          "the session runs there, its jobs on that GPU's share of the host's CPUs")
     group.addoption("--gpu-pairs-pin-cpus", type=_pin_cpus, default=None, metavar="auto|off|N",
                     help="pin each job to CPUs of its own (whole cores, one core left to the harness, a share "
-                         "of the host per xdist worker or named GPU): auto splits them evenly between the two jobs, N gives "
-                         "each job N CPUs, off leaves placement to the kernel (default: auto on Linux)")
+                         "of the host per xdist worker or named GPU): auto splits them evenly between the two "
+                         "jobs, N gives each job N CPUs, off leaves placement to the kernel (default: auto on Linux)")
     group.addoption("--gpu-pairs-sharing", type=sharing_modes, default=None, metavar="MODES",
                     help="how the two jobs share the GPU: timeslice (the driver's default), mps (a private "
                          "MPS daemon of the harness), or timeslice,mps to measure every pair both ways; "

@@ -1,11 +1,17 @@
-"""Which CPUs each job gets: whole cores, never shared between the jobs, the harness or workers."""
+"""Which CPUs each job gets: whole cores, never shared between the jobs, the harness, workers or
+sessions named to other GPUs of the host."""
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_gpu_pairs.devices.cpus import format_cpu_list, parse_cpu_list, physical_cores
+from pytest_gpu_pairs.devices.nvml import NvmlUnavailable
 from pytest_gpu_pairs.run.cpus import plan_job_cpus, share_of_cores
-from pytest_gpu_pairs.run.device import job_cpu_plan
+from pytest_gpu_pairs.run.device import job_cpu_plan, session_cpu_share
+from pytest_gpu_pairs.run.options import GpuPairsOptions
 
 
 def smt_siblings(threads: int, cores: int):
@@ -103,16 +109,10 @@ def test_a_builtin_is_narrowed_to_two_cpus_only_where_it_drives_a_gpu():
 
 
 def _gpu(index: int):
-    from types import SimpleNamespace
-
     return SimpleNamespace(info=SimpleNamespace(index=index))
 
 
 def _options(**given):
-    from pathlib import Path
-
-    from pytest_gpu_pairs.run.options import GpuPairsOptions
-
     return GpuPairsOptions(settings=(), device="cuda", scale=1.0, vram_budget_mb=None, min_efficiency=None,
                            sample_hz=10.0, out_dir=Path("out"), **given)
 
@@ -120,8 +120,6 @@ def _options(**given):
 def test_sessions_named_to_different_gpus_of_a_host_pin_their_jobs_to_different_cpus(monkeypatch):
     """Two sessions side by side, each with ``--gpu-pairs-gpus N`` and no workers, once both pinned
     their jobs to CPUs 1-2 and 16-17 of a two-GPU host."""
-    from pytest_gpu_pairs.run.device import session_cpu_share
-
     monkeypatch.setattr("pytest_gpu_pairs.devices.cpus.thread_siblings", smt_siblings(1, 32))
     usable = frozenset(range(32))
     plans = [job_cpu_plan("auto", session_cpu_share(_options(gpu=str(i)), _gpu(i), lambda: 2), usable)
@@ -138,15 +136,10 @@ def test_sessions_named_to_different_gpus_of_a_host_pin_their_jobs_to_different_
     ({"gpu": "GPU-b9d1"}, _gpu(1), (1, 2)),  # named by UUID: its NVML index
 ])
 def test_a_session_takes_its_gpus_share_only_where_it_is_named_to_one(given, gpu, share):
-    from pytest_gpu_pairs.run.device import session_cpu_share
-
     assert session_cpu_share(_options(**given), gpu, lambda: 2) == share
 
 
 def test_a_host_whose_gpus_cannot_be_counted_leaves_the_session_all_of_it():
-    from pytest_gpu_pairs.devices.nvml import NvmlUnavailable
-    from pytest_gpu_pairs.run.device import session_cpu_share
-
     def uncountable():
         raise NvmlUnavailable("no NVML")
 
