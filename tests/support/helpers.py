@@ -6,6 +6,7 @@ rootdir-relative ``prepend`` import of tests/conftest.py and of the test package
 from __future__ import annotations
 
 import base64
+import io
 import json
 import math
 import os
@@ -122,7 +123,6 @@ def with_peak_allocation(read):
         tracemalloc.stop()
 
 
-
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 EMBEDDED_TEXT = re.compile(r"data:text/[\w.+-]+(?:;charset=[\w-]+)?;base64,([A-Za-z0-9+/=]+)")  # a report's download links
 EMBEDDED_IMAGE = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
@@ -163,9 +163,7 @@ def _with_embedded_text_decoded(text: str) -> str:
 def _images_differ(made: bytes, committed: bytes, name: str) -> Optional[str]:
     if made == committed:
         return None
-    import io
-
-    import matplotlib.image
+    import matplotlib.image  # the report extra's, as the summaries it compares
     import numpy
 
     ours, theirs = (matplotlib.image.imread(io.BytesIO(png), format="png") for png in (made, committed))
