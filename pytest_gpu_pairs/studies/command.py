@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", help="every declared study, with its reference folder")
     for action, text in (("run", "run the study's sessions not done yet (resumes a stopped run)"),
-                         ("status", "which sessions are done, partly done, stopped short or not started"),
+                         ("status", "which sessions are done, partly done, stopped short, begun elsewhere or not started"),
                          ("collect", "rebuild the study's summary.json and table from its results folders")):
         sub = actions.add_parser(action, help=text, description=text)
         sub.add_argument("name", help="a study named by `gpu-pairs study list`")
