@@ -27,8 +27,9 @@ case "$ACTION" in
   start)
     [ -d ".carry/$NAME" ] && cp -r --update=none ".carry/$NAME"/. "$WORK"/
     rm -rf "$WORK"/*/_mps  # an earlier MPS daemon's logs: a copy is no longer private (0700), so MPS would refuse it
-    nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu \
-      --format=csv,noheader >> "$WORK/gpu.txt" 2>&1
+    gpus() { nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu \
+      --format=csv,noheader >> "$1/gpu.txt" 2>&1; }
+    gpus "$WORK"
     shift 2
     # the runner and its jobs import from a copy of their own: the device tool copies the working tree
     # afresh at each call, and a module imported mid-copy was once missing (a session's last save failed)
@@ -43,6 +44,7 @@ case "$ACTION" in
       then_work=/tmp/gpu-pairs-studies/${then_args[0]}
       mkdir -p "$then_work"
       [ -d "$repo/.carry/${then_args[0]}" ] && cp -r --update=none "$repo/.carry/${then_args[0]}"/. "$then_work"/
+      gpus "$then_work"  # the THEN study's own record of the machine it ran on
       setsid nohup bash -c 'start=$(date +%s); limit=$1; name=$2; work=$3; then_work=$4; shift 4
         n=$1; shift; first=("${@:1:$n}"); second=("${@:$((n + 1))}")
         python3 -m pytest_gpu_pairs.cli study run "$name" --out "$work" --time-limit "$limit" "${first[@]}" >> "$work.log" 2>&1
