@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import Progress
 from pytest_gpu_pairs.record.measurement import InterleavedMeasurement, Phase, PhaseRound
-from pytest_gpu_pairs.record.phases import case_figures, figure_rounds, round_figures, shapley_split
+from pytest_gpu_pairs.record.phases import case_figures, figure_rounds, gpu_busy, round_figures, shapley_split
 
 IDLE_W = 50.0
 
@@ -185,6 +185,44 @@ def test_a_round_says_how_busy_each_job_kept_the_card_and_what_that_allows():
     assert r["fg_solo_gpu_busy"] == pytest.approx(0.60) and r["bg_solo_gpu_busy"] == pytest.approx(0.70)
     assert r["pair_gpu_busy"] == pytest.approx(0.99)
     assert r["efficiency_bound"] == pytest.approx(1 + 0.4 / 0.7)
+
+
+def lagging_readings(busy_at, lag_s, until=3.0, hz=10):
+    """NVML-like utilisation readings every 1/hz s, each the card's mean busy over the lag_s before it."""
+    readings, t = [], 0.0
+    while t <= until:
+        span = [busy_at(t - lag_s * k / 20) for k in range(1, 21)]
+        readings.append(GpuSample(t=t, energy_mj=0.0, util_pct=100.0 * sum(span) / len(span)))
+        t = round(t + 1 / hz, 10)
+    return tuple(readings)
+
+
+@given(busy=st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0)), lag_s=st.floats(0.05, 0.35),
+       settle_s=st.sampled_from([0.1, 0.3]), phase_s=st.sampled_from([0.5, 1.0, 2.0]))
+def test_a_phase_reads_only_its_own_busy_time_though_each_reading_lags(busy, lag_s, settle_s, phase_s):
+    """Phases as the default method makes them (a settling time, then the measured window), the
+    card's utilisation read as NVML gives it, each reading an average over a stretch before it:
+    each phase reads its own busy fraction, not its predecessor's."""
+    fg, bg, pair = busy
+    step = settle_s + phase_s
+    phases = [Phase(name, i * step, i * step + settle_s, (i + 1) * step) for i, name in enumerate(("fg", "bg", "pair"))]
+
+    def busy_at(t):
+        return pair if t < 0 or t >= 2 * step else fg if t < step else bg
+
+    samples = lagging_readings(busy_at, lag_s, until=3 * step)
+    for phase, expected in zip(phases, busy):
+        assert gpu_busy(samples, phase) == pytest.approx(expected, abs=1e-9), phase.name
+
+
+def test_a_light_jobs_solo_phase_after_the_pair_reads_as_light_as_after_the_other_job():
+    """The H200's step response (a reading shows a switch fully 0.4 s after it): half-second phases
+    read 10 % busy for a job that keeps the card 10 % busy, where the whole window read over 30 %."""
+    def busy_at(t):
+        return 0.9 if t < 0.0 else 0.1
+
+    samples = lagging_readings(busy_at, 0.35)
+    assert gpu_busy(samples, Phase("fg", 0.0, 0.1, 0.6)) == pytest.approx(0.1)
 
 
 def test_without_utilisation_readings_the_busy_fractions_are_unmeasured():
