@@ -115,13 +115,20 @@ def leave_one_out(observations: Sequence[Observation]) -> list[float]:
     return errors
 
 
-def leave_one_workload_out(observations: Sequence[Observation]) -> list[tuple[Observation, float]]:
+Folds = Callable[[str], Sequence[Observation]]
+
+
+def leave_one_workload_out(observations: Sequence[Observation],
+                           folds: Optional[Folds] = None) -> list[tuple[Observation, float]]:
     """(observation, its residual after a correction fitted without any pair of one of its
-    workloads), once for each workload of the pair: the error on a workload never measured."""
+    workloads), once for each workload of the pair: the error on a workload never measured. Where
+    the base model itself learns from measured pairs, ``folds(name)`` gives every observation as a
+    planner that never measured ``name`` would see it."""
     found = []
     for name in sorted({m for o in observations for m in o.models}):
-        correction = fit([o for o in observations if name not in o.models])
-        found += [(o, o.residual - correction(o.models, o.mps, o.contention)) for o in observations if name in o.models]
+        fold = folds(name) if folds is not None else observations
+        correction = fit([o for o in fold if name not in o.models])
+        found += [(o, o.residual - correction(o.models, o.mps, o.contention)) for o in fold if name in o.models]
     return found
 
 
@@ -157,11 +164,12 @@ class Learned:
 
 
 def learn(observations: Sequence[Observation], scale: Scale = unit_scale,
-          bounds: tuple[float, float] = (-math.inf, math.inf), confidence: float = CONFIDENCE) -> Learned:
+          bounds: tuple[float, float] = (-math.inf, math.inf), confidence: float = CONFIDENCE,
+          folds: Optional[Folds] = None) -> Learned:
     """The correction from all observations, and intervals calibrated on held-out workloads."""
     low, high = bounds
     scores: dict[bool, list[float]] = {False: [], True: []}
-    for o, error in leave_one_workload_out(observations) if len(observations) >= 2 else []:
+    for o, error in leave_one_workload_out(observations, folds) if len(observations) >= 2 else []:
         predicted = min(high, max(low, o.base + o.residual - error))
         scores[o.mps].append(abs(error) / scale(predicted))
     quantiles = {mps: conformal_quantile(found, confidence) for mps, found in scores.items()}

@@ -2,8 +2,10 @@
 files), through ``record.store``, the only reader of records, and the H100 reference pairs the
 package carries. A pair's figures are the mean over the records of the same two workloads and
 mechanism; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``); a
-group of more jobs is kept apart (it teaches no pair). A bad record or reference file is one line
-naming the file and the JSON path.
+group of more jobs is kept apart (it teaches no pair). A pair's jobs' busy fractions in its solo
+phases are read again from the readings its cases kept (``gpu_samples.csv``, settled after each
+switch as a phase is read now): a record's own figure may predate that reading. A bad record,
+readings file or reference file is one line naming the file and the place in it.
 
 The reference (``reference_pairs.json``, made by ``tools/codegen/reference_pairs.py``) is every pair
 (and group) the project measured with the default (interleaved) method on an H100 and committed; a
@@ -16,7 +18,7 @@ import hashlib
 import json
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, V
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 from pytest_gpu_pairs.record.metrics import measured_mean
 from pytest_gpu_pairs.record.model import Record
-from pytest_gpu_pairs.record.store import load_run
+from pytest_gpu_pairs.record.phases import recorded_solo_busy
+from pytest_gpu_pairs.record.store import Run, load_run, load_utilisation
 from pytest_gpu_pairs.run.methods import EPOCH, INTERLEAVED
 
 REFERENCE = Path(__file__).with_name("reference_pairs.json")
@@ -49,6 +52,7 @@ class MeasuredPair:
     records: int
     sources: tuple[str, ...]
     reference: bool = False  # from the package's H100 reference, not from a results folder given
+    solo_busy: tuple[tuple[str, float], ...] = ()  # (workload, busy fraction in the pair's solo phases), settled readings
 
 
 @dataclass(frozen=True)
@@ -150,21 +154,40 @@ def _seen_before(record: Record, seen: set[str]) -> bool:
     return False
 
 
+def _solo_busy(run: Run, case_id: str, record: Record) -> dict[str, float]:
+    """Each workload's busy fraction in the record's solo phases, read again from its case folder's
+    readings (``record.phases.recorded_solo_busy``); nothing where the case kept none."""
+    file, _ = run.place(case_id)
+    samples = load_utilisation(Path(file).parent) if Path(file).name == "result.json" else None
+    if not samples:
+        return {}
+    models = {"fg": record.get("fg_model"), "bg": record.get("bg_model")}
+    return {models[role]: busy for role, busy in recorded_solo_busy(record.get("rounds") or [], samples).items()
+            if isinstance(models.get(role), str)}
+
+
+def _mean_busy(readings: Sequence[dict[str, float]]) -> tuple[tuple[str, float], ...]:
+    names = sorted({name for reading in readings for name in reading})
+    return tuple((name, statistics.fmean(r[name] for r in readings if name in r)) for name in names)
+
+
 def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.name,)) -> Measured:
     """The measured pairs of ``paths`` (results folders, benchmark JSON, result.json files);
     ``StoreError`` in one line for the first unusable file. Efficiency and energy come from every
     record that did not run out of memory, fit evidence from the records made on emulated cards.
     Only records of ``methods`` teach the model (the epoch method's figures carry start-up and a
     restart loop, and do not reproduce); the others are counted in ``skipped``. A record read twice
-    (the same measurement in two folders) counts once."""
+    (the same measurement in two folders) counts once. A pair's jobs' busy fractions in their solo
+    phases come from the cases that kept their readings (``gpu_samples.csv``)."""
     grouped: dict[tuple[tuple[str, str], str], list[tuple[str, Any]]] = {}
+    busy: dict[tuple[tuple[str, str], str], list[dict[str, float]]] = {}
     groups: dict[tuple[tuple[str, ...], str], list[tuple[str, Any]]] = {}
     emulated: dict[tuple[str, str], list] = {}
     skipped = 0
     seen: set[str] = set()
     for path in paths:
         run = load_run(path)
-        for record in run.records.values():
+        for case_id, record in run.records.items():
             if not (_concurrent(record) and _on_gpu(record)) or _seen_before(record, seen):
                 continue
             if isinstance(record.get("n_jobs"), int) and record.get("n_jobs") > 2:
@@ -178,10 +201,13 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
             if (record.get("method") or EPOCH.name) not in methods:
                 skipped += 1
                 continue
-            grouped.setdefault((models, record.get("sharing") or "timeslice"), []).append((str(path), record))
+            key = (models, record.get("sharing") or "timeslice")
+            grouped.setdefault(key, []).append((str(path), record))
+            busy.setdefault(key, []).append(_solo_busy(run, case_id, record))
     measured = Measured(skipped=skipped)
     for (models, sharing), found in grouped.items():
-        measured.pairs[(models, sharing)] = _pair(models, sharing, found)
+        measured.pairs[(models, sharing)] = replace(_pair(models, sharing, found),
+                                                    solo_busy=_mean_busy(busy[(models, sharing)]))
     for models, records in emulated.items():
         measured.fit[models] = _fit_evidence(records)
     for (names, sharing), found in groups.items():
@@ -201,6 +227,7 @@ class _ReferencePair(BaseModel):
     energy_saved: _Number = None
     peak_vram_mb: _Number = None
     records: StrictInt
+    solo_gpu_busy: Optional[dict[StrictStr, StrictFloat]] = None
 
 
 class _ReferenceFit(BaseModel):
@@ -233,6 +260,10 @@ def _shape(data: _ReferenceFile, source: str) -> None:
             raise SettingsError(source, f"$.pairs[{index}].models", f"expected two model names, got {pair.models!r}")
         if pair.efficiency_ci is not None and len(pair.efficiency_ci) != 2:
             raise SettingsError(source, f"$.pairs[{index}].efficiency_ci", "expected [low, high]")
+        for name, busy in (pair.solo_gpu_busy or {}).items():
+            if name not in pair.models or not 0.0 <= busy <= 1.0:
+                raise SettingsError(source, f"$.pairs[{index}].solo_gpu_busy.{name}",
+                                    f"expected a fraction from 0 to 1 for one of {pair.models!r}, got {busy!r}")
     for index, group in enumerate(data.groups):
         if len(group.models) < 3:
             raise SettingsError(source, f"$.groups[{index}].models", f"expected three or more model names, got {group.models!r}")
@@ -245,7 +276,7 @@ def _reference_pair(p: _ReferencePair, source: str) -> MeasuredPair:
     models = pair_key(*p.models) if len(p.models) == 2 else tuple(sorted(p.models))
     ci = (p.efficiency_ci[0], p.efficiency_ci[1]) if p.efficiency_ci else None
     return MeasuredPair(models, p.sharing, p.efficiency, ci, p.energy_saved, p.peak_vram_mb, p.records, (source,),
-                        reference=True)
+                        reference=True, solo_busy=tuple(sorted((p.solo_gpu_busy or {}).items())))
 
 
 def parse_reference(raw: object, source: str) -> Reference:

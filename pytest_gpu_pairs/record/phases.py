@@ -40,7 +40,7 @@ switch left out):
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from pytest_gpu_pairs.monitor.counters import EnergyCounter
@@ -269,6 +269,29 @@ def gpu_busy(samples: Sequence[GpuSample], phase: Optional[Phase]) -> Optional[f
     settled = max(phase.start, phase.switched_t + UTIL_SPAN_S)
     busy = metrics.measured_mean(s.util_pct for s in _within(samples, settled, phase.end))
     return busy / 100.0 if busy is not None else None
+
+
+def _recorded_phase(entry: Any) -> Optional[Phase]:
+    """A phase as a record describes it (``rounds[].phases[]``), None where it gives no numbers."""
+    if not isinstance(entry, Mapping):
+        return None
+    times = [entry.get(k) for k in ("switched_t", "start", "end")]
+    numbers = [float(x) for x in times if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    return Phase(str(entry.get("name")), *numbers) if len(numbers) == 3 else None
+
+
+def recorded_solo_busy(rounds: Sequence[Any], samples: Sequence[GpuSample]) -> dict[str, float]:
+    """Each job's busy fraction over a record's solo phases (by role), read again from its case's
+    readings as ``gpu_busy`` reads a phase now: a record written before kept the whole window's.
+    A phase the record does not describe with numbers is passed over."""
+    found: dict[str, list[float]] = {}
+    for round_ in rounds:
+        for entry in round_.get("phases") or [] if isinstance(round_, Mapping) else []:
+            phase = _recorded_phase(entry)
+            busy = gpu_busy(samples, phase) if phase is not None and phase.name != "pair" else None
+            if phase is not None and busy is not None:
+                found.setdefault(phase.name, []).append(busy)
+    return {role: sum(values) / len(values) for role, values in found.items()}
 
 
 def device_state(samples: Sequence[GpuSample], start: float, end: float) -> dict[str, Any]:

@@ -11,7 +11,9 @@ reader never sees half a file, and every result record is written and read throu
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import os
 import re
 import tempfile
@@ -556,6 +558,48 @@ def save_samples(samples: list[GpuSample], out_dir: str | Path) -> list[Path]:
                      ((s.t, pid, s.roles.get(pid, "other"), s.proc_mem_mb.get(pid), s.proc_sm_pct.get(pid))
                       for s in samples for pid in sorted(set(s.proc_mem_mb) | set(s.proc_sm_pct))))
     return [device_path, process_path]
+
+
+MAX_SAMPLES_BYTES = 64 << 20  # a day of a case's readings at 10 a second is about 30 MiB
+
+
+def _reading(path: Path, line: int, column: str, text: Optional[str], low: float, high: float) -> float:
+    try:
+        value = float(text or "nan")
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and low <= value <= high):
+        raise StoreError(f"{path}: row {line}, column {column}: expected a number from {low:g} to {high:g}, "
+                         f"got {(text or '')[:40]!r}")
+    return value
+
+
+def load_utilisation(case_dir: str | Path) -> Optional[tuple[GpuSample, ...]]:
+    """A case's utilisation readings from its ``gpu_samples.csv`` (``t``, ``util_pct``), in time order,
+    read back as untrusted; None where the case kept no such file. A reading left empty stays None;
+    anything else unusable is one ``StoreError`` line naming the file, the row and the column."""
+    path = Path(case_dir) / "gpu_samples.csv"
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = read_capped(path, MAX_SAMPLES_BYTES)
+    except OSError as exc:
+        raise StoreError(f"{path}: expected a readable gpu_samples.csv ({exc.strerror or exc})") from None
+    if len(data) > MAX_SAMPLES_BYTES:
+        raise StoreError(f"{path}: expected gpu_samples.csv of at most {MAX_SAMPLES_BYTES >> 20} MiB")
+    try:
+        rows = csv.DictReader(io.StringIO(data.decode("utf-8"), newline=""))
+        if not {"t", "util_pct"} <= set(rows.fieldnames or ()):
+            raise StoreError(f"{path}: row 1: expected a header naming the columns t and util_pct")
+        samples = [GpuSample(t=_reading(path, line, "t", row["t"], 0.0, math.inf),
+                             util_pct=None if not row["util_pct"] else
+                             _reading(path, line, "util_pct", row["util_pct"], 0.0, 100.0))
+                   for line, row in enumerate(rows, start=2)]
+    except UnicodeDecodeError:
+        raise StoreError(f"{path}: expected gpu_samples.csv in UTF-8") from None
+    except csv.Error as exc:
+        raise StoreError(f"{path}: expected CSV ({exc})") from None
+    return tuple(sorted(samples, key=lambda s: s.t))
 
 
 def save_cpu_readings(readings: list[tuple[float, float]], out_dir: str | Path) -> Path:

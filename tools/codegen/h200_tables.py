@@ -14,7 +14,10 @@ GPU it runs on (``planning.cards``).
   session's ``session.json``. The short profile takes no GPM shares and no min fit: the model does
   without them, and a pair's fit rests on the NVML peaks.
 - ``reference_pairs_h200.json``: every pair of the reference set measured so far, as
-  ``tools.codegen.reference_pairs`` distils the H100's.
+  ``tools.codegen.reference_pairs`` distils the H100's, with each job's busy fraction in the
+  pair's solo phases (``solo_gpu_busy``) as ``planning.measured`` reads it again from the cases'
+  ``gpu_samples.csv`` (the readings settled after each switch; the records keep the figures they
+  were measured with).
 
 A unit test regenerates both and compares, so the package and the references cannot drift apart.
 """

@@ -39,9 +39,12 @@ def _round(value: Optional[float]) -> Optional[float]:
 
 
 def _row(p: MeasuredPair) -> dict[str, Any]:
-    return {"models": list(p.models), "sharing": p.sharing, "efficiency": _round(p.efficiency),
-            "efficiency_ci": [_round(v) for v in p.efficiency_ci] if p.efficiency_ci else None,
-            "energy_saved": _round(p.energy_saved), "peak_vram_mb": _round(p.peak_vram_mb), "records": p.records}
+    row = {"models": list(p.models), "sharing": p.sharing, "efficiency": _round(p.efficiency),
+           "efficiency_ci": [_round(v) for v in p.efficiency_ci] if p.efficiency_ci else None,
+           "energy_saved": _round(p.energy_saved), "peak_vram_mb": _round(p.peak_vram_mb), "records": p.records}
+    if p.solo_busy:
+        row["solo_gpu_busy"] = {name: _round(busy) for name, busy in p.solo_busy}
+    return row
 
 
 def build(measured: Measured, device: str, folders: tuple[Path, ...] = FOLDERS) -> dict[str, Any]:
