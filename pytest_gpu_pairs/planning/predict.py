@@ -82,8 +82,8 @@ def _measured_efficiency(pair: MeasuredPair) -> Figure:
 
 def settled_busy(profiles: Profiles, measured: Measured) -> Profiles:
     """The solo profiles, each workload's busy fraction taken halfway to what its measured pairs' solo
-    phases read (where a pair carries them: the package's H200 table, from readings settled after each
-    switch). A short profile and a case's half-second phases each misread some jobs (resnet56 0.63
+    phases read (where a pair carries them: its cases' readings, settled after each switch, read
+    again by ``planning.measured``; the package's H200 table holds them). A short profile and a case's half-second phases each misread some jobs (resnet56 0.63
     in its profile, 0.52-0.53 in its cases); over the H200's 22 pairs the halfway value predicted
     held-out pairs best (docs/planner.md). A workload no measured pair holds keeps its profile."""
     read: dict[str, list[float]] = {}

@@ -286,7 +286,8 @@ def recorded_solo_busy(rounds: Sequence[Any], samples: Sequence[GpuSample]) -> d
     A phase the record does not describe with numbers is passed over."""
     found: dict[str, list[float]] = {}
     for round_ in rounds:
-        for entry in round_.get("phases") or [] if isinstance(round_, Mapping) else []:
+        entries = round_.get("phases") if isinstance(round_, Mapping) else None
+        for entry in entries if isinstance(entries, list) else []:
             phase = _recorded_phase(entry)
             busy = gpu_busy(samples, phase) if phase is not None and phase.name != "pair" else None
             if phase is not None and busy is not None:

@@ -155,3 +155,18 @@ def test_a_reference_pairs_busy_fraction_outside_0_to_1_or_of_another_workload_i
             read_reference(path)
         assert str(caught.value).startswith(f"{path}: $.pairs[0].solo_gpu_busy.{name}: expected a fraction from 0 to 1")
         assert "\n" not in str(caught.value)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+                           max_leaves=12)
+
+
+@given(st.lists(json_values | st.fixed_dictionaries({"phases": json_values}), max_size=4))
+def test_rounds_a_record_describes_badly_are_passed_over_never_raised_on(rounds):
+    from pytest_gpu_pairs.monitor.samples import GpuSample
+    from pytest_gpu_pairs.record.phases import recorded_solo_busy
+
+    samples = tuple(GpuSample(t=i / 10, util_pct=50.0) for i in range(30))
+    found = recorded_solo_busy(rounds, samples)
+    assert all(0.0 <= busy <= 1.0 for busy in found.values())
