@@ -170,3 +170,16 @@ def test_rounds_a_record_describes_badly_are_passed_over_never_raised_on(rounds)
     samples = tuple(GpuSample(t=i / 10, util_pct=50.0) for i in range(30))
     found = recorded_solo_busy(rounds, samples)
     assert all(0.0 <= busy <= 1.0 for busy in found.values())
+
+
+def test_unusable_readings_beside_a_record_stop_the_plan_with_one_line(tmp_path, capsys):
+    from pytest_gpu_pairs.cli import main as gpu_pairs
+
+    record = {**_interleaved_record("g01-mnist_ff+resnet20-default-concurrent"), "fg_model": "mnist_ff",
+              "bg_model": "resnet20"}
+    save_result(tmp_path / record["case_id"], record)
+    readings = tmp_path / record["case_id"] / "gpu_samples.csv"
+    readings.write_text("t,util_pct\n1000.0,inf\n")
+    assert gpu_pairs(["plan", "settings/parallel_feasibility_test.json", "--results", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert out == f"error: {readings}: row 2, column util_pct: expected a number from 0 to 100, got 'inf'\n"
