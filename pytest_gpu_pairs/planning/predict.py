@@ -22,7 +22,7 @@ from pytest_gpu_pairs.planning import fit as learning
 from pytest_gpu_pairs.planning import memory, model
 from pytest_gpu_pairs.planning.cards import reference_name
 from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
-from pytest_gpu_pairs.planning.profiles import Profiles
+from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile
 
 MAX_EFFICIENCY = 2.0
 ERROR_FLOOR = 0.1  # the scale of an error where a bound pins the pair: light pairs read 1.9-2.1 across sessions and hosts
@@ -165,12 +165,16 @@ class Planner:
                                                   base_value))
         return found
 
+    def _profiles_of(self, models: tuple[str, str], solo: Optional[Profiles]) -> tuple[Optional[SoloProfile], Optional[SoloProfile]]:
+        table = solo or self.solo
+        return table.get(models[0]), table.get(models[1])
+
     def _base(self, models: tuple[str, str], sharing: str, solo: Optional[Profiles] = None) -> Optional[model.Base]:
-        a, b = (solo or self.solo).get(models[0]), (solo or self.solo).get(models[1])
+        a, b = self._profiles_of(models, solo)
         return model.base(a, b, sharing, self.card, self.timeslicing) if a is not None and b is not None else None
 
     def _base_energy(self, models: tuple[str, str], base: model.Base, solo: Optional[Profiles] = None) -> Optional[float]:
-        a, b = (solo or self.solo).get(models[0]), (solo or self.solo).get(models[1])
+        a, b = self._profiles_of(models, solo)
         if a is None or b is None:
             return None
         return model.energy_saved(a, b, (base.rate_a, base.rate_b), self.card)
