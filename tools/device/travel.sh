@@ -7,10 +7,11 @@
 #   bash tools/device/travel.sh size      # MiB that would travel with .whl and .carry
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-EXCLUDE=.git/info/exclude
+EXCLUDE=$(git rev-parse --git-path info/exclude)
 LINE=/reports/
 case "${1:-}" in
   light)
+    grep -qxF "$LINE" "$EXCLUDE" 2>/dev/null && { echo "travel.sh: already light; restore after the lease"; exit 0; }
     git diff --cached --quiet || { echo "travel.sh: the index holds staged changes; commit them first" >&2; exit 1; }
     git rm -r -q --cached reports
     grep -qxF "$LINE" "$EXCLUDE" || echo "$LINE" >> "$EXCLUDE" ;;
