@@ -20,8 +20,12 @@ between seeds, not between repeats of one arithmetic.
   work (a solo run's work is its own length); each relative to the pair's mean solo default run.
   ``accuracy``: B's metric (``ACCURACY_METRICS``). ``cpu_energy``: RAPL, where the host exposes it.
 - **(3) Interaction.** ``y ~ seed + x + shared + x:shared`` by least squares; the ``x:shared``
-  coefficient (the slope's change when shared), its 95 % Student-t interval and p. The same fit's
-  sequential sums of squares say how much of the spread is the seed's and how much sharing's.
+  coefficient (the slope's change when shared), its 95 % Student-t interval and p. A straight line
+  over three levels misses an outcome that peaks at the middle one (a learning rate's accuracy), so
+  the levels are also taken as a factor: ``y ~ seed + level + shared + level:shared``, an F test of
+  the ``level:shared`` terms against the model without them (does sharing's effect differ from level
+  to level), whose sequential sums of squares say how much of the spread is the seed's, the level's,
+  sharing's and left over (the straight line's, where too few runs leave the factor model no freedom).
 - **(1) Best value.** The level whose mean over seeds is best (accuracy highest, energy lowest),
   alone and shared; where they differ, per seed the shared runs' gain of the shared-best level
   over the solo-best one, with its t interval and p.
@@ -254,8 +258,8 @@ def _term(fit: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def interaction(data: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sub-question 3: the slope's change when shared, seed as the block; and the shares of the
-    spread that the seed and sharing explain."""
+    """Sub-question 3: the slope's change when shared, seed as the block; sharing's effect level by
+    level; and the shares of the spread that the seed, the level and sharing explain."""
     if len({r["x"] for r in data if r["shared"]}) < 2 or len({r["x"] for r in data if not r["shared"]}) < 2:
         return _missing("fewer than two levels in a mode have run")
     x = np.array([r["x"] for r in data])
@@ -269,12 +273,55 @@ def interaction(data: list[dict[str, Any]]) -> dict[str, Any]:
     total = sum(fit["ss"].values()) + fit["ss_residual"]
     seed_ss = sum(v for k, v in fit["ss"].items() if k.startswith("seed_"))
     answer = _term(fit, "x_shared")
-    answer["spread_share"] = {"seed": seed_ss / total, "x": fit["ss"]["x"] / total,
-                              "sharing": (fit["ss"]["shared"] + fit["ss"]["x_shared"]) / total,
-                              "residual": fit["ss_residual"] / total} if total > 0 else None
+    answer["by_level"] = by_level(data)
+    answer["spread_share"] = answer["by_level"].get("spread_share") or ({
+        "seed": seed_ss / total, "level": fit["ss"]["x"] / total,
+        "sharing": (fit["ss"]["shared"] + fit["ss"]["x_shared"]) / total,
+        "residual": fit["ss_residual"] / total, "model": "straight line"} if total > 0 else None)
     answer["slope_solo"] = fit["terms"]["x"]["estimate"]
     answer["n_seeds"] = len({r["seed"] for r in data})
     return answer
+
+
+def level_columns(data: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """One column per level after the lowest: the level as a factor, no straight line assumed."""
+    levels = sorted({r["x"] for r in data})
+    return {f"level_{x:g}": np.array([float(r["x"] == x) for r in data]) for x in levels[1:]}
+
+
+def by_level(data: list[dict[str, Any]]) -> dict[str, Any]:
+    """Does sharing's effect differ from level to level: the F test of ``level:shared`` in
+    ``y ~ seed + level + shared + level:shared``, and that fit's shares of the spread."""
+    y = np.array([r["y"] for r in data])
+    shared = np.array([float(r["shared"]) for r in data])
+    levels = level_columns(data)
+    base = {**seed_columns(data), **levels, "shared": shared}
+    full = ols({**base, **{f"{name}:shared": column * shared for name, column in levels.items()}}, y)
+    reduced = ols(base, y)
+    if full is None or reduced is None:
+        return _missing(f"too few runs ({len(data)}) to test sharing level by level")
+    q = len(levels)
+    f, p = _f_test(reduced["ss_residual"] - full["ss_residual"], q, full["ss_residual"], full["df"])
+    return {"f": f, "df": [q, full["df"]], "p": p, "n_runs": full["n"], "spread_share": _shares(full, levels)}
+
+
+def _f_test(extra_ss: float, q: int, residual_ss: float, df: int) -> tuple[float, float]:
+    extra_ss = max(extra_ss, 0.0)
+    if residual_ss <= 0:
+        return (0.0, 1.0) if extra_ss <= 0 else (math.inf, 0.0)
+    f = (extra_ss / q) / (residual_ss / df)
+    return float(f), float(stats.f.sf(f, q, df))
+
+
+def _shares(fit: dict[str, Any], levels: dict[str, np.ndarray]) -> Optional[dict[str, Any]]:
+    total = sum(fit["ss"].values()) + fit["ss_residual"]
+    if total <= 0:
+        return None
+    ss = fit["ss"]
+    return {"seed": sum(v for k, v in ss.items() if k.startswith("seed_")) / total,
+            "level": sum(ss[name] for name in levels) / total,
+            "sharing": sum(v for k, v in ss.items() if k == "shared" or k.endswith(":shared")) / total,
+            "residual": fit["ss_residual"] / total, "model": "levels"}
 
 
 def level_means(data: list[dict[str, Any]], shared: bool) -> dict[float, float]:
@@ -526,6 +573,9 @@ def stats_rows(summary: dict[str, Any]) -> list[tuple]:
         for factor, answers in entry["factors"].items():
             for outcome, a in answers["interaction"].items():
                 out.append(_stat(pair, "interaction", factor, outcome, "x:shared", a))
+                level = a.get("by_level") or {}
+                out.append(_stat(pair, "interaction_by_level", factor, outcome, "level:shared (F)",
+                                 {**level, "estimate": level.get("f")}))
             for outcome, a in answers["best_value"].items():
                 gain = a.get("gain") or {}
                 note = a.get("reason") or (f"best alone {level_label(factor, a['best_solo_x'])}, "
@@ -589,15 +639,20 @@ def markdown(summary: dict[str, Any]) -> str:
              f"seeds {summary['seeds']}, least background coverage of a counted shared run "
              f"{_fmt(summary['coverage_min'])}.{_drift_sentence(summary['host_drift'])}{_faster_sentence(summary)}", "",
              "## The slope's change when shared (x:shared, 95 % interval, p)", "",
-             "| pair | factor | " + " | ".join(B_OUTCOMES) + " | spread: seed / sharing (accuracy) |",
-             "|---|---|" + "---|" * (len(B_OUTCOMES) + 1)]
+             "| pair | factor | " + " | ".join(B_OUTCOMES) + " |",
+             "|---|---|" + "---|" * len(B_OUTCOMES)]
     for pair, entry in summary["pairs"].items():
         for factor, answers in entry["factors"].items():
             inter = answers["interaction"]
-            share = inter["accuracy"].get("spread_share") or {}
-            spread = f"{share['seed']:.2f} / {share['sharing']:.2f}" if share else "-"
-            lines.append(f"| {pair} ({entry['varied']}) | {factor} | "
-                         + " | ".join(_cell(inter[o]) for o in B_OUTCOMES) + f" | {spread} |")
+            lines.append(f"| {pair} ({entry['varied']}) | {factor} | " + " | ".join(_cell(inter[o]) for o in B_OUTCOMES) + " |")
+    lines += ["", "## Sharing's effect level by level, no straight line assumed (F test of level:shared, p; "
+              "accuracy's spread: seed / level / sharing / left over)", "",
+              "| pair | factor | " + " | ".join(B_OUTCOMES) + " | accuracy's spread |", "|---|---|" + "---|" * (len(B_OUTCOMES) + 1)]
+    for pair, entry in summary["pairs"].items():
+        for factor, answers in entry["factors"].items():
+            inter = answers["interaction"]
+            lines.append(f"| {pair} | {factor} | " + " | ".join(_f_cell(inter[o].get("by_level") or {}) for o in B_OUTCOMES)
+                         + f" | {_spread_cell(inter['accuracy'].get('spread_share'))} |")
     lines += ["", "## Does the best value move when shared? (best level alone -> shared, as multiples of B's default; where it moves, "
               "what the shared-best level gains over the solo-best one in the shared runs, per seed)", "",
               "| pair | factor | " + " | ".join(B_OUTCOMES) + " |", "|---|---|" + "---|" * len(B_OUTCOMES)]
@@ -642,6 +697,24 @@ def markdown(summary: dict[str, Any]) -> str:
     if summary["excluded"]:
         lines += ["", "## Excluded runs", ""] + [f"- {e['case_id']}: {e['why']}" for e in summary["excluded"]]
     return "\n".join(lines) + "\n"
+
+
+def _f_cell(a: dict[str, Any]) -> str:
+    if a.get("f") is None:
+        return f"- ({a.get('reason', 'not estimated')})"
+    return f"F({a['df'][0]}, {a['df'][1]}) = {a['f']:.2f}, p={a['p']:.2g}"
+
+
+def _spread_cell(share: Optional[dict[str, Any]]) -> str:
+    if not share:
+        return "-"
+    parts = " / ".join(_percent(share[k]) for k in ("seed", "level", "sharing", "residual"))
+    return parts + ("" if share.get("model") == "levels" else " (straight line)")
+
+
+def _percent(share: float) -> str:
+    value = 100 * share
+    return f"{value:.1f} %" if value >= 1 else f"{value:.2g} %"
 
 
 def _cell_g(a: dict[str, Any]) -> str:

@@ -77,6 +77,39 @@ def test_the_same_slope_in_both_modes_never_reads_as_an_interaction(slope, offse
     assert answer["ci95"][0] <= 0 <= answer["ci95"][1] or abs(answer["estimate"]) < 1e-3
 
 
+def test_sharing_that_lowers_only_the_middle_level_is_found_level_by_level_where_the_slope_sees_nothing():
+    def accuracy(x, shared, seed):  # a learning rate's accuracy peaks at the default; sharing costs only there
+        return 0.8 - 0.5 * x * x - (0.2 if shared and x == 0 else 0.0) + 0.01 * seed + 0.002 * math.sin(9 * seed + 5 * x)
+    answer = interaction(_data(_rows("accuracy", accuracy), "accuracy"))
+    assert answer["ci95"][0] <= 0 <= answer["ci95"][1]  # the levels are symmetric: no slope changes
+    level = answer["by_level"]
+    assert level["p"] < 0.001 and level["df"] == [2, 18 - 8] and level["n_runs"] == 18
+
+
+@settings(max_examples=25, deadline=None)
+@given(means=st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3),
+       offsets=st.lists(st.floats(-5, 5), min_size=3, max_size=3), sharing=st.floats(-0.1, 0.1))
+def test_the_same_level_shape_in_both_modes_never_reads_as_sharing_acting_by_level(means, offsets, sharing):
+    """Any shape over the levels, the seeds' offsets and one shift for sharing at every level: the
+    shares of the spread add up to 1 and the level-by-level test finds nothing."""
+    shape = dict(zip(sorted(math.log10(lr / LR["default"]) for lr in LR.values()), means))
+    rows = _rows("accuracy", lambda x, shared, seed: shape[x] + offsets[seed - 1] * 0.01 + (sharing if shared else 0.0)
+                 + 0.001 * math.cos(5 * seed + 11 * x + shared))
+    answer = interaction(_data(rows, "accuracy"))
+    share = answer["spread_share"]
+    assert share["model"] == "levels"
+    assert sum(share[k] for k in ("seed", "level", "sharing", "residual")) == pytest.approx(1.0)
+    level = answer["by_level"]
+    assert level["p"] > 1e-3 or level["f"] < 50
+
+
+def test_one_seed_leaves_the_level_by_level_test_out_with_the_reason():
+    answer = interaction(_data(_rows("accuracy", lambda x, shared, seed: 0.5 + 0.1 * x + 0.01 * shared, seeds=(1,)),
+                               "accuracy"))
+    assert "f" not in answer["by_level"] and "too few runs (6) to test sharing level by level" in answer["by_level"]["reason"]
+    assert answer["spread_share"]["model"] == "straight line"
+
+
 def test_a_best_value_that_moves_is_said_with_the_gain_of_the_new_best():
     def acc(x, shared, seed):
         peak = 0.7 if shared else 0.0  # alone x=0 is best, shared the largest learning rate
