@@ -73,6 +73,7 @@ ACCURACY_METRICS = {"mrt_oast": "auc"}
 fixed 0.9 score threshold, which runs of minutes often leave at chance; the ROC AUC of the same test
 pairs needs no threshold. Every other model is judged by its record's ``perf_metric``."""
 MIN_FULL_CYCLE = 0.95  # an A run counts towards A's accuracy beside B when B's run covered this much of it
+EXACT_FIT = 1e-12  # a residual this small a share of the spread is rounding, not noise to test against
 SEED = re.compile(r"^(?P<variant>.+)_s(?P<seed>\d+)$")
 BLOCK_DEFAULT = re.compile(r"^(?P<level>(bg_)?default)_(?P<block>\w+)$")
 STATS_HEADER = ("pair", "question", "factor", "outcome", "term", "estimate", "ci95_low", "ci95_high", "p", "n",
@@ -300,17 +301,12 @@ def by_level(data: list[dict[str, Any]]) -> dict[str, Any]:
     reduced = ols(base, y)
     if full is None or reduced is None:
         return _missing(f"too few runs ({len(data)}) to test sharing level by level")
+    if full["ss_residual"] <= EXACT_FIT * float(((y - y.mean()) ** 2).sum()):
+        return _missing("the levels fit every run exactly: no spread between seeds to test against")
     q = len(levels)
-    f, p = _f_test(reduced["ss_residual"] - full["ss_residual"], q, full["ss_residual"], full["df"])
-    return {"f": f, "df": [q, full["df"]], "p": p, "n_runs": full["n"], "spread_share": _shares(full, levels)}
-
-
-def _f_test(extra_ss: float, q: int, residual_ss: float, df: int) -> tuple[float, float]:
-    extra_ss = max(extra_ss, 0.0)
-    if residual_ss <= 0:
-        return (0.0, 1.0) if extra_ss <= 0 else (math.inf, 0.0)
-    f = (extra_ss / q) / (residual_ss / df)
-    return float(f), float(stats.f.sf(f, q, df))
+    f = (max(reduced["ss_residual"] - full["ss_residual"], 0.0) / q) / (full["ss_residual"] / full["df"])
+    return {"f": f, "df": [q, full["df"]], "p": float(stats.f.sf(f, q, full["df"])), "n_runs": full["n"],
+            "spread_share": _shares(full, levels)}
 
 
 def _shares(fit: dict[str, Any], levels: dict[str, np.ndarray]) -> Optional[dict[str, Any]]:

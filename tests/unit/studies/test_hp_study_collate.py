@@ -110,6 +110,12 @@ def test_one_seed_leaves_the_level_by_level_test_out_with_the_reason():
     assert answer["spread_share"]["model"] == "straight line"
 
 
+def test_runs_the_levels_fit_exactly_leave_the_level_by_level_test_out_rather_than_dividing_by_nothing():
+    answer = interaction(_data(_rows("accuracy", lambda x, shared, seed: 0.5 + 0.1 * x * x + (0.05 if shared else 0.0)),
+                               "accuracy"))
+    assert "f" not in answer["by_level"] and "fit every run exactly" in answer["by_level"]["reason"]
+
+
 def test_a_best_value_that_moves_is_said_with_the_gain_of_the_new_best():
     def acc(x, shared, seed):
         peak = 0.7 if shared else 0.0  # alone x=0 is best, shared the largest learning rate
