@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import psutil
+from support.helpers import wait_for
 
 from pytest_gpu_pairs.cli import main as cli
 from pytest_gpu_pairs.devices.nvml import NvmlUnavailable
@@ -113,10 +114,18 @@ def test_a_card_that_stays_busy_is_not_idle_when_the_time_is_up():
     assert found["idle_reached"] is False and found["job_processes"] == [4242] and found["waited_s"] >= 2.0
 
 
+def _tagged(pid: int) -> bool:
+    """Whether the process runs with its job tag: until its exec, a child shows its parent's environment."""
+    with contextlib.suppress(psutil.Error):
+        return JOB_TAG_VAR in psutil.Process(pid).environ()
+    return False
+
+
 def test_a_leftover_job_process_is_named_and_keeps_the_card_from_idle():
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                            env={**os.environ, JOB_TAG_VAR: "999999999:leftover"}, start_new_session=True)
     try:
+        wait_for(lambda: _tagged(job.pid), timeout_s=30, what="the leftover job's exec")
         clock = Clock()
         found = cardstate.wait_for_idle(FakeCard((480.0, [])), 544.0, 1.0, clock=clock, sleep=clock.sleep)
         assert job.pid in found["job_processes"] and found["idle_reached"] is False
