@@ -271,14 +271,10 @@ def interaction(data: list[dict[str, Any]]) -> dict[str, Any]:
     fit = ols({**seed_columns(data), "x": x, "shared": shared, "x_shared": x * shared}, y)
     if fit is None:
         return _missing(f"too few runs ({len(data)}) for seed, x, sharing and their interaction")
-    total = sum(fit["ss"].values()) + fit["ss_residual"]
-    seed_ss = sum(v for k, v in fit["ss"].items() if k.startswith("seed_"))
     answer = _term(fit, "x_shared")
     answer["by_level"] = by_level(data)
-    answer["spread_share"] = answer["by_level"].get("spread_share") or ({
-        "seed": seed_ss / total, "level": fit["ss"]["x"] / total,
-        "sharing": (fit["ss"]["shared"] + fit["ss"]["x_shared"]) / total,
-        "residual": fit["ss_residual"] / total, "model": "straight line"} if total > 0 else None)
+    answer["spread_share"] = answer["by_level"].get("spread_share") or _shares(fit, ["x"], ["shared", "x_shared"],
+                                                                               "straight line")
     answer["slope_solo"] = fit["terms"]["x"]["estimate"]
     answer["n_seeds"] = len({r["seed"] for r in data})
     return answer
@@ -297,7 +293,8 @@ def by_level(data: list[dict[str, Any]]) -> dict[str, Any]:
     shared = np.array([float(r["shared"]) for r in data])
     levels = level_columns(data)
     base = {**seed_columns(data), **levels, "shared": shared}
-    full = ols({**base, **{f"{name}:shared": column * shared for name, column in levels.items()}}, y)
+    by_shared = {f"{name}:shared": column * shared for name, column in levels.items()}
+    full = ols({**base, **by_shared}, y)
     reduced = ols(base, y)
     if full is None or reduced is None:
         return _missing(f"too few runs ({len(data)}) to test sharing level by level")
@@ -306,18 +303,20 @@ def by_level(data: list[dict[str, Any]]) -> dict[str, Any]:
     q = len(levels)
     f = (max(reduced["ss_residual"] - full["ss_residual"], 0.0) / q) / (full["ss_residual"] / full["df"])
     return {"f": f, "df": [q, full["df"]], "p": float(stats.f.sf(f, q, full["df"])), "n_runs": full["n"],
-            "spread_share": _shares(full, levels)}
+            "spread_share": _shares(full, list(levels), ["shared", *by_shared], "levels")}
 
 
-def _shares(fit: dict[str, Any], levels: dict[str, np.ndarray]) -> Optional[dict[str, Any]]:
-    total = sum(fit["ss"].values()) + fit["ss_residual"]
+def _shares(fit: dict[str, Any], level_terms: Sequence[str], sharing_terms: Sequence[str],
+            model: str) -> Optional[dict[str, Any]]:
+    """The shares of the spread a fit's sequential sums of squares give the seed, the hyperparameter's
+    level, sharing and what is left over; ``model`` names the fit."""
+    ss = fit["ss"]
+    total = sum(ss.values()) + fit["ss_residual"]
     if total <= 0:
         return None
-    ss = fit["ss"]
     return {"seed": sum(v for k, v in ss.items() if k.startswith("seed_")) / total,
-            "level": sum(ss[name] for name in levels) / total,
-            "sharing": sum(v for k, v in ss.items() if k == "shared" or k.endswith(":shared")) / total,
-            "residual": fit["ss_residual"] / total, "model": "levels"}
+            "level": sum(ss[k] for k in level_terms) / total, "sharing": sum(ss[k] for k in sharing_terms) / total,
+            "residual": fit["ss_residual"] / total, "model": model}
 
 
 def level_means(data: list[dict[str, Any]], shared: bool) -> dict[float, float]:
