@@ -202,6 +202,20 @@ class Planner:
         return self._learned(self.efficiency_model, base.efficiency, pair_key(*models), sharing, base.contention,
                              0.0, MAX_EFFICIENCY)
 
+    def efficiency_from_busy(self, models: tuple[str, str], sharing: str, busy: dict[str, float]) -> Figure:
+        """The prediction from busy fractions read elsewhere (a pair's own solo phases, on its host),
+        the learnt model unchanged: what a user gets whose profiles were measured on the machine that
+        runs the pair, where the package's were measured on another host."""
+        key = pair_key(*models)
+        if any(self.solo.get(m) is None or m not in busy for m in key):
+            return Figure(None, None, None, NONE)
+        table = replace(self.solo, workloads={**self.solo.workloads,
+                                              **{m: replace(self.solo.workloads[m], busy=busy[m]) for m in key}})
+        base = self._base(key, sharing, table)
+        if base is None:
+            return Figure(None, None, None, NONE)
+        return self._learned(self.efficiency_model, base.efficiency, key, sharing, base.contention, 0.0, MAX_EFFICIENCY)
+
     def energy_saved(self, models: tuple[str, str], sharing: str) -> Figure:
         pair: Optional[MeasuredPair] = self.measured.of(models, sharing)
         if pair is not None and pair.energy_saved is not None:

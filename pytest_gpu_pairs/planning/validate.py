@@ -3,7 +3,8 @@
 For every workload of the measured pairs, a planner is built without any pair containing it (its
 correction and its calibrated intervals learnt from the rest only) and predicts each of those
 pairs: the error on a workload never measured beside anything, the harder of the two cases a user
-meets. Leaving one pair out (the other workloads still measured) is reported beside it, and the
+meets; and the same again from the busy fractions each pair's own solo phases read, the profiles a
+user who profiles on the machine that runs the pairs would have. Leaving one pair out (the other workloads still measured) is reported beside it, and the
 base model alone (no measured pair at all: what the solo profiles carry). Per
 mechanism: the median and worst relative error of the efficiency, how often the stated interval
 held the measurement and how wide it was; and, for pairs measured under both mechanisms, whether
@@ -91,12 +92,29 @@ def _measured_pairs(planner: Planner) -> list[MeasuredPair]:
     return [p for _, p in sorted(planner.measured.pairs.items()) if p.efficiency is not None]
 
 
-def leave_one_workload_out(planner: Planner) -> list[HeldOut]:
+def _blind_by_workload(planner: Planner) -> dict[str, Planner]:
+    return {name: planner.without_workload(name) for name in sorted({m for p in _measured_pairs(planner) for m in p.models})}
+
+
+def leave_one_workload_out(planner: Planner, blind: Optional[dict[str, Planner]] = None) -> list[HeldOut]:
     """Each measured pair predicted once for each of its workloads, by a planner without that workload's pairs."""
+    blind = blind or _blind_by_workload(planner)
+    return [_held_out(blind[name], p, name) for name in blind for p in _measured_pairs(planner) if name in p.models]
+
+
+def leave_one_workload_out_on_host(planner: Planner, blind: Optional[dict[str, Planner]] = None) -> list[HeldOut]:
+    """As ``leave_one_workload_out``, each pair predicted from the busy fractions its own solo phases
+    read (on the host and card that ran it) instead of the profiles': the gap between the two rows is
+    what the profiles' host costs a prediction, and this row is what profiling on the machine that
+    runs the pairs gives. Pairs whose records kept no solo readings are left out."""
+    blind = blind or _blind_by_workload(planner)
     rows = []
-    for name in sorted({m for p in _measured_pairs(planner) for m in p.models}):
-        blind = planner.without_workload(name)
-        rows += [_held_out(blind, p, name) for p in _measured_pairs(planner) if name in p.models]
+    for name, planner_blind in blind.items():
+        for p in _measured_pairs(planner):
+            busy = dict(p.solo_busy)
+            if name in p.models and set(p.models) <= set(busy):
+                rows.append(HeldOut(p.models, p.sharing, name, _measured(p), p.efficiency_ci,
+                                    planner_blind.efficiency_from_busy(_two(p), p.sharing, busy)))
     return rows
 
 
@@ -181,17 +199,21 @@ def mechanism_choice(planner: Planner, card_mb: float,
 def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
     """The planner's validation on its own measured pairs: leave one workload out, leave one pair out,
     and the choice of mechanism, with every prediction."""
-    workload_rows = leave_one_workload_out(planner)
+    blind = _blind_by_workload(planner)
+    workload_rows = leave_one_workload_out(planner, blind)
+    host_rows = leave_one_workload_out_on_host(planner, blind)
     pair_rows = leave_one_pair_out(planner)
     choice = mechanism_choice(planner, card_mb, lambda models: [planner.without_workload(m) for m in models])
     return {"measured_pairs": {m: planner.measured_count(m) for m in MECHANISMS},
             "workloads": sorted({m for p in _measured_pairs(planner) for m in p.models}),
             "precise_within": PRECISE,
             "leave_one_workload_out": by_mechanism(workload_rows),
+            "leave_one_workload_out_busy_on_host": by_mechanism(host_rows),
             "leave_one_pair_out": by_mechanism(pair_rows),
             "base_model_alone": by_mechanism(base_model_alone(planner)),
             "timeslicing": timeslicing_basis(planner),
             "mechanism_choice": choice,
             "groups": [r.as_dict() for r in groups(planner)],
             "predictions": {"leave_one_workload_out": [r.as_dict() for r in workload_rows],
+                            "leave_one_workload_out_busy_on_host": [r.as_dict() for r in host_rows],
                             "leave_one_pair_out": [r.as_dict() for r in pair_rows]}}

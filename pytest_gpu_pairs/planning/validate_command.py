@@ -33,7 +33,9 @@ from pytest_gpu_pairs.planning.validate import validate
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, json_text
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-SCHEMES = {"leave_one_workload_out": "leave one workload out", "leave_one_pair_out": "leave one pair out",
+SCHEMES = {"leave_one_workload_out": "leave one workload out",
+           "leave_one_workload_out_busy_on_host": "leave one workload out, busy read on the pair's host",
+           "leave_one_pair_out": "leave one pair out",
            "base_model_alone": "every pair (the base model alone)"}
 WORST_SHOWN = 10
 

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_gpu_pairs.cli import main as gpu_pairs
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
 from pytest_gpu_pairs.planning.predict import Planner
 from pytest_gpu_pairs.planning.profiles import parse
-from pytest_gpu_pairs.planning.validate import HeldOut, leave_one_pair_out, leave_one_workload_out, validate
+from pytest_gpu_pairs.planning.validate import (
+    HeldOut,
+    leave_one_pair_out,
+    leave_one_workload_out,
+    leave_one_workload_out_on_host,
+    validate,
+)
 from tools.codegen.reference_pairs import ROOT
 
 BUSY = {"a": 20, "b": 40, "c": 60, "d": 80, "e": 30}
@@ -58,6 +67,44 @@ def test_pairs_that_follow_the_model_are_predicted_within_their_intervals():
     assert workloads["max_error"] == pytest.approx(0.0, abs=1e-9)
     assert len(leave_one_pair_out(planner)) == 10
     assert summary["mechanism_choice"]["n"] == 0  # nothing measured under both: nothing to judge
+
+
+def _with_host_busy(values: dict[tuple[str, str], float], busy: dict[tuple[str, str], dict[str, float]]) -> Measured:
+    pairs = _measured(values)
+    for models, read in busy.items():
+        key = (pair_key(*models), "timeslice")
+        pairs[key] = replace(pairs[key], solo_busy=tuple(sorted(read.items())))
+    return Measured(pairs)
+
+
+def test_a_pair_is_predicted_again_from_the_busy_fractions_its_own_solo_phases_read():
+    """The host's share of an error: where a pair's solo phases read its jobs busier than their
+    profiles, the row from those readings predicts it lower; a pair without readings is left out."""
+    values = _all_pairs()
+    busier = {("c", "d"): {"c": 0.75, "d": 0.95}, ("a", "b"): {"a": 0.2, "b": 0.4}}
+    planner = Planner(_profiles(), _with_host_busy(values, busier))
+    shipped = {(r.models, r.held_out): r for r in leave_one_workload_out(planner)}
+    on_host = leave_one_workload_out_on_host(planner)
+    assert sorted((r.models, r.held_out) for r in on_host) == [(("a", "b"), "a"), (("a", "b"), "b"),
+                                                              (("c", "d"), "c"), (("c", "d"), "d")]
+    for row in on_host:
+        blind = planner.without_workload(row.held_out)
+        assert row.predicted.value == blind.efficiency_from_busy(row.models, "timeslice", busier[row.models]).value
+        if row.models == ("c", "d"):
+            assert row.predicted.value < shipped[(row.models, row.held_out)].predicted.value
+    summary = validate(planner, 10240.0)
+    assert summary["leave_one_workload_out_busy_on_host"]["timeslice"]["n_pairs"] == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.05, 0.9), st.floats(0.05, 0.9), st.floats(0.0, 0.1))
+def test_busier_jobs_are_never_predicted_to_share_better(busy_a, busy_b, more):
+    """The physics alone (no measured pair, so no learnt correction to bend it)."""
+    planner = Planner(_profiles())
+    lighter = planner.efficiency_from_busy(("a", "b"), "timeslice", {"a": busy_a, "b": busy_b}).value
+    busier = planner.efficiency_from_busy(("a", "b"), "timeslice", {"a": busy_a + more, "b": busy_b + more}).value
+    assert busier <= lighter + 1e-12
+    assert planner.efficiency_from_busy(("a", "z"), "timeslice", {"a": 0.5, "z": 0.5}).value is None
 
 
 def test_a_held_out_prediction_without_an_interval_is_not_counted_as_covered():
