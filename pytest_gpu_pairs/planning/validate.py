@@ -4,8 +4,9 @@ For every workload of the measured pairs, a planner is built without any pair co
 correction and its calibrated intervals learnt from the rest only) and predicts each of those
 pairs: the error on a workload never measured beside anything, the harder of the two cases a user
 meets; and the same again from the busy fractions each pair's own solo phases read, the profiles a
-user who profiles on the machine that runs the pairs would have. Leaving one pair out (the other workloads still measured) is reported beside it, and the
-base model alone (no measured pair at all: what the solo profiles carry). Per
+user who profiles on the machine that runs the pairs would have. Leaving one pair out (the other
+workloads still measured) is reported beside it, and the base model alone (no measured pair at
+all: what the solo profiles carry). Per
 mechanism: the median and worst relative error of the efficiency, how often the stated interval
 held the measurement and how wide it was; and, for pairs measured under both mechanisms, whether
 the mechanism the blind planner recommends is the one measured better. A measured group of more
