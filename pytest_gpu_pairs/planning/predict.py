@@ -196,11 +196,13 @@ class Planner:
         pair = self.measured.of(models, sharing)
         if pair is not None and pair.efficiency is not None:
             return _measured_efficiency(pair)
-        base = self._base(pair_key(*models), sharing)
+        return self._predicted_efficiency(pair_key(*models), sharing)
+
+    def _predicted_efficiency(self, key: tuple[str, str], sharing: str, solo: Optional[Profiles] = None) -> Figure:
+        base = self._base(key, sharing, solo)
         if base is None:
             return Figure(None, None, None, NONE)
-        return self._learned(self.efficiency_model, base.efficiency, pair_key(*models), sharing, base.contention,
-                             0.0, MAX_EFFICIENCY)
+        return self._learned(self.efficiency_model, base.efficiency, key, sharing, base.contention, 0.0, MAX_EFFICIENCY)
 
     def efficiency_from_busy(self, models: tuple[str, str], sharing: str, busy: dict[str, float]) -> Figure:
         """The prediction from busy fractions read elsewhere (a pair's own solo phases, on its host),
@@ -211,10 +213,7 @@ class Planner:
             return Figure(None, None, None, NONE)
         table = replace(self.solo, workloads={**self.solo.workloads,
                                               **{m: replace(self.solo.workloads[m], busy=busy[m]) for m in key}})
-        base = self._base(key, sharing, table)
-        if base is None:
-            return Figure(None, None, None, NONE)
-        return self._learned(self.efficiency_model, base.efficiency, key, sharing, base.contention, 0.0, MAX_EFFICIENCY)
+        return self._predicted_efficiency(key, sharing, table)
 
     def energy_saved(self, models: tuple[str, str], sharing: str) -> Figure:
         pair: Optional[MeasuredPair] = self.measured.of(models, sharing)

@@ -100,7 +100,8 @@ def _blind_by_workload(planner: Planner) -> dict[str, Planner]:
 def leave_one_workload_out(planner: Planner, blind: Optional[dict[str, Planner]] = None) -> list[HeldOut]:
     """Each measured pair predicted once for each of its workloads, by a planner without that workload's pairs."""
     blind = blind or _blind_by_workload(planner)
-    return [_held_out(blind[name], p, name) for name in blind for p in _measured_pairs(planner) if name in p.models]
+    pairs = _measured_pairs(planner)
+    return [_held_out(blind[name], p, name) for name in blind for p in pairs if name in p.models]
 
 
 def leave_one_workload_out_on_host(planner: Planner, blind: Optional[dict[str, Planner]] = None) -> list[HeldOut]:
@@ -109,9 +110,10 @@ def leave_one_workload_out_on_host(planner: Planner, blind: Optional[dict[str, P
     what the profiles' host costs a prediction, and this row is what profiling on the machine that
     runs the pairs gives. Pairs whose records kept no solo readings are left out."""
     blind = blind or _blind_by_workload(planner)
+    pairs = _measured_pairs(planner)
     rows = []
     for name, planner_blind in blind.items():
-        for p in _measured_pairs(planner):
+        for p in pairs:
             busy = dict(p.solo_busy)
             if name in p.models and set(p.models) <= set(busy):
                 rows.append(HeldOut(p.models, p.sharing, name, _measured(p), p.efficiency_ci,
@@ -204,7 +206,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
     workload_rows = leave_one_workload_out(planner, blind)
     host_rows = leave_one_workload_out_on_host(planner, blind)
     pair_rows = leave_one_pair_out(planner)
-    choice = mechanism_choice(planner, card_mb, lambda models: [planner.without_workload(m) for m in models])
+    choice = mechanism_choice(planner, card_mb, lambda models: [blind[m] for m in models])
     return {"measured_pairs": {m: planner.measured_count(m) for m in MECHANISMS},
             "workloads": sorted({m for p in _measured_pairs(planner) for m in p.models}),
             "precise_within": PRECISE,
