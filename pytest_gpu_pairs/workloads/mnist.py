@@ -141,6 +141,10 @@ class MnistFF(_Classifier):
                                  for layer in self.model]
         return self.layer_optimizers[0]
 
+    def checkpoint_state(self):
+        return {"model": self.model.state_dict(),
+                "optimizers": [optimizer.state_dict() for optimizer in self.layer_optimizers]}
+
     def build_scheduler(self):
         return None
 

@@ -129,6 +129,11 @@ class Workload:
     def final_metrics(self) -> dict[str, float]:
         return self.evaluate()
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What the workload's own script saves at an epoch's end; a workload that trains without
+        one optimiser (hand-written SGD, one optimiser per layer) says so in its override."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
     def train(self, progress: ProgressWriter, total: int, scaled_epoch: int, counted: int = 0) -> int:
         """Run ``total`` optimiser steps; returns the steps done (a workload with early stopping
         may do fewer). ``counted``: steps earlier runs of this process reported, which the count
@@ -193,7 +198,7 @@ def save_checkpoint(workload: Workload) -> None:
     folder = Path(os.environ[ENV_VAR]).parent if os.environ.get(ENV_VAR) else Path(tempfile.gettempdir())
     path = folder / f"fit-checkpoint-{os.getpid()}.pt"
     try:
-        torch.save({"model": workload.model.state_dict(), "optimizer": workload.optimizer.state_dict()}, path)
+        torch.save(workload.checkpoint_state(), path)
     finally:
         path.unlink(missing_ok=True)
 

@@ -75,6 +75,10 @@ class WordLM(Workload):
     def build_optimizer(self):
         return None
 
+    def checkpoint_state(self):
+        """The predecessor's main.py saves the model alone: its SGD is hand-written, with no state."""
+        return {"model": self.model.state_dict()}
+
     def batches(self):
         if self.data_kind == "real":
             return self._real_batches()

@@ -55,11 +55,14 @@ def test_per_epoch_evaluation_is_left_out_only_when_the_harness_measures_steady_
     assert evaluated == ([] if steady else [1])
 
 
-@pytest.mark.parametrize("kind, evaluates", [("6", True), ("6:restart", False)])
-def test_a_fit_run_trains_its_steps_evaluates_once_and_leaves_no_checkpoint(tmp_path, monkeypatch, kind, evaluates):
+@pytest.mark.parametrize("name, kind, evaluates", [("mnist_ff", "6", True), ("mnist_ff", "6:restart", False),
+                                                    ("word_lm", "6", True)])
+def test_a_fit_run_trains_its_steps_evaluates_once_and_leaves_no_checkpoint(tmp_path, monkeypatch, name, kind,
+                                                                             evaluates):
     """On the CPU a fit run has no allocator to read, so it reports no memory, but it runs its parts:
     its steps, and (a whole run) the evaluation and a checkpoint written and removed beside its
-    progress file."""
+    progress file, whatever the workload's optimiser: one per layer (mnist_ff) or none, its SGD
+    written by hand (word_lm)."""
     from pytest_gpu_pairs.catalog import builtin
     from pytest_gpu_pairs.protocol import ENV_VAR, FIT_RUN_VAR, Progress
     from pytest_gpu_pairs.workloads.train import build, run
@@ -67,7 +70,7 @@ def test_a_fit_run_trains_its_steps_evaluates_once_and_leaves_no_checkpoint(tmp_
     progress = tmp_path / "p.jsonl"
     monkeypatch.setenv(ENV_VAR, str(progress))
     monkeypatch.setenv(FIT_RUN_VAR, kind)
-    assert run(builtin("mnist_ff"), build("mnist_ff", "cpu", 0.01, epochs=50), "cpu", 0.01) == 0
+    assert run(builtin(name), build(name, "cpu", 0.01, epochs=50), "cpu", 0.01) == 0
     read = Progress.read(progress)
     assert read.total_steps == 6 and read.memory == []
     assert bool(read.result["metrics"]) is evaluates
