@@ -158,8 +158,10 @@ class PairFits:
 class FitProfiles:
     """Fit profiles measured once per job and card and kept in the results folder (``_fit/``), so
     every case of this session and of later sessions on the same folder, and the planner, read the
-    same need: the same code gives the same verdict. A stored profile that cannot be read is
-    measured again."""
+    same need: the same code gives the same verdict. A stored profile that cannot be read, or whose
+    fit run failed other than by running out of memory, is measured again: such a failure is a
+    fault of the job or of the harness, fixed or passing, not the job's need; running out of memory
+    is its answer."""
 
     def __init__(self, out_dir: Path, card_option: Optional[float], worker: Optional[str] = None):
         self.out_dir, self.card_option, self.worker = out_dir, card_option, worker
@@ -211,7 +213,9 @@ class FitProfiles:
             profile = read_fit_profile(path)
         except StoreError:
             return None
-        return profile if profile.key == key else None
+        if profile.key != key or not (profile.complete or profile.oom):
+            return None
+        return profile
 
     def _folder(self, key: str) -> Path:
         return fit_profile_path(self.out_dir, key).with_name(key + (f"-{self.worker}" if self.worker else ""))

@@ -68,6 +68,26 @@ def test_a_stored_profile_is_reused_by_the_next_session_and_a_tampered_one_measu
     assert len(fit_profiles(out)) == 2
 
 
+def _store_first_start_as(path, **start) -> None:
+    stored = json.loads(path.read_text())
+    stored["starts"][0].update(start)
+    path.write_text(json.dumps(stored))
+
+
+def test_a_stored_fit_run_that_failed_is_measured_again_and_one_out_of_memory_is_kept(tmp_path, monkeypatch):
+    out, case = tmp_path / "out", _case(tmp_path)
+    first = FitProfiles(out, None).for_case(case, _env(OneJobGpu()))
+    _store_first_start_as(fit_profile_path(out, first.fg.key), exit_code=1, failure="exited with code 1")
+    _store_first_start_as(fit_profile_path(out, first.bg.key), exit_code=3, oom=True, failure="out of memory")
+    measured = []
+    real = fitprofile.measure_fit
+    monkeypatch.setattr(fitprofile, "measure_fit", lambda *a, **k: measured.append(a[0].model) or real(*a, **k))
+    again = FitProfiles(out, None).for_case(case, _env(OneJobGpu(mb=5000.0)))
+    assert measured == ["a"] and again.fg.complete and again.fg.need_mb == 5000.0
+    assert again.bg.oom and again.bg.need_mb is None
+    assert jobs_started_under(out) == []
+
+
 def test_without_a_gpu_nothing_is_started_and_the_reason_is_given(tmp_path):
     out = tmp_path / "out"
     cpu = Environment(device="cpu", scale=1.0, sample_hz=10.0, gpu_unavailable="no NVIDIA GPU")
