@@ -67,6 +67,29 @@ def pytest_collection_modifyitems(items):
     items.sort(key=level)  # stable: the order within a level stays pytest's
 
 
+FAILED_CALL = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED_CALL] = True
+    return report
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_a_failed_test(request):
+    """A test that fails before it stops the jobs it started leaves them in the worker's registry,
+    and every later test of that worker that counts live jobs would fail too: one fault reported
+    once. A passing test's jobs are its own to end (the tests that count them say so)."""
+    yield
+    if request.node.stash.get(FAILED_CALL, False):
+        from pytest_gpu_pairs.run.jobs import kill_all_jobs
+
+        kill_all_jobs(grace_s=0.5)
+
+
 @pytest.fixture
 def standalone_pytest(monkeypatch):
     """The environment of the pytest sessions a test starts: a user's own pytest run, whether or not

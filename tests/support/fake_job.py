@@ -90,9 +90,13 @@ def in_runs(spec: str, n: int) -> bool:
 
 
 def write_pid(folder: str, role: str) -> None:
+    """Written whole or not at all: a test waiting for the file reads it as soon as it appears."""
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / f"{os.getpid()}.{role}").write_text(str(os.getpid()))
+        final = Path(folder) / f"{os.getpid()}.{role}"
+        partial = final.with_name(f".{final.name}.partial")
+        partial.write_text(str(os.getpid()))
+        os.replace(partial, final)
 
 
 def _alive(pid: int) -> bool:
