@@ -84,9 +84,13 @@ def _two(pair: MeasuredPair) -> tuple[str, str]:
     return pair.models[0], pair.models[1]
 
 
-def _held_out(blind: Planner, pair: MeasuredPair, held_out: str) -> HeldOut:
-    return HeldOut(pair.models, pair.sharing, held_out, _measured(pair), pair.efficiency_ci,
-                   blind.efficiency(_two(pair), pair.sharing))
+def _held_out(pair: MeasuredPair, held_out: str, predicted: Figure) -> HeldOut:
+    """One measured pair or group beside its prediction."""
+    return HeldOut(pair.models, pair.sharing, held_out, _measured(pair), pair.efficiency_ci, predicted)
+
+
+def _blind_prediction(blind: Planner, pair: MeasuredPair, held_out: str) -> HeldOut:
+    return _held_out(pair, held_out, blind.efficiency(_two(pair), pair.sharing))
 
 
 def _measured_pairs(planner: Planner) -> list[MeasuredPair]:
@@ -101,7 +105,7 @@ def leave_one_workload_out(planner: Planner, blind: Optional[dict[str, Planner]]
     """Each measured pair predicted once for each of its workloads, by a planner without that workload's pairs."""
     blind = blind or _blind_by_workload(planner)
     pairs = _measured_pairs(planner)
-    return [_held_out(blind[name], p, name) for name in blind for p in pairs if name in p.models]
+    return [_blind_prediction(blind[name], p, name) for name in blind for p in pairs if name in p.models]
 
 
 def leave_one_workload_out_on_host(planner: Planner, blind: Optional[dict[str, Planner]] = None) -> list[HeldOut]:
@@ -111,33 +115,27 @@ def leave_one_workload_out_on_host(planner: Planner, blind: Optional[dict[str, P
     runs the pairs gives. Pairs whose records kept no solo readings are left out."""
     blind = blind or _blind_by_workload(planner)
     pairs = _measured_pairs(planner)
-    rows = []
-    for name, planner_blind in blind.items():
-        for p in pairs:
-            busy = dict(p.solo_busy)
-            if name in p.models and set(p.models) <= set(busy):
-                rows.append(HeldOut(p.models, p.sharing, name, _measured(p), p.efficiency_ci,
-                                    planner_blind.efficiency_from_busy(_two(p), p.sharing, busy)))
-    return rows
+    read = [(p, dict(p.solo_busy)) for p in pairs if set(p.models) <= {m for m, _ in p.solo_busy}]
+    return [_held_out(p, name, blind[name].efficiency_from_busy(_two(p), p.sharing, busy))
+            for name in blind for p, busy in read if name in p.models]
 
 
 def leave_one_pair_out(planner: Planner) -> list[HeldOut]:
     """Each measured pair predicted by a planner without that pair (under either mechanism)."""
-    return [_held_out(planner.without(_two(p)), p, "pair") for p in _measured_pairs(planner)]
+    return [_blind_prediction(planner.without(_two(p)), p, "pair") for p in _measured_pairs(planner)]
 
 
 def base_model_alone(planner: Planner) -> list[HeldOut]:
     """Each measured pair predicted from the solo profiles alone, no measured pair behind it: what the
     physical base model carries, against what the learned correction adds."""
     blind = replace(planner, measured=Measured())
-    return [_held_out(blind, p, "every pair") for p in _measured_pairs(planner)]
+    return [_blind_prediction(blind, p, "every pair") for p in _measured_pairs(planner)]
 
 
 def groups(planner: Planner) -> list[HeldOut]:
     """Each measured group of more jobs, predicted from its jobs' profiles and its pairs' corrections
     (no group ever teaches the planner, so nothing needs leaving out)."""
-    return [HeldOut(g.models, g.sharing, "nothing", _measured(g), g.efficiency_ci,
-                    planner.group_efficiency(g.models, g.sharing, measured=False))
+    return [_held_out(g, "nothing", planner.group_efficiency(g.models, g.sharing, measured=False))
             for _, g in sorted(planner.measured.groups.items()) if g.efficiency is not None]
 
 
@@ -208,7 +206,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
     pair_rows = leave_one_pair_out(planner)
     choice = mechanism_choice(planner, card_mb, lambda models: [blind[m] for m in models])
     return {"measured_pairs": {m: planner.measured_count(m) for m in MECHANISMS},
-            "workloads": sorted({m for p in _measured_pairs(planner) for m in p.models}),
+            "workloads": list(blind),
             "precise_within": PRECISE,
             "leave_one_workload_out": by_mechanism(workload_rows),
             "leave_one_workload_out_busy_on_host": by_mechanism(host_rows),
