@@ -95,6 +95,12 @@ class FitProfile(_Strict):
         return bool(self.starts) and all(s.exit_code == 0 and not s.failure for s in self.starts)
 
     @property
+    def settled(self) -> bool:
+        """Nothing left to measure: its whole runs were read, it ran out of memory (the job's answer),
+        or it trains on the CPU and holds no GPU memory at all."""
+        return self.complete or self.oom or not self.on_gpu
+
+    @property
     def need_mb(self) -> Optional[float]:
         """The most the job held at any point of any start; 0 for a job that trains on the CPU."""
         if not self.on_gpu:

@@ -213,7 +213,7 @@ class FitProfiles:
             profile = read_fit_profile(path)
         except StoreError:
             return None
-        if profile.key != key or not (profile.complete or profile.oom):
+        if profile.key != key or not profile.settled:
             return None
         return profile
 

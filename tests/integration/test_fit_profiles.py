@@ -88,6 +88,21 @@ def test_a_stored_fit_run_that_failed_is_measured_again_and_one_out_of_memory_is
     assert jobs_started_under(out) == []
 
 
+def test_a_stored_profile_of_a_built_in_that_trains_on_the_cpu_is_reused_not_written_again(tmp_path):
+    job = {"command": [sys.executable, str(FAKE_JOB), "--protocol", "--steps", "40", "--step-s", "0.01"]}
+    experiment = parse_experiment({"name": "fit", "workloads": {"a": job},
+                                   "pairs": [{"group": "f1", "foreground": {"model": "a"},
+                                              "background": {"model": "bug_localization"}}]}, str(tmp_path / "s.json"))
+    out, case = tmp_path / "out", expand_all([experiment])[0]
+    first = FitProfiles(out, None).for_case(case, _env(OneJobGpu()))
+    stored = fit_profile_path(out, first.bg.key).read_text()
+    assert first.bg.basis == "cpu" and first.bg.starts == [] and first.bg.need_mb == 0.0
+    time.sleep(1.1)
+    again = FitProfiles(out, None).for_case(case, _env(OneJobGpu()))
+    assert again.seconds == 0.0 and again.bg.measured_at == first.bg.measured_at
+    assert fit_profile_path(out, first.bg.key).read_text() == stored
+
+
 def test_without_a_gpu_nothing_is_started_and_the_reason_is_given(tmp_path):
     out = tmp_path / "out"
     cpu = Environment(device="cpu", scale=1.0, sample_hz=10.0, gpu_unavailable="no NVIDIA GPU")
