@@ -33,6 +33,11 @@ between seeds, not between repeats of one arithmetic.
   that B's run covered whole) against B's x, concurrent runs only: ``y ~ seed + x``; and the same for
   ``vs_serial``, the card's energy over what both jobs' work would cost one after the other (each
   job's steps at its solo energy per step): below 1, sharing saved energy.
+- **Past the bound.** A's pace above 1 or B's slowdown below 1 is no sharing's reading. Where a
+  pair's runs lie past 1 as a whole (their mean's 95 % interval), their reference is wrong and the
+  figure is not read; where the interval holds 1, single runs cross it by their reference's noise
+  around a job that sharing hardly slows, and every run is read, that noise in the interval
+  (``past_the_bound``).
 - **By pair type.** The predecessor's types (solo GPU utilisations adding to at most 100 %:
   complementary, else competing): B's concurrent overhead, the interference on its accuracy and the
   card's energy over serial, each a mean over the type's shared runs with its t interval; and a
@@ -378,14 +383,28 @@ def best_value(data: list[dict[str, Any]], higher: bool) -> dict[str, Any]:
     return answer
 
 
+def past_the_bound(values: Sequence[float], bound: float, above: bool) -> Optional[dict[str, Any]]:
+    """The runs' mean where its 95 % interval lies wholly past ``bound``, the figure no sharing crosses
+    (A's pace above 1, B's slowdown below 1): the runs are off as a whole, their reference wrong. None
+    where the interval holds the bound: single runs of a job that sharing hardly slows cross it by
+    their reference's noise, and read together they carry that noise in their interval."""
+    mean = t_interval(values, "n_runs", bound)
+    ci = mean["ci95"]
+    if ci is None:
+        return mean
+    return mean if (ci[0] > bound if above else ci[1] < bound) else None
+
+
 def a_beside_b(data: list[dict[str, Any]], outcome: str) -> dict[str, Any]:
     """Sub-question 2: A's outcome against B's x, shared runs only, seed as the block; also the card's
-    energy over what both jobs' work costs run one after the other (``vs_serial``)."""
+    energy over what both jobs' work costs run one after the other (``vs_serial``). A's pace is not
+    read where its runs lie above 1 as a whole (``past_the_bound``)."""
     runs = [r for r in data if r["shared"] and r[outcome] is not None]
     faster = sum(r[outcome] > 1 for r in runs) if outcome == "a_pace" else 0
-    if faster:
-        return _missing(f"A ran faster beside B than alone in {faster} run(s) (a_pace above 1), which no sharing "
-                        "gives: not read until that is explained")
+    past = past_the_bound([r[outcome] for r in runs], 1.0, above=True) if faster else None
+    if past is not None:
+        return _missing(f"A ran faster beside B than alone over these {len(runs)} run(s) (a_pace {_mean_text(past)}), "
+                        "which no sharing gives: not read until that is explained")
     if len({r["x"] for r in runs}) < 2:
         return _missing(f"fewer than two levels of B recorded A's {outcome}")
     y = np.array([r[outcome] for r in runs])
@@ -396,7 +415,14 @@ def a_beside_b(data: list[dict[str, Any]], outcome: str) -> dict[str, Any]:
         return _missing(f"too few runs ({len(runs)}) for seed and x")
     answer = _term(fit, "x")
     answer["mean"] = float(y.mean())
+    if faster:
+        answer["runs_above_1"] = faster
     return answer
+
+
+def _mean_text(mean: dict[str, Any]) -> str:
+    ci = mean["ci95"]
+    return f"{mean['estimate']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (one run)")
 
 
 def clopper_pearson(k: int, n: int) -> list[float]:
@@ -447,18 +473,24 @@ def pair_type(util_sum: Optional[float]) -> Optional[str]:
     return "complementary" if util_sum <= 100.0 else "competing"
 
 
+def _b_faster_as_a_whole(shared: list[dict[str, Any]]) -> bool:
+    slowdowns = [r["slowdown"] for r in shared if r["slowdown"] is not None]
+    return any(s < 1 for s in slowdowns) and past_the_bound(slowdowns, 1.0, above=False) is not None
+
+
 def by_pair_type(rows: list[dict[str, Any]], types: dict[str, Optional[str]]) -> dict[str, Any]:
     """The design's comparisons by pair type, over every counted shared run of its pairs: B's
     concurrent overhead (slowdown - 1), the interference on B's accuracy (|shared - alone| / alone, the
     same seed and level) and the card's energy over serial, each a mean with its t interval. A pair
-    in which B ran faster beside A than alone in any run is left out of the overhead whole: no sharing
-    gives that, so its whole runs vary between starts by more than sharing moves them (hp01's did, by
-    9 %) and its overhead is not resolved there; leaving out only those runs would bias the mean."""
+    whose runs read B faster beside A than alone as a whole (``past_the_bound``) is left out of the
+    overhead whole; one whose single runs cross 1 around a mean that holds it (B's whole runs vary
+    between starts by more than sharing moves them: hp01's by 9 %) counts every run, their spread in
+    the interval: leaving out only the runs below 1 would bias the mean."""
     out: dict[str, Any] = {}
     for kind in sorted({t for t in types.values() if t}):
         pairs = sorted(p for p, t in types.items() if t == kind)
         shared = [r for r in rows if r["pair"] in pairs and r["mode"] == "concurrent"]
-        faster = sorted({r["pair"] for r in shared if r["slowdown"] is not None and r["slowdown"] < 1})
+        faster = sorted(pair for pair in pairs if _b_faster_as_a_whole([r for r in shared if r["pair"] == pair]))
         alone = {(r["pair"], r["model"], r["variant"], r["block"], r["seed"]): r["accuracy"]
                  for r in rows if r["mode"] == "solo"}
         interference = []
@@ -474,8 +506,8 @@ def by_pair_type(rows: list[dict[str, Any]], types: dict[str, Optional[str]]) ->
                                         else _missing("no counted shared run")
                                         for name, (values, null) in figures.items()}}
         if faster:
-            why = (f"left out: {', '.join(faster)} (B ran faster beside A than alone in a run: a whole run there varies "
-                   "between starts by more than sharing moves it, so its overhead is not resolved; see the README)")
+            why = (f"left out: {', '.join(faster)} (B ran faster beside A than alone over its runs as a whole, which no "
+                   "sharing gives: its solo reference is not B's pace alone; see the README)")
             out[kind]["concurrent_overhead"] = ({**out[kind]["concurrent_overhead"], "left_out": why} if overhead
                                                 else _missing(why))
     return out
@@ -624,8 +656,10 @@ def _faster_sentence(summary: dict[str, Any]) -> str:
     if not (a or b):
         return ""
     return (f" In {len(b)} shared run(s) B ran faster beside A than in its solo run (slowdown below 1) and in {len(a)} "
-            "A ran faster beside B than alone (progress ratio above 1), which no sharing gives: their slowdowns and "
-            "A's pace are flagged in the records, and the README says what is known of the cause.")
+            "A ran faster beside B than alone (progress ratio above 1), which no sharing gives: they are flagged in "
+            "the records. A figure is left out where a pair's runs lie past 1 as a whole (the mean's interval); where "
+            "the interval holds 1, single runs cross it by their reference's noise and are read with it (the README "
+            "says what is known of the cause).")
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -722,7 +756,8 @@ def _cell_g(a: dict[str, Any]) -> str:
 
 
 def _with_mean(a: dict[str, Any]) -> str:
-    return _cell(a) + (f"; mean {a['mean']:.3g}" if a.get("mean") is not None else "")
+    above = f"; {a['runs_above_1']} run(s) above 1, the runs' mean holds 1" if a.get("runs_above_1") else ""
+    return _cell(a) + (f"; mean {a['mean']:.3g}" if a.get("mean") is not None else "") + above
 
 
 def level_label(factor: str, x: float) -> str:

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_gpu_pairs.studies.collates.hp_study import (
+    _with_mean,
     a_accuracy,
     a_beside_b,
     best_value,
@@ -282,10 +283,10 @@ def test_runs_in_which_a_job_ran_faster_beside_the_other_are_listed_and_said_in_
     assert calm["b_slowdown_below_1"] == [] and "ran faster" not in markdown(calm)
 
 
-def test_a_pair_in_which_b_ran_faster_beside_a_is_left_out_of_its_types_overhead_whole():
+def test_a_pair_whose_runs_read_b_faster_beside_a_as_a_whole_is_left_out_of_its_types_overhead():
     from pytest_gpu_pairs.studies.collates.hp_study import by_pair_type
 
-    rows = [_row("default", "concurrent", seed, slowdown=s) for seed, s in ((1, 0.86), (2, 1.13), (3, 1.2))]
+    rows = [_row("default", "concurrent", seed, slowdown=s) for seed, s in ((1, 0.86), (2, 0.88), (3, 0.9))]
     rows += [{**_row("default", "concurrent", seed, slowdown=1.3), "pair": "hp03", "case_id": f"hp03-{seed}"}
              for seed in (1, 2, 3)]
     both = by_pair_type(rows, {"hp02": "complementary", "hp03": "complementary"})["complementary"]
@@ -295,10 +296,32 @@ def test_a_pair_in_which_b_ran_faster_beside_a_is_left_out_of_its_types_overhead
     assert alone["concurrent_overhead"]["estimate"] is None and "hp02" in alone["concurrent_overhead"]["reason"]
 
 
-def test_a_s_pace_above_1_in_a_block_is_not_read_as_a_slope():
-    data = [{"shared": True, "x": x, "seed": 1, "a_pace": pace} for x, pace in ((-0.7, 0.9), (0.0, 1.05), (0.7, 0.8))]
-    answer = a_beside_b(data, "a_pace")
-    assert answer["estimate"] is None and "1 run(s)" in answer["reason"]
+def test_a_pair_whose_single_run_crosses_1_around_a_mean_that_holds_it_counts_every_run():
+    from pytest_gpu_pairs.studies.collates.hp_study import by_pair_type
+
+    rows = [_row("default", "concurrent", seed, slowdown=s) for seed, s in ((1, 0.86), (2, 1.13), (3, 1.2))]
+    answer = by_pair_type(rows, {"hp02": "complementary"})["complementary"]["concurrent_overhead"]
+    assert answer["estimate"] == pytest.approx(0.063, abs=1e-3) and answer["n_runs"] == 3
+    assert answer["ci95"][0] < 0 < answer["ci95"][1] and "left_out" not in answer
+
+
+@given(st.lists(st.floats(0.5, 1.5), min_size=2, max_size=12), st.booleans())
+def test_runs_are_past_the_bound_exactly_when_their_means_interval_lies_past_it(values, above):
+    from pytest_gpu_pairs.studies.collates.hp_study import past_the_bound, t_interval
+
+    ci = t_interval(values, "n_runs", 1.0)["ci95"]
+    past = past_the_bound(values, 1.0, above)
+    assert (past is not None) == (ci[0] > 1.0 if above else ci[1] < 1.0)
+
+
+def test_a_s_pace_above_1_as_a_whole_is_not_read_as_a_slope_and_scattered_across_1_it_is():
+    wholly = [{"shared": True, "x": x, "seed": 1, "a_pace": pace} for x, pace in ((-0.7, 1.05), (0.0, 1.08), (0.7, 1.1))]
+    answer = a_beside_b(wholly, "a_pace")
+    assert answer["estimate"] is None and "over these 3 run(s)" in answer["reason"] and "1.077 [" in answer["reason"]
+    scattered = [{"shared": True, "x": x, "seed": 1, "a_pace": pace} for x, pace in ((-0.7, 0.9), (0.0, 1.05), (0.7, 0.8))]
+    answer = a_beside_b(scattered, "a_pace")
+    assert answer["estimate"] == pytest.approx(-0.0714, abs=1e-3) and answer["runs_above_1"] == 1
+    assert "1 run(s) above 1, the runs' mean holds 1" in _with_mean(answer)
 
 
 def test_a_factor_with_no_counted_run_says_so_in_its_panels_and_a_measured_one_draws_its_runs():
