@@ -17,7 +17,7 @@ from pytest_gpu_pairs.planning import cards
 from pytest_gpu_pairs.planning.cards import CARDS, H100, H200, UnknownCard, card_named, chosen_card, gpu_here
 from tools.codegen.reference_pairs import ROOT
 
-H200_RESULTS = ROOT / "reports/reference/planner_validation/reference/timeslice"
+H200_REFERENCE = ROOT / "reports/reference/planner_validation/reference"
 
 
 def test_the_h200_tables_are_its_committed_reference_distilled():
@@ -109,7 +109,8 @@ def test_the_h200_table_plans_as_the_h200s_own_profiles_and_pairs_do(capsys, tmp
     the same intervals, on the same card; only where the measured pairs come from is named otherwise."""
     settings = _settings(tmp_path)
     packaged = _plan(capsys, settings, "--card", "h200", "--out", str(tmp_path))
-    here = _plan(capsys, settings, "--profiles-here", "--results", str(H200_RESULTS))
+    folders = [f for name in ("timeslice", "mps") if (f := H200_REFERENCE / name).is_dir()]
+    here = _plan(capsys, settings, "--profiles-here", *(a for f in folders for a in ("--results", str(f))))
     assert packaged["card_mb"] == here["card_mb"] == 143_771.0
     assert _efficiencies(packaged) == pytest.approx(_efficiencies(here), abs=1e-5)
     assert packaged["model"]["profiled_device"] == "NVIDIA H200" and packaged["model"]["reference"] == str(H200.reference)
@@ -155,7 +156,8 @@ def test_plan_validate_judges_the_card_it_is_told_on_its_own_reference(capsys):
     summary = json.loads(capsys.readouterr().out)
     reference = json.loads((ROOT / "pytest_gpu_pairs/planning/reference_pairs_h200.json").read_text())
     pairs = sum(1 for pair in reference["pairs"] if pair["sharing"] == "timeslice")
-    assert summary["measured_pairs"] == {"timeslice": pairs, "mps": 0} and pairs >= 5
+    mps = sum(1 for pair in reference["pairs"] if pair["sharing"] == "mps")
+    assert summary["measured_pairs"] == {"timeslice": pairs, "mps": mps} and pairs >= 5
     assert summary["reference"].endswith("reference_pairs_h200.json")
     held_out = summary["leave_one_workload_out"]["timeslice"]
     assert held_out["n_predictions"] == 2 * pairs and held_out["median_error"] <= held_out["max_error"] < 0.25
