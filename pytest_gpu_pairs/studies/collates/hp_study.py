@@ -385,8 +385,8 @@ def best_value(data: list[dict[str, Any]], higher: bool) -> dict[str, Any]:
 
 def past_the_bound(values: Sequence[float], bound: float, above: bool) -> Optional[dict[str, Any]]:
     """The runs' mean where its 95 % interval lies wholly past ``bound``, the figure no sharing crosses
-    (A's pace above 1, B's slowdown below 1): the runs are off as a whole, their reference wrong. None
-    where the interval holds the bound: single runs of a job that sharing hardly slows cross it by
+    (A's pace above 1, B's slowdown below 1), or a single run's, which no interval can clear: the runs
+    are off as a whole, their reference wrong. None where the interval holds the bound: single runs of a job that sharing hardly slows cross it by
     their reference's noise, and read together they carry that noise in their interval."""
     mean = t_interval(values, "n_runs", bound)
     ci = mean["ci95"]

@@ -305,13 +305,18 @@ def test_a_pair_whose_single_run_crosses_1_around_a_mean_that_holds_it_counts_ev
     assert answer["ci95"][0] < 0 < answer["ci95"][1] and "left_out" not in answer
 
 
-@given(st.lists(st.floats(0.5, 1.5), min_size=2, max_size=12), st.booleans())
-def test_runs_are_past_the_bound_exactly_when_their_means_interval_lies_past_it(values, above):
-    from pytest_gpu_pairs.studies.collates.hp_study import past_the_bound, t_interval
+@given(st.lists(st.floats(0.5, 1.5), min_size=2, max_size=12), st.floats(0.0, 0.5))
+def test_runs_past_the_bound_lie_on_one_side_of_it_and_stay_past_when_moved_further(values, shift):
+    from pytest_gpu_pairs.studies.collates.hp_study import past_the_bound
 
-    ci = t_interval(values, "n_runs", 1.0)["ci95"]
-    past = past_the_bound(values, 1.0, above)
-    assert (past is not None) == (ci[0] > 1.0 if above else ci[1] < 1.0)
+    above, below = past_the_bound(values, 1.0, True), past_the_bound(values, 1.0, False)
+    assert above is None or below is None
+    if above is not None:
+        assert above["estimate"] > 1.0 and past_the_bound([v + shift for v in values], 1.0, True) is not None
+    if below is not None:
+        assert below["estimate"] < 1.0 and past_the_bound([v - shift for v in values], 1.0, False) is not None
+    if len(set(values)) == 1 and abs(values[0] - 1.0) > 1e-9:
+        assert (above is not None) == (values[0] > 1.0) and (below is not None) == (values[0] < 1.0)
 
 
 def test_a_s_pace_above_1_as_a_whole_is_not_read_as_a_slope_and_scattered_across_1_it_is():
