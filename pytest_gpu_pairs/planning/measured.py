@@ -116,6 +116,13 @@ def _on_gpu(record) -> bool:
     return record.get("device") not in (None, "cpu")
 
 
+def _measured_whole(record) -> bool:
+    """A case that ran out of memory, or failed part way (a job that crashed, an MPS server that
+    tore its clients down), says whether the pair fits, not how well it shares: its figures cover
+    the rounds before the failure, not the starts the method takes."""
+    return not record.get("oom") and not record.get("failure")
+
+
 def _ci(records: Sequence) -> Optional[tuple[float, float]]:
     intervals = [r.get("concurrency_efficiency_ci") for r in records]
     intervals = [tuple(i) for i in intervals if isinstance(i, list) and None not in i]
@@ -126,7 +133,7 @@ def _ci(records: Sequence) -> Optional[tuple[float, float]]:
 
 def _pair(models: tuple[str, ...], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:
     records = [r for _, r in found]
-    ran = [r for r in records if not r.get("oom")]
+    ran = [r for r in records if _measured_whole(r)]
     return MeasuredPair(models, sharing, measured_mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
                         measured_mean(_number(r.get("energy_saved_vs_serial")) for r in ran),
                         measured_mean(_number(r.get("peak_vram_mb")) for r in ran), len(records),
@@ -174,7 +181,7 @@ def _mean_busy(readings: Sequence[dict[str, float]]) -> tuple[tuple[str, float],
 def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.name,)) -> Measured:
     """The measured pairs of ``paths`` (results folders, benchmark JSON, result.json files);
     ``StoreError`` in one line for the first unusable file. Efficiency and energy come from every
-    record that did not run out of memory, fit evidence from the records made on emulated cards.
+    record that neither ran out of memory nor failed, fit evidence from the records made on emulated cards.
     Only records of ``methods`` teach the model (the epoch method's figures carry start-up and a
     restart loop, and do not reproduce); the others are counted in ``skipped``. A record read twice
     (the same measurement in two folders) counts once. A pair's jobs' busy fractions in their solo

@@ -398,6 +398,21 @@ def test_a_reference_group_needs_three_models_or_is_one_line(tmp_path):
     assert read_reference().measured.groups[(("mnist", "resnet20", "resnet32"), "timeslice")].records == 3
 
 
+def test_a_case_that_failed_part_way_teaches_no_efficiency(tmp_path):
+    """Under MPS a server's fatal error once tore both jobs down after one start of three: the record
+    keeps that start's 2.00, but the pair's efficiency is not measured by it."""
+    from pytest_gpu_pairs.planning.measured import read_measured
+
+    failure = "fg siamese ended during the measurement (exit code 1)"
+    crashed = _record("r14-siamese+vulberta_cnn-default-concurrent", "siamese", "vulberta_cnn", 2.0, failure=failure)
+    whole = _record("r26-pcb+siamese-default-concurrent", "pcb", "siamese", 1.7)
+    measured = read_measured([_results(tmp_path, [crashed, whole])])
+    lost = measured.of(("siamese", "vulberta_cnn"), "timeslice")
+    assert lost is not None and lost.records == 1 and lost.efficiency is None and lost.efficiency_ci is None
+    assert measured.of(("pcb", "siamese"), "timeslice").efficiency == pytest.approx(1.7)
+    assert measured.count("timeslice") == 1
+
+
 def test_a_measurement_read_from_two_folders_counts_once(tmp_path):
     from pytest_gpu_pairs.planning.measured import read_measured
 
