@@ -607,6 +607,16 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     return built(with_impossible_notes(merged(record, where, {"notes": dict(notes)})))
 
 
+def _failed_part_way(record: dict[str, Any], key: str, m: InterleavedMeasurement) -> str:
+    """Why a failed case's figure is absent, or what the one it has covers: the rounds before the
+    failure, not the starts the method takes."""
+    if record.get(key) is None:
+        return f"the case could not be measured: {m.failure}"
+    starts = len({start.index for start in m.starts}) or 1
+    return (f"over the {len(m.rounds)} round(s) of {starts} of {max(m.planned_starts, starts)} start(s) measured "
+            f"before the case failed, so not the case's figure: {m.failure}")
+
+
 def _interleaving(case: Case, m: InterleavedMeasurement, achieved: Optional[float]) -> Interleaving:
     """How the case was measured: phases, warm-up, the device time it held, and the stopping rule's verdict."""
     target = m.rule.precision if m.rule is not None else None
@@ -665,7 +675,7 @@ def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement
                                       "(method epoch records it)")
     if m.failure:
         for key in ("concurrency_efficiency", "fg_slowdown", "bg_progress_ratio"):
-            notes.unmeasured(key, f"the case could not be measured: {m.failure}")
+            notes.unmeasured(key, _failed_part_way(record, key, m))
     if env.idle_power_w is None and m.samples:
         notes.unmeasured("gpu_energy_above_idle_j", "idle power was not measured")
     stopped = f"; the case stopped: {m.stop_reason}" if m.stop_reason else ""

@@ -263,3 +263,20 @@ def test_each_phase_states_the_slowest_card_state_and_pcie_link_it_was_seen_in()
     assert states == {"fg": (2, 3), "bg": (2, 3), "pair": (0, 5)}
     unread = round_figures(measurement().rounds[0], measurement(), IDLE_W)
     assert all(p["pstate_max"] is None and p["pcie_gen_min"] is None for p in unread["phases"])
+
+
+def test_a_case_that_failed_part_way_says_its_figures_cover_only_the_rounds_before():
+    """The record keeps what the rounds before a failure measured, and its notes must not call those
+    figures unmeasured, nor pass them off as the case's."""
+    from dataclasses import replace
+
+    from pytest_gpu_pairs.record.build import interleaved_record
+    from unit.record import test_sharing_records as sharing
+
+    failed = replace(measurement(), failure="fg a ended during the measurement (exit code 1)", planned_starts=3)
+    record = interleaved_record(sharing._case("timeslice"), failed, sharing.ENV).to_dict()
+    assert record["failure"] == failed.failure and record["concurrency_efficiency"] == pytest.approx(1.25)
+    note = record["notes"]["concurrency_efficiency"]
+    assert note.startswith("over the 1 round(s) of 1 of 3 start(s) measured before the case failed")
+    assert "could not be measured" not in note and note.endswith(failed.failure)
+
