@@ -468,7 +468,7 @@ def _round_figures(case: Case, m: Measurement, solo_fg: Optional[SoloBaseline], 
     outcome = Outcome(oom=m.fg.oom or bool(bg_oom), failure=_failure_text(m, case.sharing),
                       fg_exit_code=m.fg.returncode,
                       fg_peak_mem_reserved_mb=(m.fg.progress.result or {}).get("peak_mem_reserved_mb"),
-                      perf=m.fg.metrics, mps=_sharing_figures(case, m, notes))
+                      perf=m.fg.metrics, mps=_sharing_figures(case, m.sharing_probe, m.mode, notes))
     cpu = _cpu_energy(m, notes)
     where = _where(env, bool(m.samples), _job_cpus(notes, env, case))
     return merged(_case_facts(case, m.mode), timing, background, sharing, *gpu, cpu, outcome, where,
@@ -495,22 +495,25 @@ def case_record(case: Case, m: Measurement, solo_fg: Optional[SoloBaseline], sol
     return built(with_impossible_notes(with_derived(record, case.fg, None if case.mode == "solo" else solo_fg_record)))
 
 
-def _sharing_figures(case: Case, m: Measurement, notes: Notes) -> Optional[dict[str, Any]]:
+def _sharing_figures(case: Case, probe: dict[str, Any], mode: str, notes: Notes) -> Optional[dict[str, Any]]:
     """For an MPS case, the limits each job had and the servers and clients the daemon reported."""
-    system_daemon = m.sharing_probe.get("system_mps_daemon_pid")
+    system_daemon = probe.get("system_mps_daemon_pid")
     if case.sharing == "timeslice" and system_daemon is not None:
         notes.unmeasured("sharing", f"an MPS control daemon of the system (pid {system_daemon}) was running: "
                                     "jobs that inherit its pipe directory become its clients")
-    if case.sharing != "mps" or m.mode == "solo":
+    if case.sharing != "mps" or mode == "solo":
         return None
-    return {key: m.sharing_probe.get(key) for key in ("limits", "control_pid", "server_pids", "client_pids")}
+    return {key: probe.get(key) for key in ("limits", "control_pid", "server_pids", "client_pids")}
+
+
+NOT_MPS_CLIENTS = ("sharing mps: the MPS daemon ran no server for this round, so the jobs did not become MPS clients "
+                   "(they were time-sliced); see the daemon's control.log")
 
 
 def _failure_text(m: Measurement, sharing: str = "timeslice") -> Optional[str]:
     problems = []
     if sharing == "mps" and m.mode != "solo" and not m.sharing_probe.get("server_pids"):
-        problems.append("sharing mps: the MPS daemon ran no server for this round, so the jobs did not become "
-                        "MPS clients (they were time-sliced); see the daemon's control.log")
+        problems.append(NOT_MPS_CLIENTS)
     if m.fg.failed:
         problems.append(f"foreground {m.fg.model} {m.fg.reason()}")
     if m.fg_stopped_because:
@@ -593,10 +596,13 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
     _explain_unsampled(m, env, notes)
     _explain_unread_busy(m, notes)
     record = merged(_case_facts(case, case.mode), _interleaving(case, m, rounds["precision_achieved"]),
-                    Outcome(oom=m.oom, failure=m.failure, perf={}, fg_exit_code=None), rounds, _restart_figures(m),
+                    Outcome(oom=m.oom, failure=_interleaved_failure(case, m), perf={}, fg_exit_code=None,
+                            mps=_sharing_figures(case, m.sharing_probe, case.mode, notes)),
+                    rounds, _restart_figures(m),
                     EnergySplit(energy_split_method=SPLIT_METHOD if m.samples else None),
                     Timing(fg_progress_source=progress_source(m.fg)), Background(bg_progress_source=progress_source(m.bg)),
-                    _memory_figures(m.samples, {}, case.mode, notes, case.roles))
+                    _memory_figures(m.samples, m.sharing_probe, case.mode, notes, case.roles))
+    _explain_solo_phases_under_limits(case, m, notes)
     _explain_excluded_rounds(record, notes)
     _explain_interleaved_nulls(record, m, env, notes)
     for role, progress in m.progresses.items():
@@ -605,6 +611,30 @@ def interleaved_record(case: Case, m: InterleavedMeasurement, env: DeviceFacts) 
             notes.also(key, progress.problem_note if key != "jobs" else f"{role}: {progress.problem_note}")
     where = _where(env, bool(m.samples), _job_cpus(notes, env, case))
     return built(with_impossible_notes(merged(record, where, {"notes": dict(notes)})))
+
+
+def _interleaved_failure(case: Case, m: InterleavedMeasurement) -> Optional[str]:
+    """The measurement's own failure, and under MPS a probe that found no server: the jobs were then
+    time-sliced, whatever the case is called."""
+    unserved = case.sharing == "mps" and "server_pids" in m.sharing_probe and not m.sharing_probe["server_pids"]
+    return "; ".join(p for p in (m.failure, NOT_MPS_CLIENTS if unserved else None) if p) or None
+
+
+def _explain_solo_phases_under_limits(case: Case, m: InterleavedMeasurement, notes: Notes) -> None:
+    """An interleaved MPS case keeps its jobs as MPS clients throughout: a job's solo phase is the job
+    alone under its own limits, not alone on the whole card, and a job that fills the card runs
+    slower so. The efficiency is against that pace; the epoch method's solo baselines are plain."""
+    limits = m.sharing_probe.get("limits") or {}
+    threads = {role: (lim or {}).get("active_thread_percentage") for role, lim in limits.items()}
+    if case.sharing != "mps" or not any(threads.values()):
+        return
+    said = ", ".join(f"{role} {pct} %" if pct else f"{role} all" for role, pct in threads.items())
+    reason = (f"alone as an MPS client under its limits (active threads: {said}), not alone on the whole card: "
+              "a job that fills the card steps slower so")
+    for role in ("fg", "bg"):
+        notes.also(f"{role}_solo_steps_per_s", reason)
+    notes.also("concurrency_efficiency", "each job's pace is against its solo phases, each alone as an MPS client "
+                                         f"under its limits (active threads: {said}), not alone on the whole card")
 
 
 def _failed_part_way(record: dict[str, Any], key: str, m: InterleavedMeasurement) -> str:

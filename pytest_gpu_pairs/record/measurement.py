@@ -328,6 +328,7 @@ class InterleavedMeasurement:
     planned_starts: int = 1
     prior: Optional[BetweenStarts] = None  # what the interval pooled with the starts' own offsets (None: none)
     more_bgs: tuple[Progress, ...] = ()  # a group's further backgrounds' progress (roles bg2, bg3, ...)
+    sharing_probe: dict[str, Any] = field(default_factory=dict)  # the mechanism, probed once both jobs trained
 
     @property
     def progresses(self) -> dict[str, Progress]:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
@@ -185,8 +185,12 @@ def run_files(out_dir: Path, role: str, run: int) -> tuple[Path, Path]:
 class InterleavedPair:
     def __init__(self, case: Case, env: Environment, out_dir: str | Path, rule: StoppingRule,
                  job_env: Optional[dict[str, dict[str, str]]] = None,
-                 sleep: Callable[[float], None] = time.sleep, standby_allowed: bool = True):
+                 sleep: Callable[[float], None] = time.sleep, standby_allowed: bool = True,
+                 probe: Optional[Callable[[], dict[str, Any]]] = None):
+        """``probe``: what the sharing mechanism says while both jobs train (under MPS, its servers
+        and clients), asked once after the first warm-up."""
         self.case, self.env, self.out_dir, self.rule = case, env, Path(out_dir), rule
+        self.probe, self.sharing_probe = probe, {}
         self.job_roles = case.roles  # fg, bg, and a group's further backgrounds bg2, bg3, ...
         self.job_env, self.sleep = job_env or {}, sleep
         self.planned_starts = planned_starts(case, env.device)
@@ -338,6 +342,8 @@ class InterleavedPair:
                                                     self.case.settle_s, self._queued)
         gaps = report_gaps(progresses, trained_t, self.warm_t)
         self.report_gap_s = {role: gap for role, gap in zip(self.job_roles, gaps) if gap is not None}
+        if self.probe is not None:
+            self.sharing_probe = self.probe()
 
     def _train_until_steady(self, since: float, standby: bool = False) -> tuple[float, bool]:
         """Every job's first steps, then their steady rates (and the later starts' set-up where
@@ -771,7 +777,8 @@ class InterleavedPair:
                                       settle_s=self.settle_s, report_gap_s=dict(self.report_gap_s),
                                       restarts=tuple(self.restarts), starts=tuple(self.starts),
                                       planned_starts=self.planned_starts, prior=self.prior,
-                                      more_bgs=tuple(self._progress(role) for role in self.job_roles[2:]))
+                                      more_bgs=tuple(self._progress(role) for role in self.job_roles[2:]),
+                                      sharing_probe=dict(self.sharing_probe))
 
     def measurement(self) -> InterleavedMeasurement:
         oom = any(process.outcome().oom for runs in self.runs.values() for process in runs)

@@ -262,7 +262,8 @@ class InterleavedRounds(OnOneGpu):
         self.run.timeline["sharing_ready"] = self.sharing.ready_for_round()
         env = replace(self.env, cpus=self.env.cpus.for_roles(self.case.roles))  # a core for each job of a group
         self._pair = InterleavedPair(self.case, env, self.context.folder.case_dir(self.case), self.rule,
-                                     self.sharing.job_env, standby_allowed=self._card is None)
+                                     self.sharing.job_env, standby_allowed=self._card is None,
+                                     probe=self.sharing.probe)
         measurement = self._pair.run()
         self._pair = None
         self.context.device.release()

@@ -267,3 +267,29 @@ def test_a_case_spreads_its_rounds_evenly_over_independent_starts_and_ends_every
     assert (out / "p1-trainer+loader-default-concurrent" / "fg.run3.log").is_file()
     assert jobs_started_under(out) == []
     assert not stopped_processes_of(out)
+
+
+def test_the_sharing_mechanism_is_probed_once_while_both_jobs_train(tmp_path):
+    """Under MPS the probe is the proof that the jobs became the daemon's clients: it must be asked
+    while both jobs run, and what it said must reach the measurement."""
+    from pytest_gpu_pairs.experiment.cases import expand_all
+    from pytest_gpu_pairs.experiment.load import parse_experiment
+    from pytest_gpu_pairs.record.stats import StoppingRule
+    from pytest_gpu_pairs.run.environment import Environment
+    from pytest_gpu_pairs.run.interleaved import InterleavedPair
+
+    settings = json.loads(_settings(tmp_path / "s.json").read_text())
+    case = expand_all([parse_experiment(settings, str(tmp_path / "s.json"))])[0]
+    env = Environment(device="cpu", scale=1.0, sample_hz=10.0)
+    asked = []
+
+    def probe():
+        asked.append({role: process.poll() is None and len(process.progress().steps) > 0
+                      for role, process in pair.jobs.items()})
+        return {"server_pids": [4242]}
+
+    pair = InterleavedPair(case, env, tmp_path / "case", StoppingRule(None, min_rounds=1), probe=probe)
+    measurement = pair.run()
+    assert asked == [{"fg": True, "bg": True}] and measurement.sharing_probe == {"server_pids": [4242]}
+    assert measurement.failure is None and len(measurement.rounds) >= 1
+    assert jobs_started_under(tmp_path) == []

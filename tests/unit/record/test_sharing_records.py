@@ -141,3 +141,50 @@ def test_a_round_without_samples_says_why_it_has_no_clocks(tmp_path):
     measurement.samples = []
     record = round_record(_case("timeslice"), measurement, SOLO_FG, SOLO_BG, ENV)
     assert record["sm_clock_mhz"] is None and "sm_clock_mhz" in record["notes"]
+
+
+def _interleaved(probe, memory=None):
+    """The made-up interleaved case of the phase tests, its jobs and an MPS server holding memory."""
+    from dataclasses import replace
+
+    from unit.record import test_phases as phases
+
+    m = phases.measurement()
+    samples = tuple(replace(s, proc_mem_mb=dict(memory or {}), roles={FG_PID: "fg", BG_PID: "bg"}) for s in m.samples)
+    return replace(m, samples=samples, sharing_probe=probe)
+
+
+LIMITED = {**MPS_PROBE, "limits": {role: {"active_thread_percentage": 52, "pinned_mem_limit_mb": None}
+                                   for role in ("fg", "bg")}}
+
+
+def test_an_interleaved_mps_case_records_its_server_and_limits_and_does_not_call_the_server_foreign():
+    from pytest_gpu_pairs.record.build import interleaved_record
+
+    memory = {FG_PID: 1000.0, BG_PID: 2000.0, SERVER_PID: 66.0}
+    record = interleaved_record(_case("mps"), _interleaved(LIMITED, memory), ENV).to_dict()
+    assert record["mps"]["server_pids"] == [SERVER_PID] and record["mps"]["limits"] == LIMITED["limits"]
+    assert record["failure"] is None and record["other_peak_vram_mb"] is None
+    assert record["peak_vram_mb"] == 3066.0 and record["mps_server_vram_mb"] == 66.0
+    assert "suspect" not in record["notes"].get("concurrency_efficiency", "")
+
+
+def test_an_interleaved_mps_case_says_its_solo_phases_ran_under_the_jobs_limits():
+    from pytest_gpu_pairs.record.build import interleaved_record
+
+    notes = interleaved_record(_case("mps"), _interleaved(LIMITED), ENV).to_dict()["notes"]
+    for key in ("fg_solo_steps_per_s", "bg_solo_steps_per_s", "concurrency_efficiency"):
+        assert "MPS client under its limits (active threads: fg 52 %, bg 52 %)" in notes[key]
+    unlimited = interleaved_record(_case("mps"), _interleaved(MPS_PROBE), ENV).to_dict()["notes"]
+    assert "fg_solo_steps_per_s" not in unlimited
+
+
+def test_an_interleaved_mps_case_whose_jobs_found_no_server_fails_as_not_really_mps():
+    from pytest_gpu_pairs.record.build import interleaved_record
+
+    probe = {**LIMITED, "server_pids": [], "client_pids": []}
+    record = interleaved_record(_case("mps"), _interleaved(probe), ENV).to_dict()
+    assert "did not become MPS clients" in record["failure"]
+    unprobed = interleaved_record(_case("mps"), _interleaved({}), ENV).to_dict()
+    assert unprobed["failure"] is None and unprobed["mps"] == {"limits": None, "control_pid": None,
+                                                               "server_pids": None, "client_pids": None}
