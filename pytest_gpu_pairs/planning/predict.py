@@ -82,8 +82,9 @@ def _measured_efficiency(pair: MeasuredPair) -> Figure:
 
 def settled_busy(profiles: Profiles, measured: Measured) -> Profiles:
     """The solo profiles, each workload's busy fraction taken halfway to what its measured pairs' solo
-    phases read (where a pair carries them: its cases' readings, settled after each switch, read
-    again by ``planning.measured``; the package's H200 table holds them). A short profile and a case's half-second phases each misread some jobs (resnet56 0.63
+    phases read on the whole card (where a pair carries them: its cases' readings, settled after each
+    switch, read again by ``planning.measured``, which leaves out a job alone under an MPS thread
+    limit; the package's H200 table holds them). A short profile and a case's half-second phases each misread some jobs (resnet56 0.63
     in its profile, 0.52-0.53 in its cases); over the H200's first 22-26 pairs the halfway value
     predicted held-out pairs with the lowest median error and the best coverage, over 34 it is not
     told apart from the profiles alone (docs/planner.md). A workload no measured pair holds keeps its

@@ -108,6 +108,30 @@ def test_a_results_folder_teaches_each_jobs_settled_solo_busy_from_its_cases_rea
     assert dict(pair.solo_busy) == pytest.approx({"a": 0.1, "b": 0.3})
 
 
+def _limits(threads):
+    return {role: {"active_thread_percentage": threads, "pinned_mem_limit_mb": None} for role in ("fg", "bg")}
+
+
+@pytest.mark.parametrize("mps, teaches", [
+    (None, False),  # an MPS record made before the default method kept its limits
+    ({"limits": _limits(52), "server_pids": [7]}, False),
+    ({"limits": _limits(None), "server_pids": [7]}, True),
+    ({"limits": _limits(100), "server_pids": [7]}, True),
+])
+def test_only_solo_phases_on_the_whole_card_teach_a_busy_fraction(tmp_path, mps, teaches):
+    """A job alone as an MPS client under a thread limit runs its kernels on part of the SMs: it
+    reads busier than alone on the card, and the planner's busy fractions mean the card."""
+    record = {**_interleaved_record("p1"), "sharing": "mps", "mps": mps}
+    for p in record["rounds"][0]["phases"]:
+        p.update({k: p[k] + 1000.0 for k in ("switched_t", "start", "end")})
+    save_result(tmp_path / "p1", record)
+    (tmp_path / "p1" / "gpu_samples.csv").write_text(_samples_csv(
+        lambda t: 0.9 if t < 0 or t >= 1.2 else 0.1 if t < 0.6 else 0.3))
+    [pair] = read_measured([tmp_path]).pairs.values()
+    assert pair.efficiency == pytest.approx(1.8)
+    assert dict(pair.solo_busy) == (pytest.approx({"a": 0.1, "b": 0.3}) if teaches else {})
+
+
 def test_a_case_without_readings_teaches_no_busy_fraction(tmp_path):
     save_result(tmp_path / "p1", _interleaved_record("p1"))
     [pair] = read_measured([tmp_path]).pairs.values()
