@@ -506,8 +506,8 @@ def _sharing_figures(case: Case, probe: dict[str, Any], mode: str, notes: Notes)
     return {key: probe.get(key) for key in ("limits", "control_pid", "server_pids", "client_pids")}
 
 
-NOT_MPS_CLIENTS = ("sharing mps: the MPS daemon ran no server for this round, so the jobs did not become MPS clients "
-                   "(they were time-sliced); see the daemon's control.log")
+NOT_MPS_CLIENTS = ("sharing mps: the MPS daemon ran no server while the jobs trained, so the jobs did not become MPS "
+                   "clients (they were time-sliced); see the daemon's control.log")
 
 
 def _failure_text(m: Measurement, sharing: str = "timeslice") -> Optional[str]:
@@ -628,13 +628,13 @@ def _explain_solo_phases_under_limits(case: Case, m: InterleavedMeasurement, not
     threads = {role: (lim or {}).get("active_thread_percentage") for role, lim in limits.items()}
     if case.sharing != "mps" or not any(threads.values()):
         return
-    said = ", ".join(f"{role} {pct} %" if pct else f"{role} all" for role, pct in threads.items())
-    reason = (f"alone as an MPS client under its limits (active threads: {said}), not alone on the whole card: "
+    shares = ", ".join(f"{role} {pct} %" if pct else f"{role} all" for role, pct in threads.items())
+    reason = (f"alone as an MPS client under its limits (active threads: {shares}), not alone on the whole card: "
               "a job that fills the card steps slower so")
     for role in ("fg", "bg"):
         notes.also(f"{role}_solo_steps_per_s", reason)
     notes.also("concurrency_efficiency", "each job's pace is against its solo phases, each alone as an MPS client "
-                                         f"under its limits (active threads: {said}), not alone on the whole card")
+                                         f"under its limits (active threads: {shares}), not alone on the whole card")
 
 
 def _failed_part_way(record: dict[str, Any], key: str, m: InterleavedMeasurement) -> str:

@@ -190,7 +190,8 @@ class InterleavedPair:
         """``probe``: what the sharing mechanism says while both jobs train (under MPS, its servers
         and clients), asked once after the first warm-up."""
         self.case, self.env, self.out_dir, self.rule = case, env, Path(out_dir), rule
-        self.probe, self.sharing_probe = probe, {}
+        self.probe = probe
+        self.sharing_probe: dict[str, Any] = {}
         self.job_roles = case.roles  # fg, bg, and a group's further backgrounds bg2, bg3, ...
         self.job_env, self.sleep = job_env or {}, sleep
         self.planned_starts = planned_starts(case, env.device)

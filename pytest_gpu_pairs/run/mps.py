@@ -43,6 +43,9 @@ START_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_CHARS = 600
+SERVER_LOG = "server.log"
+FATAL_MARK = "fatal GPU error"
+FAULT_READ_BYTES = 256 * 1024
 CLIENT_CHECK_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 30.0
 READY_PAUSE_S = 0.5
@@ -104,6 +107,16 @@ def _read_no_follow(path: Path, limit: int) -> str:
         handle.seek(0, os.SEEK_END)
         handle.seek(max(0, handle.tell() - limit))
         return handle.read().decode("utf-8", "replace")
+
+
+def _read_after_no_follow(path: Path, offset: int, limit: int) -> str:
+    """At most ``limit`` bytes of ``path`` after ``offset`` (from its start where the file is now
+    shorter: a new log), refusing a symlink as ``_read_no_follow`` does."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(offset if offset <= size else 0)
+        return handle.read(limit).decode("utf-8", "replace")
 
 
 def _alive(pid: int) -> bool:
@@ -226,6 +239,24 @@ class MpsDaemon:
             return _tail(_read_no_follow(self.log_dir / "control.log", 64 * 1024))
         except OSError:
             return ""
+
+    def server_log_size(self) -> int:
+        """Where the servers' log ends now, for a later ``fatal_errors_since``."""
+        try:
+            return os.lstat(self.log_dir / SERVER_LOG).st_size
+        except OSError:
+            return 0
+
+    def fatal_errors_since(self, offset: int) -> list[str]:
+        """The servers' log lines about a fatal GPU error written after ``offset``. A server tears
+        down every client on its GPU when one of them faults, so a job that "ended during the
+        measurement" may have been torn down for another client's fault; its own log shows only
+        the CUDA error that followed."""
+        try:
+            text = _read_after_no_follow(self.log_dir / SERVER_LOG, offset, FAULT_READ_BYTES)
+        except OSError:
+            return []
+        return [line.strip() for line in text.splitlines() if FATAL_MARK in line]
 
     def check_client(self, argv: Optional[Sequence[str]] = None) -> None:
         """Prove that a CUDA client gets an MPS server from this daemon; MpsUnavailable if not.

@@ -267,6 +267,9 @@ class InterleavedRounds(OnOneGpu):
         measurement = self._pair.run()
         self._pair = None
         self.context.device.release()
+        cause = self.sharing.failure_cause() if measurement.failure else None
+        if cause:
+            measurement = replace(measurement, failure=f"{measurement.failure}; {cause}")
         record = self.build(self.case, measurement, env)
         return record.updated(**self._benchmark_figure(record))
 

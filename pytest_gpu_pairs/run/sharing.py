@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.experiment.cases import Case, JobConfig, MpsLimits
-from pytest_gpu_pairs.run.mps import MpsDaemon, MpsUnavailable, find_control, system_daemon_pid
+from pytest_gpu_pairs.run.mps import SERVER_LOG, MpsDaemon, MpsUnavailable, find_control, system_daemon_pid
 
 
 class SharingUnavailable(RuntimeError):
@@ -31,9 +31,19 @@ class CaseSharing:
     job_env: dict[str, dict[str, str]] = field(default_factory=dict)
     probe: Optional[Callable[[], dict[str, Any]]] = None
     before_round: Optional[Callable[[], dict[str, Any]]] = None
+    faults: Optional[Callable[[], list[str]]] = None  # the mechanism's own fatal errors since the case began
 
     def ready_for_round(self) -> dict[str, Any]:
         return self.before_round() if self.before_round is not None else {}
+
+    def failure_cause(self) -> Optional[str]:
+        """What the mechanism says of a failed case: under MPS, a server that faulted tears down all
+        its clients, and each job's own log shows only the CUDA error that followed."""
+        lines = self.faults() if self.faults is not None else []
+        if not lines:
+            return None
+        return (f"the MPS server reported a fatal GPU error while the case ran and tore down its clients "
+                f"({len(lines)} line(s) in the daemon's {SERVER_LOG}, the first: {lines[0][:300]})")
 
 
 class SharingManager:
@@ -67,8 +77,10 @@ class SharingManager:
         limits = {role: self.limits(job) for role, job in zip(case.roles, case.jobs)}
         job_env = {role: daemon.client_env(lim) for role, lim in limits.items()}
         record = {role: lim.as_record() for role, lim in limits.items()}
+        offset = daemon.server_log_size()
         return CaseSharing("mps", job_env, probe=lambda: {"limits": record, **daemon.probe()},
-                           before_round=lambda: daemon.wait_ready(self.client_check))
+                           before_round=lambda: daemon.wait_ready(self.client_check),
+                           faults=lambda: daemon.fatal_errors_since(offset))
 
     def limits(self, job: JobConfig) -> MpsLimits:
         return self.command_line_limits.merged_over(job.mps)

@@ -105,3 +105,45 @@ def test_command_line_limits_beat_the_job_settings_one_by_one(cli, job):
     for index, key in enumerate(("active_thread_percentage", "pinned_mem_limit_mb")):
         expected = cli[index] if cli[index] is not None else (job[index] if job else None)
         assert getattr(merged, key) == expected
+
+
+SERVER_LINES = [  # as an H200's MPS server wrote them when one client faulted
+    "[2026-11-30 07:18:14.098 Server   980] Client {PID: 1481, Context ID: 1} exiting. Number of active client contexts is 4.\n",
+    "[2026-11-30 07:18:14.309 Server   980] Client {PID: 1484, Context: 1} encountered a fatal GPU error.\n",
+    "[2026-11-30 07:18:14.309 Server   980] Server is handling a fatal GPU error.\n",
+    "[2026-11-30 07:18:14.309 Server   980] Client {PID: 1482, Context ID: 1} on device 0 to be torn down\n",
+]
+
+
+def test_a_fatal_gpu_error_is_read_from_the_server_log_written_since_the_case_began(tmp_path):
+    daemon = mps.MpsDaemon(["nvidia-cuda-mps-control"], tmp_path)
+    log = tmp_path / "server.log"
+    log.write_text("[2026-11-30 07:10:00.000 Server   980] Client encountered a fatal GPU error.\n")
+    offset = daemon.server_log_size()
+    assert daemon.fatal_errors_since(offset) == []
+    with log.open("a") as handle:
+        handle.writelines(SERVER_LINES)
+    assert daemon.fatal_errors_since(offset) == [SERVER_LINES[1].strip(), SERVER_LINES[2].strip()]
+    end = daemon.server_log_size()
+    log.write_text(SERVER_LINES[2])  # a new log, shorter than where the old one ended: read from its start
+    assert daemon.fatal_errors_since(end) == [SERVER_LINES[2].strip()]
+
+
+def test_a_server_log_that_is_a_symlink_or_missing_says_nothing(tmp_path):
+    daemon = mps.MpsDaemon(["nvidia-cuda-mps-control"], tmp_path)
+    assert daemon.server_log_size() == 0 and daemon.fatal_errors_since(0) == []
+    elsewhere = tmp_path / "elsewhere.log"
+    elsewhere.write_text("".join(SERVER_LINES))
+    (tmp_path / "server.log").symlink_to(elsewhere)
+    assert daemon.fatal_errors_since(0) == []
+
+
+def test_a_failed_mps_case_names_the_servers_fault_and_a_time_sliced_one_names_nothing():
+    from pytest_gpu_pairs.run.sharing import CaseSharing
+
+    faulted = CaseSharing("mps", faults=lambda: [line.strip() for line in SERVER_LINES[1:3]])
+    cause = faulted.failure_cause()
+    assert cause.startswith("the MPS server reported a fatal GPU error while the case ran and tore down its clients")
+    assert "(2 line(s) in the daemon's server.log, the first: " in cause and "PID: 1484" in cause
+    assert CaseSharing("mps", faults=lambda: []).failure_cause() is None
+    assert CaseSharing("timeslice").failure_cause() is None
