@@ -97,14 +97,18 @@ def _samples_csv(busy_at, lag_s=0.3):
     return "\n".join(rows) + "\n"
 
 
-def test_a_results_folder_teaches_each_jobs_settled_solo_busy_from_its_cases_readings(tmp_path):
-    record = _interleaved_record("p1")
+def _saved_with_readings(folder, record):
+    """``record`` saved with its case's readings: a busy 0.1 in fg's solo phase, 0.3 in bg's, 0.9 paired."""
     for p in record["rounds"][0]["phases"]:
         p.update({k: p[k] + 1000.0 for k in ("switched_t", "start", "end")})
-    save_result(tmp_path / "p1", record)
-    (tmp_path / "p1" / "gpu_samples.csv").write_text(_samples_csv(
+    save_result(folder / "p1", record)
+    (folder / "p1" / "gpu_samples.csv").write_text(_samples_csv(
         lambda t: 0.9 if t < 0 or t >= 1.2 else 0.1 if t < 0.6 else 0.3))
-    [pair] = read_measured([tmp_path]).pairs.values()
+    return folder
+
+
+def test_a_results_folder_teaches_each_jobs_settled_solo_busy_from_its_cases_readings(tmp_path):
+    [pair] = read_measured([_saved_with_readings(tmp_path, _interleaved_record("p1"))]).pairs.values()
     assert dict(pair.solo_busy) == pytest.approx({"a": 0.1, "b": 0.3})
 
 
@@ -122,12 +126,7 @@ def test_only_solo_phases_on_the_whole_card_teach_a_busy_fraction(tmp_path, mps,
     """A job alone as an MPS client under a thread limit runs its kernels on part of the SMs: it
     reads busier than alone on the card, and the planner's busy fractions mean the card."""
     record = {**_interleaved_record("p1"), "sharing": "mps", "mps": mps}
-    for p in record["rounds"][0]["phases"]:
-        p.update({k: p[k] + 1000.0 for k in ("switched_t", "start", "end")})
-    save_result(tmp_path / "p1", record)
-    (tmp_path / "p1" / "gpu_samples.csv").write_text(_samples_csv(
-        lambda t: 0.9 if t < 0 or t >= 1.2 else 0.1 if t < 0.6 else 0.3))
-    [pair] = read_measured([tmp_path]).pairs.values()
+    [pair] = read_measured([_saved_with_readings(tmp_path, record)]).pairs.values()
     assert pair.efficiency == pytest.approx(1.8)
     assert dict(pair.solo_busy) == (pytest.approx({"a": 0.1, "b": 0.3}) if teaches else {})
 
