@@ -5,7 +5,7 @@ import sys
 
 import psutil
 import pytest
-from support.helpers import FAKE_JOB, SUITE, jobs_started_under
+from support.helpers import FAKE_JOB, SUITE, descendants_of_this_process, jobs_started_under
 
 from pytest_gpu_pairs.protocol import Progress
 
@@ -292,4 +292,4 @@ def test_the_sharing_mechanism_is_probed_once_while_both_jobs_train(tmp_path):
     measurement = pair.run()
     assert asked == [{"fg": True, "bg": True}] and measurement.sharing_probe == {"server_pids": [4242]}
     assert measurement.failure is None and len(measurement.rounds) >= 1
-    assert jobs_started_under(tmp_path) == []
+    assert jobs_started_under(tmp_path) == [] and descendants_of_this_process() == []
