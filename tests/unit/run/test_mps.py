@@ -1,6 +1,7 @@
 """The MPS helpers that start nothing: finding the control program, seeing the system daemon, and
 the client limits (integration/test_mps.py runs the daemon's lifecycle)."""
 import os
+import signal
 import stat
 import subprocess
 
@@ -29,9 +30,9 @@ def control_daemon(tmp_path):
     program.parent.mkdir()
     program.write_text("#!/bin/sh\nsleep 600\nexit 0\n")
     program.chmod(0o755)
-    process = subprocess.Popen([str(program)])
+    process = subprocess.Popen([str(program)], start_new_session=True)
     yield process.pid
-    process.kill()
+    os.killpg(process.pid, signal.SIGKILL)  # the shell and its sleep: killing the shell alone orphans the sleep
     process.wait()
 
 
