@@ -50,8 +50,17 @@ def pair(group="g01", fg="mnist_ff", bg="resnet20", fg_hp=None, bg_hp=None, **ex
             "background": {"model": bg, "hyperparameters": bg_hp or {"epochs": 1}}, **extra}
 
 
-def descendants_of_this_process() -> list[int]:
-    return [p.pid for p in psutil.Process(os.getpid()).children(recursive=True)]
+def descendants_of_this_process() -> list[str]:
+    """Every process below this one, each as its pid, status and command line: a test that finds one
+    it did not start says which (an xdist worker once saw an unknown pid here, and could not say)."""
+    return [_described(p) for p in psutil.Process(os.getpid()).children(recursive=True)]
+
+
+def _described(process: psutil.Process) -> str:
+    try:
+        return f"{process.pid} {process.status()} {' '.join(process.cmdline()[:6])}"
+    except psutil.Error:
+        return f"{process.pid} (gone while listed)"
 
 
 def jobs_started_under(directory) -> list[psutil.Process]:
