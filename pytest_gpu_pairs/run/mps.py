@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
 
 import psutil
 
@@ -99,11 +99,15 @@ def _is_control_daemon(pid: int) -> bool:
     return any("mps" in os.path.basename(word).lower() for word in words)
 
 
+def _open_no_follow(path: Path) -> BinaryIO:
+    """``path`` for reading, refusing a symlink (O_NOFOLLOW): the MPS folders lie in the output
+    folder, where a planted link could point anywhere."""
+    return os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb")
+
+
 def _read_no_follow(path: Path, limit: int) -> str:
-    """At most ``limit`` bytes from the end of ``path``, refusing a symlink (O_NOFOLLOW): the MPS
-    folders lie in the output folder, where a planted link could point anywhere."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as handle:
+    """At most ``limit`` bytes from the end of ``path``."""
+    with _open_no_follow(path) as handle:
         handle.seek(0, os.SEEK_END)
         handle.seek(max(0, handle.tell() - limit))
         return handle.read().decode("utf-8", "replace")
@@ -111,9 +115,8 @@ def _read_no_follow(path: Path, limit: int) -> str:
 
 def _read_after_no_follow(path: Path, offset: int, limit: int) -> str:
     """At most ``limit`` bytes of ``path`` after ``offset`` (from its start where the file is now
-    shorter: a new log), refusing a symlink as ``_read_no_follow`` does."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as handle:
+    shorter: a new log)."""
+    with _open_no_follow(path) as handle:
         size = handle.seek(0, os.SEEK_END)
         handle.seek(offset if offset <= size else 0)
         return handle.read(limit).decode("utf-8", "replace")
