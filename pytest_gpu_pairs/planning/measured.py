@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 from pytest_gpu_pairs.record.metrics import measured_mean
@@ -53,6 +53,7 @@ class MeasuredPair:
     sources: tuple[str, ...]
     reference: bool = False  # from the package's H100 reference, not from a results folder given
     solo_busy: tuple[tuple[str, float], ...] = ()  # (workload, busy fraction in the pair's solo phases), settled readings
+    solo_under_mps_limits: bool = False  # its solo phases had each job alone under an MPS thread limit, not on the whole card
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,24 @@ class Measured:
     def count(self, sharing: str) -> int:
         return sum(1 for (_, s), p in self.pairs.items() if s == sharing and p.efficiency is not None)
 
+    def under_mps_limits(self) -> int:
+        """MPS pairs whose efficiencies are against each job alone under its thread limit."""
+        return sum(1 for p in self.pairs.values() if p.solo_under_mps_limits and p.efficiency is not None)
+
     def reference_count(self, sharing: str) -> int:
         return sum(1 for (_, s), p in self.pairs.items() if s == sharing and p.efficiency is not None and p.reference)
 
     def over(self, reference: Measured) -> Measured:
         """These measured pairs over ``reference``: a pair and mechanism measured here replaces the
-        reference's, and so does fit evidence of the same pair."""
-        return Measured({**reference.pairs, **self.pairs}, {**reference.fit, **self.fit}, self.skipped,
-                        {**reference.groups, **self.groups})
+        reference's, unless only under MPS thread limits where the reference's ran on the whole card
+        (``_one_basis``), and fit evidence of the same pair replaces the reference's."""
+        pairs = {**reference.pairs, **{key: pair for key, pair in self.pairs.items()
+                                       if not _limited_over_whole(pair, reference.pairs.get(key))}}
+        return Measured(pairs, {**reference.fit, **self.fit}, self.skipped, {**reference.groups, **self.groups})
+
+
+def _limited_over_whole(pair: MeasuredPair, other: Optional[MeasuredPair]) -> bool:
+    return pair.solo_under_mps_limits and other is not None and not other.solo_under_mps_limits
 
 
 def _number(value: Any) -> Optional[float]:
@@ -186,6 +197,15 @@ def _alone_on_the_whole_card(record) -> bool:
         isinstance(own, dict) and own.get("active_thread_percentage") in (None, 100) for own in limits.values())
 
 
+def _one_basis(found: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], bool]:
+    """The records of one pair and mechanism that share a baseline, and whether it is the jobs alone
+    under MPS thread limits. An efficiency is against each job's solo pace, and a job alone under a
+    limit steps slower than alone on the card: records of the two bases do not average, and the whole
+    card, the baseline time-slicing and a plain run share, wins."""
+    whole = [(source, record) for source, record in found if _alone_on_the_whole_card(record)]
+    return (whole, False) if whole else (found, True)
+
+
 def _mean_busy(readings: Sequence[dict[str, float]]) -> tuple[tuple[str, float], ...]:
     names = sorted({name for reading in readings for name in reading})
     return tuple((name, statistics.fmean(r[name] for r in readings if name in r)) for name in names)
@@ -226,7 +246,8 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
             busy.setdefault(key, []).append(_solo_busy(run, case_id, record) if _alone_on_the_whole_card(record) else {})
     measured = Measured(skipped=skipped)
     for (models, sharing), found in grouped.items():
-        measured.pairs[(models, sharing)] = replace(_pair(models, sharing, found),
+        kept, under_limits = _one_basis(found)
+        measured.pairs[(models, sharing)] = replace(_pair(models, sharing, kept), solo_under_mps_limits=under_limits,
                                                     solo_busy=_mean_busy(busy[(models, sharing)]))
     for models, records in emulated.items():
         measured.fit[models] = _fit_evidence(records)
@@ -248,6 +269,7 @@ class _ReferencePair(BaseModel):
     peak_vram_mb: _Number = None
     records: StrictInt
     solo_gpu_busy: Optional[dict[StrictStr, StrictFloat]] = None
+    solo_under_mps_limits: StrictBool = False
 
 
 class _ReferenceFit(BaseModel):
@@ -296,7 +318,8 @@ def _reference_pair(p: _ReferencePair, source: str) -> MeasuredPair:
     models = pair_key(*p.models) if len(p.models) == 2 else tuple(sorted(p.models))
     ci = (p.efficiency_ci[0], p.efficiency_ci[1]) if p.efficiency_ci else None
     return MeasuredPair(models, p.sharing, p.efficiency, ci, p.energy_saved, p.peak_vram_mb, p.records, (source,),
-                        reference=True, solo_busy=tuple(sorted((p.solo_gpu_busy or {}).items())))
+                        reference=True, solo_busy=tuple(sorted((p.solo_gpu_busy or {}).items())),
+                        solo_under_mps_limits=p.solo_under_mps_limits)
 
 
 def parse_reference(raw: object, source: str) -> Reference:

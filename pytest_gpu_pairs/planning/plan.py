@@ -51,6 +51,9 @@ from pytest_gpu_pairs.run.session import GpuPairsSession
 
 DEFAULT_GPUS = "1,2,4,6,8"
 H100_MB = 81_559.0  # a table that names no card size is planned for the H100's
+MPS_UNDER_LIMITS = ("{n} measured MPS pair(s) ran each job under an MPS thread limit in its solo phases, not alone on "
+                    "the whole card: their efficiencies, and the MPS figures learnt from them, are against that "
+                    "slower pace, and read high for jobs that fill the card")
 
 
 MAX_GPU_COUNTS = 64  # GPU counts in one --gpus: each is a schedule and a row of the table
@@ -297,6 +300,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own
              "card_note": card_note,
              "profiled_here": sorted(here),
              "other_method_records_skipped": measured.skipped,
+             "mps_pairs_under_limits": measured.under_mps_limits() if "mps" in args.sharing else 0,
              "efficiency_interval": interval_basis(planner), "timeslicing": timeslicing_basis(planner)}
     return {"card_mb": card_mb, "sharing": list(args.sharing), "model": model, "pairs": predictions}
 
@@ -318,6 +322,8 @@ def _print_pairs(plan: dict[str, Any]) -> None:
           + (f" ({skipped} record(s) of the epoch method not used)" if skipped else ""))
     if model["card_note"]:
         print(f"note: {model['card_note']}")
+    if model.get("mps_pairs_under_limits"):
+        print(f"note: {MPS_UNDER_LIMITS.format(n=model['mps_pairs_under_limits'])}")
     if model["profiled_here"]:
         print(f"profiled here (gpu-pairs profile): {', '.join(model['profiled_here'])}")
     for line in pair_table(plan["pairs"], plan["sharing"]):

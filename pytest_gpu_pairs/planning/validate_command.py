@@ -22,6 +22,7 @@ from pytest_gpu_pairs.planning.measured import read_measured
 from pytest_gpu_pairs.planning.own_profiles import ProfilesHereError
 from pytest_gpu_pairs.planning.plan import (
     H100_MB,
+    MPS_UNDER_LIMITS,
     add_table_arguments,
     card_size_mb,
     planning_table,
@@ -110,6 +111,11 @@ def group_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _basis_lines(summary: dict[str, Any]) -> list[str]:
+    n = summary.get("mps_pairs_under_limits")
+    return [f"note: {MPS_UNDER_LIMITS.format(n=n)}"] if n else []
+
+
 def markdown(summary: dict[str, Any]) -> str:
     lines = ["# Planner validation", "",
              f"Measured pairs: {summary['measured_pairs']}; workloads: {', '.join(summary['workloads'])}. "
@@ -118,7 +124,7 @@ def markdown(summary: dict[str, Any]) -> str:
              f"it measured above); 'precise only' keeps the pairs measured to within ±{summary['precise_within']:.0%}.",
              "", *summary_table(summary), "", _choice_line(summary["mechanism_choice"]), "",
              timeslicing_line(summary["timeslicing"]), "",
-             *(f"- {line}" for line in group_lines(summary)), "",
+             *(f"- {line}" for line in (*group_lines(summary), *_basis_lines(summary))), "",
              "## The largest errors, leaving one workload out", "",
              *worst_table(summary["predictions"]["leave_one_workload_out"]), ""]
     return "\n".join(lines)
@@ -134,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     planner = Planner(profiles, measured)
     summary = {"profiles": shown(profiles.source), "reference": shown(reference), "results": list(args.results),
-               "interval": interval_basis(planner), **validate(planner, args.gpu_memory_mb or profiles.memory_total_mb or H100_MB)}
+               "interval": interval_basis(planner), "mps_pairs_under_limits": measured.under_mps_limits(),
+               **validate(planner, args.gpu_memory_mb or profiles.memory_total_mb or H100_MB)}
     if not any(summary["measured_pairs"].values()):
         print("error: no measured pair to validate on (give --results folders with concurrent cases on a GPU)")
         return 2
@@ -151,6 +158,6 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(_choice_line(summary["mechanism_choice"]))
     print(timeslicing_line(summary["timeslicing"]))
-    for line in group_lines(summary):
+    for line in (*group_lines(summary), *_basis_lines(summary)):
         print(line)
     return 0

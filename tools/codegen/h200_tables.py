@@ -17,7 +17,11 @@ GPU it runs on (``planning.cards``).
   ``tools.codegen.reference_pairs`` distils the H100's, with each job's busy fraction in the
   pair's solo phases (``solo_gpu_busy``) as ``planning.measured`` reads it again from the cases'
   ``gpu_samples.csv`` (the readings settled after each switch; the records keep the figures they
-  were measured with).
+  were measured with). Its MPS pairs are those with no thread limit (``mps_nolimit/``): each job's
+  solo phases there, as time-sliced, are the job alone on the whole card, so the two mechanisms'
+  efficiencies share a baseline, and MPS means what a user gets from a daemon started with no limit.
+  The pairs at 52 % of the threads (``mps/``) are validated on their own and not carried: a job alone
+  at 52 % steps slower than alone, and their efficiencies read high for jobs that fill the card.
 
 A unit test regenerates both and compares, so the package and the references cannot drift apart.
 """
@@ -34,7 +38,7 @@ from tools.codegen import reference_pairs
 
 ROOT = reference_pairs.ROOT
 REFERENCE = ROOT / "reports/reference/planner_validation/reference"
-FOLDERS = tuple(REFERENCE / name for name in ("timeslice", "mps") if (REFERENCE / name).is_dir())
+FOLDERS = tuple(REFERENCE / name for name in ("timeslice", "mps_nolimit") if (REFERENCE / name).is_dir())
 PROFILES_TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles_h200.json"
 PAIRS_TARGET = ROOT / "pytest_gpu_pairs/planning/reference_pairs_h200.json"
 

@@ -44,6 +44,8 @@ def _row(p: MeasuredPair) -> dict[str, Any]:
            "energy_saved": _round(p.energy_saved), "peak_vram_mb": _round(p.peak_vram_mb), "records": p.records}
     if p.solo_busy:
         row["solo_gpu_busy"] = {name: _round(busy) for name, busy in p.solo_busy}
+    if p.solo_under_mps_limits:
+        row["solo_under_mps_limits"] = True
     return row
 
 

@@ -109,7 +109,7 @@ def test_the_h200_table_plans_as_the_h200s_own_profiles_and_pairs_do(capsys, tmp
     the same intervals, on the same card; only where the measured pairs come from is named otherwise."""
     settings = _settings(tmp_path)
     packaged = _plan(capsys, settings, "--card", "h200", "--out", str(tmp_path))
-    folders = [f for name in ("timeslice", "mps") if (f := H200_REFERENCE / name).is_dir()]
+    folders = [f for name in ("timeslice", "mps_nolimit") if (f := H200_REFERENCE / name).is_dir()]
     here = _plan(capsys, settings, "--profiles-here", *(a for f in folders for a in ("--results", str(f))))
     assert packaged["card_mb"] == here["card_mb"] == 143_771.0
     assert _efficiencies(packaged) == pytest.approx(_efficiencies(here), abs=1e-5)
@@ -161,3 +161,19 @@ def test_plan_validate_judges_the_card_it_is_told_on_its_own_reference(capsys):
     assert summary["reference"].endswith("reference_pairs_h200.json")
     held_out = summary["leave_one_workload_out"]["timeslice"]
     assert held_out["n_predictions"] == 2 * pairs and held_out["median_error"] <= held_out["max_error"] < 0.25
+
+
+@pytest.mark.parametrize("sharing, says", [("timeslice,mps", True), ("timeslice", False)])
+def test_a_plan_says_when_its_mps_figures_rest_on_pairs_measured_under_a_thread_limit(capsys, sharing, says):
+    """The H100 table's MPS pairs ran each job at 52 % of the threads in its solo phases."""
+    code = gpu_pairs(["plan", str(ROOT / "settings/planner_reference.json"), "--card", "h100", "--sharing", sharing])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert ("note: 12 measured MPS pair(s) ran each job under an MPS thread limit" in out) is says
+    plan = _plan(capsys, str(ROOT / "settings/planner_reference.json"), "--card", "h100", "--sharing", sharing)
+    assert plan["model"]["mps_pairs_under_limits"] == (12 if says else 0)
+
+
+def test_a_validation_says_when_its_mps_pairs_ran_under_a_thread_limit(capsys):
+    assert gpu_pairs(["plan-validate", "--card", "h100"]) == 0
+    assert "note: 12 measured MPS pair(s) ran each job under an MPS thread limit" in capsys.readouterr().out

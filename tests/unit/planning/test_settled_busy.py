@@ -4,6 +4,7 @@ validation fold only from the pairs it keeps."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -206,3 +207,46 @@ def test_unusable_readings_beside_a_record_stop_the_plan_with_one_line(tmp_path,
     assert gpu_pairs(["plan", "settings/parallel_feasibility_test.json", "--results", str(tmp_path)]) == 2
     out = capsys.readouterr().out
     assert out == f"error: {readings}: row 2, column util_pct: expected a number from 0 to 100, got 'inf'\n"
+
+
+def _mps_record(case_id, efficiency, threads):
+    return {**_interleaved_record(case_id), "sharing": "mps", "concurrency_efficiency": efficiency,
+            "mps": {"limits": _limits(threads), "server_pids": [7]}}
+
+
+@pytest.mark.parametrize("threads, efficiency, under_limits", [(None, 1.5, False), (100, 1.5, False), (52, 1.7, True)])
+def test_an_mps_pair_averages_only_records_of_one_baseline_and_the_whole_card_wins(tmp_path, threads, efficiency,
+                                                                                  under_limits):
+    """A job alone under a thread limit steps slower than alone on the card, so an efficiency against it
+    reads higher: two such bases never average into one figure."""
+    save_result(tmp_path / "limited", _mps_record("limited", 1.9, 52))
+    save_result(tmp_path / "other", _mps_record("other", 1.5, threads))
+    [pair] = read_measured([tmp_path]).pairs.values()
+    assert pair.solo_under_mps_limits is under_limits
+    assert pair.efficiency == pytest.approx(efficiency)
+    assert Measured({(pair.models, pair.sharing): pair}).under_mps_limits() == int(under_limits)
+
+
+def _mps_pair(efficiency, under_limits):
+    return replace(_pair(("a", "b"), efficiency, {}), sharing="mps", solo_under_mps_limits=under_limits)
+
+
+@pytest.mark.parametrize("mine_limited, reference_limited, kept", [(True, False, 1.5), (False, True, 1.9),
+                                                                   (True, True, 1.9), (False, False, 1.9)])
+def test_a_pair_measured_here_replaces_the_references_unless_only_under_limits_over_the_whole_card(
+        mine_limited, reference_limited, kept):
+    key = (("a", "b"), "mps")
+    mine = Measured({key: _mps_pair(1.9, mine_limited)})
+    reference = Measured({key: _mps_pair(1.5, reference_limited)})
+    assert mine.over(reference).pairs[key].efficiency == pytest.approx(kept)
+
+
+def test_a_reference_pairs_basis_must_be_true_or_false(tmp_path):
+    row = {"models": ["a", "b"], "sharing": "mps", "efficiency": 1.8, "records": 1}
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps({"device": "d", "pairs": [{**row, "solo_under_mps_limits": True}]}))
+    [pair] = read_reference(path).measured.pairs.values()
+    assert pair.solo_under_mps_limits is True
+    path.write_text(json.dumps({"device": "d", "pairs": [{**row, "solo_under_mps_limits": "yes"}]}))
+    with pytest.raises(SettingsError, match=r"\$\.pairs\[0\]\.solo_under_mps_limits"):
+        read_reference(path)
