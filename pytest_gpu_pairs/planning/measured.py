@@ -4,7 +4,10 @@ package carries. A pair's figures are the mean over the records of the same two 
 mechanism; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``); a
 group of more jobs is kept apart (it teaches no pair). A pair's jobs' busy fractions in its solo
 phases are read again from the readings its cases kept (``gpu_samples.csv``, settled after each
-switch as a phase is read now): a record's own figure may predate that reading. A bad record,
+switch as a phase is read now): a record's own figure may predate that reading. An MPS pair's
+records whose solo phases ran each job under a thread limit are against a slower solo pace than
+those on the whole card: the two never average, the whole card wins, and a pair read only under a
+limit says so (``solo_under_mps_limits``). A bad record,
 readings file or reference file is one line naming the file and the place in it.
 
 The reference (``reference_pairs.json``, made by ``tools/codegen/reference_pairs.py``) is every pair
