@@ -1,6 +1,7 @@
 """NVML access for one GPU: readings with NVML's errors translated, and no sampling policy."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -9,6 +10,7 @@ from typing import Any, Optional
 
 MB = 1024 * 1024
 POWER_FIELDS = ("NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE")
+GPM_METRICS = {"gpm_sm_util_pct": 2, "gpm_dram_bw_pct": 10}  # NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL
 
 
 
@@ -181,6 +183,47 @@ class Gpu:
         """The card's P-state now (0 the fastest); None where NVML does not know it (its 32)."""
         state = optional(lambda: int(self.nvml.nvmlDeviceGetPerformanceState(self.handle)))
         return state if state is not None and 0 <= state <= 15 else None
+
+    def gpm_unsupported(self) -> Optional[str]:
+        """Why GPM (GPU performance metrics: the share of SMs busy, of DRAM bandwidth used) cannot be
+        read here; None where it can. NVML serves it on Hopper and newer cards only."""
+        query = getattr(self.nvml, "nvmlGpmQueryDeviceSupport", None)
+        if query is None:
+            return "this nvidia-ml-py has no GPM functions"
+        try:
+            supported = bool(query(self.handle).isSupportedDevice)
+        except Exception as exc:
+            return f"NVML could not say whether this GPU serves GPM: {exc}"
+        return None if supported else f"{self.info.name} does not serve GPM (Hopper and newer do)"
+
+    def gpm_sample(self) -> Any:
+        """A GPM sample taken now, to free with ``gpm_free``; ``NvmlUnavailable`` where NVML refuses."""
+        sample = self.nvml.nvmlGpmSampleAlloc()
+        try:
+            self.nvml.nvmlGpmSampleGet(self.handle, sample)
+        except Exception as exc:
+            self.gpm_free(sample)
+            raise NvmlUnavailable(f"NVML took no GPM sample: {exc}") from None
+        return sample
+
+    def gpm_free(self, sample: Any) -> None:
+        with contextlib.suppress(Exception):
+            self.nvml.nvmlGpmSampleFree(sample)
+
+    def gpm_metrics(self, first: Any, second: Any) -> dict[str, float]:
+        """``GPM_METRICS`` between two samples, in percent; a metric NVML refuses is left out."""
+        n = self.nvml
+        request = n.c_nvmlGpmMetricsGet_t()
+        request.version, request.numMetrics = n.NVML_GPM_METRICS_GET_VERSION, len(GPM_METRICS)
+        request.sample1, request.sample2 = first, second
+        for index, metric in enumerate(GPM_METRICS.values()):
+            request.metrics[index].metricId = metric
+        try:
+            n.nvmlGpmMetricsGet(request)
+        except Exception:
+            return {}
+        return {key: float(request.metrics[i].value) for i, key in enumerate(GPM_METRICS)
+                if request.metrics[i].nvmlReturn == 0}
 
     def _next_counter_update(self, limit_s: float = 0.5, poll_s: float = 0.002) -> tuple[float, Optional[float]]:
         """The time and value of the counter's next change (it advances in steps, not continuously)."""

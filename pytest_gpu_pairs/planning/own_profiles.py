@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
-from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile
+from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile, per_busy
 from pytest_gpu_pairs.record.store import machine_from_session, profile_paths, read_session
 
 KIND = "gpu-pairs workload profile"
@@ -56,6 +56,8 @@ class _File(BaseModel):
     peak_memory_mb: Optional[StrictFloat] = Field(None, ge=0)
     memory_kind: Optional[StrictStr] = None
     util_avg_pct: Optional[StrictFloat] = Field(None, ge=0, le=100)
+    gpm_sm_util_pct: Optional[StrictFloat] = Field(None, ge=0, le=100)
+    gpm_dram_bw_pct: Optional[StrictFloat] = Field(None, ge=0, le=100)
     power_avg_w: Optional[StrictFloat] = Field(None, ge=0)
     energy_per_step_j: Optional[StrictFloat] = Field(None, ge=0)
     min_fit_mb: Optional[StrictFloat] = Field(None, gt=0)
@@ -85,6 +87,8 @@ class OwnProfile:
     power_avg_w: Optional[float] = None
     energy_per_step_j: Optional[float] = None
     min_fit_mb: Optional[float] = None
+    gpm_sm_util_pct: Optional[float] = None
+    gpm_dram_bw_pct: Optional[float] = None
 
     def matches(self, job: JobConfig, device: str) -> bool:
         """Same workload on the same device; a command workload also by the same command."""
@@ -113,11 +117,13 @@ class OwnProfiles:
 
 def solo_profile(own: OwnProfile) -> SoloProfile:
     """A profile measured here as the planner's model reads one: NVML's utilisation is its busy
-    share on a GPU; a CPU job occupies no GPU. Figures a short profile cannot take (GPM shares,
-    memory utilisation) stay unknown, and the model does without them."""
+    share on a GPU; a CPU job occupies no GPU. GPM's shares, where the card gave them, are per busy
+    time, as the packaged tables read them; memory utilisation stays unknown, and the model does
+    without it."""
     on_gpu = own.device == "cuda"
     busy = own.util_avg_pct / 100.0 if on_gpu and own.util_avg_pct is not None else (None if on_gpu else 0.0)
-    return SoloProfile(own.workload, own.device, own.batch_size, own.step_time_s, busy, None, None, None, None,
+    return SoloProfile(own.workload, own.device, own.batch_size, own.step_time_s, busy, None,
+                       per_busy(own.gpm_sm_util_pct, busy), per_busy(own.gpm_dram_bw_pct, busy), None,
                        own.power_avg_w if on_gpu else None, own.energy_per_step_j if on_gpu else None,
                        own.peak_memory_mb if on_gpu else None, own.min_fit_mb, None, own.startup_s, None,
                        own.util_avg_pct if on_gpu else None)
@@ -166,7 +172,8 @@ def parse_profile(raw: object, source: str) -> OwnProfile:
                       data.device_name, source, data.scale, data.batch_size, data.steps_per_epoch,
                       _number(data.startup_s), _number(data.step_time_s), _number(data.report_gap_s),
                       _number(data.run_s), data.run_steps, _number(data.peak_memory_mb), _number(data.util_avg_pct),
-                      _number(data.power_avg_w), _number(data.energy_per_step_j), _number(data.min_fit_mb))
+                      _number(data.power_avg_w), _number(data.energy_per_step_j), _number(data.min_fit_mb),
+                      _number(data.gpm_sm_util_pct), _number(data.gpm_dram_bw_pct))
 
 
 def read_profile(path: Path) -> OwnProfile:

@@ -104,7 +104,8 @@ def record_of(job: JobConfig, run: SoloRun, device_name: str, scale: float, warm
             "startup_s": run.startup_s, "step_time_s": run.step_time_s, "report_gap_s": run.report_gap_s,
             "run_s": run.run_s, "run_steps": run.run_steps, "peak_memory_mb": run.peak_memory_mb,
             "memory_kind": run.memory_kind, "util_avg_pct": run.util_avg_pct, "power_avg_w": run.power_avg_w,
-            "energy_per_step_j": run.energy_per_step_j, "cpu_package_power_w": run.cpu_package_power_w,
+            "energy_per_step_j": run.energy_per_step_j, "gpm_sm_util_pct": run.gpm_sm_util_pct,
+            "gpm_dram_bw_pct": run.gpm_dram_bw_pct, "cpu_package_power_w": run.cpu_package_power_w,
             "min_fit_mb": None, "log": run.log_path, "load_avg": run_load, "cpu_count": os.cpu_count(),
             "unmeasured": unmeasured}
 

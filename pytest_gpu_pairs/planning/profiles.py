@@ -152,7 +152,7 @@ def _fraction(pct: Optional[float]) -> Optional[float]:
     return None if pct is None else min(1.0, max(0.0, pct / 100.0))
 
 
-def _per_busy(pct: Optional[float], busy: Optional[float]) -> Optional[float]:
+def per_busy(pct: Optional[float], busy: Optional[float]) -> Optional[float]:
     """A whole-window percentage as a share of the time the job's kernels ran."""
     if pct is None or not busy:
         return None
@@ -171,7 +171,7 @@ def _profile(entry: _Workload) -> SoloProfile:
     busy = _busy(entry)
     return SoloProfile(entry.model, entry.device or "cuda", int(entry.batch_size) if entry.batch_size else None,
                        entry.step_time_s, busy, _fraction(entry.mem_util_avg_pct),
-                       _per_busy(entry.gpm_sm_util_pct, busy), _per_busy(entry.gpm_dram_bw_pct, busy),
+                       per_busy(entry.gpm_sm_util_pct, busy), per_busy(entry.gpm_dram_bw_pct, busy),
                        entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
                        entry.min_fit_mb, entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct,
                        entry.fit_s, entry.fit_need_mb, entry.fit_steady_mb, entry.fit_card_mb)

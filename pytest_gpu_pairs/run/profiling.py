@@ -11,6 +11,9 @@ first steps left out) and lasts ``window_s``, or longer for a job that steps slo
 model takes many seconds, and a rate needs several of them). On a GPU, NVML is sampled from this process (which
 creates no CUDA context): the job's own peak memory, utilisation, power and energy; on the CPU,
 the resident memory of the job's processes and, where RAPL is readable, the CPU package's power.
+Where the card serves GPM (Hopper and newer), a GPM sample at each end of the window gives the share
+of the SMs busy and of the DRAM bandwidth used over it (``monitor.gpm``): what the planner's MPS
+model reads as how much of the card the job's kernels occupy, where power above idle only hints.
 A figure that could not be measured is None, with the reason in ``unmeasured``.
 """
 from __future__ import annotations
@@ -26,6 +29,7 @@ import psutil
 
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
+from pytest_gpu_pairs.monitor.gpm import GpmShares, GpmWindow, not_measured
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress, now
@@ -58,6 +62,8 @@ class SoloRun:
     util_avg_pct: Optional[float] = None
     power_avg_w: Optional[float] = None
     energy_per_step_j: Optional[float] = None
+    gpm_sm_util_pct: Optional[float] = None  # the share of the SMs busy over the window (GPM), in percent
+    gpm_dram_bw_pct: Optional[float] = None  # the share of the DRAM bandwidth used over it (GPM), in percent
     cpu_package_power_w: Optional[float] = None
     run_s: Optional[float] = None  # the whole run, where it ended by itself within the profile
     run_steps: Optional[float] = None  # a log's progress_pattern may count fractional steps
@@ -164,11 +170,13 @@ def gpu_figures(samples: list[GpuSample], start: float, end: float, steps: float
             "energy_per_step_j": power * (end - start) / steps if power is not None and steps else None}
 
 
-def _finish_gpu(run: SoloRun, sampler: Optional[Sampler], window: tuple[float, float]) -> None:
+def _finish_gpu(run: SoloRun, sampler: Optional[Sampler], window: tuple[float, float], shares: GpmShares) -> None:
     if sampler is None:
-        for key in ("util_avg_pct", "power_avg_w", "energy_per_step_j"):
+        for key in ("util_avg_pct", "power_avg_w", "energy_per_step_j", "gpm_sm_util_pct", "gpm_dram_bw_pct"):
             run.unmeasured[key] = "measured on a GPU only: this profile ran on the CPU"
         return
+    run.gpm_sm_util_pct, run.gpm_dram_bw_pct = shares.gpm_sm_util_pct, shares.gpm_dram_bw_pct
+    run.unmeasured.update(shares.unmeasured)
     figures = gpu_figures(sampler.samples, *window, run.steps_in_window)
     for key, value in figures.items():
         setattr(run, key, value)
@@ -218,20 +226,25 @@ def profile_job(job: JobConfig, device: str, scale: float, work_dir: Path, warmu
     run.log_path = process.log_path
     roles, rapl = PidRoles(), RaplSampler(clock=now)
     sampler = Sampler(gpu, sample_hz, roles).start() if gpu is not None and device == "cuda" else None
+    gpm = GpmWindow(gpu) if sampler is not None else None
     rapl.start()
     try:
-        _measure(run, process.start(), roles, ready_timeout_s, warmup_s, window_s, sampler, rapl)
+        _measure(run, process.start(), roles, (ready_timeout_s, warmup_s, window_s), sampler, rapl, gpm)
     finally:
         process.stop()
         if sampler is not None:
             sampler.stop()
+        if gpm is not None:
+            gpm.discard()
         rapl.stop()
     run.processes_left = len(tagged_processes(lambda environ: environ.get(JOB_TAG_VAR) == process.tag))
     return run
 
 
-def _measure(run: SoloRun, process: JobProcess, roles: PidRoles, ready_timeout_s: float, warmup_s: float,
-             window_s: float, sampler: Optional[Sampler], rapl: RaplSampler) -> None:
+def _measure(run: SoloRun, process: JobProcess, roles: PidRoles, seconds: tuple[float, float, float],
+             sampler: Optional[Sampler], rapl: RaplSampler, gpm: Optional[GpmWindow]) -> None:
+    """``seconds``: (ready timeout, warm-up, window)."""
+    ready_timeout_s, warmup_s, window_s = seconds
     if process.start_error:
         run.failure = f"{run.model} could not start: {process.start_error}"
         return
@@ -242,14 +255,19 @@ def _measure(run: SoloRun, process: JobProcess, roles: PidRoles, ready_timeout_s
         _no_step(run, process, ready_timeout_s)
         return
     run.startup_s = first_t - process.start_t
+    _hold_until(process, watch, first_t + warmup_s)
+    if gpm is not None:
+        gpm.open()
     _hold_until(process, watch, first_t + warmup_s + window_s)
     stretched = _stretch(process, watch, first_t + warmup_s, MAX_STRETCH * window_s)
     end_t = min(now(), max(first_t + warmup_s + window_s, stretched))
+    shares = gpm.close() if gpm is not None else not_measured("measured on a GPU only")
     window = (first_t + warmup_s, end_t)
     progress = process.progress()
     run.step_time_s, run.steps_in_window, run.report_gap_s = window_rate(progress.steps, *window)
     if run.step_time_s is None:  # a run that ended early: its whole training stands in for the window
         window = (first_t, progress.steps[-1][0])
+        shares = not_measured("the run ended before its window: GPM's samples bound the window, not the whole run")
         run.step_time_s, run.steps_in_window, run.report_gap_s = window_rate(progress.steps, *window)
     run.window_s = window[1] - window[0] if run.step_time_s is not None else None
     if run.step_time_s is None:
@@ -258,7 +276,7 @@ def _measure(run: SoloRun, process: JobProcess, roles: PidRoles, ready_timeout_s
                                          f"{MAX_STRETCH} x --seconds for a job that steps slowly): give it a "
                                          f"longer window with --seconds")
     _ended_run(run, process, progress)
-    _finish_gpu(run, sampler, window)
+    _finish_gpu(run, sampler, window, shares)
     _finish_cpu(run, rapl, window, watch.peak_mb)
 
 

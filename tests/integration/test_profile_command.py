@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
+import pytest
+from support.fake_nvml import FakeNvml, FakeProcess
 from support.helpers import FAKE_JOB, SUITE, jobs_started_under
 
 from pytest_gpu_pairs.cli import main as gpu_pairs
+from pytest_gpu_pairs.devices.nvml import Gpu
+from pytest_gpu_pairs.planning import profile_command
 from pytest_gpu_pairs.planning.own_profiles import BASIS, read_own_profiles
 
 SHORT = ["--warmup", "0.5", "--seconds", "1.5"]
@@ -38,7 +43,7 @@ def test_a_command_workload_profiled_on_the_cpu_is_what_the_plans_rest_on(pytest
     assert all(p.device == "cpu" and p.step_time_s > 0 and p.startup_s >= 0 for p in own.profiles)
     stored = json.loads((out / "_profiles" / "trainer.cpu.json").read_text())
     assert stored["steps_per_epoch"] is None and "epoch length" in stored["unmeasured"]["steps_per_epoch"]
-    assert "GPU only" in stored["unmeasured"]["power_avg_w"]
+    assert "GPU only" in stored["unmeasured"]["power_avg_w"] and "GPU only" in stored["unmeasured"]["gpm_sm_util_pct"]
 
     pytester.makepyfile(test_suite=SUITE)
     plan = pytester.runpytest_subprocess("--gpu-pairs-settings", settings, "--gpu-pairs-device", "cpu",
@@ -103,3 +108,20 @@ def test_a_workload_too_slow_even_for_the_stretched_window_names_the_option_that
     [error] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("error: ")]
     assert error.startswith("error: trainer: fewer than 2 step reports after the first") and "--seconds" in error
     assert jobs_started_under(tmp_path / "out") == []
+
+
+def test_on_a_card_that_serves_gpm_the_profile_stores_the_sm_and_dram_shares_over_its_window(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """A real job process measured against a scripted card (a fake NVML on the wall clock, one process
+    computing at 60 % of the SMs throughout): the two GPM samples bound the window, both are freed."""
+    nvml = FakeNvml(time.time, processes=[FakeProcess(4242, -1e6, 1e6, 500.0, 60.0)], gpm_supported=True)
+    monkeypatch.setattr(profile_command, "open_device_gpu", lambda device: (Gpu(0, nvml=nvml), None))
+    settings = _settings(tmp_path / "mine.json")
+    assert gpu_pairs(["profile", settings, "-k", "p1", "--device", "cuda", "--out", str(tmp_path / "out"), *SHORT]) == 0
+    for name in ("trainer", "loader"):
+        stored = json.loads((tmp_path / "out" / "_profiles" / f"{name}.cuda.json").read_text())
+        assert stored["gpm_sm_util_pct"] == pytest.approx(60.0) and stored["gpm_dram_bw_pct"] == pytest.approx(30.0)
+        assert "gpm_sm_util_pct" not in stored["unmeasured"]
+    assert len(nvml.gpm_samples) == 4 and all(s.freed for s in nvml.gpm_samples)
+    assert jobs_started_under(tmp_path / "out") == []
+    capsys.readouterr()

@@ -58,7 +58,8 @@ class FakeNvml:
                  processes: Sequence[FakeProcess] = (), total_mb: float = 81559.0, reserved_mb: float = 500.0,
                  counter_period_s: float = 0.0, util_period_s: float = 0.1, energy_start_mj: float = 5e9,
                  fields_supported: bool = True, process_util_supported: bool = True, name: str = "Fake H100",
-                 stamp_base: Optional[float] = None, count: int = 1, pstate_unknown: bool = False):
+                 stamp_base: Optional[float] = None, count: int = 1, pstate_unknown: bool = False,
+                 gpm_supported: bool = False, gpm_sample_fails: bool = False):
         """``power``: (from time, watts) segments, times relative to the clock's start; ``stamp_base``:
         the time (s) that per-process timestamps count from at the start (the wall clock by default)."""
         self.clock, self.t0 = clock, clock()
@@ -72,6 +73,8 @@ class FakeNvml:
         self.pstate_unknown = pstate_unknown
         self.stamp_base = self.t0 if stamp_base is None else stamp_base
         self.count = count  # GPUs seen; the script drives all of them alike, each with its own UUID
+        self.gpm_supported, self.gpm_sample_fails = gpm_supported, gpm_sample_fails
+        self.gpm_samples: list[SimpleNamespace] = []  # every GPM sample allocated, to check each is freed
 
     # --- the script ------------------------------------------------------------------
 
@@ -166,6 +169,43 @@ class FakeNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return [SimpleNamespace(pid=p.pid, usedGpuMemory=None if p.mem_mb is None else int(p.mem_mb * MB))
                 for p in self.alive(self.rel())]
+
+    def mean_sm_pct(self, rel_a: float, rel_b: float, steps: int = 1000) -> float:
+        """The processes' SM load averaged over [rel_a, rel_b] (at most 100): what GPM's SM share reads."""
+        width = (rel_b - rel_a) / steps
+        loads = [min(100.0, sum(p.sm_pct for p in self.alive(rel_a + (i + 0.5) * width))) for i in range(steps)]
+        return sum(loads) / steps if steps else 0.0
+
+    NVML_GPM_METRICS_GET_VERSION = 1
+
+    def nvmlGpmQueryDeviceSupport(self, handle):
+        return SimpleNamespace(isSupportedDevice=int(self.gpm_supported))
+
+    def nvmlGpmSampleAlloc(self):
+        sample = SimpleNamespace(rel_t=None, freed=False)
+        self.gpm_samples.append(sample)
+        return sample
+
+    def nvmlGpmSampleGet(self, handle, sample):
+        if self.gpm_sample_fails:
+            raise FakeNVMLError("NotSupported")
+        sample.rel_t = self.rel()
+        return sample
+
+    def nvmlGpmSampleFree(self, sample):
+        sample.freed = True
+
+    def c_nvmlGpmMetricsGet_t(self):
+        return SimpleNamespace(version=0, numMetrics=0, sample1=None, sample2=None,
+                               metrics=[SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(8)])
+
+    def nvmlGpmMetricsGet(self, request):
+        """SM share: the processes' SM load between the samples; DRAM bandwidth: half of it (a script's choice)."""
+        sm = self.mean_sm_pct(request.sample1.rel_t, request.sample2.rel_t)
+        for metric in request.metrics[:request.numMetrics]:
+            metric.value = {2: sm, 10: sm / 2}.get(metric.metricId, 0.0)
+            metric.nvmlReturn = 0 if metric.metricId in (2, 10) else 3
+        return request
 
     def nvmlDeviceGetProcessUtilization(self, handle, last_seen_us):
         """One sample per process that computed in the driver's latest sample period, if newer."""

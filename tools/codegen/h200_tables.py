@@ -11,8 +11,9 @@ GPU it runs on (``planning.cards``).
 - ``workload_profiles_h200.json``: every built-in alone on the H200 (``gpu-pairs profile``, the
   study's ``profiles`` step, in ``_profiles/``): step time, NVML utilisation, power, energy per
   step, NVML peak memory, start-up; the card's memory, power limit and idle power from the
-  session's ``session.json``. The short profile takes no GPM shares and no min fit: the model does
-  without them, and a pair's fit rests on the NVML peaks.
+  session's ``session.json``. GPM's SM and DRAM shares where the profile took them (the
+  committed profiles predate that: the model then reads a job's SM share from its power); no min
+  fit: a pair's fit rests on the NVML peaks.
 - ``reference_pairs_h200.json``: every pair of the reference set measured so far, as
   ``tools.codegen.reference_pairs`` distils the H100's, with each job's busy fraction in the
   pair's solo phases (``solo_gpu_busy``) as ``planning.measured`` reads it again from the cases'
@@ -51,6 +52,7 @@ def _workload(p: OwnProfile) -> dict[str, Any]:
     entry = {"model": p.workload, "ok": True, "device": p.device, "batch_size": p.batch_size,
              "step_time_s": p.step_time_s, "util_avg_pct": p.util_avg_pct, "power_avg_w": p.power_avg_w,
              "energy_per_step_j": p.energy_per_step_j, "peak_vram_nvml_mb": p.peak_memory_mb,
+             "gpm_sm_util_pct": p.gpm_sm_util_pct, "gpm_dram_bw_pct": p.gpm_dram_bw_pct,
              "min_fit_mb": p.min_fit_mb, "startup_s": None if p.startup_s is None else round(p.startup_s, 2)}
     return {key: _round(value) for key, value in entry.items() if value is not None}
 

@@ -20,6 +20,7 @@ from pytest_gpu_pairs.planning.own_profiles import (
     BASIS,
     KIND,
     OwnProfiles,
+    measured_here,
     parse_profile,
     read_own_profiles,
     with_own,
@@ -93,6 +94,7 @@ def test_a_builtin_profiled_on_the_cpu_is_its_epochs_times_the_measured_step_rat
     ("kind", "something else", "$.kind"), ("step_time_s", "fast", "$.step_time_s"),
     ("step_time_s", -1.0, "$.step_time_s"), ("device", "tpu", "$.device"), ("command", None, "$.command"),
     ("util_avg_pct", 140.0, "$.util_avg_pct"), ("workload", "", "$.workload"),
+    ("gpm_sm_util_pct", 101.0, "$.gpm_sm_util_pct"), ("gpm_dram_bw_pct", "half", "$.gpm_dram_bw_pct"),
 ])
 def test_a_bad_profile_file_is_one_line_naming_the_file_and_the_place(key, value, where):
     with pytest.raises(SettingsError) as caught:
@@ -137,3 +139,14 @@ def test_no_folder_no_profiles(tmp_path):
     (tmp_path / "_profiles" / "mine.cpu.json").write_text(json.dumps([1]))
     with pytest.raises(SettingsError):
         read_own_profiles(tmp_path)
+
+
+@pytest.mark.parametrize("gpm, sm_share, dram_share", [({"gpm_sm_util_pct": 45.0, "gpm_dram_bw_pct": 15.0}, 0.75, 0.25),
+                                                       ({}, None, None)])
+def test_a_gpu_profiles_gpm_shares_are_read_per_busy_time_as_the_packaged_tables_are(gpm, sm_share, dram_share):
+    """The MPS model reads how much of the SMs a job's kernels occupy while they run; without GPM it
+    falls back on the job's power above idle."""
+    profile = parse_profile(stored("mine", "cuda", util_avg_pct=60.0, **gpm), "out/_profiles/mine.cuda.json")
+    [solo] = measured_here(OwnProfiles((profile,))).workloads.values()
+    assert solo.sm_share == (pytest.approx(sm_share) if sm_share else None)
+    assert solo.dram_share == (pytest.approx(dram_share) if dram_share else None)
