@@ -54,6 +54,8 @@ H100_MB = 81_559.0  # a table that names no card size is planned for the H100's
 MPS_UNDER_LIMITS = ("{n} measured MPS pair(s) ran each job under an MPS thread limit in its solo phases, not alone on "
                     "the whole card: their efficiencies, and the MPS figures learnt from them, are against that "
                     "slower pace, and read high for jobs that fill the card")
+MPS_WHOLE_CARD = ("MPS figures are for MPS with no thread limit: each job's baseline is its pace alone on the "
+                  "whole card, as for time-slicing")
 
 
 MAX_GPU_COUNTS = 64  # GPU counts in one --gpus: each is a schedule and a row of the table
@@ -313,6 +315,14 @@ def _measured_text(model: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _mps_basis(plan: dict[str, Any]) -> list[str]:
+    """What the MPS figures are against: a user running MPS under a thread limit measures another baseline."""
+    limited = plan["model"].get("mps_pairs_under_limits")
+    if limited:
+        return [MPS_UNDER_LIMITS.format(n=limited)]
+    return [MPS_WHOLE_CARD] if "mps" in plan["sharing"] else []
+
+
 def _print_pairs(plan: dict[str, Any]) -> None:
     model = plan["model"]
     counts = _measured_text(model)
@@ -322,14 +332,12 @@ def _print_pairs(plan: dict[str, Any]) -> None:
           + (f" ({skipped} record(s) of the epoch method not used)" if skipped else ""))
     if model["card_note"]:
         print(f"note: {model['card_note']}")
-    if model.get("mps_pairs_under_limits"):
-        print(f"note: {MPS_UNDER_LIMITS.format(n=model['mps_pairs_under_limits'])}")
     if model["profiled_here"]:
         print(f"profiled here (gpu-pairs profile): {', '.join(model['profiled_here'])}")
     for line in pair_table(plan["pairs"], plan["sharing"]):
         print(line)
     notes = sorted({p["note"] for p in plan["pairs"] if p["note"]})
-    for note in notes:
+    for note in (*notes, *_mps_basis(plan)):
         print(f"note: {note}")
     print("fit: fits, tight (within the margin: max(256 MB, 5 % of the card)), no; (no interval): too few pairs "
           "measured under that mechanism to estimate one (the physical range 0-2 applies); groups: select a pair's "

@@ -177,3 +177,12 @@ def test_a_plan_says_when_its_mps_figures_rest_on_pairs_measured_under_a_thread_
 def test_a_validation_says_when_its_mps_pairs_ran_under_a_thread_limit(capsys):
     assert gpu_pairs(["plan-validate", "--card", "h100"]) == 0
     assert "note: 12 measured MPS pair(s) ran each job under an MPS thread limit" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sharing, says", [("timeslice,mps", True), ("timeslice", False)])
+def test_a_plan_on_the_h200_table_says_its_mps_figures_are_for_mps_with_no_thread_limit(capsys, sharing, says):
+    code = gpu_pairs(["plan", str(ROOT / "settings/planner_reference.json"), "--card", "h200", "--sharing", sharing])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert ("note: MPS figures are for MPS with no thread limit" in out) is says
+    assert "under an MPS thread limit" not in out
