@@ -163,26 +163,24 @@ def test_plan_validate_judges_the_card_it_is_told_on_its_own_reference(capsys):
     assert held_out["n_predictions"] == 2 * pairs and held_out["median_error"] <= held_out["max_error"] < 0.25
 
 
-@pytest.mark.parametrize("sharing, says", [("timeslice,mps", True), ("timeslice", False)])
-def test_a_plan_says_when_its_mps_figures_rest_on_pairs_measured_under_a_thread_limit(capsys, sharing, says):
-    """The H100 table's MPS pairs ran each job at 52 % of the threads in its solo phases."""
-    code = gpu_pairs(["plan", str(ROOT / "settings/planner_reference.json"), "--card", "h100", "--sharing", sharing])
+LIMITED = "note: 12 measured MPS pair(s) ran each job under an MPS thread limit"
+WHOLE_CARD = "note: MPS figures are for MPS with no thread limit"
+
+
+@pytest.mark.parametrize("card, sharing, says, under_limits", [
+    ("h100", "timeslice,mps", LIMITED, 12),  # the H100 table's MPS pairs ran each job at 52 % of the threads
+    ("h200", "timeslice,mps", WHOLE_CARD, 0),
+    ("h100", "timeslice", None, 0),
+])
+def test_a_plan_says_what_its_mps_figures_are_against(capsys, card, sharing, says, under_limits):
+    settings = str(ROOT / "settings/planner_reference.json")
+    code = gpu_pairs(["plan", settings, "--card", card, "--sharing", sharing])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert ("note: 12 measured MPS pair(s) ran each job under an MPS thread limit" in out) is says
-    plan = _plan(capsys, str(ROOT / "settings/planner_reference.json"), "--card", "h100", "--sharing", sharing)
-    assert plan["model"]["mps_pairs_under_limits"] == (12 if says else 0)
+    assert [note for note in (LIMITED, WHOLE_CARD) if note in out] == ([says] if says else [])
+    assert _plan(capsys, settings, "--card", card, "--sharing", sharing)["model"]["mps_pairs_under_limits"] == under_limits
 
 
 def test_a_validation_says_when_its_mps_pairs_ran_under_a_thread_limit(capsys):
     assert gpu_pairs(["plan-validate", "--card", "h100"]) == 0
-    assert "note: 12 measured MPS pair(s) ran each job under an MPS thread limit" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("sharing, says", [("timeslice,mps", True), ("timeslice", False)])
-def test_a_plan_on_the_h200_table_says_its_mps_figures_are_for_mps_with_no_thread_limit(capsys, sharing, says):
-    code = gpu_pairs(["plan", str(ROOT / "settings/planner_reference.json"), "--card", "h200", "--sharing", sharing])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert ("note: MPS figures are for MPS with no thread limit" in out) is says
-    assert "under an MPS thread limit" not in out
+    assert LIMITED in capsys.readouterr().out
