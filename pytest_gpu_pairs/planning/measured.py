@@ -31,7 +31,7 @@ from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 from pytest_gpu_pairs.record.metrics import measured_mean
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.phases import recorded_solo_busy
-from pytest_gpu_pairs.record.store import Run, load_run, load_utilisation
+from pytest_gpu_pairs.record.store import Run, holds_profiles_only, load_run, load_utilisation
 from pytest_gpu_pairs.run.methods import EPOCH, INTERLEAVED
 
 REFERENCE = Path(__file__).with_name("reference_pairs.json")
@@ -221,14 +221,15 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
     Only records of ``methods`` teach the model (the epoch method's figures carry start-up and a
     restart loop, and do not reproduce); the others are counted in ``skipped``. A record read twice
     (the same measurement in two folders) counts once. A pair's jobs' busy fractions in their solo
-    phases come from the cases that kept their readings (``gpu_samples.csv``)."""
+    phases come from the cases that kept their readings (``gpu_samples.csv``). A folder of profiles
+    alone holds no pair (its profiles are the table's, with ``--profiles-here``)."""
     grouped: dict[tuple[tuple[str, str], str], list[tuple[str, Any]]] = {}
     busy: dict[tuple[tuple[str, str], str], list[dict[str, float]]] = {}
     groups: dict[tuple[tuple[str, ...], str], list[tuple[str, Any]]] = {}
     emulated: dict[tuple[str, str], list] = {}
     skipped = 0
     seen: set[str] = set()
-    for path in paths:
+    for path in [p for p in paths if not holds_profiles_only(p)]:
         run = load_run(path)
         for case_id, record in run.records.items():
             if not (_concurrent(record) and _on_gpu(record)) or _seen_before(record, seen):

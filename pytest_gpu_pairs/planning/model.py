@@ -60,6 +60,20 @@ UNMEASURED = TimeSlicing()
 
 
 @dataclass(frozen=True)
+class Mps:
+    """How much of the card MPS clients' kernels can fill together, each weighted by its SM share.
+    GPM's SM share counts the SMs that hold a warp, not the issue slots, caches and bandwidth the
+    kernels on them also share, so a card saturates before the shares add up to one (a pair with a
+    job that fills the card measured well below what the shares leave room for); the default is
+    the physics before any pair is measured, and ``fit.mps`` learns it from a card's MPS pairs."""
+
+    capacity: float = 1.0
+
+
+MPS_UNMEASURED = Mps()
+
+
+@dataclass(frozen=True)
 class Base:
     rate_a: float
     rate_b: float
@@ -112,8 +126,8 @@ def _fixed_point(busy_a: float, busy_b: float, weight: float) -> tuple[float, fl
     return rate_a, rate_b
 
 
-def _capacity(mechanism: str, timeslicing: TimeSlicing) -> float:
-    return timeslicing.capacity if mechanism == "timeslice" else 1.0
+def _capacity(mechanism: str, timeslicing: TimeSlicing, mps: Mps) -> float:
+    return timeslicing.capacity if mechanism == "timeslice" else mps.capacity
 
 
 def within_capacity(rates: Sequence[float], load: float, capacity: float) -> list[float]:
@@ -128,22 +142,25 @@ def unbounded_rates(busy_a: float, busy_b: float, collision_weight: float) -> tu
     return rate_a, rate_b, rate_a * busy_a + rate_b * busy_b
 
 
+def occupancy(p: SoloProfile, mechanism: str, card: Card) -> float:
+    """The share of the card a job asks for: its busy time, under MPS weighted by its SM share."""
+    return float(p.busy or 0.0) * (1.0 if mechanism == "timeslice" else intensity(p, card))
+
+
 def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
-         timeslicing: TimeSlicing = UNMEASURED) -> Optional[Base]:
+         timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> Optional[Base]:
     """Both jobs' relative rates beside each other; None where a profile lacks its busy fraction."""
     if a.busy is None or b.busy is None:
         return None
     weight = collision_weight(a, b, mechanism, card, timeslicing)
     rate_a, rate_b = _fixed_point(a.busy, b.busy, weight)
-    occupied_a = a.busy * (1.0 if mechanism == "timeslice" else intensity(a, card))
-    occupied_b = b.busy * (1.0 if mechanism == "timeslice" else intensity(b, card))
-    load = rate_a * occupied_a + rate_b * occupied_b
-    rate_a, rate_b = within_capacity((rate_a, rate_b), load, _capacity(mechanism, timeslicing))
+    load = rate_a * occupancy(a, mechanism, card) + rate_b * occupancy(b, mechanism, card)
+    rate_a, rate_b = within_capacity((rate_a, rate_b), load, _capacity(mechanism, timeslicing, mps))
     return Base(rate_a, rate_b, weight, a.busy * b.busy)
 
 
 def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
-                timeslicing: TimeSlicing = UNMEASURED) -> Optional[list[float]]:
+                timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> Optional[list[float]]:
     """Every job's relative rate in a group of any size: the pair's rule with the other jobs' occupancy
     summed (``1/r_i = 1 + busy_i x sum_j w_ij r_j busy_j``), then scaled down until the busy time adds
     up to at most the card's capacity; for two jobs, exactly ``base``. None where a profile lacks its
@@ -156,8 +173,8 @@ def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
     for _ in range(ITERATIONS):
         rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
                  for i in range(len(rates))]
-    occupied = [b * (1.0 if mechanism == "timeslice" else intensity(p, card)) for b, p in zip(busy, profiles)]
-    return within_capacity(rates, sum(r * o for r, o in zip(rates, occupied)), _capacity(mechanism, timeslicing))
+    occupied = [occupancy(p, mechanism, card) for p in profiles]
+    return within_capacity(rates, sum(r * o for r, o in zip(rates, occupied)), _capacity(mechanism, timeslicing, mps))
 
 
 def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:

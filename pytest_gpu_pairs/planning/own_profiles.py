@@ -10,7 +10,7 @@ uses the GPU ones. A bad file is one line naming the file, the JSON path and wha
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
-from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile, per_busy
+from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile, per_busy, per_busy_or
 from pytest_gpu_pairs.record.store import machine_from_session, profile_paths, read_session
 
 KIND = "gpu-pairs workload profile"
@@ -115,15 +115,46 @@ class OwnProfiles:
         return {p.workload: p for p in self.profiles if p.device == device}
 
 
-def solo_profile(own: OwnProfile) -> SoloProfile:
+@dataclass(frozen=True)
+class GpmPerBusy:
+    """GPM's SM and DRAM-bandwidth shares while a workload's kernels run, over ``windows`` profiles."""
+
+    sm: Optional[float] = None
+    dram: Optional[float] = None
+    windows: int = 0
+
+
+def _busy_fraction(own: OwnProfile) -> Optional[float]:
+    return own.util_avg_pct / 100.0 if own.util_avg_pct else None
+
+
+def gpm_per_busy(profiles: Iterable[OwnProfile]) -> GpmPerBusy:
+    """The mean per-busy GPM shares of the profiles that took them. Per busy time they are the
+    kernels' own, not the host's: a busier host stretches the gaps between kernels, not the share
+    of the card a kernel fills, so a profile without GPM can take them from another window."""
+    read = [(per_busy(p.gpm_sm_util_pct, _busy_fraction(p)), per_busy(p.gpm_dram_bw_pct, _busy_fraction(p)))
+            for p in profiles]
+    sm = [s for s, _ in read if s is not None]
+    dram = [d for _, d in read if d is not None]
+    return GpmPerBusy(sum(sm) / len(sm) if sm else None, sum(dram) / len(dram) if dram else None, len(sm))
+
+
+def same_job(a: OwnProfile, b: OwnProfile) -> bool:
+    """The same workload (and command) on the same device and GPU model."""
+    return (a.workload, a.builtin, a.command, a.device, a.device_name) == \
+        (b.workload, b.builtin, b.command, b.device, b.device_name)
+
+
+def solo_profile(own: OwnProfile, elsewhere: GpmPerBusy = GpmPerBusy()) -> SoloProfile:
     """A profile measured here as the planner's model reads one: NVML's utilisation is its busy
     share on a GPU; a CPU job occupies no GPU. GPM's shares, where the card gave them, are per busy
-    time, as the packaged tables read them; memory utilisation stays unknown, and the model does
-    without it."""
+    time, as the packaged tables read them, else those read ``elsewhere`` (other windows of the same
+    job on this GPU model); memory utilisation stays unknown, and the model does without it."""
     on_gpu = own.device == "cuda"
     busy = own.util_avg_pct / 100.0 if on_gpu and own.util_avg_pct is not None else (None if on_gpu else 0.0)
     return SoloProfile(own.workload, own.device, own.batch_size, own.step_time_s, busy, None,
-                       per_busy(own.gpm_sm_util_pct, busy), per_busy(own.gpm_dram_bw_pct, busy), None,
+                       per_busy_or(own.gpm_sm_util_pct, busy, elsewhere.sm),
+                       per_busy_or(own.gpm_dram_bw_pct, busy, elsewhere.dram), None,
                        own.power_avg_w if on_gpu else None, own.energy_per_step_j if on_gpu else None,
                        own.peak_memory_mb if on_gpu else None, own.min_fit_mb, None, own.startup_s, None,
                        own.util_avg_pct if on_gpu else None)
@@ -158,7 +189,8 @@ def measured_here(own: OwnProfiles, device: str = "cuda", cards: Sequence[Mappin
     return Profiles(source=f"gpu-pairs profile in {', '.join(folders)}", device_name=names[0],
                     memory_total_mb=card.get("memory_total_mb"), power_limit_w=card.get("power_limit_w"),
                     idle_power_w=card.get("idle_power_w"), min_fit_method=None, reserved_mb=None,
-                    workloads={name: solo_profile(p) for name, p in sorted(found.items())}, pair_min_fit_mb={})
+                    workloads={name: solo_profile(p, gpm_per_busy(q for q in own.profiles if same_job(p, q)))
+                               for name, p in sorted(found.items())}, pair_min_fit_mb={})
 
 
 def parse_profile(raw: object, source: str) -> OwnProfile:

@@ -42,7 +42,7 @@ from pytest_gpu_pairs.planning.own_profiles import (
     read_own_profiles,
     with_own,
 )
-from pytest_gpu_pairs.planning.predict import Planner, interval_basis, plan_pairs, timeslicing_basis
+from pytest_gpu_pairs.planning.predict import Planner, interval_basis, mps_basis, plan_pairs, timeslicing_basis
 from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.record.store import StoreError, case_records, fit_profiles, json_text, read_session
@@ -303,7 +303,8 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own
              "profiled_here": sorted(here),
              "other_method_records_skipped": measured.skipped,
              "mps_pairs_under_limits": measured.under_mps_limits() if "mps" in args.sharing else 0,
-             "efficiency_interval": interval_basis(planner), "timeslicing": timeslicing_basis(planner)}
+             "efficiency_interval": interval_basis(planner), "timeslicing": timeslicing_basis(planner),
+             "mps_base": mps_basis(planner)}
     return {"card_mb": card_mb, "sharing": list(args.sharing), "model": model, "pairs": predictions}
 
 

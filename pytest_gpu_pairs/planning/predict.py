@@ -118,6 +118,8 @@ class Planner:
         self.solo = settled_busy(self.profiles, self.measured)
         timesliced = self._timesliced_pairs()
         self.timeslicing, self.timesliced_count = learning.timeslicing(timesliced), len(timesliced)
+        mps_pairs = self._mps_pairs()
+        self.mps, self.mps_count = learning.mps(mps_pairs, self.card), len(mps_pairs)
         self.efficiency_model = learning.learn(self._observations("efficiency"), efficiency_scale, (0.0, MAX_EFFICIENCY),
                                                folds=self._folds("efficiency"))
         self.energy_model = learning.learn(self._observations("energy_saved"), bounds=(-1.0, 1.0),
@@ -153,6 +155,17 @@ class Planner:
                 found.append((a.busy, b.busy, min(pair.efficiency, MAX_EFFICIENCY)))
         return found
 
+    def _mps_pairs(self) -> list[tuple[SoloProfile, SoloProfile, float]]:
+        """(profile, profile, measured efficiency within the physical range) of each measured MPS pair
+        whose two solo profiles give their busy fractions."""
+        found = []
+        for (models, sharing), pair in sorted(self.measured.pairs.items()):
+            a, b = self.solo.get(models[0]), self.solo.get(models[1])
+            if sharing == "mps" and pair.efficiency and a is not None and b is not None \
+                    and a.busy is not None and b.busy is not None:
+                found.append((a, b, min(pair.efficiency, MAX_EFFICIENCY)))
+        return found
+
     def _observations(self, what: str, solo: Optional[Profiles] = None) -> list[learning.Observation]:
         found = []
         for (models, sharing), pair in sorted(self.measured.pairs.items()):
@@ -174,7 +187,7 @@ class Planner:
 
     def _base(self, models: tuple[str, str], sharing: str, solo: Optional[Profiles] = None) -> Optional[model.Base]:
         a, b = self._profiles_of(models, solo)
-        return model.base(a, b, sharing, self.card, self.timeslicing) if a is not None and b is not None else None
+        return model.base(a, b, sharing, self.card, self.timeslicing, self.mps) if a is not None and b is not None else None
 
     def _base_energy(self, models: tuple[str, str], base: model.Base, solo: Optional[Profiles] = None) -> Optional[float]:
         a, b = self._profiles_of(models, solo)
@@ -258,7 +271,7 @@ class Planner:
             return _measured_efficiency(group)
         profiles = [self.solo.get(m) for m in models]
         known = [p for p in profiles if p is not None]
-        rates = model.group_rates(known, sharing, self.card, self.timeslicing) if len(known) == len(profiles) else None
+        rates = model.group_rates(known, sharing, self.card, self.timeslicing, self.mps) if len(known) == len(profiles) else None
         if rates is None:
             return Figure(None, None, None, NONE)
         pairs = [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
@@ -344,6 +357,20 @@ def timeslicing_line(basis: dict[str, Any]) -> str:
         return f"time-slicing's base model: {numbers} (learnt from {basis['measured_pairs']} measured pairs)"
     return (f"time-slicing's base model: {numbers} (the physics before any pair: {basis['measured_pairs']} measured "
             f"pairs, {learning.MIN_TIMESLICED_PAIRS} needed to learn them)")
+
+
+def mps_basis(planner: Planner) -> dict[str, Any]:
+    """MPS's number in the base model, and how many measured pairs chose it."""
+    return {"capacity": planner.mps.capacity, "measured_pairs": planner.mps_count,
+            "learnt": planner.mps_count >= learning.MIN_MPS_PAIRS}
+
+
+def mps_line(basis: dict[str, Any]) -> str:
+    numbers = f"both jobs' kernels, weighted by their SM shares, fill at most {basis['capacity']:g} of the card"
+    if basis["learnt"]:
+        return f"MPS's base model: {numbers} (learnt from {basis['measured_pairs']} measured pairs)"
+    return (f"MPS's base model: {numbers} (the physics before any pair: {basis['measured_pairs']} measured "
+            f"pairs, {learning.MIN_MPS_PAIRS} needed to learn it)")
 
 
 def rests_on(bases: set[str], profiled_here: bool = False) -> str:

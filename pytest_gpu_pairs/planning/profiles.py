@@ -34,6 +34,8 @@ class _Workload(BaseModel):
     mem_util_avg_pct: _Number = None
     gpm_sm_util_pct: _Number = None
     gpm_dram_bw_pct: _Number = None
+    sm_per_busy: _Number = None  # GPM's SM share while busy, from other profiles of this card (0-1)
+    dram_per_busy: _Number = None  # GPM's DRAM bandwidth share while busy, likewise
     host_share: _Number = None
     power_avg_w: _Number = None
     energy_per_step_j: _Number = None
@@ -159,6 +161,13 @@ def per_busy(pct: Optional[float], busy: Optional[float]) -> Optional[float]:
     return min(1.0, max(0.0, pct / 100.0 / busy))
 
 
+def per_busy_or(pct: Optional[float], busy: Optional[float], elsewhere: Optional[float]) -> Optional[float]:
+    """GPM's share per busy time from the profile's own window, else as read in other windows of the
+    same workload on the same card (a kernel's SM and bandwidth share is its own, not the host's)."""
+    own = per_busy(pct, busy)
+    return own if own is not None else elsewhere
+
+
 def _busy(entry: _Workload) -> Optional[float]:
     if entry.device == "cpu":
         return 0.0
@@ -171,8 +180,8 @@ def _profile(entry: _Workload) -> SoloProfile:
     busy = _busy(entry)
     return SoloProfile(entry.model, entry.device or "cuda", int(entry.batch_size) if entry.batch_size else None,
                        entry.step_time_s, busy, _fraction(entry.mem_util_avg_pct),
-                       per_busy(entry.gpm_sm_util_pct, busy), per_busy(entry.gpm_dram_bw_pct, busy),
-                       entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
+                       per_busy_or(entry.gpm_sm_util_pct, busy, entry.sm_per_busy),
+                       per_busy_or(entry.gpm_dram_bw_pct, busy, entry.dram_per_busy), entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
                        entry.min_fit_mb, entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct,
                        entry.fit_s, entry.fit_need_mb, entry.fit_steady_mb, entry.fit_card_mb)
 
@@ -188,8 +197,10 @@ def _check_ranges(data: _File, source: str) -> None:
             value = getattr(entry, key)
             if value is not None and value < 0:
                 raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a number >= 0, got {value!r}")
-        if entry.host_share is not None and not 0 <= entry.host_share <= 1:
-            raise SettingsError(source, f"$.workloads[{index}].host_share", f"expected a fraction 0-1, got {entry.host_share!r}")
+        for key in ("host_share", "sm_per_busy", "dram_per_busy"):
+            value = getattr(entry, key)
+            if value is not None and not 0 <= value <= 1:
+                raise SettingsError(source, f"$.workloads[{index}].{key}", f"expected a fraction 0-1, got {value!r}")
     for index, pair in enumerate(data.pairs):
         if len(pair.models) != 2:
             raise SettingsError(source, f"$.pairs[{index}].models", f"expected two model names, got {pair.models!r}")

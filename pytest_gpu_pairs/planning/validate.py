@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair
 from pytest_gpu_pairs.planning.model import MECHANISMS
-from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner, timeslicing_basis
+from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner, mps_basis, timeslicing_basis
 
 PRECISE = 0.05  # a measurement whose interval's half-width is within 5 % of its value
 
@@ -213,6 +213,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
             "leave_one_pair_out": by_mechanism(pair_rows),
             "base_model_alone": by_mechanism(base_model_alone(planner)),
             "timeslicing": timeslicing_basis(planner),
+            "mps_base": mps_basis(planner),
             "mechanism_choice": choice,
             "groups": [r.as_dict() for r in groups(planner)],
             "predictions": {"leave_one_workload_out": [r.as_dict() for r in workload_rows],

@@ -29,7 +29,7 @@ from pytest_gpu_pairs.planning.plan import (
     reference_wanted,
     with_reference,
 )
-from pytest_gpu_pairs.planning.predict import Planner, interval_basis, timeslicing_line
+from pytest_gpu_pairs.planning.predict import Planner, interval_basis, mps_line, timeslicing_line
 from pytest_gpu_pairs.planning.validate import validate
 from pytest_gpu_pairs.record.store import StoreError, atomic_write_json, atomic_write_text, json_text
 
@@ -123,7 +123,7 @@ def markdown(summary: dict[str, Any]) -> str:
              "and by one that never saw the pair. Errors are relative to the measured efficiency (read as 2 where "
              f"it measured above); 'precise only' keeps the pairs measured to within ±{summary['precise_within']:.0%}.",
              "", *summary_table(summary), "", _choice_line(summary["mechanism_choice"]), "",
-             timeslicing_line(summary["timeslicing"]), "",
+             timeslicing_line(summary["timeslicing"]), "", mps_line(summary["mps_base"]), "",
              *(f"- {line}" for line in (*group_lines(summary), *_basis_lines(summary))), "",
              "## The largest errors, leaving one workload out", "",
              *worst_table(summary["predictions"]["leave_one_workload_out"]), ""]
@@ -158,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(_choice_line(summary["mechanism_choice"]))
     print(timeslicing_line(summary["timeslicing"]))
+    print(mps_line(summary["mps_base"]))
     for line in (*group_lines(summary), *_basis_lines(summary)):
         print(line)
     return 0

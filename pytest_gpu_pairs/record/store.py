@@ -336,6 +336,11 @@ def profile_paths(out_dir: Optional[str | Path]) -> list[Path]:
     return sorted((Path(out_dir) / PROFILES_FOLDER).glob("*.json"))
 
 
+def holds_profiles_only(out_dir: str | Path) -> bool:
+    """A folder ``gpu-pairs profile --out`` wrote and no session: profiles, no case."""
+    return bool(profile_paths(out_dir)) and not case_result_paths(out_dir)
+
+
 def fit_profile_path(out_dir: str | Path, key: str) -> Path:
     return Path(out_dir) / FIT_FOLDER / f"{_PROFILE_NAME.sub('_', key)[:120]}.json"
 

@@ -11,9 +11,12 @@ GPU it runs on (``planning.cards``).
 - ``workload_profiles_h200.json``: every built-in alone on the H200 (``gpu-pairs profile``, the
   study's ``profiles`` step, in ``_profiles/``): step time, NVML utilisation, power, energy per
   step, NVML peak memory, start-up; the card's memory, power limit and idle power from the
-  session's ``session.json``. GPM's SM and DRAM shares where the profile took them (the
-  committed profiles predate that: the model then reads a job's SM share from its power); no min
-  fit: a pair's fit rests on the NVML peaks.
+  session's ``session.json``. The study's profiles predate GPM, so each workload's SM and DRAM
+  shares while busy (``sm_per_busy``, ``dram_per_busy``) are the mean of two later
+  ``gpu-pairs profile`` sessions on the H200 that took them (``gpm/first``, ``gpm/second``): per
+  busy time a kernel's share is its own, not the host's, so they go with the study's busy fractions
+  (the MPS model otherwise reads a job's SM share from its power); no min fit: a pair's fit rests
+  on the NVML peaks.
 - ``reference_pairs_h200.json``: every pair of the reference set measured so far, as
   ``tools.codegen.reference_pairs`` distils the H100's, with each job's busy fraction in the
   pair's solo phases (``solo_gpu_busy``) as ``planning.measured`` reads it again from the cases'
@@ -34,12 +37,20 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpu_pairs.planning.measured import read_measured
-from pytest_gpu_pairs.planning.own_profiles import OwnProfile, profiles_here, read_own_profiles
+from pytest_gpu_pairs.planning.own_profiles import (
+    GpmPerBusy,
+    OwnProfile,
+    gpm_per_busy,
+    profiles_here,
+    read_own_profiles,
+    same_job,
+)
 from tools.codegen import reference_pairs
 
 ROOT = reference_pairs.ROOT
 REFERENCE = ROOT / "reports/reference/planner_validation/reference"
 FOLDERS = tuple(REFERENCE / name for name in ("timeslice", "mps_nolimit") if (REFERENCE / name).is_dir())
+GPM_FOLDERS = tuple(REFERENCE / "gpm" / name for name in ("first", "second") if (REFERENCE / "gpm" / name).is_dir())
 PROFILES_TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles_h200.json"
 PAIRS_TARGET = ROOT / "pytest_gpu_pairs/planning/reference_pairs_h200.json"
 
@@ -48,26 +59,35 @@ def _round(value: Any) -> Any:
     return round(value, 6) if isinstance(value, float) else value
 
 
-def _workload(p: OwnProfile) -> dict[str, Any]:
+def _workload(p: OwnProfile, elsewhere: GpmPerBusy) -> dict[str, Any]:
     entry = {"model": p.workload, "ok": True, "device": p.device, "batch_size": p.batch_size,
              "step_time_s": p.step_time_s, "util_avg_pct": p.util_avg_pct, "power_avg_w": p.power_avg_w,
              "energy_per_step_j": p.energy_per_step_j, "peak_vram_nvml_mb": p.peak_memory_mb,
              "gpm_sm_util_pct": p.gpm_sm_util_pct, "gpm_dram_bw_pct": p.gpm_dram_bw_pct,
              "min_fit_mb": p.min_fit_mb, "startup_s": None if p.startup_s is None else round(p.startup_s, 2)}
+    if p.gpm_sm_util_pct is None:
+        entry |= {"sm_per_busy": elsewhere.sm, "dram_per_busy": elsewhere.dram}
     return {key: _round(value) for key, value in entry.items() if value is not None}
 
 
-def profiles_table(folders: tuple[Path, ...] = FOLDERS) -> dict[str, Any]:
-    """The folders' profiles in the packaged format; the card as ``--profiles-here`` reads it."""
+def _cuda_builtins(folders: tuple[Path, ...]) -> list[OwnProfile]:
+    return [p for folder in folders for p in read_own_profiles(folder).profiles if p.builtin and p.device == "cuda"]
+
+
+def profiles_table(folders: tuple[Path, ...] = FOLDERS, gpm_folders: tuple[Path, ...] = GPM_FOLDERS) -> dict[str, Any]:
+    """The folders' profiles in the packaged format, with the GPM shares of ``gpm_folders``; the card
+    as ``--profiles-here`` reads it."""
     card = profiles_here(list(folders))
-    own = [p for folder in folders for p in read_own_profiles(folder).profiles if p.builtin and p.device == "cuda"]
-    unique = {p.workload: p for p in sorted(own, key=lambda p: p.source)}
-    return {"sources": sorted({str(Path(p.source).parent.relative_to(ROOT)) for p in unique.values()}),
+    unique = {p.workload: p for p in sorted(_cuda_builtins(folders), key=lambda p: p.source)}
+    gpm = _cuda_builtins(gpm_folders)
+    shares = {name: gpm_per_busy(q for q in gpm if same_job(p, q)) for name, p in unique.items()}
+    used = [q for q in gpm if shares[q.workload].windows] if gpm else []
+    return {"sources": sorted({str(Path(p.source).parent.relative_to(ROOT)) for p in [*unique.values(), *used]}),
             "device": {"name": card.device_name, "memory_total_mb": card.memory_total_mb,
                        "power_limit_w": card.power_limit_w, "reserved_mb": None},
             "idle_power_w": _round(card.idle_power_w),
             "min_fit_method": None, "typical": {},
-            "workloads": [_workload(p) for _, p in sorted(unique.items())], "pairs": []}
+            "workloads": [_workload(p, shares[name]) for name, p in sorted(unique.items())], "pairs": []}
 
 
 def render() -> tuple[str, str]:

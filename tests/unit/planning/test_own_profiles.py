@@ -16,10 +16,13 @@ from pytest_gpu_pairs.experiment.cases import expand_all
 from pytest_gpu_pairs.experiment.load import parse_experiment
 from pytest_gpu_pairs.inputs import SettingsError
 from pytest_gpu_pairs.planning.estimate import DEFAULT, DEFAULT_JOB_S, estimate_cases, job_cost
+from pytest_gpu_pairs.planning.measured import read_measured
 from pytest_gpu_pairs.planning.own_profiles import (
     BASIS,
     KIND,
+    GpmPerBusy,
     OwnProfiles,
+    gpm_per_busy,
     measured_here,
     parse_profile,
     read_own_profiles,
@@ -27,7 +30,7 @@ from pytest_gpu_pairs.planning.own_profiles import (
 )
 from pytest_gpu_pairs.planning.predict import Planner, plan_pairs
 from pytest_gpu_pairs.planning.profiles import packaged
-from pytest_gpu_pairs.record.store import profile_path, save_profile
+from pytest_gpu_pairs.record.store import StoreError, profile_path, save_profile
 from pytest_gpu_pairs.run.options import GpuPairsOptions
 
 COMMAND = ["python", "train.py", "--epochs", "3"]
@@ -150,3 +153,41 @@ def test_a_gpu_profiles_gpm_shares_are_read_per_busy_time_as_the_packaged_tables
     [solo] = measured_here(OwnProfiles((profile,))).workloads.values()
     assert solo.sm_share == (pytest.approx(sm_share) if sm_share else None)
     assert solo.dram_share == (pytest.approx(dram_share) if dram_share else None)
+
+
+def _gpu(workload="mine", source="a/_profiles/mine.cuda.json", device_name="NVIDIA H200", **figures):
+    return parse_profile(stored(workload, "cuda", device_name=device_name, **{"util_avg_pct": 50.0, **figures}), source)
+
+
+@pytest.mark.parametrize("other, borrowed", [
+    (_gpu(source="b/_profiles/mine.cuda.json", gpm_sm_util_pct=40.0, gpm_dram_bw_pct=10.0), (0.8, 0.2)),
+    (_gpu(source="b/_profiles/mine.cuda.json", device_name="NVIDIA H100", gpm_sm_util_pct=40.0), (None, None)),
+    (_gpu("mnist", source="b/_profiles/mnist.cuda.json", gpm_sm_util_pct=40.0), (None, None)),
+])
+def test_a_profile_without_gpm_takes_the_shares_per_busy_time_of_the_same_job_on_the_same_gpu_model(other, borrowed):
+    """A kernel's share of the card while it runs is its own, not the host's: the study's profiles,
+    taken before GPM was read, keep their busy fractions and borrow the shares of a later window of
+    the same workload on the same GPU model, never another card's or another workload's."""
+    mine = _gpu(util_avg_pct=80.0)
+    table = measured_here(OwnProfiles((other, mine)))
+    assert table.get("mine").busy == pytest.approx(0.8)
+    assert (table.get("mine").sm_share, table.get("mine").dram_share) == \
+        tuple(pytest.approx(b) if b is not None else None for b in borrowed)
+
+
+def test_the_borrowed_shares_are_the_mean_of_the_windows_and_a_profiles_own_come_first():
+    windows = [_gpu(source=f"{n}/_profiles/mine.cuda.json", util_avg_pct=busy, gpm_sm_util_pct=sm)
+               for n, busy, sm in (("a", 50.0, 30.0), ("b", 80.0, 64.0))]
+    assert gpm_per_busy(windows) == GpmPerBusy(pytest.approx(0.7), None, 2)
+    without = _gpu(source="c/_profiles/mine.cuda.json", util_avg_pct=40.0)
+    assert measured_here(OwnProfiles((*windows, without))).get("mine").sm_share == pytest.approx(0.7)
+    assert measured_here(OwnProfiles((without, *windows))).get("mine").sm_share == pytest.approx(0.8)
+
+
+def test_a_folder_of_profiles_alone_holds_no_pair_and_a_folder_of_nothing_is_still_refused(tmp_path):
+    profiles_only, empty = tmp_path / "profiled", tmp_path / "empty"
+    save_profile(profiles_only, "mine", "cuda", stored("mine", "cuda", util_avg_pct=50.0))
+    empty.mkdir()
+    assert read_measured([profiles_only]).pairs == {}
+    with pytest.raises(StoreError, match="expected a gpu-pairs run directory"):
+        read_measured([empty])

@@ -171,6 +171,9 @@ def test_the_one_packaged_profile_table_is_the_committed_references_distilled():
 @pytest.mark.parametrize("content, where", [
     ({"workloads": [{"model": "a", "util_avg_pct": "high"}]}, "$.workloads[0].util_avg_pct"),
     ({"workloads": [{"model": "a", "util_avg_pct": 140}]}, "$.workloads[0].util_avg_pct"),
+    ({"workloads": [{"model": "a"}, {"model": "b", "sm_per_busy": 1.2}]}, "$.workloads[1].sm_per_busy"),
+    ({"workloads": [{"model": "a", "dram_per_busy": -0.1}]}, "$.workloads[0].dram_per_busy"),
+    ({"workloads": [{"model": "a", "sm_per_busy": "most"}]}, "$.workloads[0].sm_per_busy"),
     ({"workloads": {}}, "$.workloads"),
     ({"workloads": [], "pairs": [{"models": ["a"], "min_fit_mb": 3}]}, "$.pairs[0].models"),
 ])
@@ -180,6 +183,14 @@ def test_a_bad_profile_file_is_one_line_with_its_json_path(tmp_path, content, wh
     with pytest.raises(SettingsError) as caught:
         read_profiles(path)
     assert str(caught.value).startswith(f"{path}: {where}: ") and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("entry, sm_share", [({"gpm_sm_util_pct": 30.0, "sm_per_busy": 0.9}, 0.6),
+                                             ({"sm_per_busy": 0.9}, 0.9), ({}, None)])
+def test_a_table_reads_a_jobs_sm_share_from_its_own_gpm_window_before_one_measured_elsewhere(tmp_path, entry, sm_share):
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps({"workloads": [{"model": "a", "util_avg_pct": 50.0, **entry}]}))
+    assert read_profiles(path).get("a").sm_share == (pytest.approx(sm_share) if sm_share else None)
 
 
 SETTINGS = "settings/parallel_feasibility_test.json"

@@ -1,0 +1,86 @@
+"""MPS's one number (how much of the card the clients' kernels, weighted by their SM shares, can fill
+together), learnt from a card's measured MPS pairs as time-slicing's are, and used for pairs and groups."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_gpu_pairs.cli import main as gpu_pairs
+from pytest_gpu_pairs.planning import fit as learning
+from pytest_gpu_pairs.planning import model
+from pytest_gpu_pairs.planning.cards import card_named
+from pytest_gpu_pairs.planning.measured import Measured, read_reference
+from pytest_gpu_pairs.planning.predict import Planner, mps_basis
+from pytest_gpu_pairs.planning.profiles import SoloProfile, read_packaged
+
+CARD = model.Card(idle_w=70.0, limit_w=700.0)
+fraction = st.floats(0.0, 1.0, allow_nan=False)
+share = st.floats(0.05, 1.0, allow_nan=False)
+capacities = st.sampled_from(learning.MPS_CAPACITIES)
+
+
+def job(busy: float, sm: float, name: str = "a") -> SoloProfile:
+    return SoloProfile(name, "cuda", 32, 0.01, busy, None, sm, None, None, 200.0, 2.0, 1000.0, 1000.0, None)
+
+
+def efficiency(a: SoloProfile, b: SoloProfile, capacity: float) -> float:
+    return model.base(a, b, "mps", CARD, mps=model.Mps(capacity)).efficiency
+
+
+jobs = st.builds(job, fraction, share)
+
+
+@given(capacities, st.lists(st.tuples(jobs, jobs), min_size=learning.MIN_MPS_PAIRS, max_size=10))
+def test_pairs_made_by_a_capacity_on_the_grid_are_fitted_without_error(truth, pairs):
+    measured = [(a, b, efficiency(a, b, truth)) for a, b in pairs]
+    fitted = learning.mps(measured, CARD)
+    assert [efficiency(a, b, fitted.capacity) for a, b, _ in measured] == pytest.approx([m for *_, m in measured], abs=1e-6)
+
+
+@given(st.lists(st.tuples(jobs, jobs, st.floats(0.5, 2.0)), max_size=learning.MIN_MPS_PAIRS - 1))
+def test_too_few_measured_pairs_leave_the_physics_before_any_pair(pairs):
+    assert learning.mps(pairs, CARD) == model.MPS_UNMEASURED == model.Mps(1.0)
+
+
+@given(st.lists(st.tuples(fraction, share), min_size=2, max_size=5), capacities)
+def test_a_group_fills_the_card_at_most_to_its_capacity_under_mps_and_time_slicing_is_untouched(figures, capacity):
+    profiles = [job(busy, sm, str(i)) for i, (busy, sm) in enumerate(figures)]
+    rates = model.group_rates(profiles, "mps", CARD, mps=model.Mps(capacity))
+    assert rates is not None and all(0.0 <= r <= 1.0 + 1e-9 for r in rates)
+    assert sum(r * busy * sm for r, (busy, sm) in zip(rates, figures)) <= capacity + 1e-9
+    pair = model.base(profiles[0], profiles[1], "mps", CARD, mps=model.Mps(capacity))
+    assert model.group_rates(profiles[:2], "mps", CARD, mps=model.Mps(capacity)) == pytest.approx([pair.rate_a, pair.rate_b])
+    assert model.group_rates(profiles, "timeslice", CARD, mps=model.Mps(capacity)) == \
+        model.group_rates(profiles, "timeslice", CARD)
+
+
+def test_a_card_that_saturates_early_is_learnt_below_one_and_predicts_its_pairs_lower():
+    """Two jobs that each fill most of the SMs, measured well below what their shares leave room for."""
+    pairs = [(job(0.9, 0.9, "a"), job(busy, 0.5, "b"), efficiency(job(0.9, 0.9), job(busy, 0.5), 0.7))
+             for busy in (0.2, 0.4, 0.6, 0.8, 1.0)]
+    learnt = learning.mps(pairs, CARD)
+    assert learnt.capacity == pytest.approx(0.7)
+    assert efficiency(job(0.9, 0.9), job(0.5, 0.5), learnt.capacity) < efficiency(job(0.9, 0.9), job(0.5, 0.5), 1.0)
+
+
+def test_a_planner_learns_it_from_its_cards_pairs_and_forgets_it_with_the_pairs():
+    h200 = card_named("h200")
+    planner = Planner(read_packaged(h200.profiles), read_reference(h200.reference).measured)
+    learnt = mps_basis(planner)
+    assert learnt["learnt"] and learnt["measured_pairs"] >= learning.MIN_MPS_PAIRS
+    assert learnt["capacity"] in learning.MPS_CAPACITIES
+    assert planner.without_workload("pcb").mps_count < planner.mps_count
+    blind = Planner(planner.profiles, Measured())
+    assert blind.mps == model.MPS_UNMEASURED and not mps_basis(blind)["learnt"]
+
+
+def test_plan_validate_says_what_mps_capacity_it_learnt_in_text_and_json(capsys):
+    assert gpu_pairs(["plan-validate", "--card", "h200", "--json"]) == 0
+    basis = json.loads(capsys.readouterr().out)["mps_base"]
+    assert gpu_pairs(["plan-validate", "--card", "h200"]) == 0
+    line = f"MPS's base model: both jobs' kernels, weighted by their SM shares, fill at most {basis['capacity']:g} " \
+           f"of the card (learnt from {basis['measured_pairs']} measured pairs)"
+    assert line in capsys.readouterr().out.splitlines()
