@@ -64,8 +64,10 @@ class Mps:
     """How much of the card MPS clients' kernels can fill together, each weighted by its SM share.
     GPM's SM share counts the SMs that hold a warp, not the issue slots, caches and bandwidth the
     kernels on them also share, so a card saturates before the shares add up to one (a pair with a
-    job that fills the card measured well below what the shares leave room for); the default is
-    the physics before any pair is measured, and ``fit.mps`` learns it from a card's MPS pairs."""
+    job that fills the card measured well below what the shares leave room for). A job alone runs at
+    its own pace whatever it occupies, so the bound is never below the busiest job's own share; the
+    default is the physics before any pair is measured, and ``fit.mps`` learns it from a card's MPS
+    pairs."""
 
     capacity: float = 1.0
 
@@ -126,8 +128,12 @@ def _fixed_point(busy_a: float, busy_b: float, weight: float) -> tuple[float, fl
     return rate_a, rate_b
 
 
-def _capacity(mechanism: str, timeslicing: TimeSlicing, mps: Mps) -> float:
-    return timeslicing.capacity if mechanism == "timeslice" else mps.capacity
+def _bound(occupied: Sequence[float], mechanism: str, timeslicing: TimeSlicing, mps: Mps) -> float:
+    """The card's capacity; under MPS never below what one of the jobs fills alone (alone, it runs
+    at its pace), a learnt capacity there being free to fall below a card-filling job's share."""
+    if mechanism == "timeslice":
+        return timeslicing.capacity
+    return max([mps.capacity, *occupied])
 
 
 def within_capacity(rates: Sequence[float], load: float, capacity: float) -> list[float]:
@@ -154,8 +160,9 @@ def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
         return None
     weight = collision_weight(a, b, mechanism, card, timeslicing)
     rate_a, rate_b = _fixed_point(a.busy, b.busy, weight)
-    load = rate_a * occupancy(a, mechanism, card) + rate_b * occupancy(b, mechanism, card)
-    rate_a, rate_b = within_capacity((rate_a, rate_b), load, _capacity(mechanism, timeslicing, mps))
+    occupied = (occupancy(a, mechanism, card), occupancy(b, mechanism, card))
+    load = rate_a * occupied[0] + rate_b * occupied[1]
+    rate_a, rate_b = within_capacity((rate_a, rate_b), load, _bound(occupied, mechanism, timeslicing, mps))
     return Base(rate_a, rate_b, weight, a.busy * b.busy)
 
 
@@ -174,7 +181,8 @@ def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
         rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
                  for i in range(len(rates))]
     occupied = [occupancy(p, mechanism, card) for p in profiles]
-    return within_capacity(rates, sum(r * o for r, o in zip(rates, occupied)), _capacity(mechanism, timeslicing, mps))
+    load = sum(r * o for r, o in zip(rates, occupied))
+    return within_capacity(rates, load, _bound(occupied, mechanism, timeslicing, mps))
 
 
 def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:

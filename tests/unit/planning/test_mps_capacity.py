@@ -50,7 +50,8 @@ def test_a_group_fills_the_card_at_most_to_its_capacity_under_mps_and_time_slici
     profiles = [job(busy, sm, str(i)) for i, (busy, sm) in enumerate(figures)]
     rates = model.group_rates(profiles, "mps", CARD, mps=model.Mps(capacity))
     assert rates is not None and all(0.0 <= r <= 1.0 + 1e-9 for r in rates)
-    assert sum(r * busy * sm for r, (busy, sm) in zip(rates, figures)) <= capacity + 1e-9
+    alone = max(busy * sm for busy, sm in figures)
+    assert sum(r * busy * sm for r, (busy, sm) in zip(rates, figures)) <= max(capacity, alone) + 1e-9
     pair = model.base(profiles[0], profiles[1], "mps", CARD, mps=model.Mps(capacity))
     assert model.group_rates(profiles[:2], "mps", CARD, mps=model.Mps(capacity)) == pytest.approx([pair.rate_a, pair.rate_b])
     assert model.group_rates(profiles, "timeslice", CARD, mps=model.Mps(capacity)) == \
@@ -58,12 +59,20 @@ def test_a_group_fills_the_card_at_most_to_its_capacity_under_mps_and_time_slici
 
 
 def test_a_card_that_saturates_early_is_learnt_below_one_and_predicts_its_pairs_lower():
-    """Two jobs that each fill most of the SMs, measured well below what their shares leave room for."""
-    pairs = [(job(0.9, 0.9, "a"), job(busy, 0.5, "b"), efficiency(job(0.9, 0.9), job(busy, 0.5), 0.7))
-             for busy in (0.2, 0.4, 0.6, 0.8, 1.0)]
+    """Two busy jobs on many SMs, measured well below what their shares leave room for."""
+    heavy = job(0.6, 0.9)
+    pairs = [(heavy, job(busy, 0.5, "b"), efficiency(heavy, job(busy, 0.5, "b"), 0.7)) for busy in (0.2, 0.4, 0.6, 0.8, 1.0)]
     learnt = learning.mps(pairs, CARD)
     assert learnt.capacity == pytest.approx(0.7)
-    assert efficiency(job(0.9, 0.9), job(0.5, 0.5), learnt.capacity) < efficiency(job(0.9, 0.9), job(0.5, 0.5), 1.0)
+    assert efficiency(heavy, job(0.5, 0.5, "b"), learnt.capacity) < efficiency(heavy, job(0.5, 0.5, "b"), 1.0)
+
+
+@given(share, st.floats(0.05, 1.0), capacities)
+def test_a_job_beside_one_that_asks_for_nothing_keeps_its_own_pace_whatever_the_capacity(sm, busy, capacity):
+    """Alone (its partner never on the GPU) a job runs as it does alone, even when it occupies more
+    of the card than the learnt capacity."""
+    pair = model.base(job(busy, sm), job(0.0, 0.5, "b"), "mps", CARD, mps=model.Mps(capacity))
+    assert pair.rate_a == pytest.approx(1.0) and pair.efficiency == pytest.approx(2.0)
 
 
 def test_a_planner_learns_it_from_its_cards_pairs_and_forgets_it_with_the_pairs():
