@@ -118,7 +118,7 @@ class Planner:
         self.solo = settled_busy(self.profiles, self.measured)
         timesliced = self._timesliced_pairs()
         self.timeslicing, self.timesliced_count = learning.timeslicing(timesliced), len(timesliced)
-        mps_pairs = self._mps_pairs()
+        mps_pairs = self._measured_under("mps")
         self.mps, self.mps_count = learning.mps(mps_pairs, self.card), len(mps_pairs)
         self.efficiency_model = learning.learn(self._observations("efficiency"), efficiency_scale, (0.0, MAX_EFFICIENCY),
                                                folds=self._folds("efficiency"))
@@ -145,23 +145,16 @@ class Planner:
         return lambda name: self._observations(what, settled_busy(self.profiles, _without_workload(self.measured, name)))
 
     def _timesliced_pairs(self) -> list[tuple[float, float, float]]:
-        """(busy, busy, measured efficiency within the physical range) of each measured time-sliced pair
-        whose two solo profiles give their busy fractions."""
-        found = []
-        for (models, sharing), pair in sorted(self.measured.pairs.items()):
-            a, b = self.solo.get(models[0]), self.solo.get(models[1])
-            if sharing == "timeslice" and pair.efficiency and a is not None and b is not None \
-                    and a.busy is not None and b.busy is not None:
-                found.append((a.busy, b.busy, min(pair.efficiency, MAX_EFFICIENCY)))
-        return found
+        """(busy, busy, measured efficiency within the physical range) of each measured time-sliced pair."""
+        return [(float(a.busy or 0.0), float(b.busy or 0.0), measured) for a, b, measured in self._measured_under("timeslice")]
 
-    def _mps_pairs(self) -> list[tuple[SoloProfile, SoloProfile, float]]:
-        """(profile, profile, measured efficiency within the physical range) of each measured MPS pair
-        whose two solo profiles give their busy fractions."""
+    def _measured_under(self, mechanism: str) -> list[tuple[SoloProfile, SoloProfile, float]]:
+        """(profile, profile, measured efficiency within the physical range) of each pair measured under
+        ``mechanism`` whose two solo profiles give their busy fractions."""
         found = []
         for (models, sharing), pair in sorted(self.measured.pairs.items()):
             a, b = self.solo.get(models[0]), self.solo.get(models[1])
-            if sharing == "mps" and pair.efficiency and a is not None and b is not None \
+            if sharing == mechanism and pair.efficiency and a is not None and b is not None \
                     and a.busy is not None and b.busy is not None:
                 found.append((a, b, min(pair.efficiency, MAX_EFFICIENCY)))
         return found
