@@ -181,9 +181,10 @@ def _profile(entry: _Workload) -> SoloProfile:
     return SoloProfile(entry.model, entry.device or "cuda", int(entry.batch_size) if entry.batch_size else None,
                        entry.step_time_s, busy, _fraction(entry.mem_util_avg_pct),
                        per_busy_or(entry.gpm_sm_util_pct, busy, entry.sm_per_busy),
-                       per_busy_or(entry.gpm_dram_bw_pct, busy, entry.dram_per_busy), entry.host_share, entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb,
-                       entry.min_fit_mb, entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct,
-                       entry.fit_s, entry.fit_need_mb, entry.fit_steady_mb, entry.fit_card_mb)
+                       per_busy_or(entry.gpm_dram_bw_pct, busy, entry.dram_per_busy), entry.host_share,
+                       entry.power_avg_w, entry.energy_per_step_j, entry.peak_vram_nvml_mb, entry.min_fit_mb,
+                       entry.seed_vram_mb, entry.startup_s, entry.finish_s, entry.util_avg_pct, entry.fit_s,
+                       entry.fit_need_mb, entry.fit_steady_mb, entry.fit_card_mb)
 
 
 def _check_ranges(data: _File, source: str) -> None:

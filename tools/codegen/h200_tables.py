@@ -81,7 +81,7 @@ def profiles_table(folders: tuple[Path, ...] = FOLDERS, gpm_folders: tuple[Path,
     unique = {p.workload: p for p in sorted(_cuda_builtins(folders), key=lambda p: p.source)}
     gpm = _cuda_builtins(gpm_folders)
     shares = {name: gpm_per_busy(q for q in gpm if same_job(p, q)) for name, p in unique.items()}
-    used = [q for q in gpm if shares[q.workload].windows] if gpm else []
+    used = [q for q in gpm if q.workload in shares and shares[q.workload].windows]
     return {"sources": sorted({str(Path(p.source).parent.relative_to(ROOT)) for p in [*unique.values(), *used]}),
             "device": {"name": card.device_name, "memory_total_mb": card.memory_total_mb,
                        "power_limit_w": card.power_limit_w, "reserved_mb": None},
