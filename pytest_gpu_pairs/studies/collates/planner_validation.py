@@ -64,7 +64,7 @@ def fresh_pairs(folder: Path, planner: Planner) -> list[dict[str, Any]]:
     return rows
 
 
-def _planned(figure: Any) -> str:
+def planned_text(figure: Any) -> str:
     if not figure or not isinstance(figure.get("value"), (int, float)):
         return "-"
     interval = figure.get("interval")
@@ -90,6 +90,6 @@ def table(summary: dict[str, Any]) -> str:
             interval = f"[{p['interval'][0]:.3f}, {p['interval'][1]:.3f}]" if p["interval"] else "[none estimated]"
             ci = f"[{p['measured_ci'][0]:.3f}, {p['measured_ci'][1]:.3f}]" if p["measured_ci"] else "[-]"
             lines.append(f"| {'+'.join(p['pair'])} | {p['sharing']} | {p['measured']:.3f} {ci} | {p['predicted']:.3f} "
-                         f"{interval} | {100 * p['error']:.1f} % | {p['covered']} | {_planned(p['planned_before'])} |")
+                         f"{interval} | {100 * p['error']:.1f} % | {p['covered']} | {planned_text(p['planned_before'])} |")
         lines.append("")
     return "\n".join(lines)

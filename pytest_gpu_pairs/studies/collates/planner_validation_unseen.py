@@ -1,0 +1,95 @@
+"""The unseen pairs' summary: each measured pair beside what the planner said of it, before and now.
+
+Each pair the study measured (``timeslice/``, ``mps/``) stands beside what ``gpu-pairs plan`` said of
+it before any case ran (``plan.json``, which ``gpu-pairs study run`` writes for the GPU it finds) and
+what the planner of this commit predicts for the card it ran on.
+
+    gpu-pairs study run planner_validation_unseen       # on a GPU: plan.json, then the pairs time-sliced and under MPS
+    gpu-pairs study collect planner_validation_unseen --out reports/reference/planner_validation/unseen
+
+Records are read through the store; a card the package carries no table for gets no prediction of
+this commit, only the plan made before the run. Pairs the plan named and no session measured are
+listed as not measured.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from pytest_gpu_pairs.planning.cards import card_for_gpu
+from pytest_gpu_pairs.planning.measured import read_measured
+from pytest_gpu_pairs.planning.predict import Figure, Planner
+from pytest_gpu_pairs.planning.validate import HeldOut
+from pytest_gpu_pairs.record.store import case_result_paths, machine_from_session, read_session
+from pytest_gpu_pairs.studies.collates.planner_validation import planned, planned_text
+
+FOLDERS = ("timeslice", "mps")
+NO_TABLE = "the package carries no table for this GPU: only the plan made before the run"
+
+
+def _planner_for(folder: Path) -> tuple[Optional[str], Optional[Planner]]:
+    """The GPU a session ran on and the planner of the package's table for it (None where it has none)."""
+    session = read_session(folder)
+    gpu = machine_from_session(session).get("gpu_name") if session else None
+    card = card_for_gpu(gpu)
+    return gpu, (Planner(card.table(), card.pairs().measured) if card else None)
+
+
+def measured_pairs(folder: Path) -> list[dict[str, Any]]:
+    """Every pair a session of the study measured, with this commit's prediction and the plan's."""
+    before, rows = planned(folder), []
+    for name in FOLDERS:
+        session = folder / name
+        if not case_result_paths(session):
+            continue
+        gpu, planner = _planner_for(session)
+        for _, pair in sorted(read_measured([session]).pairs.items()):
+            if pair.efficiency is None or len(pair.models) != 2:
+                continue
+            two = (pair.models[0], pair.models[1])
+            figure = planner.efficiency(two, pair.sharing) if planner else Figure(None, None, None, NO_TABLE)
+            row = HeldOut(pair.models, pair.sharing, "pair", min(pair.efficiency, 2.0), pair.efficiency_ci, figure)
+            rows.append({**row.as_dict(), "gpu": gpu, "planned_before": before.get((tuple(sorted(two)), pair.sharing))})
+    return rows
+
+
+def _on_cpu(session: Path) -> bool:
+    found = read_session(session)
+    return found is not None and machine_from_session(found).get("device") == "cpu"
+
+
+def summarize(folder: Path, root: Path) -> dict[str, Any]:
+    rows = measured_pairs(folder)
+    done = {(tuple(sorted(r["pair"])), r["sharing"]) for r in rows}
+    waiting = [{"pair": list(key[0]), "sharing": key[1], "planned_before": figure}
+               for key, figure in sorted(planned(folder).items()) if key not in done]
+    on_cpu = [name for name in FOLDERS if case_result_paths(folder / name) and _on_cpu(folder / name)]
+    return {"plan": (folder / "plan.json").exists(), "measured": rows, "not_measured": waiting, "on_cpu": on_cpu}
+
+
+def _error(row: dict[str, Any]) -> str:
+    return "-" if row["error"] is None else f"{100 * row['error']:.1f} %"
+
+
+def _measured_row(p: dict[str, Any]) -> str:
+    ci = f" [{p['measured_ci'][0]:.3f}, {p['measured_ci'][1]:.3f}]" if p["measured_ci"] else ""
+    interval = f" [{p['interval'][0]:.3f}, {p['interval'][1]:.3f}]" if p["interval"] else ""
+    predicted = "-" if p["predicted"] is None else f"{p['predicted']:.3f}{interval}"
+    return (f"| {'+'.join(p['pair'])} | {p['sharing']} | {p['gpu'] or '-'} | {p['measured']:.3f}{ci} | "
+            f"{planned_text(p['planned_before'])} | {predicted} | {_error(p)} | {p['covered']} |")
+
+
+def table(summary: dict[str, Any]) -> str:
+    lines = ["# Pairs the planner never saw", ""]
+    if not summary["plan"]:
+        lines += ["No plan.json: `gpu-pairs study run planner_validation_unseen` writes it before any case.", ""]
+    lines += ["| pair | mechanism | GPU | measured [95 %] | planned before the run [90 %] | this commit [90 %] | "
+              "error | covered |", "|---|---|---|---|---|---|---|---|"]
+    lines += [_measured_row(p) for p in summary["measured"]]
+    if summary["on_cpu"]:
+        lines += ["", f"Sessions on the CPU ({', '.join(summary['on_cpu'])}): their pairs shared no GPU, so no "
+                  "GPU-sharing figure was measured to set beside the plan."]
+    if summary["not_measured"]:
+        lines += ["", "Planned, not measured yet: " + ", ".join(
+            f"{'+'.join(p['pair'])} ({p['sharing']}, {planned_text(p['planned_before'])})" for p in summary["not_measured"])]
+    return "\n".join(lines) + "\n"
