@@ -27,23 +27,31 @@ FOLDERS = ("timeslice", "mps")
 NO_TABLE = "the package carries no table for this GPU: only the plan made before the run"
 
 
-def _planner_for(folder: Path) -> tuple[Optional[str], Optional[Planner]]:
-    """The GPU a session ran on and the planner of the package's table for it (None where it has none)."""
-    session = read_session(folder)
-    gpu = machine_from_session(session).get("gpu_name") if session else None
-    card = card_for_gpu(gpu)
-    return gpu, (Planner(card.table(), card.pairs().measured) if card else None)
-
-
-def measured_pairs(folder: Path) -> list[dict[str, Any]]:
-    """Every pair a session of the study measured, with this commit's prediction and the plan's."""
-    before, rows = planned(folder), []
+def _sessions(folder: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """Each of the study's session folders that holds cases, with the machine its session.json names."""
+    found = {}
     for name in FOLDERS:
-        session = folder / name
-        if not case_result_paths(session):
-            continue
-        gpu, planner = _planner_for(session)
-        for _, pair in sorted(read_measured([session]).pairs.items()):
+        path = folder / name
+        if case_result_paths(path):
+            session = read_session(path)
+            found[name] = (path, machine_from_session(session) if session is not None else {})
+    return found
+
+
+def _planner_for(gpu: Optional[str]) -> Optional[Planner]:
+    """The planner of the package's table for this GPU, None where the package has none."""
+    card = card_for_gpu(gpu)
+    return Planner(card.table(), card.pairs().measured) if card else None
+
+
+def measured_pairs(sessions: dict[str, tuple[Path, dict[str, Any]]],
+                   before: dict[tuple[tuple[str, ...], str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every pair the sessions measured, with this commit's prediction and the plan's (``before``)."""
+    rows = []
+    for path, machine in sessions.values():
+        gpu = machine.get("gpu_name")
+        planner = _planner_for(gpu)
+        for _, pair in sorted(read_measured([path]).pairs.items()):
             if pair.efficiency is None or len(pair.models) != 2:
                 continue
             two = (pair.models[0], pair.models[1])
@@ -53,17 +61,13 @@ def measured_pairs(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _on_cpu(session: Path) -> bool:
-    found = read_session(session)
-    return found is not None and machine_from_session(found).get("device") == "cpu"
-
-
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
-    rows = measured_pairs(folder)
+    sessions, before = _sessions(folder), planned(folder)
+    rows = measured_pairs(sessions, before)
     done = {(tuple(sorted(r["pair"])), r["sharing"]) for r in rows}
     waiting = [{"pair": list(key[0]), "sharing": key[1], "planned_before": figure}
-               for key, figure in sorted(planned(folder).items()) if key not in done]
-    on_cpu = [name for name in FOLDERS if case_result_paths(folder / name) and _on_cpu(folder / name)]
+               for key, figure in sorted(before.items()) if key not in done]
+    on_cpu = [name for name, (_, machine) in sessions.items() if machine.get("device") == "cpu"]
     return {"plan": (folder / "plan.json").exists(), "measured": rows, "not_measured": waiting, "on_cpu": on_cpu}
 
 
