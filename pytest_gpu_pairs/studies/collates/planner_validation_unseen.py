@@ -44,20 +44,32 @@ def _planner_for(gpu: Optional[str]) -> Optional[Planner]:
     return Planner(card.table(), card.pairs().measured) if card else None
 
 
+def _predicted(planner: Optional[Planner], models: tuple[str, ...], sharing: str) -> Figure:
+    """This commit's figure for a pair, or for a group by its rule (no measured group teaches it)."""
+    if planner is None:
+        return Figure(None, None, None, NO_TABLE)
+    if len(models) == 2:
+        return planner.efficiency((models[0], models[1]), sharing)
+    return planner.group_efficiency(models, sharing, measured=False)
+
+
 def measured_pairs(sessions: dict[str, tuple[Path, dict[str, Any]]],
                    before: dict[tuple[tuple[str, ...], str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pair the sessions measured, with this commit's prediction and the plan's (``before``)."""
+    """Every pair and group the sessions measured, with this commit's prediction and the plan's (``before``);
+    a measured mean above the number of jobs (noise around sharing for free) reads as that number."""
     rows = []
     for path, machine in sessions.values():
         gpu = machine.get("gpu_name")
         planner = _planner_for(gpu)
-        for _, pair in sorted(read_measured([path]).pairs.items()):
-            if pair.efficiency is None or len(pair.models) != 2:
+        measured = read_measured([path])
+        for pair in sorted([*measured.pairs.values(), *measured.groups.values()], key=lambda p: (p.models, p.sharing)):
+            if pair.efficiency is None:
                 continue
-            two = (pair.models[0], pair.models[1])
-            figure = planner.efficiency(two, pair.sharing) if planner else Figure(None, None, None, NO_TABLE)
-            row = HeldOut(pair.models, pair.sharing, "pair", min(pair.efficiency, 2.0), pair.efficiency_ci, figure)
-            rows.append({**row.as_dict(), "gpu": gpu, "planned_before": before.get((tuple(sorted(two)), pair.sharing))})
+            jobs = len(pair.models)
+            row = HeldOut(pair.models, pair.sharing, "pair" if jobs == 2 else "nothing",
+                          min(pair.efficiency, float(jobs)), pair.efficiency_ci, _predicted(planner, pair.models, pair.sharing))
+            rows.append({**row.as_dict(), "gpu": gpu,
+                         "planned_before": before.get((tuple(sorted(pair.models)), pair.sharing))})
     return rows
 
 
@@ -83,10 +95,11 @@ def _measured_row(p: dict[str, Any]) -> str:
             f"{planned_text(p['planned_before'])} | {predicted} | {_error(p)} | {p['covered']} |")
 
 
-def table(summary: dict[str, Any]) -> str:
-    lines = ["# Pairs the planner never saw", ""]
+def table(summary: dict[str, Any], title: str = "Pairs the planner never saw",
+          study: str = "planner_validation_unseen") -> str:
+    lines = [f"# {title}", ""]
     if not summary["plan"]:
-        lines += ["No plan.json: `gpu-pairs study run planner_validation_unseen` writes it before any case.", ""]
+        lines += [f"No plan.json: `gpu-pairs study run {study}` writes it before any case.", ""]
     lines += ["| pair | mechanism | GPU | measured [95 %] | planned before the run [90 %] | this commit [90 %] | "
               "error | covered |", "|---|---|---|---|---|---|---|---|"]
     lines += [_measured_row(p) for p in summary["measured"]]

@@ -1,0 +1,66 @@
+"""The groups' study: a group of three measured there stands beside the plan made before the run and
+this commit's prediction by the planner's rule for groups, which no measured group teaches."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_gpu_pairs.planning.cards import H200
+from pytest_gpu_pairs.planning.predict import Planner
+from pytest_gpu_pairs.record.store import save_result
+from pytest_gpu_pairs.studies.collates import planner_validation_groups
+from tools.codegen.reference_pairs import ROOT
+
+SETTINGS = ROOT / "settings/planner_groups.json"
+TRIO = ("mnist", "resnet20", "resnet32")
+
+
+def _measured(folder, efficiency: float) -> None:
+    session = folder / "timeslice"
+    record = {"case_id": "t01-resnet20+resnet32+mnist-default-concurrent", "mode": "concurrent", "fg_model": "resnet20",
+              "bg_model": "resnet32", "n_jobs": 3, "jobs": [{"model": m, "role": r} for m, r in (("resnet20", "foreground"), ("resnet32", "background"), ("mnist", "background"))],
+              "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H200",
+              "concurrency_efficiency": efficiency, "concurrency_efficiency_ci": [efficiency - 0.1, efficiency + 0.1],
+              "oom": False}
+    save_result(session / record["case_id"], record)
+    (session / "session.json").write_text(json.dumps({"device": "NVIDIA H200", "idle_power_w": 80.0, "gpu": {
+        "name": "NVIDIA H200", "memory_total_mb": 143_771.0, "power_limit_w": 700.0}}))
+
+
+def _plan(folder) -> None:
+    figure = {"value": 2.3, "interval": [2.1, 2.5], "interval_estimated": True, "basis": "solo profiles"}
+    (folder / "plan.json").write_text(json.dumps({"pairs": [
+        {"pair": list(TRIO), "mechanisms": {"timeslice": {"efficiency": figure}, "mps": {"efficiency": figure}}}]}))
+
+
+def test_a_measured_group_is_predicted_by_the_rule_for_groups_and_set_beside_the_plan(tmp_path):
+    _plan(tmp_path)
+    _measured(tmp_path, 2.6)
+    summary = planner_validation_groups.summarize(tmp_path, ROOT)
+    (row,) = summary["measured"]
+    expected = Planner(H200.table(), H200.pairs().measured).group_efficiency(TRIO, "timeslice")
+    assert row["pair"] == list(TRIO) and row["held_out"] == "nothing" and row["measured"] == 2.6
+    assert row["predicted"] == pytest.approx(expected.value)
+    assert row["planned_before"]["value"] == 2.3
+    assert [w["sharing"] for w in summary["not_measured"]] == ["mps"]
+    text = planner_validation_groups.table(summary)
+    assert text.startswith("# Groups of three the planner never saw")
+    assert "| mnist+resnet20+resnet32 | timeslice | NVIDIA H200 | 2.600 [2.500, 2.700] | 2.300 [2.100, 2.500] |" in text
+
+
+def test_a_group_measured_above_its_number_of_jobs_reads_as_that_number(tmp_path):
+    _measured(tmp_path, 3.2)
+    (row,) = planner_validation_groups.summarize(tmp_path, ROOT)["measured"]
+    assert row["measured"] == 3.0
+
+
+def test_without_a_plan_the_groups_summary_names_its_own_study(tmp_path):
+    assert "gpu-pairs study run planner_validation_groups" in planner_validation_groups.table(
+        planner_validation_groups.summarize(tmp_path, ROOT))
+
+
+def test_every_group_of_the_settings_holds_three_built_in_jobs():
+    for entry in json.loads(SETTINGS.read_text())["pairs"]:
+        jobs = [entry["foreground"], *entry["backgrounds"]]
+        assert len(jobs) == 3 and all(j["model"] in H200.table().workloads for j in jobs)
