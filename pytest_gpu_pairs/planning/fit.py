@@ -192,8 +192,8 @@ def timeslicing(pairs: Sequence[tuple[float, float, float]]) -> model.TimeSlicin
     for weight in COLLISION_WEIGHTS:
         rates = [(model.unbounded_rates(a, b, weight), measured) for a, b, measured in pairs]
         for capacity in CAPACITIES:
-            error = sum(abs(sum(model.within_capacity((ra, rb), load, capacity)) - measured) / measured
-                        for (ra, rb, load), measured in rates) / len(rates)
+            error = sum(abs(sum(model.within_capacity((ra, rb), (da, db), capacity)) - measured) / measured
+                        for (ra, rb, da, db), measured in rates) / len(rates)
             if error < best_error:
                 best, best_error = model.TimeSlicing(weight, capacity), error
     return best

@@ -12,11 +12,12 @@ a and b swapped), solved as a fixed point, where ``w`` is the share of a collisi
   ask beyond the card: the SMs (GPM SM utilisation while busy, else power above idle as a stand-in)
   or the memory bandwidth (GPM DRAM bandwidth, else NVML memory utilisation, per busy time).
 
-The GPU cannot be busier than always: time-slicing scales the rates down until the busy time adds up
-to at most the card's capacity under time-slicing (one, or less where measured pairs show that
-switching contexts takes the rest), MPS until the busy time weighted by what each kernel occupies
-adds up to one. Concurrency efficiency
-is ``r_a + r_b``, within ``[0, 2]`` by construction, and symmetric in the pair.
+The GPU cannot be busier than always: where the jobs ask for more than the card's capacity (under
+time-slicing their busy time, one or less where measured pairs show that switching contexts takes
+the rest; under MPS their busy time weighted by what each kernel occupies, learnt likewise), the
+capacity is shared max-min fairly: a job asking less than a fair share keeps its pace, the others
+split what is left. Concurrency efficiency is ``r_a + r_b``, within ``[0, 2]`` by construction, and
+symmetric in the pair.
 
 Energy: the card draws idle power plus each job's dynamic power in proportion to its rate (capped at
 the power limit); serially the same work costs each job's solo power for ``r`` of the time, so the
@@ -24,6 +25,7 @@ saving is what the shared idle power and any slowdown leave.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -136,16 +138,35 @@ def _bound(occupied: Sequence[float], mechanism: str, timeslicing: TimeSlicing, 
     return max([mps.capacity, *occupied])
 
 
-def within_capacity(rates: Sequence[float], load: float, capacity: float) -> list[float]:
-    """The rates scaled down until the busy time they ask for (``load``) fits the card's capacity."""
-    return [r * capacity / load for r in rates] if load > capacity else list(rates)
+def fair_level(demands: Sequence[float], capacity: float) -> float:
+    """The share every job may fill when the card is shared max-min fairly: a job asking less keeps
+    all it asks, the others split what is left equally; infinite where everything fits."""
+    if sum(demands) <= capacity:
+        return math.inf
+    left, ordered = capacity, sorted(demands)
+    for index, demand in enumerate(ordered):
+        level = left / (len(ordered) - index)
+        if demand >= level:
+            return level
+        left -= demand
+    return math.inf
 
 
-def unbounded_rates(busy_a: float, busy_b: float, collision_weight: float) -> tuple[float, float, float]:
+def within_capacity(rates: Sequence[float], demands: Sequence[float], capacity: float) -> list[float]:
+    """The rates once the shares of the card they ask for (``demands``) fit its capacity, shared
+    max-min fairly: time-sliced, the scheduler gives each context with work ready its turn, and under
+    MPS a light job's few blocks find SMs between the others', so a light job beside jobs that fill the
+    card keeps its pace and only the jobs asking more than a fair share slow down (scaling every job
+    alike predicted mnist_ff + mrt_oast + pcb on an H200 at 1.71; it measured 1.97, 0.84 above the pair)."""
+    level = fair_level(demands, capacity)
+    return [r * min(1.0, level / d) if d > 0 else r for r, d in zip(rates, demands)]
+
+
+def unbounded_rates(busy_a: float, busy_b: float, collision_weight: float) -> tuple[float, float, float, float]:
     """Two jobs' rates under time-slicing before the card's capacity bounds them, and the busy time
-    they would ask for: what ``fit.timeslicing`` reads once per collision weight."""
+    each would ask for: what ``fit.timeslicing`` reads once per collision weight."""
     rate_a, rate_b = _fixed_point(busy_a, busy_b, collision_weight)
-    return rate_a, rate_b, rate_a * busy_a + rate_b * busy_b
+    return rate_a, rate_b, rate_a * busy_a, rate_b * busy_b
 
 
 def occupancy(p: SoloProfile, mechanism: str, card: Card) -> float:
@@ -161,17 +182,17 @@ def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
     weight = collision_weight(a, b, mechanism, card, timeslicing)
     rate_a, rate_b = _fixed_point(a.busy, b.busy, weight)
     occupied = (occupancy(a, mechanism, card), occupancy(b, mechanism, card))
-    load = rate_a * occupied[0] + rate_b * occupied[1]
-    rate_a, rate_b = within_capacity((rate_a, rate_b), load, _bound(occupied, mechanism, timeslicing, mps))
+    demands = (rate_a * occupied[0], rate_b * occupied[1])
+    rate_a, rate_b = within_capacity((rate_a, rate_b), demands, _bound(occupied, mechanism, timeslicing, mps))
     return Base(rate_a, rate_b, weight, a.busy * b.busy)
 
 
 def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
                 timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> Optional[list[float]]:
     """Every job's relative rate in a group of any size: the pair's rule with the other jobs' occupancy
-    summed (``1/r_i = 1 + busy_i x sum_j w_ij r_j busy_j``), then scaled down until the busy time adds
-    up to at most the card's capacity; for two jobs, exactly ``base``. None where a profile lacks its
-    busy fraction."""
+    summed (``1/r_i = 1 + busy_i x sum_j w_ij r_j busy_j``), then the card's capacity shared max-min
+    fairly among what they ask; for two jobs, exactly ``base``. None where a profile lacks its busy
+    fraction."""
     if any(p.busy is None for p in profiles):
         return None
     busy = [float(p.busy or 0.0) for p in profiles]
@@ -181,8 +202,8 @@ def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
         rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
                  for i in range(len(rates))]
     occupied = [occupancy(p, mechanism, card) for p in profiles]
-    load = sum(r * o for r, o in zip(rates, occupied))
-    return within_capacity(rates, load, _bound(occupied, mechanism, timeslicing, mps))
+    demands = [r * o for r, o in zip(rates, occupied)]
+    return within_capacity(rates, demands, _bound(occupied, mechanism, timeslicing, mps))
 
 
 def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:
