@@ -9,10 +9,10 @@ import pytest
 from pytest_gpu_pairs.planning.cards import H200
 from pytest_gpu_pairs.planning.predict import Planner
 from pytest_gpu_pairs.record.store import save_result
-from pytest_gpu_pairs.studies.collates import planner_validation_groups
+from pytest_gpu_pairs.studies.collates import planner_validation_groups, planner_validation_groups_blind
 from tools.codegen.reference_pairs import ROOT
 
-SETTINGS = ROOT / "settings/planner_groups.json"
+SETTINGS = [ROOT / "settings/planner_groups.json", ROOT / "settings/planner_groups_blind.json"]
 TRIO = ("mnist", "resnet20", "resnet32")
 
 
@@ -60,7 +60,18 @@ def test_without_a_plan_the_groups_summary_names_its_own_study(tmp_path):
         planner_validation_groups.summarize(tmp_path, ROOT))
 
 
-def test_every_group_of_the_settings_holds_three_built_in_jobs():
-    for entry in json.loads(SETTINGS.read_text())["pairs"]:
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda p: p.stem)
+def test_every_group_of_the_settings_holds_three_built_in_jobs(settings):
+    for entry in json.loads(settings.read_text())["pairs"]:
         jobs = [entry["foreground"], *entry["backgrounds"]]
         assert len(jobs) == 3 and all(j["model"] in H200.table().workloads for j in jobs)
+
+
+def test_the_blind_groups_summary_names_its_own_study_and_shares_the_rule(tmp_path):
+    _plan(tmp_path)
+    _measured(tmp_path, 2.6)
+    summary = planner_validation_groups_blind.summarize(tmp_path, ROOT)
+    assert summary == planner_validation_groups.summarize(tmp_path, ROOT)
+    assert planner_validation_groups_blind.table(summary).startswith("# Four more groups of three, predicted blind")
+    assert "planner_validation_groups_blind" in planner_validation_groups_blind.table(
+        planner_validation_groups_blind.summarize(tmp_path / "empty", ROOT))
