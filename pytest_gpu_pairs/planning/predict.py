@@ -280,11 +280,13 @@ class Planner:
         return Figure(value, _clip(value - half, 0.0, len(models)), _clip(value + half, 0.0, len(models)), basis)
 
     def _pair_half_width(self, models: tuple[str, str], sharing: str) -> Optional[float]:
+        """A pair's share of a group's interval: a measured pair's is the planner's own half-width at
+        its value (what predicting it would cost), whether or not its measurement kept an interval."""
         figure = self.efficiency(models, sharing)
+        if figure.value is not None and figure.basis.startswith(MEASURED):
+            return self.efficiency_model.half_width(sharing == "mps", figure.value)
         if not figure.estimated or figure.value is None or figure.low is None or figure.high is None:
             return None
-        if figure.basis.startswith(MEASURED):
-            return self.efficiency_model.half_width(sharing == "mps", figure.value)
         return (figure.high - figure.low) / 2.0
 
     def group(self, models: Sequence[str], card_mb: float, mechanisms: Sequence[str]) -> dict[str, Any]:
