@@ -9,10 +9,15 @@ import pytest
 from pytest_gpu_pairs.planning.cards import H200
 from pytest_gpu_pairs.planning.predict import Planner
 from pytest_gpu_pairs.record.store import save_result
-from pytest_gpu_pairs.studies.collates import planner_validation_groups, planner_validation_groups_blind
+from pytest_gpu_pairs.studies.collates import (
+    planner_validation_groups,
+    planner_validation_groups_blind,
+    planner_validation_groups_four,
+)
 from tools.codegen.reference_pairs import ROOT
 
-SETTINGS = [ROOT / "settings/planner_groups.json", ROOT / "settings/planner_groups_blind.json"]
+SETTINGS = {ROOT / "settings/planner_groups.json": 3, ROOT / "settings/planner_groups_blind.json": 3,
+            ROOT / "settings/planner_groups_four.json": 4}
 TRIO = ("mnist", "resnet20", "resnet32")
 
 
@@ -61,10 +66,10 @@ def test_without_a_plan_the_groups_summary_names_its_own_study(tmp_path):
 
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda p: p.stem)
-def test_every_group_of_the_settings_holds_three_built_in_jobs(settings):
+def test_every_group_of_the_settings_holds_its_number_of_built_in_jobs(settings):
     for entry in json.loads(settings.read_text())["pairs"]:
         jobs = [entry["foreground"], *entry["backgrounds"]]
-        assert len(jobs) == 3 and all(j["model"] in H200.table().workloads for j in jobs)
+        assert len(jobs) == SETTINGS[settings] and all(j["model"] in H200.table().workloads for j in jobs)
 
 
 def test_the_blind_groups_summary_names_its_own_study_and_shares_the_rule(tmp_path):
@@ -75,3 +80,11 @@ def test_the_blind_groups_summary_names_its_own_study_and_shares_the_rule(tmp_pa
     assert planner_validation_groups_blind.table(summary).startswith("# Four more groups of three, predicted blind")
     assert "planner_validation_groups_blind" in planner_validation_groups_blind.table(
         planner_validation_groups_blind.summarize(tmp_path / "empty", ROOT))
+
+
+def test_the_group_of_four_is_set_beside_its_rule_with_the_measured_mean_capped_at_four(tmp_path):
+    _measured(tmp_path, 4.3)
+    (row,) = planner_validation_groups_four.summarize(tmp_path, ROOT)["measured"]
+    assert row["measured"] == 3.0  # the fixture's group holds three jobs: its cap is its own count
+    assert planner_validation_groups_four.table({"plan": False, "measured": [], "not_measured": [], "on_cpu": []}) \
+        .startswith("# A group of four, predicted before it ran")
