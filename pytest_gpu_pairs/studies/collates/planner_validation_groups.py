@@ -10,15 +10,9 @@ planner of this commit predicts for the card it ran on.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from functools import partial
 
 from pytest_gpu_pairs.studies.collates import planner_validation_unseen
 
-
-def summarize(folder: Path, root: Path) -> dict[str, Any]:
-    return planner_validation_unseen.summarize(folder, root)
-
-
-def table(summary: dict[str, Any]) -> str:
-    return planner_validation_unseen.table(summary, "Groups of three the planner never saw", "planner_validation_groups")
+summarize = planner_validation_unseen.summarize
+table = partial(planner_validation_unseen.table, title="Groups of three the planner never saw", study="planner_validation_groups")

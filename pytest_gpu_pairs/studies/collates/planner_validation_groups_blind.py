@@ -8,16 +8,9 @@ fairly; these four were predicted by that rule before any case ran, so they test
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from functools import partial
 
 from pytest_gpu_pairs.studies.collates import planner_validation_unseen
 
-
-def summarize(folder: Path, root: Path) -> dict[str, Any]:
-    return planner_validation_unseen.summarize(folder, root)
-
-
-def table(summary: dict[str, Any]) -> str:
-    return planner_validation_unseen.table(summary, "Four more groups of three, predicted blind",
-                                           "planner_validation_groups_blind")
+summarize = planner_validation_unseen.summarize
+table = partial(planner_validation_unseen.table, title="Four more groups of three, predicted blind", study="planner_validation_groups_blind")

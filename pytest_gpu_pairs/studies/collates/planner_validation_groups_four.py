@@ -5,16 +5,9 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from functools import partial
 
 from pytest_gpu_pairs.studies.collates import planner_validation_unseen
 
-
-def summarize(folder: Path, root: Path) -> dict[str, Any]:
-    return planner_validation_unseen.summarize(folder, root)
-
-
-def table(summary: dict[str, Any]) -> str:
-    return planner_validation_unseen.table(summary, "A group of four, predicted before it ran",
-                                           "planner_validation_groups_four")
+summarize = planner_validation_unseen.summarize
+table = partial(planner_validation_unseen.table, title="A group of four, predicted before it ran", study="planner_validation_groups_four")

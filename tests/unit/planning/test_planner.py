@@ -380,11 +380,14 @@ def test_idle_jobs_share_for_free_and_three_always_busy_ones_do_one_jobs_work():
     assert sum(model.group_rates(busy, "timeslice", CARD)) == pytest.approx(1.0)
 
 
+def _four_workloads():
+    return parse({"idle_power_w": 70.0, "device": {"power_limit_w": 700.0},
+                  "workloads": [{"model": m, "util_avg_pct": u, "power_avg_w": 200.0, "min_fit_mb": 1000.0}
+                                for m, u in (("a", 50), ("b", 60), ("c", 40), ("d", 30))]}, "fixture")
+
+
 def test_a_group_whose_pair_was_measured_without_an_interval_still_gets_one():
-    profiles = parse({"idle_power_w": 70.0, "device": {"power_limit_w": 700.0},
-                      "workloads": [{"model": m, "util_avg_pct": u, "power_avg_w": 200.0, "min_fit_mb": 1000.0}
-                                    for m, u in (("a", 50), ("b", 60), ("c", 40), ("d", 30))]}, "fixture")
-    names = ("a", "b", "c", "d")
+    profiles, names = _four_workloads(), ("a", "b", "c", "d")
     pairs = {((x, y), "timeslice"): MeasuredPair((x, y), "timeslice", 1.8, (1.75, 1.85), 0.2, 3000.0, 1, ("x",))
              for i, x in enumerate(names) for y in names[i + 1:]}
     pairs[(("a", "b"), "timeslice")] = MeasuredPair(("a", "b"), "timeslice", 1.7, None, 0.2, 3000.0, 1, ("x",))
@@ -395,10 +398,7 @@ def test_a_group_whose_pair_was_measured_without_an_interval_still_gets_one():
 
 
 def test_a_group_is_predicted_from_its_pairs_and_a_measured_one_is_shown_as_measured():
-    profiles = parse({"idle_power_w": 70.0, "device": {"power_limit_w": 700.0},
-                      "workloads": [{"model": m, "util_avg_pct": u, "power_avg_w": 200.0, "min_fit_mb": 1000.0}
-                                    for m, u in (("a", 50), ("b", 60), ("c", 40), ("d", 30))]}, "fixture")
-    names = ("a", "b", "c", "d")
+    profiles, names = _four_workloads(), ("a", "b", "c", "d")
     pairs = {((x, y), "timeslice"): MeasuredPair((x, y), "timeslice", 1.9, (1.85, 1.95), 0.2, 3000.0, 1, ("x",))
              for i, x in enumerate(names) for y in names[i + 1:]}
     group = MeasuredPair(("a", "b", "c"), "timeslice", 3.2, (3.0, 3.4), None, None, 3, ("x",))
