@@ -21,10 +21,11 @@ SETTINGS = {ROOT / "settings/planner_groups.json": 3, ROOT / "settings/planner_g
 TRIO = ("mnist", "resnet20", "resnet32")
 
 
-def _measured(folder, efficiency: float) -> None:
+def _measured(folder, efficiency: float, jobs: tuple[str, ...] = ("resnet20", "resnet32", "mnist")) -> None:
     session = folder / "timeslice"
-    record = {"case_id": "t01-resnet20+resnet32+mnist-default-concurrent", "mode": "concurrent", "fg_model": "resnet20",
-              "bg_model": "resnet32", "n_jobs": 3, "jobs": [{"model": m, "role": r} for m, r in (("resnet20", "foreground"), ("resnet32", "background"), ("mnist", "background"))],
+    roles = [{"model": m, "role": "foreground" if i == 0 else "background"} for i, m in enumerate(jobs)]
+    record = {"case_id": f"t01-{'+'.join(jobs)}-default-concurrent", "mode": "concurrent", "fg_model": jobs[0],
+              "bg_model": jobs[1], "n_jobs": len(jobs), "jobs": roles,
               "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H200",
               "concurrency_efficiency": efficiency, "concurrency_efficiency_ci": [efficiency - 0.1, efficiency + 0.1],
               "oom": False}
@@ -82,9 +83,13 @@ def test_the_blind_groups_summary_names_its_own_study_and_shares_the_rule(tmp_pa
         planner_validation_groups_blind.summarize(tmp_path / "empty", ROOT))
 
 
-def test_the_group_of_four_is_set_beside_its_rule_with_the_measured_mean_capped_at_four(tmp_path):
-    _measured(tmp_path, 4.3)
+@pytest.mark.parametrize(("measured", "read"), [(2.9, 2.9), (4.3, 4.0)])
+def test_a_group_of_four_is_predicted_by_the_same_rule_and_read_at_most_four(tmp_path, measured, read):
+    four = ("densenet121", "resnet56", "mnist", "mrt_oast")
+    _measured(tmp_path, measured, four)
     (row,) = planner_validation_groups_four.summarize(tmp_path, ROOT)["measured"]
-    assert row["measured"] == 3.0  # the fixture's group holds three jobs: its cap is its own count
-    assert planner_validation_groups_four.table({"plan": False, "measured": [], "not_measured": [], "on_cpu": []}) \
+    expected = Planner(H200.table(), H200.pairs().measured).group_efficiency(four, "timeslice", measured=False)
+    assert row["pair"] == sorted(four) and row["measured"] == read
+    assert row["predicted"] == pytest.approx(expected.value)
+    assert planner_validation_groups_four.table(planner_validation_groups_four.summarize(tmp_path / "none", ROOT)) \
         .startswith("# A group of four, predicted before it ran")
