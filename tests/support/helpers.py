@@ -51,9 +51,21 @@ def pair(group="g01", fg="mnist_ff", bg="resnet20", fg_hp=None, bg_hp=None, **ex
 
 
 def descendants_of_this_process() -> list[str]:
-    """Every process below this one, each as its pid, status and command line: a test that finds one
-    it did not start says which (an xdist worker once saw an unknown pid here, and could not say)."""
-    return [_described(p) for p in psutil.Process(os.getpid()).children(recursive=True)]
+    """Every process below this one but its own multiprocessing helpers, each as its pid, status and
+    command line: a test that finds one it did not start says which (an xdist worker once saw an
+    unknown pid here: multiprocessing's resource tracker, which another test in the same worker had
+    started and which lives as long as the worker)."""
+    own = _multiprocessing_helpers()
+    return [_described(p) for p in psutil.Process(os.getpid()).children(recursive=True) if p.pid not in own]
+
+
+def _multiprocessing_helpers() -> set[int]:
+    """The resource tracker Python starts for this process once any code uses a shared semaphore or
+    memory, and keeps for the process's life: this process's own, not a job the test started."""
+    from multiprocessing import resource_tracker
+
+    pid = getattr(resource_tracker._resource_tracker, "_pid", None)
+    return {pid} if isinstance(pid, int) else set()
 
 
 def _described(process: psutil.Process) -> str:
