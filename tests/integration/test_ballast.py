@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import psutil
 import pytest
-from support.helpers import SUITE, pair
+from support.helpers import SUITE, children_of_this_process, pair
 
 from pytest_gpu_pairs.run.ballast import Ballast, BallastError
 from pytest_gpu_pairs.run.case import CaseContext
@@ -33,7 +33,7 @@ time.sleep(60)
 
 
 def children() -> list[psutil.Process]:
-    return psutil.Process().children(recursive=True)
+    return children_of_this_process()
 
 
 def fake_gpu(used_mb=500.0):

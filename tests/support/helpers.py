@@ -55,8 +55,13 @@ def descendants_of_this_process() -> list[str]:
     command line: a test that finds one it did not start says which (an xdist worker once saw an
     unknown pid here: multiprocessing's resource tracker, which another test in the same worker had
     started and which lives as long as the worker)."""
+    return [_described(p) for p in children_of_this_process()]
+
+
+def children_of_this_process() -> list[psutil.Process]:
+    """Every process below this one but its own multiprocessing resource tracker."""
     own = _multiprocessing_helpers()
-    return [_described(p) for p in psutil.Process(os.getpid()).children(recursive=True) if p.pid not in own]
+    return [p for p in psutil.Process(os.getpid()).children(recursive=True) if p.pid not in own]
 
 
 def _multiprocessing_helpers() -> set[int]:
