@@ -84,13 +84,13 @@ def _two(pair: MeasuredPair) -> tuple[str, str]:
     return pair.models[0], pair.models[1]
 
 
-def _held_out(pair: MeasuredPair, held_out: str, predicted: Figure) -> HeldOut:
+def held_out_row(pair: MeasuredPair, held_out: str, predicted: Figure) -> HeldOut:
     """One measured pair or group beside its prediction."""
     return HeldOut(pair.models, pair.sharing, held_out, _measured(pair), pair.efficiency_ci, predicted)
 
 
 def _blind_prediction(blind: Planner, pair: MeasuredPair, held_out: str) -> HeldOut:
-    return _held_out(pair, held_out, blind.efficiency(_two(pair), pair.sharing))
+    return held_out_row(pair, held_out, blind.efficiency(_two(pair), pair.sharing))
 
 
 def _measured_pairs(planner: Planner) -> list[MeasuredPair]:
@@ -116,7 +116,7 @@ def leave_one_workload_out_on_host(planner: Planner, blind: Optional[dict[str, P
     blind = blind or _blind_by_workload(planner)
     pairs = _measured_pairs(planner)
     read = [(p, dict(p.solo_busy)) for p in pairs if set(p.models) <= {m for m, _ in p.solo_busy}]
-    return [_held_out(p, name, blind[name].efficiency_from_busy(_two(p), p.sharing, busy))
+    return [held_out_row(p, name, blind[name].efficiency_from_busy(_two(p), p.sharing, busy))
             for name in blind for p, busy in read if name in p.models]
 
 
@@ -135,7 +135,7 @@ def base_model_alone(planner: Planner) -> list[HeldOut]:
 def groups(planner: Planner) -> list[HeldOut]:
     """Each measured group of more jobs, predicted from its jobs' profiles and its pairs' corrections
     (no group ever teaches the planner, so nothing needs leaving out)."""
-    return [_held_out(g, "nothing", planner.group_efficiency(g.models, g.sharing, measured=False))
+    return [held_out_row(g, "nothing", planner.group_efficiency(g.models, g.sharing, measured=False))
             for _, g in sorted(planner.measured.groups.items()) if g.efficiency is not None]
 
 

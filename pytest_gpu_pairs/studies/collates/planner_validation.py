@@ -18,7 +18,7 @@ from pytest_gpu_pairs.inputs import SettingsError, read_json
 from pytest_gpu_pairs.planning.measured import read_measured, read_reference
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis
 from pytest_gpu_pairs.planning.profiles import read_profiles
-from pytest_gpu_pairs.planning.validate import HeldOut, validate
+from pytest_gpu_pairs.planning.validate import held_out_row, validate
 from pytest_gpu_pairs.planning.validate_command import markdown, shown
 
 FRESH = "fresh"
@@ -58,8 +58,7 @@ def fresh_pairs(folder: Path, planner: Planner) -> list[dict[str, Any]]:
         if p.efficiency is None:
             continue
         two = (p.models[0], p.models[1])
-        row = HeldOut(p.models, p.sharing, "pair", min(p.efficiency, 2.0), p.efficiency_ci,
-                      planner.without(two).efficiency(two, p.sharing)).as_dict()
+        row = held_out_row(p, "pair", planner.without(two).efficiency(two, p.sharing)).as_dict()
         rows.append({**row, "planned_before": before.get((tuple(sorted(two)), p.sharing))})
     return rows
 

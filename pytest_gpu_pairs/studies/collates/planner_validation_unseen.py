@@ -19,7 +19,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.planning.cards import card_for_gpu
 from pytest_gpu_pairs.planning.measured import read_measured
 from pytest_gpu_pairs.planning.predict import Figure, Planner
-from pytest_gpu_pairs.planning.validate import HeldOut
+from pytest_gpu_pairs.planning.validate import held_out_row
 from pytest_gpu_pairs.record.store import case_result_paths, machine_from_session, read_session
 from pytest_gpu_pairs.studies.collates.planner_validation import planned, planned_text
 
@@ -65,9 +65,8 @@ def measured_pairs(sessions: dict[str, tuple[Path, dict[str, Any]]],
         for pair in sorted([*measured.pairs.values(), *measured.groups.values()], key=lambda p: (p.models, p.sharing)):
             if pair.efficiency is None:
                 continue
-            jobs = len(pair.models)
-            row = HeldOut(pair.models, pair.sharing, "pair" if jobs == 2 else "nothing",
-                          min(pair.efficiency, float(jobs)), pair.efficiency_ci, _predicted(planner, pair.models, pair.sharing))
+            row = held_out_row(pair, "pair" if len(pair.models) == 2 else "nothing",
+                               _predicted(planner, pair.models, pair.sharing))
             rows.append({**row.as_dict(), "gpu": gpu,
                          "planned_before": before.get((tuple(sorted(pair.models)), pair.sharing))})
     return rows
