@@ -10,7 +10,10 @@ from typing import Any, Optional
 
 MB = 1024 * 1024
 POWER_FIELDS = ("NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE")
-GPM_METRICS = {"gpm_sm_util_pct": 2, "gpm_dram_bw_pct": 10}  # NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL
+# NVML_GPM_METRIC_SM_UTIL, _SM_OCCUPANCY, _ANY_TENSOR_UTIL, _FP32_UTIL, _FP16_UTIL, _DRAM_BW_UTIL: the SMs a job
+# holds, how full it keeps them with warps, and which of their units and how much bandwidth it uses
+GPM_METRICS = {"gpm_sm_util_pct": 2, "gpm_sm_occupancy_pct": 3, "gpm_tensor_util_pct": 5, "gpm_fp32_util_pct": 12,
+               "gpm_fp16_util_pct": 13, "gpm_dram_bw_pct": 10}
 
 
 

@@ -1,4 +1,5 @@
-"""GPM's shares over one window (the SMs busy, the DRAM bandwidth used), from a sample at each end.
+"""GPM's shares over one window (the SMs busy and how full of warps, the units and the DRAM bandwidth
+used), from a sample at each end.
 
 NVML computes each metric between two samples, so two bound the window exactly; the planner reads
 them as how much of the card a job's kernels occupy while they run."""
@@ -16,6 +17,10 @@ class GpmShares:
 
     gpm_sm_util_pct: Optional[float] = None
     gpm_dram_bw_pct: Optional[float] = None
+    gpm_sm_occupancy_pct: Optional[float] = None  # resident warps as a share of what the SMs can hold
+    gpm_tensor_util_pct: Optional[float] = None
+    gpm_fp32_util_pct: Optional[float] = None
+    gpm_fp16_util_pct: Optional[float] = None
     unmeasured: dict[str, str] = field(default_factory=dict)
 
 
@@ -51,9 +56,8 @@ class GpmWindow:
         finally:
             self.gpu.gpm_free(second)
             self.discard()
-        return GpmShares(values.get("gpm_sm_util_pct"), values.get("gpm_dram_bw_pct"),
-                         {key: "NVML computed no value of it between the window's GPM samples"
-                          for key in GPM_METRICS if key not in values})
+        return GpmShares(**values, unmeasured={key: "NVML computed no value of it between the window's GPM samples"
+                                               for key in GPM_METRICS if key not in values})
 
     def discard(self) -> None:
         if self.first is not None:

@@ -23,6 +23,7 @@ from typing import Any, Optional
 from pytest_gpu_pairs.catalog import BUILTINS
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError, JobConfig
 from pytest_gpu_pairs.inputs import SettingsError, read_json
+from pytest_gpu_pairs.monitor.gpm import GPM_METRICS
 from pytest_gpu_pairs.planning.own_profiles import KIND, VERSION, read_profile
 from pytest_gpu_pairs.planning.plan import select
 from pytest_gpu_pairs.record.store import StoreWriteError, json_text, profile_path, save_profile
@@ -104,8 +105,8 @@ def record_of(job: JobConfig, run: SoloRun, device_name: str, scale: float, warm
             "startup_s": run.startup_s, "step_time_s": run.step_time_s, "report_gap_s": run.report_gap_s,
             "run_s": run.run_s, "run_steps": run.run_steps, "peak_memory_mb": run.peak_memory_mb,
             "memory_kind": run.memory_kind, "util_avg_pct": run.util_avg_pct, "power_avg_w": run.power_avg_w,
-            "energy_per_step_j": run.energy_per_step_j, "gpm_sm_util_pct": run.gpm_sm_util_pct,
-            "gpm_dram_bw_pct": run.gpm_dram_bw_pct, "cpu_package_power_w": run.cpu_package_power_w,
+            "energy_per_step_j": run.energy_per_step_j, **{key: getattr(run, key) for key in GPM_METRICS},
+            "cpu_package_power_w": run.cpu_package_power_w,
             "min_fit_mb": None, "log": run.log_path, "load_avg": run_load, "cpu_count": os.cpu_count(),
             "unmeasured": unmeasured}
 

@@ -29,7 +29,7 @@ import psutil
 
 from pytest_gpu_pairs.experiment.cases import JobConfig
 from pytest_gpu_pairs.monitor.cpu import RaplSampler
-from pytest_gpu_pairs.monitor.gpm import GpmShares, GpmWindow, not_measured
+from pytest_gpu_pairs.monitor.gpm import GPM_METRICS, GpmShares, GpmWindow, not_measured
 from pytest_gpu_pairs.monitor.gpu import PidRoles, Sampler
 from pytest_gpu_pairs.monitor.samples import GpuSample
 from pytest_gpu_pairs.protocol import STEADY_STATE_VAR, Progress, now
@@ -64,6 +64,10 @@ class SoloRun:
     energy_per_step_j: Optional[float] = None
     gpm_sm_util_pct: Optional[float] = None  # the share of the SMs busy over the window (GPM), in percent
     gpm_dram_bw_pct: Optional[float] = None  # the share of the DRAM bandwidth used over it (GPM), in percent
+    gpm_sm_occupancy_pct: Optional[float] = None  # resident warps as a share of the SMs' room (GPM), in percent
+    gpm_tensor_util_pct: Optional[float] = None
+    gpm_fp32_util_pct: Optional[float] = None
+    gpm_fp16_util_pct: Optional[float] = None
     cpu_package_power_w: Optional[float] = None
     run_s: Optional[float] = None  # the whole run, where it ended by itself within the profile
     run_steps: Optional[float] = None  # a log's progress_pattern may count fractional steps
@@ -172,10 +176,11 @@ def gpu_figures(samples: list[GpuSample], start: float, end: float, steps: float
 
 def _finish_gpu(run: SoloRun, sampler: Optional[Sampler], window: tuple[float, float], shares: GpmShares) -> None:
     if sampler is None:
-        for key in ("util_avg_pct", "power_avg_w", "energy_per_step_j", "gpm_sm_util_pct", "gpm_dram_bw_pct"):
+        for key in ("util_avg_pct", "power_avg_w", "energy_per_step_j", *GPM_METRICS):
             run.unmeasured[key] = "measured on a GPU only: this profile ran on the CPU"
         return
-    run.gpm_sm_util_pct, run.gpm_dram_bw_pct = shares.gpm_sm_util_pct, shares.gpm_dram_bw_pct
+    for key in GPM_METRICS:
+        setattr(run, key, getattr(shares, key))
     run.unmeasured.update(shares.unmeasured)
     figures = gpu_figures(sampler.samples, *window, run.steps_in_window)
     for key, value in figures.items():

@@ -110,8 +110,8 @@ def test_a_workload_too_slow_even_for_the_stretched_window_names_the_option_that
     assert jobs_started_under(tmp_path / "out") == []
 
 
-def test_on_a_card_that_serves_gpm_the_profile_stores_the_sm_and_dram_shares_over_its_window(tmp_path, capsys,
-                                                                                            monkeypatch):
+def test_on_a_card_that_serves_gpm_the_profile_stores_its_shares_over_its_window(tmp_path, capsys,
+                                                                               monkeypatch):
     """A real job process measured against a scripted card (a fake NVML on the wall clock, one process
     computing at 60 % of the SMs throughout): the two GPM samples bound the window, both are freed."""
     nvml = FakeNvml(time.time, processes=[FakeProcess(4242, -1e6, 1e6, 500.0, 60.0)], gpm_supported=True)
@@ -121,7 +121,9 @@ def test_on_a_card_that_serves_gpm_the_profile_stores_the_sm_and_dram_shares_ove
     for name in ("trainer", "loader"):
         stored = json.loads((tmp_path / "out" / "_profiles" / f"{name}.cuda.json").read_text())
         assert stored["gpm_sm_util_pct"] == pytest.approx(60.0) and stored["gpm_dram_bw_pct"] == pytest.approx(30.0)
-        assert "gpm_sm_util_pct" not in stored["unmeasured"]
+        assert stored["gpm_sm_occupancy_pct"] == pytest.approx(30.0) and stored["gpm_fp32_util_pct"] == pytest.approx(15.0)
+        assert stored["gpm_tensor_util_pct"] == 0.0 and stored["gpm_fp16_util_pct"] == 0.0
+        assert not set(stored["unmeasured"]) & {"gpm_sm_util_pct", "gpm_sm_occupancy_pct", "gpm_tensor_util_pct"}
     assert len(nvml.gpm_samples) == 4 and all(s.freed for s in nvml.gpm_samples)
     assert jobs_started_under(tmp_path / "out") == []
     capsys.readouterr()

@@ -197,14 +197,16 @@ class FakeNvml:
 
     def c_nvmlGpmMetricsGet_t(self):
         return SimpleNamespace(version=0, numMetrics=0, sample1=None, sample2=None,
-                               metrics=[SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(8)])
+                               metrics=[SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(16)])
 
     def nvmlGpmMetricsGet(self, request):
-        """SM share: the processes' SM load between the samples; DRAM bandwidth: half of it (a script's choice)."""
+        """SM share: the processes' SM load between the samples; DRAM bandwidth and warp occupancy: half of
+        it, FP32 a quarter (a script's choice); tensor and FP16 units never used; any other metric refused."""
         sm = self.mean_sm_pct(request.sample1.rel_t, request.sample2.rel_t)
+        values = {2: sm, 3: sm / 2, 5: 0.0, 10: sm / 2, 12: sm / 4, 13: 0.0}
         for metric in request.metrics[:request.numMetrics]:
-            metric.value = {2: sm, 10: sm / 2}.get(metric.metricId, 0.0)
-            metric.nvmlReturn = 0 if metric.metricId in (2, 10) else 3
+            metric.value = values.get(metric.metricId, 0.0)
+            metric.nvmlReturn = 0 if metric.metricId in values else 3
         return request
 
     def nvmlDeviceGetProcessUtilization(self, handle, last_seen_us):

@@ -24,6 +24,9 @@ def test_the_shares_are_the_load_between_the_windows_two_samples_and_both_are_fr
     shares = window.close()
     assert shares.gpm_sm_util_pct == pytest.approx(45.0, abs=0.1)
     assert shares.gpm_dram_bw_pct == pytest.approx(22.5, abs=0.1)
+    assert shares.gpm_sm_occupancy_pct == pytest.approx(22.5, abs=0.1)
+    assert shares.gpm_fp32_util_pct == pytest.approx(11.25, abs=0.1)
+    assert shares.gpm_tensor_util_pct == 0.0 and shares.gpm_fp16_util_pct == 0.0
     assert shares.unmeasured == {}
     assert len(nvml.gpm_samples) == 2 and all(s.freed for s in nvml.gpm_samples)
 
@@ -36,8 +39,9 @@ def test_a_card_without_gpm_leaves_both_shares_unmeasured_with_the_reason(script
     window.open()
     clock.advance(2.0)
     shares = window.close()
-    assert shares.gpm_sm_util_pct is None and shares.gpm_dram_bw_pct is None
-    assert set(shares.unmeasured) == {"gpm_sm_util_pct", "gpm_dram_bw_pct"}
+    assert shares.gpm_sm_util_pct is None and shares.gpm_dram_bw_pct is None and shares.gpm_sm_occupancy_pct is None
+    assert set(shares.unmeasured) == {"gpm_sm_util_pct", "gpm_sm_occupancy_pct", "gpm_tensor_util_pct",
+                                      "gpm_fp32_util_pct", "gpm_fp16_util_pct", "gpm_dram_bw_pct"}
     assert all(says in why for why in shares.unmeasured.values())
     assert all(s.freed for s in nvml.gpm_samples)
 
