@@ -21,3 +21,12 @@ def sharing_modes(text: str) -> tuple[str, ...]:
     if not modes or any(m not in SHARING_MODES for m in modes):
         raise argparse.ArgumentTypeError(f"expected timeslice, mps or timeslice,mps, got {text!r}")
     return modes
+
+
+def pin_cpus(text: str) -> str:
+    """How jobs are pinned to CPUs, as an option's value (a session's and a profile's alike): auto,
+    off, or a number of CPUs per job."""
+    value = text.strip().lower()
+    if value in ("auto", "off") or (value.isdigit() and int(value) > 0):
+        return value
+    raise argparse.ArgumentTypeError(f"expected auto, off or a number of CPUs per job, got {text!r}")

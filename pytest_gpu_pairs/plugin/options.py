@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
-from pytest_gpu_pairs.experiment.vocabulary import METHODS, sharing_modes
+from pytest_gpu_pairs.experiment.vocabulary import METHODS, pin_cpus, sharing_modes
 
 if TYPE_CHECKING:
     from pytest_gpu_pairs.run.options import GpuPairsOptions
@@ -74,13 +74,6 @@ def _gpu_list(text: str) -> tuple[str, ...]:
     if not parts or not valid or len(set(parts)) != len(parts):
         raise argparse.ArgumentTypeError(f"expected distinct GPU indices or UUIDs such as 0,1,3, got {text!r}")
     return tuple(parts)
-
-
-def _pin_cpus(text: str) -> str:
-    value = text.strip().lower()
-    if value in ("auto", "off") or (value.isdigit() and int(value) > 0):
-        return value
-    raise argparse.ArgumentTypeError(f"expected auto, off or a number of CPUs per job, got {text!r}")
 
 
 def cpu_share(workerinput: Optional[dict[str, Any]]) -> tuple[int, int]:
@@ -147,7 +140,7 @@ def _add(group) -> None:
                     help="the GPUs to run on (NVML indices); with pytest-xdist one worker per GPU, and -n auto "
                          "counts them (default: CUDA_VISIBLE_DEVICES, else every GPU); one GPU without -n: "
                          "the session runs there, its jobs on that GPU's share of the host's CPUs")
-    group.addoption("--gpu-pairs-pin-cpus", type=_pin_cpus, default=None, metavar="auto|off|N",
+    group.addoption("--gpu-pairs-pin-cpus", type=pin_cpus, default=None, metavar="auto|off|N",
                     help="pin each job to CPUs of its own (whole cores, one core left to the harness, a share "
                          "of the host per xdist worker or named GPU): auto splits them evenly between the two "
                          "jobs, N gives each job N CPUs, off leaves placement to the kernel (default: auto on Linux)")

@@ -16,6 +16,7 @@ from pytest_gpu_pairs.cli import main as gpu_pairs
 from pytest_gpu_pairs.devices.nvml import Gpu
 from pytest_gpu_pairs.planning import profile_command
 from pytest_gpu_pairs.planning.own_profiles import BASIS, read_own_profiles
+from pytest_gpu_pairs.run.cpus import plan_job_cpus
 
 SHORT = ["--warmup", "0.5", "--seconds", "1.5"]
 
@@ -127,3 +128,33 @@ def test_on_a_card_that_serves_gpm_the_profile_stores_its_shares_over_its_window
     assert len(nvml.gpm_samples) == 4 and all(s.freed for s in nvml.gpm_samples)
     assert jobs_started_under(tmp_path / "out") == []
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("option, pinned, reason", [("auto", "1", None), ("off", None, "--gpu-pairs-pin-cpus off")])
+def test_a_profiled_job_runs_on_cpus_of_its_own_as_a_session_pins_it(tmp_path, capsys, monkeypatch, option, pinned,
+                                                                      reason):
+    """The harness's core first, then a block for each job's role, as a session plans them on a host
+    with room for it (this machine may have too few cores, so the host's cores are given): the job's
+    process is started pinned to the first job's block, and the stored profile says which CPUs."""
+    host = [(0,), (1,), (0,)]  # core 0 for the harness, core 1 for the first job, the other job's unused
+    real_plan = profile_command.job_cpu_plan
+    monkeypatch.setattr(profile_command, "job_cpu_plan",
+                        lambda pin, share, usable: real_plan(pin, share, frozenset({0, 1})) if pin == "off" else
+                        plan_job_cpus(host))
+    settings = _settings(tmp_path / "mine.json")
+    seen = []
+    real_profile = profile_command.profile_job
+    monkeypatch.setattr(profile_command, "profile_job", lambda *a, **k: seen.append(k["cpus"]) or real_profile(*a, **k))
+    assert gpu_pairs(["profile", settings, "-k", "p1", "--device", "cpu", "--out", str(tmp_path / "out"),
+                      "--pin-cpus", option, *SHORT]) == 0
+    stored = json.loads((tmp_path / "out" / "_profiles" / "trainer.cpu.json").read_text())
+    assert stored["job_cpus"] == pinned and seen[0] == (frozenset({1}) if pinned else None)
+    assert stored["unmeasured"].get("job_cpus") == (f"not pinned: {reason}" if reason else None)
+    assert jobs_started_under(tmp_path / "out") == []
+    capsys.readouterr()
+
+
+def test_the_pinning_option_is_refused_with_what_it_expects(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        gpu_pairs(["profile", _settings(tmp_path / "mine.json"), "--pin-cpus", "some"])
+    assert "expected auto, off or a number of CPUs per job, got 'some'" in capsys.readouterr().err
