@@ -170,6 +170,22 @@ def with_own(profiles: Profiles, own: OwnProfiles, device: str) -> tuple[Profile
     return replace(profiles, workloads={**profiles.workloads, **added}), frozenset(added)
 
 
+def busy_measured_here(table: Profiles, own: OwnProfiles, device: str) -> dict[str, float]:
+    """The busy fractions profiled here of the workloads the table holds, where the table is of this
+    GPU model and the profile ran at the table's batch size: a host-bound job keeps the card busier on
+    a faster host, and on the host that runs the pairs its own profile says how busy (the table's other
+    figures, and what the planner learnt from its reference pairs, stay as they are)."""
+    if device != "cuda" or table.device_name is None:
+        return {}
+    found = {}
+    for name, p in own.on("cuda").items():
+        entry = table.get(name)
+        same_batch = entry is None or entry.batch_size is None or p.batch_size in (None, entry.batch_size)
+        if entry is not None and p.device_name == table.device_name and p.util_avg_pct is not None and same_batch:
+            found[name] = p.util_avg_pct / 100.0
+    return found
+
+
 def measured_here(own: OwnProfiles, device: str = "cuda", cards: Sequence[Mapping[str, Any]] = ()) -> Optional[Profiles]:
     """The planner's table made of the profiles measured here on ``device`` alone, for planning and
     validating on the GPU they were measured on: the package's H100 table would judge its pairs by

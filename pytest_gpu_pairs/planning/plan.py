@@ -38,6 +38,7 @@ from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.own_profiles import (
     OwnProfiles,
     ProfilesHereError,
+    busy_measured_here,
     profiles_here,
     read_own_profiles,
     with_own,
@@ -287,7 +288,8 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own
     """The pair predictions of the selected cases; ``SettingsError``/``StoreError`` on bad input."""
     measured, reference = with_reference(read_measured(results), table, reference_wanted(args))
     profiles, here = with_own(table, own, args.device)
-    planner = Planner(profiles, measured, here, whole_runs(results))
+    busy_here = {} if getattr(args, "profiles_here", False) else busy_measured_here(table, own, args.device)
+    planner = Planner(profiles, measured, here, whole_runs(results), busy_here)
     card_mb = args.gpu_memory_mb or profiles.memory_total_mb or H100_MB
     pairs = _pairs_of(cases)
     predictions = plan_pairs(planner, list(pairs), card_mb, args.sharing)
@@ -301,6 +303,7 @@ def plan_for_pairs(cases, args: argparse.Namespace, results: Sequence[Path], own
              "reference": reference,
              "card_note": card_note,
              "profiled_here": sorted(here),
+             "busy_measured_here": sorted(planner.busy_here),
              "other_method_records_skipped": measured.skipped,
              "mps_pairs_under_limits": measured.under_mps_limits() if "mps" in args.sharing else 0,
              "efficiency_interval": interval_basis(planner), "timeslicing": timeslicing_basis(planner),
@@ -335,6 +338,9 @@ def _print_pairs(plan: dict[str, Any]) -> None:
         print(f"note: {model['card_note']}")
     if model["profiled_here"]:
         print(f"profiled here (gpu-pairs profile): {', '.join(model['profiled_here'])}")
+    if model["busy_measured_here"]:
+        print(f"busy fractions measured on this host (gpu-pairs profile), the table's for the rest: "
+              f"{', '.join(model['busy_measured_here'])}")
     for line in pair_table(plan["pairs"], plan["sharing"]):
         print(line)
     notes = sorted({p["note"] for p in plan["pairs"] if p["note"]})

@@ -21,19 +21,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pytest_gpu_pairs.catalog import BUILTINS
-from pytest_gpu_pairs.devices.cpus import format_cpu_list, usable_cpus
 from pytest_gpu_pairs.experiment.cases import DuplicateCaseError, JobConfig
 from pytest_gpu_pairs.experiment.vocabulary import pin_cpus
 from pytest_gpu_pairs.inputs import SettingsError, read_json
-from pytest_gpu_pairs.monitor.gpm import GPM_METRICS
 from pytest_gpu_pairs.planning.own_profiles import KIND, VERSION, read_profile
 from pytest_gpu_pairs.planning.plan import select
 from pytest_gpu_pairs.record.store import StoreWriteError, json_text, profile_path, save_profile
-from pytest_gpu_pairs.run.cpus import ROLES
-from pytest_gpu_pairs.run.device import DeviceRequestError, job_cpu_plan, open_device_gpu
+from pytest_gpu_pairs.run.cpus import ROLES, CpuPlan
+from pytest_gpu_pairs.run.device import DeviceRequestError, host_cpu_plan, open_device_gpu
 from pytest_gpu_pairs.run.jobs import kill_all_jobs
 from pytest_gpu_pairs.run.options import GpuPairsOptions, OptionsError
-from pytest_gpu_pairs.run.profiling import MAX_STRETCH, SoloRun, cpu_name, min_fit, profile_job
+from pytest_gpu_pairs.run.profiling import GPM_METRICS, MAX_STRETCH, SoloRun, cpu_name, min_fit, profile_job
 from pytest_gpu_pairs.run.session import GpuPairsSession
 
 DEFAULT_OUT = "gpu-pairs-results"
@@ -117,12 +115,12 @@ def record_of(job: JobConfig, run: SoloRun, device_name: str, scale: float, warm
             "unmeasured": unmeasured}
 
 
-def _add_job_cpus(record: dict[str, Any], pinned: Optional[frozenset[int]], unpinned: Optional[str]) -> None:
-    """The CPUs the job ran on: a session's jobs run pinned, and a host-bound job's busy fraction,
-    the planner's main feature, is the pace it kept there."""
-    record["job_cpus"] = format_cpu_list(pinned) if pinned else None
-    if not pinned:
-        record["unmeasured"]["job_cpus"] = f"not pinned: {unpinned or 'no CPUs were chosen'}"
+def _add_job_cpus(record: dict[str, Any], cpus: CpuPlan, one_loop: bool) -> None:
+    """The CPUs the job ran on, as a case's record says them: a session's jobs run pinned, and a
+    host-bound job's busy fraction, the planner's main feature, is the pace it kept there."""
+    record["job_cpus"] = cpus.described({ROLES[0]: one_loop})
+    if record["job_cpus"] is None:
+        record["unmeasured"]["job_cpus"] = f"not pinned: {cpus.reason or 'no CPUs were chosen'}"
 
 
 def _add_min_fit(record: dict[str, Any], job: JobConfig, gpu, work_dir: Path) -> None:
@@ -214,10 +212,11 @@ def _profile_all(jobs: list[JobConfig], args: argparse.Namespace, out: Path, gpu
     records, failures = [], []
     work_dir = out / "_profiles" / "runs"
     say = sys.stderr if args.json else sys.stdout
-    cpus = job_cpu_plan(args.pin_cpus, (0, 1), usable_cpus())
+    cpus = host_cpu_plan(args.pin_cpus)
     for index, job in enumerate(jobs, 1):
         print(f"[{index}/{len(jobs)}] {job.model} ...", file=say, flush=True)
-        pinned = cpus.for_job(ROLES[0], job.is_builtin and device == "cuda")
+        one_loop = job.is_builtin and device == "cuda"
+        pinned = cpus.for_job(ROLES[0], one_loop)
         run = profile_job(job, device, args.scale, work_dir / job.model, args.warmup, args.seconds,
                           READY_TIMEOUT_S, gpu, cpus=pinned)
         if run.failure or run.step_time_s is None:
@@ -226,7 +225,7 @@ def _profile_all(jobs: list[JobConfig], args: argparse.Namespace, out: Path, gpu
             print(f"  {job.model}: not measured (see the error below)", file=say, flush=True)
             continue
         record = record_of(job, run, device_name, args.scale, args.warmup, load_average())
-        _add_job_cpus(record, pinned, cpus.reason)
+        _add_job_cpus(record, cpus, one_loop)
         if args.min_fit:
             _add_min_fit(record, job, gpu, work_dir / job.model)
         else:

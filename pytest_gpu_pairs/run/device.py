@@ -45,6 +45,11 @@ def job_cpu_plan(pin: str, share: tuple[int, int], usable: frozenset[int]) -> Cp
     return plan_job_cpus(cores, None if pin == "auto" else int(pin))
 
 
+def host_cpu_plan(pin: str) -> CpuPlan:
+    """The CPUs a session alone on this host would pin its jobs to (``gpu-pairs profile`` runs its jobs so)."""
+    return job_cpu_plan(pin, (0, 1), usable_cpus())
+
+
 def session_cpu_share(options: GpuPairsOptions, gpu: Optional[Gpu],
                       gpus_here: Callable[[], int] = gpu_count) -> tuple[int, int]:
     """The block of the host's cores this session's jobs take: an xdist worker's, or, for a session

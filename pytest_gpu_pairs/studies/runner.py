@@ -196,26 +196,31 @@ def is_done(attempts: list[dict[str, Any]], session: Session) -> bool:
 
 def run_study(study: Study, root: Path, out: Path, request: Request,
               say: Callable[[str], None] = print) -> int:
-    """Run every step and session not done yet, in order: the steps before the sessions, then each
-    variant's sessions followed by its steps; 0 when all are done, else the first stop's code."""
+    """Run every step and session not done yet, in order: the steps before the sessions, the plan
+    (which may read what they measured, e.g. solo profiles on this host), then each variant's sessions
+    followed by its steps; 0 when all are done, else the first stop's code."""
     sessions = plan_sessions(study, root, out, request)
     if study.run_gaps:
         say(f"not taken by this runner: {study.run_gaps}")
     out.mkdir(parents=True, exist_ok=True)
+    runs = read_runs(out)
+    deadline = Deadline(request.time_limit_s)
+    for step in (s for s in study.steps if s.after is None):
+        code = _run_step(step, study, root, out, request, runs, say)
+        if code != 0:
+            return code
     if study.plan is not None and not (out / "plan.json").exists():
         code = _plan(study, root, out, request, say)
         if code != 0:
             return code
-    runs = read_runs(out)
-    deadline = Deadline(request.time_limit_s)
-    for after in (None, *(v.name for v in study.variants)):
-        for session in (s for s in sessions if after is not None and s.variant == after):
+    for after in (v.name for v in study.variants):
+        for session in (s for s in sessions if s.variant == after):
             code = _run_session(study, session, root, out, request, runs, say, deadline)
             if code == STOPPED_SHORT and deadline.limit_s is not None:
                 deadline.reached = True  # a later session's replicates may still fit what is left
             elif code != 0:
                 return code
-        if deadline.reached or (after is not None and request.variant not in (None, after)):
+        if deadline.reached or request.variant not in (None, after):
             continue
         for step in (s for s in study.steps if s.after == after):
             code = _run_step(step, study, root, out, request, runs, say)
@@ -348,20 +353,21 @@ def _run_step(step: Step, study: Study, root: Path, out: Path, request: Request,
     return 0
 
 
-def plan_argv(study: Study, request: Request) -> list[str]:
-    """``gpu-pairs plan`` for the study's selection, as its sessions will run it."""
+def plan_argv(study: Study, request: Request, out: Path) -> list[str]:
+    """``gpu-pairs plan`` for the study's selection, as its sessions will run it, its options' ``{out}``
+    filled in."""
     scale = request.scale if request.scale is not None else study.scale
     argv = [sys.executable, "-m", "pytest_gpu_pairs.cli", "plan", *study.settings]
     select = narrowed(study.select, request.select)
     argv += ["-k", select] if select else []
     argv += ["--scale", f"{scale:g}"] if scale else []
     argv += ["--device", "cpu"] if request.device == "cpu" else []
-    return [*argv, *(study.plan or ()), "--json"]
+    return [*argv, *(arg.replace("{out}", str(out)) for arg in study.plan or ()), "--json"]
 
 
 def _plan(study: Study, root: Path, out: Path, request: Request, say: Callable[[str], None]) -> int:
     """The planner's prediction before any case runs, kept as ``plan.json`` (the collate compares)."""
-    argv = plan_argv(study, request)
+    argv = plan_argv(study, request, out)
     say(f"plan.json: {' '.join(argv[1:])}")
     partial = out / "plan.json.partial"
     code = run_to_the_end(argv, root, partial, stderr=out / "logs" / "plan.txt")

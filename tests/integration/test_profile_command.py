@@ -130,17 +130,16 @@ def test_on_a_card_that_serves_gpm_the_profile_stores_its_shares_over_its_window
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("option, pinned, reason", [("auto", "1", None), ("off", None, "--gpu-pairs-pin-cpus off")])
+@pytest.mark.parametrize("option, pinned, reason", [("auto", {"fg": "1", "harness": "0"}, None),
+                                                    ("off", None, "--gpu-pairs-pin-cpus off")])
 def test_a_profiled_job_runs_on_cpus_of_its_own_as_a_session_pins_it(tmp_path, capsys, monkeypatch, option, pinned,
                                                                       reason):
     """The harness's core first, then a block for each job's role, as a session plans them on a host
     with room for it (this machine may have too few cores, so the host's cores are given): the job's
     process is started pinned to the first job's block, and the stored profile says which CPUs."""
     host = [(0,), (1,), (0,)]  # core 0 for the harness, core 1 for the first job, the other job's unused
-    real_plan = profile_command.job_cpu_plan
-    monkeypatch.setattr(profile_command, "job_cpu_plan",
-                        lambda pin, share, usable: real_plan(pin, share, frozenset({0, 1})) if pin == "off" else
-                        plan_job_cpus(host))
+    real_plan = profile_command.host_cpu_plan
+    monkeypatch.setattr(profile_command, "host_cpu_plan", lambda pin: real_plan(pin) if pin == "off" else plan_job_cpus(host))
     settings = _settings(tmp_path / "mine.json")
     seen = []
     real_profile = profile_command.profile_job
