@@ -332,14 +332,15 @@ def _run_step(step: Step, study: Study, root: Path, out: Path, request: Request,
     say(f"{label}: {' '.join(argv[1:])}")
     target.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    env = {**study.env, **step_gpu_env(request.extra)}
     if step.stdout:
         partial = target.with_name(target.name + ".partial")
-        code = run_to_the_end(argv, root, partial, stderr=log, env=study.env)
+        code = run_to_the_end(argv, root, partial, stderr=log, env=env)
         if code == 0:
             partial.replace(target)
         partial.unlink(missing_ok=True)
     else:
-        code = run_to_the_end(argv, root, log, env=study.env)
+        code = run_to_the_end(argv, root, log, env=env)
     if code == 0 and not target.exists():
         code = 2
         say(f"{label}: exited 0 without writing {step.writes}")
@@ -351,6 +352,19 @@ def _run_step(step: Step, study: Study, root: Path, out: Path, request: Request,
         say(f"{label}: exit {code}; see {log.relative_to(out)}; run the same command again to resume")
         return code if code > 0 else 2
     return 0
+
+
+def step_gpu_env(pytest_args: Sequence[str]) -> dict[str, str]:
+    """A step on the one GPU the sessions were named to (``--pytest-arg=--gpu-pairs-gpus=N``): its
+    commands train on the GPU CUDA shows them first. Two studies side by side, one a GPU, once
+    profiled both on GPU 0 at once, each job beside its twin, and read every job busy 90-100 %."""
+    args = list(pytest_args)
+    for index, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--gpu-pairs-gpus=") else (
+            args[index + 1] if arg == "--gpu-pairs-gpus" and index + 1 < len(args) else None)
+        if value is not None and value.strip() and "," not in value:
+            return {"CUDA_VISIBLE_DEVICES": value.strip()}
+    return {}
 
 
 def plan_argv(study: Study, request: Request, out: Path) -> list[str]:

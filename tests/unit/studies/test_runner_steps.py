@@ -184,3 +184,39 @@ def test_an_attempts_selection_is_read_from_any_runs_json_value_without_failing(
 def test_an_attempts_selection_is_the_value_after_its_k(before, select, after):
     assert runner.selection([*before, "-k", select, *after]) == select
     assert runner.selection([*before, *(a for a in after if a != "-k")]) is None
+
+
+def test_the_steps_before_the_sessions_come_before_the_plan_which_reads_their_folder(checkout, monkeypatch):
+    """A profile step measures this host, the plan made before any case reads it (``{out}`` in its options)."""
+    study = _study(steps=[{"name": "profiles", "argv": ["gpu-pairs", "profile", "s.json", "--out", "{out}/profiled"],
+                           "writes": "profiles.txt", "stdout": True}], plan=["--out", "{out}/profiled"])
+
+    def writes(argv, log):
+        if "plan" in argv:
+            log.write_text("{}")
+        return 0
+
+    fake = Fake(writes)
+    monkeypatch.setattr(runner, "run_to_the_end", fake)
+    assert run_study(study, checkout, checkout / "out", Request(device="cpu"), lambda _: None) == 0
+    assert [c[3] for c in fake.calls[:2]] == ["profile", "plan"]
+    assert fake.calls[1][fake.calls[1].index("--out") + 1] == f"{checkout / 'out'}/profiled"
+
+
+@pytest.mark.parametrize("extra, env", [(("--gpu-pairs-gpus=1",), {"CUDA_VISIBLE_DEVICES": "1"}),
+                                        (("-x", "--gpu-pairs-gpus", "GPU-ab12"), {"CUDA_VISIBLE_DEVICES": "GPU-ab12"}),
+                                        (("--gpu-pairs-gpus=0,1",), {}), ((), {})])
+def test_a_step_runs_on_the_one_gpu_the_sessions_were_named_to(checkout, monkeypatch, extra, env):
+    study = _study(steps=[{"name": "profiles", "argv": ["gpu-pairs", "profile", "s.json"], "writes": "p.txt",
+                           "stdout": True}], env={"CUDNN": "0"})
+    seen = []
+
+    def fake(argv, cwd, log, stderr=None, env=None):
+        seen.append(env)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("")
+        return 0
+
+    monkeypatch.setattr(runner, "run_to_the_end", fake)
+    run_study(study, checkout, checkout / "out", Request(device="cuda", extra=extra), lambda _: None)
+    assert seen[0] == {"CUDNN": "0", **env}
