@@ -15,7 +15,6 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_gpu_pairs.planning.cards import card_for_gpu
 from pytest_gpu_pairs.planning.measured import read_measured
 from pytest_gpu_pairs.planning.validate import held_out_row
 from pytest_gpu_pairs.studies.collates import planner_validation_unseen
@@ -24,13 +23,12 @@ FOLDERS = planner_validation_unseen.FOLDERS
 
 
 def _from_solo_phases(folder: Path, gpu: Optional[str]) -> list[dict[str, Any]]:
-    card = card_for_gpu(gpu)
-    if card is None or not (folder / "session.json").exists():
+    planner = planner_validation_unseen.planner_for(gpu)
+    if planner is None or not (folder / "session.json").exists():
         return []
-    planner = planner_validation_unseen._planner_for(gpu)
     rows = []
     for (models, sharing), pair in sorted(read_measured([folder]).pairs.items()):
-        if pair.efficiency is None or planner is None:
+        if pair.efficiency is None:
             continue
         figure = planner.efficiency_from_busy((models[0], models[1]), sharing, dict(pair.solo_busy))
         table = {m: p.busy for m in models if (p := planner.solo.get(m)) is not None}

@@ -38,7 +38,7 @@ def _sessions(folder: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     return found
 
 
-def _planner_for(gpu: Optional[str]) -> Optional[Planner]:
+def planner_for(gpu: Optional[str]) -> Optional[Planner]:
     """The planner of the package's table for this GPU, None where the package has none."""
     card = card_for_gpu(gpu)
     return Planner(card.table(), card.pairs().measured) if card else None
@@ -60,7 +60,7 @@ def measured_pairs(sessions: dict[str, tuple[Path, dict[str, Any]]],
     rows = []
     for path, machine in sessions.values():
         gpu = machine.get("gpu_name")
-        planner = _planner_for(gpu)
+        planner = planner_for(gpu)
         measured = read_measured([path])
         for pair in sorted([*measured.pairs.values(), *measured.groups.values()], key=lambda p: (p.models, p.sharing)):
             if pair.efficiency is None:
