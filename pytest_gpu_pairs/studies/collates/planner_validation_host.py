@@ -1,10 +1,10 @@
-"""The host study's summary: four pairs, each beside the package table's prediction (which never reads
-the host) and the prediction from the busy fractions its own solo phases read on the host that ran it.
-
-A study's profile step measures the host before the plan (``plan.json``: ``gpu-pairs plan --out
-<profiled>``); the pairs' own solo phases, pinned as the profile pins them, read the same host again
-after it, so the second prediction is the plan a profile on this host gives, the model learnt from the
-reference pairs unchanged and never shown these pairs.
+"""The host study's summary: four pairs, each beside three predictions: the package table's (which never
+reads the host), the plan made before the run from the study's profile step on that host and GPU
+(``plan.json``: ``gpu-pairs plan --out <profiled>``; ``before/<session>/plan.json`` where each mechanism
+ran on a GPU of its own), and the prediction from the busy fractions the pairs' own solo phases read
+there. The last two differ only in where the busy fractions come from: a short steady profile before
+the run, or the cases' half-second solo phases; the model learnt from the reference pairs is the same
+and never saw these pairs.
 
     gpu-pairs study run planner_validation_host
     gpu-pairs study collect planner_validation_host --out reports/reference/planner_validation/host
@@ -44,6 +44,19 @@ def _errors(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "covered": sum(1 for r in rows if r["covered"])}
 
 
+def _planned_errors(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``_errors`` of the plans made before the run, where a plan named the pair."""
+    found = []
+    for r in rows:
+        figure = r["planned_before"] or {}
+        value, interval = figure.get("value"), figure.get("interval")
+        if isinstance(value, (int, float)) and r["measured"]:
+            bounds = interval if isinstance(interval, list) and len(interval) == 2 else None
+            found.append({"error": abs(value - r["measured"]) / r["measured"],
+                          "covered": bool(bounds) and bounds[0] <= r["measured"] <= bounds[1]})
+    return _errors(found)
+
+
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
     summary = planner_validation_unseen.summarize(folder, root)
     gpus = {r["sharing"]: r["gpu"] for r in summary["measured"]}
@@ -51,6 +64,7 @@ def summarize(folder: Path, root: Path) -> dict[str, Any]:
     table_rows = summary["measured"]
     summary["from_busy_here"] = here
     summary["by_mechanism"] = {m: {"table": _errors([r for r in table_rows if r["sharing"] == m]),
+                                   "planned": _planned_errors([r for r in table_rows if r["sharing"] == m]),
                                    "busy_here": _errors([r for r in here if r["sharing"] == m])}
                                for m in sorted({r["sharing"] for r in table_rows})}
     return summary
@@ -74,7 +88,8 @@ def table(summary: dict[str, Any]) -> str:
                      f"{_percent(r['error'])} | {r['covered']} |")
     lines += ["", "| mechanism | from | n | median error | worst | inside 90 % |", "|---|---|---|---|---|---|"]
     for mechanism, by in summary.get("by_mechanism", {}).items():
-        for source, label in (("table", "the package's table"), ("busy_here", "busy read here")):
+        for source, label in (("table", "the package's table"), ("planned", "this host's profile, before the run"),
+                              ("busy_here", "the pairs' solo phases")):
             e = by[source]
             lines.append(f"| {mechanism} | {label} | {e['n']} | {_percent(e['median_error'])} | "
                          f"{_percent(e['max_error'])} | {e['covered']} of {e['n']} |")

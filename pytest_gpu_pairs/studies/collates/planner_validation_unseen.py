@@ -21,9 +21,10 @@ from pytest_gpu_pairs.planning.measured import read_measured
 from pytest_gpu_pairs.planning.predict import Figure, Planner
 from pytest_gpu_pairs.planning.validate import held_out_row
 from pytest_gpu_pairs.record.store import case_result_paths, machine_from_session, read_session
-from pytest_gpu_pairs.studies.collates.planner_validation import planned, planned_text
+from pytest_gpu_pairs.studies.collates.planner_validation import PLAN, planned, planned_text
 
 FOLDERS = ("timeslice", "mps")
+BEFORE = "before"  # before/<session>/plan.json: the plan of a runner that measured that session alone
 NO_TABLE = "the package carries no table for this GPU: only the plan made before the run"
 
 
@@ -36,6 +37,17 @@ def _sessions(folder: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
             session = read_session(path)
             found[name] = (path, machine_from_session(session) if session is not None else {})
     return found
+
+
+def plan_before(folder: Path, session: str) -> dict[tuple[tuple[str, ...], str], dict[str, Any]]:
+    """The plan a session was measured against: its own runner's (``before/<session>/plan.json``),
+    where each mechanism ran on a GPU of its own with its own profile step, else the study's."""
+    own = folder / BEFORE / session
+    return planned(own) if (own / PLAN).exists() else planned(folder)
+
+
+def _any_plan(folder: Path) -> bool:
+    return (folder / PLAN).exists() or any((folder / BEFORE / name / PLAN).exists() for name in FOLDERS)
 
 
 def planner_for(gpu: Optional[str]) -> Optional[Planner]:
@@ -54,11 +66,12 @@ def _predicted(planner: Optional[Planner], models: tuple[str, ...], sharing: str
 
 
 def measured_pairs(sessions: dict[str, tuple[Path, dict[str, Any]]],
-                   before: dict[tuple[tuple[str, ...], str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pair and group the sessions measured, with this commit's prediction and the plan's (``before``);
-    a measured mean above the number of jobs (noise around sharing for free) reads as that number."""
+                   before: dict[str, dict[tuple[tuple[str, ...], str], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every pair and group the sessions measured, with this commit's prediction and the plan made before
+    each session (``before``, by session); a measured mean above the number of jobs (noise around sharing
+    for free) reads as that number."""
     rows = []
-    for path, machine in sessions.values():
+    for name, (path, machine) in sessions.items():
         gpu = machine.get("gpu_name")
         planner = planner_for(gpu)
         measured = read_measured([path])
@@ -68,18 +81,20 @@ def measured_pairs(sessions: dict[str, tuple[Path, dict[str, Any]]],
             row = held_out_row(pair, "pair" if len(pair.models) == 2 else "nothing",
                                _predicted(planner, pair.models, pair.sharing))
             rows.append({**row.as_dict(), "gpu": gpu,
-                         "planned_before": before.get((tuple(sorted(pair.models)), pair.sharing))})
+                         "planned_before": before[name].get((tuple(sorted(pair.models)), pair.sharing))})
     return rows
 
 
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
-    sessions, before = _sessions(folder), planned(folder)
+    sessions = _sessions(folder)
+    before = {name: plan_before(folder, name) for name in FOLDERS}
     rows = measured_pairs(sessions, before)
     done = {(tuple(sorted(r["pair"])), r["sharing"]) for r in rows}
+    every = {key: figure for plan in before.values() for key, figure in plan.items()}
     waiting = [{"pair": list(key[0]), "sharing": key[1], "planned_before": figure}
-               for key, figure in sorted(before.items()) if key not in done]
+               for key, figure in sorted(every.items()) if key not in done]
     on_cpu = [name for name, (_, machine) in sessions.items() if machine.get("device") == "cpu"]
-    return {"plan": (folder / "plan.json").exists(), "measured": rows, "not_measured": waiting, "on_cpu": on_cpu}
+    return {"plan": _any_plan(folder), "measured": rows, "not_measured": waiting, "on_cpu": on_cpu}
 
 
 def _error(row: dict[str, Any]) -> str:
