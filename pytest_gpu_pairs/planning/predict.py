@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -27,6 +27,8 @@ from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile
 MAX_EFFICIENCY = 2.0
 ERROR_FLOOR = 0.1  # the scale of an error where a bound pins the pair: light pairs read 1.9-2.1 across sessions and hosts
 CLEARLY_BETTER = 0.1  # efficiency by which MPS must be predicted to beat time-slicing to be recommended
+HOST_SPREAD = 0.15  # log-SD of a host's pace that the reference pairs' hosts did not show (``_host_shift``)
+HOST_Z = statistics.NormalDist().inv_cdf(0.5 + learning.CONFIDENCE / 2)  # both ends of the stated interval
 MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
 REFERENCE_NAME = "H100 reference"  # the whole-run fit figures of a table: only the H100's carries them
 REFERENCE_ORIGIN = re.compile(r"\((\w+ reference), ")
@@ -98,6 +100,13 @@ def settled_busy(profiles: Profiles, measured: Measured) -> Profiles:
     workloads = {name: replace(p, busy=(p.busy + statistics.fmean(read[name])) / 2)
                  if name in read and p.busy is not None else p for name, p in profiles.workloads.items()}
     return replace(profiles, workloads=workloads)
+
+
+def _busier(solo: Profiles, models: Iterable[str], factor: float) -> Profiles:
+    """``solo`` with the busy fractions of ``models`` times ``factor``, within the card's whole time."""
+    changed = {m: replace(p, busy=min(1.0, p.busy * factor)) for m in models
+               if (p := solo.get(m)) is not None and p.busy is not None}
+    return replace(solo, workloads={**solo.workloads, **changed})
 
 
 def _without_workload(measured: Measured, name: str) -> Measured:
@@ -206,12 +215,16 @@ class Planner:
         return self.measured.count(sharing)
 
     def _learned(self, learned: learning.Learned, base_value: float, models, sharing: str, contention: float,
-                 low: float, high: float) -> Figure:
+                 low: float, high: float, host: Optional[Callable[[float], float]] = None) -> Figure:
+        """The base value with the learnt correction; the interval's half-width is the learnt one at that
+        value, joined in quadrature by ``host`` (how far the value moves where the host keeps the jobs
+        busier or idler than the profiles say)."""
         value = _clip(base_value + learned.correction(models, sharing == "mps", contention), low, high)
         width = learned.half_width(sharing == "mps", value) if self.measured_count(sharing) >= learning.MIN_PAIRS else None
         basis = f"{LEARNED} ({learned.n})" if learned.n else SOLO_ONLY
         if width is None:
             return Figure(value, low, high, basis, estimated=False)
+        width = math.hypot(width, host(value)) if host is not None else width
         return Figure(value, _clip(value - width, low, high), _clip(value + width, low, high), basis)
 
     def efficiency(self, models: tuple[str, str], sharing: str) -> Figure:
@@ -224,7 +237,27 @@ class Planner:
         base = self._base(key, sharing, solo)
         if base is None:
             return Figure(None, None, None, NONE)
-        return self._learned(self.efficiency_model, base.efficiency, key, sharing, base.contention, 0.0, MAX_EFFICIENCY)
+        return self._learned(self.efficiency_model, base.efficiency, key, sharing, base.contention, 0.0, MAX_EFFICIENCY,
+                             host=lambda value: self._host_shift(key, sharing, solo or self.solo, value))
+
+    def _host_shift(self, key: tuple[str, str], sharing: str, solo: Profiles, value: float) -> float:
+        """How far the predicted efficiency moves where the host that runs the pair keeps both jobs
+        ``HOST_Z`` host spreads busier or idler than ``solo`` says (both at once: one host, one pace).
+
+        A host-bound job's busy fraction is its GPU time per step, which the card sets (resnet20
+        5.1-5.2 ms on three H200 hosts), times its steps a second, which the host sets and moves: on
+        four H200 hosts beyond the table's the pairs' solo phases read their jobs 3-34 % busier than
+        the table on average per host (log 0.03-0.29, root mean square 0.175), and a profile minutes
+        before the cases read them -9 % to +49 % off (reports/reference/planner_validation/host/). The
+        learnt interval already holds the reference pairs' own spread (log 0.085 around each workload's
+        mean), so the host adds sqrt(0.175^2 - 0.085^2) = 0.15."""
+        shifted = []
+        for factor in (math.exp(HOST_Z * HOST_SPREAD), math.exp(-HOST_Z * HOST_SPREAD)):
+            base = self._base(key, sharing, _busier(solo, key, factor))
+            if base is not None:
+                correction = self.efficiency_model.correction(key, sharing == "mps", base.contention)
+                shifted.append(_clip(base.efficiency + correction, 0.0, MAX_EFFICIENCY))
+        return max((abs(v - value) for v in shifted), default=0.0)
 
     def efficiency_from_busy(self, models: tuple[str, str], sharing: str, busy: dict[str, float]) -> Figure:
         """The prediction from busy fractions read elsewhere (a pair's own solo phases, on its host),
@@ -341,10 +374,13 @@ GROUP_BASIS = "a group of {n}: its base model plus its {pairs} pairs' correction
 
 
 def interval_basis(planner: Planner) -> dict[str, Any]:
-    """What the efficiency intervals rest on: their confidence, and per mechanism the quantile of
-    held-out errors over the scale and how many held-out errors it was taken from."""
+    """What the efficiency intervals rest on: their confidence, the host's term, and per mechanism the
+    quantile of held-out errors over the scale and how many held-out errors it was taken from."""
     learned = planner.efficiency_model
     return {"confidence": learning.CONFIDENCE, "calibrated_on": "leave one workload out",
+            "host_spread": HOST_SPREAD,
+            "host_term": f"the move of the predicted efficiency where both jobs run {HOST_Z * HOST_SPREAD:.2f} log busier "
+                         "or idler (a host's pace beyond the reference pairs'), joined to the half-width in quadrature",
             "scale": f"{ERROR_FLOOR} + max(0, (2 - E) (E - 1)) at the predicted efficiency E",
             **{("mps" if mps else "timeslice"): {"quantile": learned.quantiles.get(mps),
                                                   "held_out_errors": learned.scores.get(mps, 0)} for mps in (False, True)}}

@@ -51,9 +51,10 @@ def _planned_errors(rows: list[dict[str, Any]]) -> dict[str, Any]:
         figure = r["planned_before"] or {}
         value, interval = figure.get("value"), figure.get("interval")
         if isinstance(value, (int, float)) and r["measured"]:
-            bounds = interval if isinstance(interval, list) and len(interval) == 2 else None
+            bounds = interval if isinstance(interval, list) and len(interval) == 2 else [None, None]
+            low, high = (b if isinstance(b, (int, float)) else None for b in bounds)
             found.append({"error": abs(value - r["measured"]) / r["measured"],
-                          "covered": bool(bounds) and bounds[0] <= r["measured"] <= bounds[1]})
+                          "covered": low is not None and high is not None and low <= r["measured"] <= high})
     return _errors(found)
 
 

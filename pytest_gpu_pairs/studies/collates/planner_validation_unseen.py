@@ -85,14 +85,21 @@ def measured_pairs(sessions: dict[str, tuple[Path, dict[str, Any]]],
     return rows
 
 
+def _waiting_plan(before: dict[str, dict[tuple[tuple[str, ...], str], dict[str, Any]]],
+                  key: tuple[tuple[str, ...], str]) -> dict[str, Any]:
+    """A pair not measured yet, as the plan of the session named for its mechanism says, else any plan."""
+    own = before.get(key[1], {})
+    return own[key] if key in own else next(plan[key] for plan in before.values() if key in plan)
+
+
 def summarize(folder: Path, root: Path) -> dict[str, Any]:
     sessions = _sessions(folder)
     before = {name: plan_before(folder, name) for name in FOLDERS}
     rows = measured_pairs(sessions, before)
     done = {(tuple(sorted(r["pair"])), r["sharing"]) for r in rows}
-    every = {key: figure for plan in before.values() for key, figure in plan.items()}
-    waiting = [{"pair": list(key[0]), "sharing": key[1], "planned_before": figure}
-               for key, figure in sorted(every.items()) if key not in done]
+    every = {key for plan in before.values() for key in plan}
+    waiting = [{"pair": list(key[0]), "sharing": key[1], "planned_before": _waiting_plan(before, key)}
+               for key in sorted(every) if key not in done]
     on_cpu = [name for name, (_, machine) in sessions.items() if machine.get("device") == "cpu"]
     return {"plan": _any_plan(folder), "measured": rows, "not_measured": waiting, "on_cpu": on_cpu}
 

@@ -64,3 +64,33 @@ def test_a_session_on_the_cpu_is_named_and_measures_nothing_to_set_beside_the_pl
     summary = planner_validation_unseen.summarize(tmp_path, ROOT)
     assert summary["measured"] == [] and summary["on_cpu"] == ["timeslice"]
     assert "Sessions on the CPU (timeslice)" in planner_validation_unseen.table(summary)
+
+
+def _plan_saying(efficiency: float) -> str:
+    plan = json.loads(PLAN.read_text())
+    for row in plan["pairs"]:
+        for figures in row["mechanisms"].values():
+            figures["efficiency"].update(value=efficiency, interval=[efficiency - 0.1, efficiency + 0.1])
+    return json.dumps(plan)
+
+
+def test_a_session_measured_by_a_runner_of_its_own_stands_beside_that_runners_plan(tmp_path):
+    """Each mechanism run on a GPU of its own profiles and plans there (``before/<session>/plan.json``);
+    the study's plan.json is the one for sessions without."""
+    (tmp_path / "plan.json").write_text(_plan_saying(1.9))
+    (tmp_path / "before" / "timeslice").mkdir(parents=True)
+    (tmp_path / "before" / "timeslice" / "plan.json").write_text(_plan_saying(1.3))
+    _measured(tmp_path, "NVIDIA H200")
+    summary = planner_validation_unseen.summarize(tmp_path, ROOT)
+    (row,) = summary["measured"]
+    assert row["planned_before"]["value"] == pytest.approx(1.3)
+    assert summary["plan"] is True
+    waiting = {(tuple(p["pair"]), p["sharing"]): p["planned_before"]["value"] for p in summary["not_measured"]}
+    assert waiting[("mrt_oast", "resnet20"), "mps"] == pytest.approx(1.9)  # the mps session has no plan of its own
+
+
+def test_a_runners_own_plan_alone_counts_as_the_plan(tmp_path):
+    (tmp_path / "before" / "mps").mkdir(parents=True)
+    (tmp_path / "before" / "mps" / "plan.json").write_text(_plan_saying(1.5))
+    assert planner_validation_unseen.summarize(tmp_path, ROOT)["plan"] is True
+    assert "No plan.json" not in planner_validation_unseen.table(planner_validation_unseen.summarize(tmp_path, ROOT))
