@@ -20,6 +20,7 @@ choose the package's table of that card (``planning.cards``).
 from __future__ import annotations
 
 import argparse
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,7 +44,7 @@ from pytest_gpu_pairs.planning.own_profiles import (
     read_own_profiles,
     with_own,
 )
-from pytest_gpu_pairs.planning.predict import Planner, interval_basis, mps_basis, plan_pairs, timeslicing_basis
+from pytest_gpu_pairs.planning.predict import HOST_Z, Planner, interval_basis, mps_basis, plan_pairs, timeslicing_basis
 from pytest_gpu_pairs.planning.profiles import Profiles, read_profiles
 from pytest_gpu_pairs.planning.schedule import MAX_BINS, Prediction, predict, small_count
 from pytest_gpu_pairs.record.store import StoreError, case_records, fit_profiles, json_text, read_session
@@ -349,6 +350,17 @@ def _print_pairs(plan: dict[str, Any]) -> None:
     print("fit: fits, tight (within the margin: max(256 MB, 5 % of the card)), no; (no interval): too few pairs "
           "measured under that mechanism to estimate one (the physical range 0-2 applies); groups: select a pair's "
           "cases with -k GROUP")
+    print(_host_term_line(model["efficiency_interval"]))
+
+
+def _host_term_line(basis: dict[str, Any]) -> str:
+    """What an efficiency interval holds beyond the held-out errors: a user reads a wide one near
+    contention as the host's doing, and learns how to narrow the doubt."""
+    factor = math.exp(HOST_Z * basis["host_spread"])
+    return (f"efficiency intervals (90 %) also hold how far each figure moves where this host runs both jobs "
+            f"{100 * (factor - 1):.0f} % busier or {100 * (1 - 1 / factor):.0f} % idler than the profiles read them (a host-bound "
+            "job's pace is its host's): gpu-pairs profile on this host, under the load the pairs will run beside, "
+            "gives the busy fractions read here")
 
 
 def _gpu_rows(cases, options, args, results: Optional[Path], earlier,

@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_gpu_pairs.cli import main
 from pytest_gpu_pairs.planning import predict
 from pytest_gpu_pairs.planning.cards import H200
 from pytest_gpu_pairs.planning.predict import Planner, interval_basis
+from tools.codegen.reference_pairs import ROOT
 
 TABLE, REFERENCE = H200.table(), H200.pairs().measured
 PLANNER = Planner(TABLE, REFERENCE)
@@ -76,3 +78,10 @@ def test_the_plan_says_what_the_interval_holds_for_the_host():
     basis = interval_basis(PLANNER)
     assert basis["host_spread"] == predict.HOST_SPREAD
     assert "busier or idler" in basis["host_term"]
+
+
+def test_the_plans_text_says_what_its_intervals_hold_for_the_host(tmp_path, capsys):
+    assert main(["plan", str(ROOT / "settings/planner_host.json"), "--card", "h200", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "where this host runs both jobs 28 % busier or 22 % idler than the profiles read them" in out
+    assert "gpu-pairs profile on this host" in out
