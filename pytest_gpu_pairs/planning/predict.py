@@ -102,6 +102,11 @@ def settled_busy(profiles: Profiles, measured: Measured) -> Profiles:
     return replace(profiles, workloads=workloads)
 
 
+def _host_factors() -> tuple[float, float]:
+    """The busy fractions' factors at both ends of the host's term: busier, then idler."""
+    return math.exp(HOST_Z * HOST_SPREAD), math.exp(-HOST_Z * HOST_SPREAD)
+
+
 def _busier(solo: Profiles, models: Iterable[str], factor: float) -> Profiles:
     """``solo`` with the busy fractions of ``models`` times ``factor``, within the card's whole time."""
     changed = {m: replace(p, busy=min(1.0, p.busy * factor)) for m in models
@@ -233,12 +238,14 @@ class Planner:
             return _measured_efficiency(pair)
         return self._predicted_efficiency(pair_key(*models), sharing, self.here)
 
-    def _predicted_efficiency(self, key: tuple[str, str], sharing: str, solo: Optional[Profiles] = None) -> Figure:
+    def _predicted_efficiency(self, key: tuple[str, str], sharing: str, solo: Optional[Profiles] = None,
+                              host: bool = True) -> Figure:
         base = self._base(key, sharing, solo)
         if base is None:
             return Figure(None, None, None, NONE)
+        shift = (lambda value: self._host_shift(key, sharing, solo or self.solo, value)) if host else None
         return self._learned(self.efficiency_model, base.efficiency, key, sharing, base.contention, 0.0, MAX_EFFICIENCY,
-                             host=lambda value: self._host_shift(key, sharing, solo or self.solo, value))
+                             host=shift)
 
     def _host_shift(self, key: tuple[str, str], sharing: str, solo: Profiles, value: float) -> float:
         """How far the predicted efficiency moves where the host that runs the pair keeps both jobs
@@ -252,7 +259,7 @@ class Planner:
         learnt interval already holds the reference pairs' own spread (log 0.085 around each workload's
         mean), so the host adds sqrt(0.175^2 - 0.085^2) = 0.15."""
         shifted = []
-        for factor in (math.exp(HOST_Z * HOST_SPREAD), math.exp(-HOST_Z * HOST_SPREAD)):
+        for factor in _host_factors():
             base = self._base(key, sharing, _busier(solo, key, factor))
             if base is not None:
                 correction = self.efficiency_model.correction(key, sharing == "mps", base.contention)
@@ -302,34 +309,47 @@ class Planner:
     def group_efficiency(self, models: Sequence[str], sharing: str, measured: bool = True) -> Figure:
         """A group of more than two jobs: the base model of all of them, plus the correction each of its
         pairs carries (what measured pairs taught about two of these jobs together), within ``[0, n]``;
-        the interval adds the pairs' half-widths in quadrature. No group taught the correction, and one
-        measured group is all the evidence for this rule: the basis says so."""
+        the interval adds the pairs' learnt half-widths in quadrature, then the group's own host term
+        (one host moves every job at once, so its pairs' host terms are not independent). No group
+        taught the correction, and one measured group is all the evidence for this rule: the basis
+        says so."""
         group = self.measured.groups.get((tuple(sorted(models)), sharing)) if measured else None
         if group is not None and group.efficiency is not None:
             return _measured_efficiency(group)
-        profiles = [self.here.get(m) for m in models]
-        known = [p for p in profiles if p is not None]
-        rates = model.group_rates(known, sharing, self.card, self.timeslicing, self.mps) if len(known) == len(profiles) else None
-        if rates is None:
+        value = self._group_value(models, sharing, self.here)
+        if value is None:
             return Figure(None, None, None, NONE)
         pairs = [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
-        learned, mps = self.efficiency_model, sharing == "mps"
-        busy = {p.model: p.busy or 0.0 for p in known}
-        correction = sum(learned.correction(p, mps, busy[p[0]] * busy[p[1]]) for p in pairs)
-        value = _clip(sum(rates) + correction, 0.0, float(len(models)))
-        basis = f"{LEARNED} ({learned.n}); " + GROUP_BASIS.format(n=len(models), pairs=len(pairs))
+        basis = f"{LEARNED} ({self.efficiency_model.n}); " + GROUP_BASIS.format(n=len(models), pairs=len(pairs))
         halves = [self._pair_half_width(p, sharing) for p in pairs]
         if any(h is None for h in halves):
             return Figure(value, 0.0, float(len(models)), basis, estimated=False)
-        half = math.sqrt(sum(h * h for h in halves if h is not None))
+        shifted = [self._group_value(models, sharing, _busier(self.here, models, factor)) for factor in _host_factors()]
+        host = max((abs(v - value) for v in shifted if v is not None), default=0.0)
+        half = math.hypot(math.sqrt(sum(h * h for h in halves if h is not None)), host)
         return Figure(value, _clip(value - half, 0.0, len(models)), _clip(value + half, 0.0, len(models)), basis)
 
+    def _group_value(self, models: Sequence[str], sharing: str, solo: Profiles) -> Optional[float]:
+        """A group's efficiency from the busy fractions in ``solo``: its base model plus its pairs' corrections."""
+        profiles = [solo.get(m) for m in models]
+        known = [p for p in profiles if p is not None]
+        rates = model.group_rates(known, sharing, self.card, self.timeslicing, self.mps) if len(known) == len(profiles) else None
+        if rates is None:
+            return None
+        learned, mps = self.efficiency_model, sharing == "mps"
+        busy = {p.model: p.busy or 0.0 for p in known}
+        pairs = [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
+        correction = sum(learned.correction(p, mps, busy[p[0]] * busy[p[1]]) for p in pairs)
+        return _clip(sum(rates) + correction, 0.0, float(len(models)))
+
     def _pair_half_width(self, models: tuple[str, str], sharing: str) -> Optional[float]:
-        """A pair's share of a group's interval: a measured pair's is the planner's own half-width at
-        its value (what predicting it would cost), whether or not its measurement kept an interval."""
+        """A pair's share of a group's interval, without the host's term (the group takes its own): a
+        measured pair's is the planner's own half-width at its value (what predicting it would cost),
+        whether or not its measurement kept an interval."""
         figure = self.efficiency(models, sharing)
         if figure.value is not None and figure.basis.startswith(MEASURED):
             return self.efficiency_model.half_width(sharing == "mps", figure.value)
+        figure = self._predicted_efficiency(pair_key(*models), sharing, self.here, host=False)
         if not figure.estimated or figure.value is None or figure.low is None or figure.high is None:
             return None
         return (figure.high - figure.low) / 2.0

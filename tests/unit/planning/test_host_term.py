@@ -85,3 +85,22 @@ def test_the_plans_text_says_what_its_intervals_hold_for_the_host(tmp_path, caps
     out = capsys.readouterr().out
     assert "where this host runs both jobs 28 % busier or 22 % idler than the profiles read them" in out
     assert "gpu-pairs profile on this host" in out
+
+
+GROUPS = [("mnist", "resnet20", "resnet32"), ("densenet121", "pcb", "word_lm"), ("mnist_ff", "mnist_rnn", "siamese")]
+
+
+@pytest.mark.parametrize("sharing", ["timeslice", "mps"])
+@pytest.mark.parametrize("group", GROUPS)
+def test_a_groups_interval_holds_one_host_term_for_all_its_jobs(monkeypatch, group, sharing):
+    """One host moves every job of the group at once: the group takes the move of its own value, joined
+    in quadrature to its pairs' learnt half-widths, not each pair's host term as if they were apart."""
+    figure = PLANNER.group_efficiency(group, sharing, measured=False)
+    moved = [PLANNER._group_value(group, sharing, predict._busier(PLANNER.here, group, f)) for f in predict._host_factors()]
+    host = max(abs(v - figure.value) for v in moved)
+    without = _without_host_term(monkeypatch).group_efficiency(group, sharing, measured=False)
+    learnt = (without.high - without.low) / 2 if 0 < without.low and without.high < len(group) else None
+    assert figure.value == without.value
+    assert figure.low <= without.low + 1e-12 and figure.high >= without.high - 1e-12
+    if learnt is not None and 0 < figure.low and figure.high < len(group):
+        assert (figure.high - figure.low) / 2 == pytest.approx(math.hypot(learnt, host))
