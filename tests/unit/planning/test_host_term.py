@@ -99,8 +99,8 @@ def test_a_groups_interval_holds_one_host_term_for_all_its_jobs(monkeypatch, gro
     moved = [PLANNER._group_value(group, sharing, predict._busier(PLANNER.here, group, f)) for f in predict._host_factors()]
     host = max(abs(v - figure.value) for v in moved)
     without = _without_host_term(monkeypatch).group_efficiency(group, sharing, measured=False)
-    learnt = (without.high - without.low) / 2 if 0 < without.low and without.high < len(group) else None
+    learnt = (without.high - without.low) / 2 if without.low > 0 and without.high < len(group) else None
     assert figure.value == without.value
     assert figure.low <= without.low + 1e-12 and figure.high >= without.high - 1e-12
-    if learnt is not None and 0 < figure.low and figure.high < len(group):
+    if learnt is not None and figure.low > 0 and figure.high < len(group):
         assert (figure.high - figure.low) / 2 == pytest.approx(math.hypot(learnt, host))
