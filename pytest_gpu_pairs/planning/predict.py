@@ -102,6 +102,11 @@ def settled_busy(profiles: Profiles, measured: Measured) -> Profiles:
     return replace(profiles, workloads=workloads)
 
 
+def _pairs_within(models: Sequence[str]) -> list[tuple[str, str]]:
+    """Every pair of a group's jobs."""
+    return [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
+
+
 def _host_factors() -> tuple[float, float]:
     """The busy fractions' factors at both ends of the host's term: busier, then idler."""
     return math.exp(HOST_Z * HOST_SPREAD), math.exp(-HOST_Z * HOST_SPREAD)
@@ -319,7 +324,7 @@ class Planner:
         value = self._group_value(models, sharing, self.here)
         if value is None:
             return Figure(None, None, None, NONE)
-        pairs = [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
+        pairs = _pairs_within(models)
         basis = f"{LEARNED} ({self.efficiency_model.n}); " + GROUP_BASIS.format(n=len(models), pairs=len(pairs))
         halves = [self._pair_half_width(p, sharing) for p in pairs]
         if any(h is None for h in halves):
@@ -338,7 +343,7 @@ class Planner:
             return None
         learned, mps = self.efficiency_model, sharing == "mps"
         busy = {p.model: p.busy or 0.0 for p in known}
-        pairs = [pair_key(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
+        pairs = _pairs_within(models)
         correction = sum(learned.correction(p, mps, busy[p[0]] * busy[p[1]]) for p in pairs)
         return _clip(sum(rates) + correction, 0.0, float(len(models)))
 
