@@ -112,6 +112,14 @@ def _host_factors() -> tuple[float, float]:
     return math.exp(HOST_Z * HOST_SPREAD), math.exp(-HOST_Z * HOST_SPREAD)
 
 
+def _host_move(value: float, solo: Profiles, models: Sequence[str],
+               value_at: Callable[[Profiles], Optional[float]]) -> float:
+    """How far ``value_at`` moves from ``value`` where every job of ``models`` runs at either end of
+    the host's term (one host, one pace for them all)."""
+    moved = [value_at(_busier(solo, models, factor)) for factor in _host_factors()]
+    return max((abs(v - value) for v in moved if v is not None), default=0.0)
+
+
 def _busier(solo: Profiles, models: Iterable[str], factor: float) -> Profiles:
     """``solo`` with the busy fractions of ``models`` times ``factor``, within the card's whole time."""
     changed = {m: replace(p, busy=min(1.0, p.busy * factor)) for m in models
@@ -263,13 +271,15 @@ class Planner:
         before the cases read them -9 % to +49 % off (reports/reference/planner_validation/host/). The
         learnt interval already holds the reference pairs' own spread (log 0.085 around each workload's
         mean), so the host adds sqrt(0.175^2 - 0.085^2) = 0.15."""
-        shifted = []
-        for factor in _host_factors():
-            base = self._base(key, sharing, _busier(solo, key, factor))
-            if base is not None:
-                correction = self.efficiency_model.correction(key, sharing == "mps", base.contention)
-                shifted.append(_clip(base.efficiency + correction, 0.0, MAX_EFFICIENCY))
-        return max((abs(v - value) for v in shifted), default=0.0)
+        return _host_move(value, solo, key, lambda busier: self._pair_value(key, sharing, busier))
+
+    def _pair_value(self, key: tuple[str, str], sharing: str, solo: Profiles) -> Optional[float]:
+        """A pair's efficiency from the busy fractions in ``solo``: its base model plus the correction."""
+        base = self._base(key, sharing, solo)
+        if base is None:
+            return None
+        correction = self.efficiency_model.correction(key, sharing == "mps", base.contention)
+        return _clip(base.efficiency + correction, 0.0, MAX_EFFICIENCY)
 
     def efficiency_from_busy(self, models: tuple[str, str], sharing: str, busy: dict[str, float]) -> Figure:
         """The prediction from busy fractions read elsewhere (a pair's own solo phases, on its host),
@@ -329,8 +339,7 @@ class Planner:
         halves = [self._pair_half_width(p, sharing) for p in pairs]
         if any(h is None for h in halves):
             return Figure(value, 0.0, float(len(models)), basis, estimated=False)
-        shifted = [self._group_value(models, sharing, _busier(self.here, models, factor)) for factor in _host_factors()]
-        host = max((abs(v - value) for v in shifted if v is not None), default=0.0)
+        host = _host_move(value, self.here, models, lambda busier: self._group_value(models, sharing, busier))
         half = math.hypot(math.sqrt(sum(h * h for h in halves if h is not None)), host)
         return Figure(value, _clip(value - half, 0.0, len(models)), _clip(value + half, 0.0, len(models)), basis)
 
