@@ -1,7 +1,7 @@
 """What measured pairs teach the base model: time-slicing's two numbers for the card, the
 correction learned from the residuals, and intervals calibrated on workloads it never saw.
 
-Time-slicing's collision weight and capacity (``timeslicing``), and the card's capacity under MPS
+Time-slicing's collision weight and capacity (``timeslicing``), and MPS's stretch and capacity
 (``mps``), are chosen on a grid to fit the card's measured pairs: with them the base model alone
 predicts pairs of workloads never measured at all.
 
@@ -38,6 +38,7 @@ MIN_MPS_PAIRS = 5  # likewise MPS's
 COLLISION_WEIGHTS = tuple(w / 10 for w in range(10, -1, -1))  # the whole overlap first: ties keep it
 CAPACITIES = tuple(1.0 - c / 40 for c in range(9))  # 1.0 down to 0.8 of the card's time
 MPS_CAPACITIES = tuple(1.0 - c / 40 for c in range(21))  # 1.0 down to 0.5: SM shares can overstate the room
+MPS_STRETCHES = COLLISION_WEIGHTS  # the whole stretch first: ties keep it
 RIDGE_GLOBAL = 0.5
 RIDGE_WORKLOAD = 2.0
 CONFIDENCE = 0.90  # the stated interval: on held-out pairs it holds the measurement nine times in ten
@@ -200,19 +201,20 @@ def timeslicing(pairs: Sequence[tuple[float, float, float]]) -> model.TimeSlicin
 
 
 def mps(pairs: Sequence[tuple[SoloProfile, SoloProfile, float]], card: model.Card) -> model.Mps:
-    """The capacity under which MPS's base model errs least (mean relative error) on a card's
-    measured MPS pairs, each given as (one job's profile, the other's, measured efficiency); the
-    unmeasured physics with fewer than ``MIN_MPS_PAIRS``. One number for the whole card, learnt as
+    """The stretch and capacity under which MPS's base model errs least (mean relative error) on a
+    card's measured MPS pairs, each given as (one job's profile, the other's, measured efficiency); the
+    unmeasured physics with fewer than ``MIN_MPS_PAIRS``. Two numbers for the whole card, learnt as
     time-slicing's are, where the ridge correction cannot reach."""
     if len(pairs) < MIN_MPS_PAIRS:
         return model.MPS_UNMEASURED
     best, best_error = model.MPS_UNMEASURED, math.inf
-    for capacity in MPS_CAPACITIES:
-        chosen = model.Mps(capacity)
-        error = 0.0
-        for a, b, measured in pairs:
-            found = model.base(a, b, "mps", card, mps=chosen)
-            error += abs(found.efficiency - measured) / measured if found is not None else 0.0
-        if error / len(pairs) < best_error:
-            best, best_error = chosen, error / len(pairs)
+    for stretch in MPS_STRETCHES:
+        for capacity in MPS_CAPACITIES:
+            chosen = model.Mps(capacity, stretch)
+            error = 0.0
+            for a, b, measured in pairs:
+                found = model.base(a, b, "mps", card, mps=chosen)
+                error += abs(found.efficiency - measured) / measured if found is not None else 0.0
+            if error / len(pairs) < best_error:
+                best, best_error = chosen, error / len(pairs)
     return best

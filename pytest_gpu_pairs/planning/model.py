@@ -2,15 +2,22 @@
 
 Each job alternates between GPU work (a fraction ``busy`` of its solo time, NVML's utilisation) and
 host work. Beside another job, a job's GPU work is stretched wherever the other job occupies the
-GPU: its relative rate ``r`` satisfies ``1/r_a = 1 + w * busy_a * r_b * busy_b`` (and the same with
-a and b swapped), solved as a fixed point, where ``w`` is the share of a collision that costs time:
+GPU: its relative rate ``r`` satisfies ``1/r_a = 1 + w_ab * busy_a * r_b * busy_b`` (and the same with
+a and b swapped), solved as a fixed point, where ``w_ab`` is the share of a collision that costs a
+time:
 
 - **time-slicing** runs one context at a time; how much of a collision costs time (``w``) is
   learnt from the card's measured pairs (``TimeSlicing``: a job's host work goes on while its kernels
   wait, so less than the whole overlap), else the whole overlap (``w = 1``);
-- **MPS** runs both jobs' kernels at once, and a collision costs only what the two kernels together
-  ask beyond the card: the SMs (GPM SM utilisation while busy, else power above idle as a stand-in)
-  or the memory bandwidth (GPM DRAM bandwidth, else NVML memory utilisation, per busy time).
+- **MPS** runs both jobs' kernels at once, and a collision costs only what the kernels ask beyond
+  the card. A kernel that needs a share ``s_a`` of the SMs (GPM SM utilisation while busy, else
+  power above idle as a stand-in) beside one holding ``s_b`` finds ``1 - s_b`` free and runs in
+  ``s_a / (1 - s_b)`` waves where alone it runs in one, so the cost runs one way: a light job's
+  kernels wait behind a job that fills the card, far more than the other way round (resnet20 beside
+  vulberta_cnn on an H200 ran at 0.58 of its pace, vulberta_cnn at 0.91). The share of that stretch
+  that costs time is learnt from the card's MPS pairs (``Mps``), never more than the whole overlap
+  time-slicing would cost. The memory bandwidth (GPM DRAM
+  bandwidth, else NVML memory utilisation, per busy time) costs both what the two ask beyond it.
 
 The GPU cannot be busier than always: where the jobs ask for more than the card's capacity (under
 time-slicing their busy time, one or less where measured pairs show that switching contexts takes
@@ -35,6 +42,7 @@ from pytest_gpu_pairs.experiment.vocabulary import SHARING_MODES
 from pytest_gpu_pairs.planning.profiles import SoloProfile
 
 ITERATIONS = 200
+MIN_FREE_SMS = 0.05
 MECHANISMS = SHARING_MODES
 
 
@@ -63,15 +71,17 @@ UNMEASURED = TimeSlicing()
 
 @dataclass(frozen=True)
 class Mps:
-    """How much of the card MPS clients' kernels can fill together, each weighted by its SM share.
-    GPM's SM share counts the SMs that hold a warp, not the issue slots, caches and bandwidth the
-    kernels on them also share, so a card saturates before the shares add up to one (a pair with a
-    job that fills the card measured well below what the shares leave room for). A job alone runs at
-    its own pace whatever it occupies, so the bound is never below the busiest job's own share; the
-    default is the physics before any pair is measured, and ``fit.mps`` learns it from a card's MPS
-    pairs."""
+    """How MPS clients share a card: the share of a kernel's stretch beside another's that costs its
+    job time (``stretch``: a job's host work goes on while its kernels wait, and a kernel's blocks
+    start as SMs free up rather than after the other's whole kernel), and how much of the card their
+    kernels can fill together, each weighted by its SM share (``capacity``: GPM's SM share counts the
+    SMs that hold a warp, not the issue slots, caches and bandwidth the kernels on them also share).
+    A job alone runs at its own pace whatever it occupies, so the bound is never below the busiest
+    job's own share. The defaults are the physics before any pair is measured (the whole stretch, a
+    card filled to the last SM), and ``fit.mps`` learns both from a card's MPS pairs."""
 
     capacity: float = 1.0
+    stretch: float = 1.0
 
 
 MPS_UNMEASURED = Mps()
@@ -81,7 +91,7 @@ MPS_UNMEASURED = Mps()
 class Base:
     rate_a: float
     rate_b: float
-    collision_weight: float
+    collision_weight: float  # the larger of the two directions' (under MPS a job's kernels wait behind the other's)
     contention: float  # busy_a x busy_b: how often the two would want the GPU at the same time
 
     @property
@@ -111,22 +121,39 @@ def bandwidth(p: SoloProfile) -> Optional[float]:
     return _clip(p.mem_busy / p.busy)
 
 
+def _sm_stretch(waiting: SoloProfile, holding: SoloProfile, card: Card) -> float:
+    """How much longer a kernel of ``waiting`` runs while one of ``holding`` holds its SMs: it finds
+    ``1 - s_holding`` of them free and needs ``s_waiting``, so it runs in that many more waves (a
+    card held whole is read as ``MIN_FREE_SMS`` free, not divided by nothing)."""
+    free = max(MIN_FREE_SMS, 1.0 - intensity(holding, card))
+    return max(0.0, intensity(waiting, card) / free - 1.0)
+
+
+def _mps_sm_weight(waiting: SoloProfile, holding: SoloProfile, card: Card, mps: Mps) -> float:
+    """The learnt share of the stretch, never more than the whole overlap: at worst a kernel's blocks
+    wait for the other kernel's to finish, as time-slicing would have them wait."""
+    return min(1.0, mps.stretch * _sm_stretch(waiting, holding, card))
+
+
 def collision_weight(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
-                     timeslicing: TimeSlicing = UNMEASURED) -> float:
+                     timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> float:
+    """The share of a collision with ``b`` that costs ``a`` time: under time-slicing the same both
+    ways, under MPS ``a``'s kernels' stretch beside ``b``'s, or the memory bandwidth both ask beyond
+    the card, whichever is more."""
     if mechanism == "timeslice":
         return timeslicing.collision_weight
-    sm = _clip(intensity(a, card) + intensity(b, card) - 1.0)
     bw_a, bw_b = bandwidth(a), bandwidth(b)
     memory = _clip(bw_a + bw_b - 1.0) if bw_a is not None and bw_b is not None else 0.0
-    return max(sm, memory)
+    return max(_mps_sm_weight(a, b, card, mps), memory)
 
 
 @lru_cache(maxsize=65536)
-def _fixed_point(busy_a: float, busy_b: float, weight: float) -> tuple[float, float]:
+def _fixed_point(busy_a: float, busy_b: float, weight_ab: float, weight_ba: float) -> tuple[float, float]:
     """Kept once computed: validation refits the same pairs at every weight of the grid in every fold."""
     rate_a = rate_b = 1.0
     for _ in range(ITERATIONS):
-        rate_a, rate_b = 1.0 / (1.0 + weight * busy_a * rate_b * busy_b), 1.0 / (1.0 + weight * busy_b * rate_a * busy_a)
+        rate_a, rate_b = (1.0 / (1.0 + weight_ab * busy_a * rate_b * busy_b),
+                          1.0 / (1.0 + weight_ba * busy_b * rate_a * busy_a))
     return rate_a, rate_b
 
 
@@ -165,7 +192,7 @@ def within_capacity(rates: Sequence[float], demands: Sequence[float], capacity: 
 def unbounded_rates(busy_a: float, busy_b: float, collision_weight: float) -> tuple[float, float, float, float]:
     """Two jobs' rates under time-slicing before the card's capacity bounds them, and the busy time
     each would ask for: what ``fit.timeslicing`` reads once per collision weight."""
-    rate_a, rate_b = _fixed_point(busy_a, busy_b, collision_weight)
+    rate_a, rate_b = _fixed_point(busy_a, busy_b, collision_weight, collision_weight)
     return rate_a, rate_b, rate_a * busy_a, rate_b * busy_b
 
 
@@ -179,12 +206,13 @@ def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
     """Both jobs' relative rates beside each other; None where a profile lacks its busy fraction."""
     if a.busy is None or b.busy is None:
         return None
-    weight = collision_weight(a, b, mechanism, card, timeslicing)
-    rate_a, rate_b = _fixed_point(a.busy, b.busy, weight)
+    weight_ab = collision_weight(a, b, mechanism, card, timeslicing, mps)
+    weight_ba = collision_weight(b, a, mechanism, card, timeslicing, mps)
+    rate_a, rate_b = _fixed_point(a.busy, b.busy, weight_ab, weight_ba)
     occupied = (occupancy(a, mechanism, card), occupancy(b, mechanism, card))
     demands = (rate_a * occupied[0], rate_b * occupied[1])
     rate_a, rate_b = within_capacity((rate_a, rate_b), demands, _bound(occupied, mechanism, timeslicing, mps))
-    return Base(rate_a, rate_b, weight, a.busy * b.busy)
+    return Base(rate_a, rate_b, max(weight_ab, weight_ba), a.busy * b.busy)
 
 
 def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
@@ -196,7 +224,7 @@ def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
     if any(p.busy is None for p in profiles):
         return None
     busy = [float(p.busy or 0.0) for p in profiles]
-    weights = [[collision_weight(a, b, mechanism, card, timeslicing) for b in profiles] for a in profiles]
+    weights = [[collision_weight(a, b, mechanism, card, timeslicing, mps) for b in profiles] for a in profiles]
     rates = [1.0] * len(profiles)
     for _ in range(ITERATIONS):
         rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
