@@ -487,9 +487,9 @@ def recommend(figures: dict[str, dict[str, Any]]) -> tuple[Optional[str], str, s
     never measured. The two predictions of a pair err together (the same jobs, the same profiles),
     so their difference is told apart by a margin, not by one interval's top. Leaving one workload
     out, no reference pair of the H100 or the H200 measured clearly better time-sliced; those MPS
-    measured clearly better were predicted -0.04 to 0.49 better (23 of the H200's 26 above the margin,
+    measured clearly better were predicted 0.03 to 0.49 better (25 of the H200's 26 above the margin,
     all 8 of the H100's), those within the measurements' noise -0.02 to 0.11 (the margin was set
-    after reading them: 0.1 passed over 8 of the H200's 26)."""
+    after reading them: 0.1 passed over 7 of the H200's 26)."""
     known = {m: f["efficiency"] for m, f in figures.items() if f["efficiency"]["value"] is not None}
     if not known:
         return None, "no solo profile of one of the jobs: nothing to predict from", "-"
