@@ -3,8 +3,8 @@
 Each job alternates between GPU work (a fraction ``busy`` of its solo time, NVML's utilisation) and
 host work. Beside another job, a job's GPU work is stretched wherever the other job occupies the
 GPU: its relative rate ``r`` satisfies ``1/r_a = 1 + w_ab * busy_a * r_b * busy_b`` (and the same with
-a and b swapped), solved as a fixed point, where ``w_ab`` is the share of a collision that costs a
-time:
+a and b swapped), solved as a fixed point, where ``w_ab`` is the share of a collision with b that
+costs a time:
 
 - **time-slicing** runs one context at a time; how much of a collision costs time (``w``) is
   learnt from the card's measured pairs (``TimeSlicing``: a job's host work goes on while its kernels
@@ -16,8 +16,8 @@ time:
   kernels wait behind a job that fills the card, far more than the other way round (resnet20 beside
   vulberta_cnn on an H200 ran at 0.58 of its pace, vulberta_cnn at 0.91). The share of that stretch
   that costs time is learnt from the card's MPS pairs (``Mps``), never more than the whole overlap
-  time-slicing would cost. The memory bandwidth (GPM DRAM
-  bandwidth, else NVML memory utilisation, per busy time) costs both what the two ask beyond it.
+  time-slicing would cost. The memory bandwidth (GPM DRAM bandwidth, else NVML memory utilisation,
+  per busy time) costs both what the two ask beyond it.
 
 The GPU cannot be busier than always: where the jobs ask for more than the card's capacity (under
 time-slicing their busy time, one or less where measured pairs show that switching contexts takes

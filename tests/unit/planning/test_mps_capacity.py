@@ -121,7 +121,7 @@ def test_a_planner_learns_it_from_its_cards_pairs_and_forgets_it_with_the_pairs(
     assert blind.mps == model.MPS_UNMEASURED and not mps_basis(blind)["learnt"]
 
 
-def test_plan_validate_says_what_mps_capacity_it_learnt_in_text_and_json(capsys):
+def test_plan_validate_says_what_mps_numbers_it_learnt_in_text_and_json(capsys):
     assert gpu_pairs(["plan-validate", "--card", "h200", "--json"]) == 0
     basis = json.loads(capsys.readouterr().out)["mps_base"]
     assert gpu_pairs(["plan-validate", "--card", "h200"]) == 0
