@@ -13,10 +13,13 @@ the mechanism the blind planner recommends is the one measured better. A measure
 jobs, which never teaches the planner, is set beside the planner's prediction for it.
 
 A measurement is a reading with noise of its own: the rows say how wide each measurement's
-interval was, and the summary is given again over the pairs measured to within ``PRECISE``.
+interval was, the summary is given again over the pairs measured to within ``PRECISE``, and the
+noise floor says what errors a planner that knew every pair's true efficiency would show against
+these same measurements.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -27,6 +30,12 @@ from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner, mps_basis, timeslicing_basis
 
 PRECISE = 0.05  # a measurement whose interval's half-width is within 5 % of its value
+NORMAL = statistics.NormalDist()
+
+
+def _within_precise(interval: Optional[tuple[float, float]], value: float) -> bool:
+    """Whether a measurement's interval's half-width is within ``PRECISE`` of its value."""
+    return interval is not None and (interval[1] - interval[0]) / 2.0 <= PRECISE * value
 
 
 @dataclass(frozen=True)
@@ -63,9 +72,7 @@ class HeldOut:
 
     @property
     def precise(self) -> bool:
-        if self.measured_ci is None:
-            return False
-        return (self.measured_ci[1] - self.measured_ci[0]) / 2.0 <= PRECISE * self.measured
+        return _within_precise(self.measured_ci, self.measured)
 
     def as_dict(self) -> dict[str, Any]:
         return {"pair": list(self.models), "sharing": self.sharing, "held_out": self.held_out,
@@ -165,6 +172,63 @@ def by_mechanism(rows: Sequence[HeldOut]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def _relative_sd(pair: MeasuredPair) -> Optional[float]:
+    """A measurement's standard error over its value, its 95 % interval's half-width read as 1.96 of
+    them: the most the interval allows (one from few starts uses a wider t), so a floor read from it
+    is if anything high."""
+    if pair.efficiency_ci is None or not pair.efficiency:
+        return None
+    low, high = pair.efficiency_ci
+    return max(0.0, high - low) / 2.0 / NORMAL.inv_cdf(0.975) / _measured(pair)
+
+
+def _share_within(error: float, sd: float) -> float:
+    """P(|N(0, sd)| <= error)."""
+    return 1.0 if sd == 0.0 else 2.0 * NORMAL.cdf(error / sd) - 1.0
+
+
+def _solve(reaches: Callable[[float], bool]) -> float:
+    """The least error at which ``reaches`` holds (it holds at more where it holds at less)."""
+    low, high = 0.0, 1.0
+    while not reaches(high) and high < 2.0 ** 20:
+        low, high = high, 2.0 * high
+    for _ in range(60):
+        middle = (low + high) / 2.0
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high
+
+
+def noise_floor(pairs: Sequence[MeasuredPair]) -> dict[str, Any]:
+    """What a planner that knew every pair's true efficiency would show against these measurements, from
+    the measurements' own noise: its median error over the pairs, and the worst error its median and
+    one time in ten reach (each pair's error ``|N(0, sd)|`` of its value, independent). A worst error
+    near these is as far as these measurements can tell."""
+    sds = [sd for sd in (_relative_sd(p) for p in pairs) if sd is not None]
+    if not sds:
+        return {"n_pairs": 0, "median_error": None, "worst_error": None, "worst_error_p90": None}
+
+    def worst_reaches(q: float) -> Callable[[float], bool]:
+        return lambda error: math.prod(_share_within(error, sd) for sd in sds) >= q
+
+    return {"n_pairs": len(sds),
+            "median_error": _solve(lambda error: statistics.fmean(_share_within(error, sd) for sd in sds) >= 0.5),
+            "worst_error": _solve(worst_reaches(0.5)), "worst_error_p90": _solve(worst_reaches(0.9))}
+
+
+def _precise(pair: MeasuredPair) -> bool:
+    return _within_precise(pair.efficiency_ci, _measured(pair))
+
+
+def noise_floors(pairs: Sequence[MeasuredPair]) -> dict[str, dict[str, Any]]:
+    """The noise floor per mechanism, over every pair and over the precisely measured ones."""
+    found = {}
+    for mechanism in MECHANISMS:
+        of = [p for p in pairs if p.sharing == mechanism]
+        if of:
+            found[mechanism] = {**noise_floor(of), "precise_only": noise_floor([p for p in of if _precise(p)])}
+    return found
+
+
 def _better(pairs: dict[str, MeasuredPair]) -> tuple[str, bool]:
     """(the mechanism measured better, whether its lead is beyond both measurements' intervals)."""
     slicing, mps = pairs["timeslice"], pairs["mps"]
@@ -212,6 +276,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
             "leave_one_workload_out_busy_on_host": by_mechanism(host_rows),
             "leave_one_pair_out": by_mechanism(pair_rows),
             "base_model_alone": by_mechanism(base_model_alone(planner)),
+            "noise_floor": noise_floors(_measured_pairs(planner)),
             "timeslicing": timeslicing_basis(planner),
             "mps_base": mps_basis(planner),
             "mechanism_choice": choice,

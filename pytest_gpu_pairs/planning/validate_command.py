@@ -82,6 +82,20 @@ def summary_table(summary: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _floor_text(label: str, f: dict[str, Any]) -> str:
+    return (f"{label} {_pct(f['median_error'])} median, worst {_pct(f['worst_error'])} (one time in ten above "
+            f"{_pct(f['worst_error_p90'])}; {f['n_pairs']} pairs)")
+
+
+def noise_line(floors: dict[str, dict[str, Any]]) -> str:
+    """What the measurements' own noise alone would make a perfect planner err, per mechanism, over
+    every pair and over the precisely measured ones."""
+    parts = [_floor_text(label, f) for mechanism, both in floors.items()
+             for label, f in ((mechanism, both), (f"{mechanism}, precise only", both["precise_only"])) if f["n_pairs"]]
+    return ("measurement noise alone (a planner that knew every pair's true efficiency, judged against these "
+            "measurements): " + ("; ".join(parts) if parts else "no measurement carries an interval"))
+
+
 def _choice_line(choice: dict[str, Any]) -> str:
     return (f"mechanism: over {choice['pairs']} pair(s) measured under both ({choice['n']} blind predictions), the "
             f"recommended one was the measured better one or within the measurements' noise of it "
@@ -122,7 +136,8 @@ def markdown(summary: dict[str, Any]) -> str:
              "Each pair is predicted by a planner that never saw one of its workloads measured (once per workload), "
              "and by one that never saw the pair. Errors are relative to the measured efficiency (read as 2 where "
              f"it measured above); 'precise only' keeps the pairs measured to within ±{summary['precise_within']:.0%}.",
-             "", *summary_table(summary), "", _choice_line(summary["mechanism_choice"]), "",
+             "", *summary_table(summary), "", noise_line(summary["noise_floor"]), "",
+             _choice_line(summary["mechanism_choice"]), "",
              timeslicing_line(summary["timeslicing"]), "", mps_line(summary["mps_base"]), "",
              *(f"- {line}" for line in (*group_lines(summary), *_basis_lines(summary))), "",
              "## The largest errors, leaving one workload out", "",
@@ -156,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"gpu-pairs plan-validate: {summary['measured_pairs']} measured pair(s), {len(summary['workloads'])} workloads")
     for line in summary_table(summary):
         print(line)
+    print(noise_line(summary["noise_floor"]))
     print(_choice_line(summary["mechanism_choice"]))
     print(timeslicing_line(summary["timeslicing"]))
     print(mps_line(summary["mps_base"]))
