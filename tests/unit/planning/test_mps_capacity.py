@@ -121,11 +121,15 @@ def test_a_planner_learns_it_from_its_cards_pairs_and_forgets_it_with_the_pairs(
     assert blind.mps == model.MPS_UNMEASURED and not mps_basis(blind)["learnt"]
 
 
-def test_plan_validate_says_what_mps_numbers_it_learnt_in_text_and_json(capsys):
-    assert gpu_pairs(["plan-validate", "--card", "h200", "--json"]) == 0
-    basis = json.loads(capsys.readouterr().out)["mps_base"]
-    assert gpu_pairs(["plan-validate", "--card", "h200"]) == 0
+def test_plan_validate_says_what_mps_numbers_it_learnt_and_the_noise_floor_in_text_and_json(capsys, tmp_path):
+    assert gpu_pairs(["plan-validate", "--card", "h200", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    basis = summary["mps_base"]
     line = f"MPS's base model: a kernel's stretch beside another's costs {basis['stretch']:g} of it, both jobs' " \
            f"kernels, weighted by their SM shares, fill at most {basis['capacity']:g} of the card " \
            f"(learnt from {basis['measured_pairs']} measured pairs)"
-    assert line in capsys.readouterr().out.splitlines()
+    assert line in printed
+    floor = next(p for p in printed if p.startswith("measurement noise alone"))
+    assert all(f"{summary['noise_floor'][m]['n_pairs']} pairs" in floor for m in ("timeslice", "mps"))
+    assert floor in (tmp_path / "validation.md").read_text().splitlines()
