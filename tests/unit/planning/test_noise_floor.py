@@ -60,4 +60,3 @@ def test_exact_measurements_and_none_with_an_interval_say_so():
 def test_a_measurement_far_noisier_than_its_value_still_reads_a_floor():
     floor = noise_floor([pair(0.5, 5.0)])
     assert floor["worst_error_p90"] == pytest.approx(NORMAL.inv_cdf(0.95) * 5.0 / Z95 / 0.5, rel=1e-6)
-
