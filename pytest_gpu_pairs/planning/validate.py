@@ -23,7 +23,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair
 from pytest_gpu_pairs.planning.model import MECHANISMS
@@ -31,6 +31,7 @@ from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner, m
 
 PRECISE = 0.05  # a measurement whose interval's half-width is within 5 % of its value
 NORMAL = statistics.NormalDist()
+T = TypeVar("T")
 
 
 def _within_precise(interval: Optional[tuple[float, float]], value: float) -> bool:
@@ -162,14 +163,20 @@ def summarise(rows: Sequence[HeldOut]) -> dict[str, Any]:
             "mean_interval_width": statistics.fmean(r.width for r in judged if r.width is not None) if judged else None}
 
 
-def by_mechanism(rows: Sequence[HeldOut]) -> dict[str, dict[str, Any]]:
-    """The summary per mechanism, over every pair and over the precisely measured ones."""
+def _per_mechanism(items: Sequence[T], sharing: Callable[[T], str], precise: Callable[[T], bool],
+                   figures: Callable[[Sequence[T]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``figures`` per mechanism, over every item and over the precisely measured ones."""
     found = {}
     for mechanism in MECHANISMS:
-        of = [r for r in rows if r.sharing == mechanism]
+        of = [i for i in items if sharing(i) == mechanism]
         if of:
-            found[mechanism] = {**summarise(of), "precise_only": summarise([r for r in of if r.precise])}
+            found[mechanism] = {**figures(of), "precise_only": figures([i for i in of if precise(i)])}
     return found
+
+
+def by_mechanism(rows: Sequence[HeldOut]) -> dict[str, dict[str, Any]]:
+    """The summary per mechanism, over every pair and over the precisely measured ones."""
+    return _per_mechanism(rows, lambda r: r.sharing, lambda r: r.precise, summarise)
 
 
 def _relative_sd(pair: MeasuredPair) -> Optional[float]:
@@ -215,18 +222,10 @@ def noise_floor(pairs: Sequence[MeasuredPair]) -> dict[str, Any]:
             "worst_error": _solve(worst_reaches(0.5)), "worst_error_p90": _solve(worst_reaches(0.9))}
 
 
-def _precise(pair: MeasuredPair) -> bool:
-    return _within_precise(pair.efficiency_ci, _measured(pair))
-
-
 def noise_floors(pairs: Sequence[MeasuredPair]) -> dict[str, dict[str, Any]]:
     """The noise floor per mechanism, over every pair and over the precisely measured ones."""
-    found = {}
-    for mechanism in MECHANISMS:
-        of = [p for p in pairs if p.sharing == mechanism]
-        if of:
-            found[mechanism] = {**noise_floor(of), "precise_only": noise_floor([p for p in of if _precise(p)])}
-    return found
+    return _per_mechanism(pairs, lambda p: p.sharing, lambda p: _within_precise(p.efficiency_ci, _measured(p)),
+                          noise_floor)
 
 
 def _better(pairs: dict[str, MeasuredPair]) -> tuple[str, bool]:
