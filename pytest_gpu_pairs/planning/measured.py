@@ -1,7 +1,7 @@
 """Measured pairs in: every concurrent case of any number of results folders (or benchmark JSON
 files), through ``record.store``, the only reader of records, and the H100 reference pairs the
 package carries. A pair's figures are the mean over the records of the same two workloads and
-mechanism; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``); a
+mechanism, its interval that of the mean over sessions that may disagree; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``); a
 group of more jobs is kept apart (it teaches no pair). A pair's jobs' busy fractions in its solo
 phases are read again from the readings its cases kept (``gpu_samples.csv``, settled after each
 switch as a phase is read now): a record's own figure may predate that reading. An MPS pair's
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
 from pytest_gpu_pairs.record.metrics import measured_mean
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.phases import recorded_solo_busy
+from pytest_gpu_pairs.record.stats import CONFIDENCE as RECORD_CONFIDENCE
 from pytest_gpu_pairs.record.store import Run, holds_profiles_only, load_run, load_utilisation
 from pytest_gpu_pairs.run.methods import EPOCH, INTERLEAVED
 
@@ -137,12 +139,27 @@ def _measured_whole(record) -> bool:
     return not record.get("oom") and not record.get("failure")
 
 
+def mean_interval(intervals: Sequence[tuple[float, float]], confidence: float = RECORD_CONFIDENCE) -> tuple[float, float]:
+    """The interval of the mean of independent measurements, each given by its interval at ``confidence``
+    (normal, as a record states it). Sessions on other hosts can disagree by more than each one's own
+    noise (on the H200, resnet44 + word_lm read 1.56 [1.47, 1.64] on one host and 1.86 [1.81, 1.90] on
+    another, its jobs 26 % busier alone on the first), so the spread between them beyond that noise
+    counts too (a random effect, estimated by moments). Averaging the bounds would neither narrow with
+    more sessions nor widen where they disagree."""
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    centres = [(low + high) / 2 for low, high in intervals]
+    variances = [((high - low) / 2 / z) ** 2 for low, high in intervals]
+    n = len(intervals)
+    between = max(0.0, statistics.variance(centres) - statistics.fmean(variances)) if n > 1 else 0.0
+    half = z * math.sqrt(sum(variances) / n**2 + between / n)
+    centre = statistics.fmean(centres)
+    return centre - half, centre + half
+
+
 def _ci(records: Sequence) -> Optional[tuple[float, float]]:
     intervals = [r.get("concurrency_efficiency_ci") for r in records]
-    intervals = [tuple(i) for i in intervals if isinstance(i, list) and None not in i]
-    if not intervals:
-        return None
-    return statistics.fmean(i[0] for i in intervals), statistics.fmean(i[1] for i in intervals)
+    intervals = [(i[0], i[1]) for i in intervals if isinstance(i, list) and len(i) == 2 and None not in i]
+    return mean_interval(intervals) if intervals else None
 
 
 def _pair(models: tuple[str, ...], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:

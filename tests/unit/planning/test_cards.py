@@ -105,13 +105,14 @@ def _efficiencies(plan: dict) -> dict:
 
 
 def test_the_h200_table_plans_as_the_h200s_own_profiles_and_pairs_do(capsys, tmp_path):
-    """The packaged table is that folder distilled, its figures to six places: the same predictions,
-    the same intervals, on the same card; only where the measured pairs come from is named otherwise.
+    """The packaged table is that folder distilled, with the pairs measured again, its figures to six
+    places: the same predictions, the same intervals, on the same card; only where the measured pairs
+    come from is named otherwise.
     The GPM profiles' folders come first: they hold profiles alone, and lend their SM and DRAM shares
     to the study's own profiles, which stay the table's."""
     settings = _settings(tmp_path)
     packaged = _plan(capsys, settings, "--card", "h200", "--out", str(tmp_path))
-    names = ("gpm/first", "gpm/second", "timeslice", "mps_nolimit")
+    names = ("gpm/first", "gpm/second", "timeslice", "mps_nolimit", "remeasured/timeslice", "remeasured/mps_nolimit")
     folders = [f for name in names if (f := H200_REFERENCE / name).is_dir()]
     here = _plan(capsys, settings, "--profiles-here", *(a for f in folders for a in ("--results", str(f))))
     assert packaged["card_mb"] == here["card_mb"] == 143_771.0
