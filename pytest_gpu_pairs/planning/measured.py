@@ -24,11 +24,12 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from pytest_gpu_pairs.inputs import SettingsError, first_error, read_json
+from pytest_gpu_pairs.planning.scale import MAX_EFFICIENCY, efficiency_scale
 from pytest_gpu_pairs.record.metrics import measured_mean
 from pytest_gpu_pairs.record.model import Record
 from pytest_gpu_pairs.record.phases import recorded_solo_busy
@@ -76,12 +77,24 @@ class FitEvidence:
         return None
 
 
+@dataclass(frozen=True)
+class SessionSpread:
+    """How far sessions of one pair (other hosts, other days) disagree beyond each one's own noise: one
+    standard deviation in units of ``scale.efficiency_scale``, pooled over the pairs measured in
+    several sessions. A session's interval holds its own noise only; on the H200 four of five pairs
+    drawn at random read 11-15 % lower on another host, their jobs stepping faster alone there."""
+
+    sd: float
+    pairs: int
+
+
 @dataclass
 class Measured:
     pairs: dict[tuple[tuple[str, str], str], MeasuredPair] = field(default_factory=dict)
     fit: dict[tuple[str, str], FitEvidence] = field(default_factory=dict)
     skipped: int = 0  # concurrent GPU records of another measuring method
     groups: dict[tuple[tuple[str, ...], str], MeasuredPair] = field(default_factory=dict)  # more than two jobs: never taught
+    between_sessions: Optional[SessionSpread] = None  # from the pairs measured in several sessions
 
     def of(self, models: tuple[str, str], sharing: str) -> Optional[MeasuredPair]:
         return self.pairs.get((pair_key(*models), sharing))
@@ -102,7 +115,9 @@ class Measured:
         (``_one_basis``), and fit evidence of the same pair replaces the reference's."""
         pairs = {**reference.pairs, **{key: pair for key, pair in self.pairs.items()
                                        if not _limited_over_whole(pair, reference.pairs.get(key))}}
-        return Measured(pairs, {**reference.fit, **self.fit}, self.skipped, {**reference.groups, **self.groups})
+        return Measured(pairs, {**reference.fit, **self.fit}, self.skipped, {**reference.groups, **self.groups},
+                        self.between_sessions or reference.between_sessions)
+
 
 
 def _limited_over_whole(pair: MeasuredPair, other: Optional[MeasuredPair]) -> bool:
@@ -139,6 +154,14 @@ def _measured_whole(record) -> bool:
     return not record.get("oom") and not record.get("failure")
 
 
+def _normal(confidence: float) -> float:
+    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def _centres_and_variances(intervals: Sequence[tuple[float, float]], z: float) -> tuple[list[float], list[float]]:
+    return [(low + high) / 2 for low, high in intervals], [((high - low) / 2 / z) ** 2 for low, high in intervals]
+
+
 def mean_interval(intervals: Sequence[tuple[float, float]], confidence: float = RECORD_CONFIDENCE) -> tuple[float, float]:
     """The interval of the mean of independent measurements, each given by its interval at ``confidence``
     (normal, as a record states it). Sessions on other hosts can disagree by more than each one's own
@@ -146,9 +169,8 @@ def mean_interval(intervals: Sequence[tuple[float, float]], confidence: float = 
     another, its jobs 26 % busier alone on the first), so the spread between them beyond that noise
     counts too (a random effect, estimated by moments). Averaging the bounds would neither narrow with
     more sessions nor widen where they disagree."""
-    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-    centres = [(low + high) / 2 for low, high in intervals]
-    variances = [((high - low) / 2 / z) ** 2 for low, high in intervals]
+    z = _normal(confidence)
+    centres, variances = _centres_and_variances(intervals, z)
     n = len(intervals)
     between = max(0.0, statistics.variance(centres) - statistics.fmean(variances)) if n > 1 else 0.0
     half = z * math.sqrt(sum(variances) / n**2 + between / n)
@@ -156,9 +178,36 @@ def mean_interval(intervals: Sequence[tuple[float, float]], confidence: float = 
     return centre - half, centre + half
 
 
+def session_spread(by_pair: Iterable[Sequence[tuple[float, float]]],
+                   confidence: float = RECORD_CONFIDENCE) -> Optional[SessionSpread]:
+    """The spread between sessions, in the units of each pair's ``efficiency_scale`` and shared by the
+    pairs measured in two or more (DerSimonian and Laird's moment estimator over several pairs: each
+    session weighed by its own precision, so a short session with a wide interval tells little); None
+    where no pair was measured twice."""
+    z = _normal(confidence)
+    q = df = c = 0.0
+    pairs = 0
+    for intervals in by_pair:
+        centres, variances = _centres_and_variances(intervals, z)
+        if len(intervals) < 2 or min(variances) <= 0:
+            continue
+        scale = efficiency_scale(min(statistics.fmean(centres), MAX_EFFICIENCY))
+        weights = [scale**2 / v for v in variances]
+        mean = sum(w * x for w, x in zip(weights, centres)) / sum(weights)
+        q += sum(w * ((x - mean) / scale) ** 2 for w, x in zip(weights, centres))
+        df += len(intervals) - 1
+        c += sum(weights) - sum(w * w for w in weights) / sum(weights)
+        pairs += 1
+    return SessionSpread(math.sqrt(max(0.0, (q - df) / c)), pairs) if pairs else None
+
+
+def _intervals(records: Sequence) -> list[tuple[float, float]]:
+    found = [r.get("concurrency_efficiency_ci") for r in records]
+    return [(i[0], i[1]) for i in found if isinstance(i, list) and len(i) == 2 and None not in i]
+
+
 def _ci(records: Sequence) -> Optional[tuple[float, float]]:
-    intervals = [r.get("concurrency_efficiency_ci") for r in records]
-    intervals = [(i[0], i[1]) for i in intervals if isinstance(i, list) and len(i) == 2 and None not in i]
+    intervals = _intervals(records)
     return mean_interval(intervals) if intervals else None
 
 
@@ -266,10 +315,13 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
             grouped.setdefault(key, []).append((str(path), record))
             busy.setdefault(key, []).append(_solo_busy(run, case_id, record) if _alone_on_the_whole_card(record) else {})
     measured = Measured(skipped=skipped)
+    sessions = []
     for (models, sharing), found in grouped.items():
         kept, under_limits = _one_basis(found)
         measured.pairs[(models, sharing)] = replace(_pair(models, sharing, kept), solo_under_mps_limits=under_limits,
                                                     solo_busy=_mean_busy(busy[(models, sharing)]))
+        sessions.append(_intervals([r for _, r in kept if _measured_whole(r)]))
+    measured.between_sessions = session_spread(sessions)
     for models, records in emulated.items():
         measured.fit[models] = _fit_evidence(records)
     for (names, sharing), found in groups.items():
@@ -300,12 +352,19 @@ class _ReferenceFit(BaseModel):
     oom_mb: _Number = None
 
 
+class _ReferenceSpread(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sd: Annotated[StrictFloat, Field(ge=0.0)]
+    pairs: Annotated[StrictInt, Field(ge=1)]
+
+
 class _ReferenceFile(BaseModel):
     model_config = ConfigDict(extra="allow")
     device: StrictStr
     pairs: list[_ReferencePair]
     fit: list[_ReferenceFit] = []
     groups: list[_ReferencePair] = []
+    between_sessions: Optional[_ReferenceSpread] = None
 
 
 @dataclass(frozen=True)
@@ -353,7 +412,9 @@ def parse_reference(raw: object, source: str) -> Reference:
     pairs = {(pair_key(*p.models), p.sharing): _reference_pair(p, source) for p in data.pairs}
     fit = {pair_key(*f.models): FitEvidence(f.ran_mb, f.oom_mb) for f in data.fit}
     groups = {(tuple(sorted(g.models)), g.sharing): _reference_pair(g, source) for g in data.groups}
-    return Reference(data.device, Measured(pairs, fit, groups=groups), source)
+    spread = data.between_sessions
+    return Reference(data.device, Measured(pairs, fit, groups=groups, between_sessions=None if spread is None
+                                           else SessionSpread(spread.sd, spread.pairs)), source)
 
 
 def read_reference(path: Optional[Path] = None) -> Reference:

@@ -21,14 +21,15 @@ from typing import Any, Optional
 from pytest_gpu_pairs.planning import fit as learning
 from pytest_gpu_pairs.planning import memory, model
 from pytest_gpu_pairs.planning.cards import reference_name
-from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, pair_key
+from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, SessionSpread, pair_key
 from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile
+from pytest_gpu_pairs.planning.scale import ERROR_FLOOR, MAX_EFFICIENCY, efficiency_scale
+from pytest_gpu_pairs.record.stats import CONFIDENCE as RECORD_CONFIDENCE
 
-MAX_EFFICIENCY = 2.0
-ERROR_FLOOR = 0.1  # the scale of an error where a bound pins the pair: light pairs read 1.9-2.1 across sessions and hosts
 CLEARLY_BETTER = 0.05  # efficiency by which MPS must be predicted to beat time-slicing to be recommended
 HOST_SPREAD = 0.15  # log-SD of a host's pace that the reference pairs' hosts did not show (``_host_shift``)
 HOST_Z = statistics.NormalDist().inv_cdf(0.5 + learning.CONFIDENCE / 2)  # both ends of the stated interval
+MEASURED_Z = statistics.NormalDist().inv_cdf(0.5 + RECORD_CONFIDENCE / 2)  # a measurement's interval, as its record states it
 MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
 REFERENCE_NAME = "H100 reference"  # the whole-run fit figures of a table: only the H100's carries them
 REFERENCE_ORIGIN = re.compile(r"\((\w+ reference), ")
@@ -55,31 +56,34 @@ class Figure:
                 "basis": self.basis}
 
 
-def efficiency_scale(value: float) -> float:
-    """How large a prediction's error is expected to be at ``value``: least where a bound pins the
-    pair (2, jobs that barely touch the card; 1, two that keep it busy), most between, where the
-    base model's guess of how the jobs interleave decides. The interval is this times a quantile
-    calibrated on held-out workloads (``fit``)."""
-    return ERROR_FLOOR + max(0.0, (MAX_EFFICIENCY - value) * (value - 1.0))
-
-
 def _measured_basis(pair: MeasuredPair) -> str:
     origin = f"{reference_name(pair.sources[0])}, " if pair.reference and pair.sources else ""
     return f"{MEASURED} ({origin}{pair.records} record(s))"
 
 
-def _measured_efficiency(pair: MeasuredPair) -> Figure:
+def _measured_efficiency(pair: MeasuredPair, spread: Optional[SessionSpread] = None) -> Figure:
     """The measurement, within the physical range: a mean above 2 is noise around a pair that shares
     for free (two jobs cannot do more than both run alone), so it reads as 2 and says so; a group's
-    bound is its job count."""
+    bound is its job count. Its interval adds the spread between sessions the measured pairs show, as
+    the machine that runs the pair is another session's host."""
     assert pair.efficiency is not None
     value, bound = pair.efficiency, float(len(pair.models))
     low, high = pair.efficiency_ci or (None, None)
     basis = _measured_basis(pair)
+    if low is not None and high is not None and spread is not None and spread.sd > 0.0:
+        between = MEASURED_Z * spread.sd * efficiency_scale(min(value, bound))
+        low, high = _widened(low, high, between)
+        basis += (f"; interval with the spread between sessions on other hosts (±{between:.2f} here, from "
+                  f"{spread.pairs} pair(s) measured in several)")
     if value > bound:
         basis += f"; measured {value:.3f}, above the physical bound of {bound:g}: read as {bound:g}"
     bounded = [None if v is None else _clip(v, 0.0, bound) for v in (value, low, high)]
     return Figure(bounded[0], bounded[1], bounded[2], basis)
+
+
+def _widened(low: float, high: float, by: float) -> tuple[float, float]:
+    half, centre = math.hypot((high - low) / 2, by), (low + high) / 2
+    return centre - half, centre + half
 
 
 def settled_busy(profiles: Profiles, measured: Measured) -> Profiles:
@@ -129,7 +133,7 @@ def _busier(solo: Profiles, models: Iterable[str], factor: float) -> Profiles:
 
 def _without_workload(measured: Measured, name: str) -> Measured:
     return Measured({k: v for k, v in measured.pairs.items() if name not in k[0]},
-                    {k: v for k, v in measured.fit.items() if name not in k})
+                    {k: v for k, v in measured.fit.items() if name not in k}, between_sessions=measured.between_sessions)
 
 
 @dataclass
@@ -170,7 +174,8 @@ class Planner:
         """The planner that never saw ``models`` measured: for leave-one-pair-out validation."""
         key = pair_key(*models)
         kept = Measured({k: v for k, v in self.measured.pairs.items() if k[0] != key},
-                        {k: v for k, v in self.measured.fit.items() if k != key})
+                        {k: v for k, v in self.measured.fit.items() if k != key},
+                        between_sessions=self.measured.between_sessions)
         return replace(self, measured=kept)
 
     def without_workload(self, name: str) -> Planner:
@@ -248,7 +253,7 @@ class Planner:
     def efficiency(self, models: tuple[str, str], sharing: str) -> Figure:
         pair = self.measured.of(models, sharing)
         if pair is not None and pair.efficiency is not None:
-            return _measured_efficiency(pair)
+            return _measured_efficiency(pair, self.measured.between_sessions)
         return self._predicted_efficiency(pair_key(*models), sharing, self.here)
 
     def _predicted_efficiency(self, key: tuple[str, str], sharing: str, solo: Optional[Profiles] = None,
@@ -330,7 +335,7 @@ class Planner:
         says so."""
         group = self.measured.groups.get((tuple(sorted(models)), sharing)) if measured else None
         if group is not None and group.efficiency is not None:
-            return _measured_efficiency(group)
+            return _measured_efficiency(group, self.measured.between_sessions)
         value = self._group_value(models, sharing, self.here)
         if value is None:
             return Figure(None, None, None, NONE)

@@ -54,9 +54,11 @@ def build(measured: Measured, device: str, folders: tuple[Path, ...] = FOLDERS) 
     groups = [_row(p) for _, p in sorted(measured.groups.items())]
     fit = [{"models": list(models), "ran_mb": evidence.ran_mb, "oom_mb": evidence.oom_mb}
            for models, evidence in sorted(measured.fit.items())]
+    spread = measured.between_sessions
     return {"device": device, "method": "interleaved",
             "sources": [str(f.relative_to(ROOT)) for f in folders],
-            "pairs": pairs, "groups": groups, "fit": fit, "other_method_records_skipped": measured.skipped}
+            "pairs": pairs, "groups": groups, "fit": fit, "other_method_records_skipped": measured.skipped,
+            "between_sessions": None if spread is None else {"sd": _round(spread.sd), "pairs": spread.pairs}}
 
 
 def render() -> str:

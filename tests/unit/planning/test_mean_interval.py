@@ -1,13 +1,15 @@
 """A pair measured in several sessions: the interval of their mean narrows as sessions agree and
-widens where they disagree beyond their own noise."""
+widens where they disagree beyond their own noise; the spread between sessions, over the pairs
+measured twice, widens a plan's measured figures."""
 from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gpu_pairs.planning.measured import mean_interval, read_measured
+from pytest_gpu_pairs.planning.measured import mean_interval, read_measured, session_spread
 
 centres = st.floats(0.5, 2.5)
 halves = st.floats(0.001, 0.5)
@@ -61,3 +63,70 @@ def test_a_pair_measured_again_on_another_host_reads_the_spread_between_the_sess
     low, high = pair.efficiency_ci
     assert low < 1.47 and high > 1.90
     assert math.isclose(pair.efficiency, (1.555443 + 1.855803) / 2, abs_tol=1e-3)
+
+
+@given(st.lists(st.tuples(centres, halves), min_size=1, max_size=5), st.integers(2, 4))
+def test_pairs_whose_sessions_agree_exactly_show_no_spread(pairs, sessions):
+    spread = session_spread([[(c - h, c + h)] * sessions for c, h in pairs])
+    assert spread is not None and spread.pairs == len(pairs) and spread.sd == 0.0
+
+
+@given(centres, st.floats(0.005, 0.05), st.floats(0.0, 0.5), st.floats(0.01, 0.5))
+def test_sessions_further_apart_show_no_less_spread(centre, half, apart, further):
+    def spread(gap: float) -> float:
+        found = session_spread([[(centre - gap - half, centre - gap + half), (centre + gap - half, centre + gap + half)]])
+        assert found is not None
+        return found.sd
+    assert spread(apart + further) >= spread(apart)
+
+
+def test_one_session_a_pair_shows_nothing_of_the_spread():
+    assert session_spread([[(1.5, 1.7)], [(1.8, 1.9)]]) is None
+
+
+def test_a_wide_session_weighs_little_against_precise_ones():
+    """Two precise sessions that agree, and a third of an archived short run far off with an interval
+    of ±0.8: the pair says little of a spread between sessions."""
+    precise = session_spread([[(1.78, 1.82), (1.79, 1.83)]])
+    with_wide = session_spread([[(1.78, 1.82), (1.79, 1.83), (0.7, 2.3)]])
+    assert precise is not None and with_wide is not None and with_wide.sd <= 0.01
+
+
+def test_the_h200s_sessions_disagree_beyond_their_noise_and_a_plan_says_so():
+    """On the H200, 16 pairs measured in two sessions on different hosts: five drawn at random read
+    11-15 % lower on the second. A plan's figure for a measured pair carries that spread."""
+    from pytest_gpu_pairs.planning.cards import H200
+    from pytest_gpu_pairs.planning.measured import read_reference
+    from pytest_gpu_pairs.planning.predict import MEASURED_Z, _measured_efficiency
+    from pytest_gpu_pairs.planning.scale import efficiency_scale
+
+    measured = read_reference(H200.reference).measured
+    spread = measured.between_sessions
+    assert spread is not None and spread.pairs >= 16 and spread.sd > 0.2
+    pair = measured.of(("resnet20", "resnet32"), "timeslice")
+    assert pair is not None and pair.efficiency is not None and pair.efficiency_ci is not None
+    figure = _measured_efficiency(pair, spread)
+    own = (pair.efficiency_ci[1] - pair.efficiency_ci[0]) / 2
+    assert figure.low is not None and figure.high is not None
+    assert math.isclose((figure.high - figure.low) / 2, math.hypot(own, MEASURED_Z * spread.sd * efficiency_scale(pair.efficiency)))
+    assert "spread between sessions" in figure.basis
+    assert _measured_efficiency(pair).low == pytest.approx(pair.efficiency_ci[0])
+    light = measured.of(("mnist_ff", "mnist_rnn"), "timeslice")
+    assert light is not None and light.efficiency is not None and light.efficiency > 1.95
+    light_figure = _measured_efficiency(light, spread)
+    assert light_figure.low is not None and light_figure.high is not None and figure.low is not None
+    assert light_figure.high - light_figure.low < figure.high - figure.low
+
+
+@pytest.mark.parametrize("spread, place", [({"sd": -0.1, "pairs": 3}, "between_sessions.sd"),
+                                           ({"sd": 0.2, "pairs": 0}, "between_sessions.pairs"),
+                                           ({"sd": 0.2}, "between_sessions.pairs"),
+                                           ("wide", "between_sessions")])
+def test_a_reference_file_with_a_bad_spread_is_refused_in_one_line(spread, place):
+    from pytest_gpu_pairs.inputs import SettingsError
+    from pytest_gpu_pairs.planning.measured import parse_reference
+
+    with pytest.raises(SettingsError) as refused:
+        parse_reference({"device": "NVIDIA H200", "pairs": [], "between_sessions": spread}, "pairs.json")
+    message = str(refused.value)
+    assert "pairs.json" in message and place in message and "\n" not in message
