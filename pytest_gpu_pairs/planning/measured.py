@@ -116,8 +116,16 @@ class Measured:
         pairs = {**reference.pairs, **{key: pair for key, pair in self.pairs.items()
                                        if not _limited_over_whole(pair, reference.pairs.get(key))}}
         return Measured(pairs, {**reference.fit, **self.fit}, self.skipped, {**reference.groups, **self.groups},
-                        self.between_sessions or reference.between_sessions)
+                        _resting_on_more(self.between_sessions, reference.between_sessions))
 
+
+
+def _resting_on_more(mine: Optional[SessionSpread], theirs: Optional[SessionSpread]) -> Optional[SessionSpread]:
+    """The spread between sessions that more pairs measured twice taught: one pair of a user's that
+    agreed with itself says little against a table's sixteen."""
+    if mine is None or theirs is None:
+        return mine or theirs
+    return mine if mine.pairs >= theirs.pairs else theirs
 
 
 def _limited_over_whole(pair: MeasuredPair, other: Optional[MeasuredPair]) -> bool:

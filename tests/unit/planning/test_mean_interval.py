@@ -130,3 +130,14 @@ def test_a_reference_file_with_a_bad_spread_is_refused_in_one_line(spread, place
         parse_reference({"device": "NVIDIA H200", "pairs": [], "between_sessions": spread}, "pairs.json")
     message = str(refused.value)
     assert "pairs.json" in message and place in message and "\n" not in message
+
+
+@given(st.integers(1, 40), st.integers(1, 40), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_results_over_a_table_keep_the_spread_that_rests_on_more_pairs(mine, theirs, my_sd, their_sd):
+    from pytest_gpu_pairs.planning.measured import Measured, SessionSpread
+
+    ours, table = SessionSpread(my_sd, mine), SessionSpread(their_sd, theirs)
+    kept = Measured(between_sessions=ours).over(Measured(between_sessions=table)).between_sessions
+    assert kept == (ours if mine >= theirs else table)
+    assert Measured().over(Measured(between_sessions=table)).between_sessions == table
+    assert Measured(between_sessions=ours).over(Measured()).between_sessions == ours
