@@ -1,8 +1,10 @@
 """Measured pairs in: every concurrent case of any number of results folders (or benchmark JSON
 files), through ``record.store``, the only reader of records, and the H100 reference pairs the
 package carries. A pair's figures are the mean over the records of the same two workloads and
-mechanism, its interval that of the mean over sessions that may disagree; fit evidence comes from the records made on an emulated card (``gpu_memory_mb``); a
-group of more jobs is kept apart (it teaches no pair). A pair's jobs' busy fractions in its solo
+mechanism, its interval that of the mean over sessions that may disagree, and the pairs measured in
+several sessions tell how far sessions disagree (``between_sessions``); fit evidence comes from the
+records made on an emulated card (``gpu_memory_mb``); a group of more jobs is kept apart (it teaches
+no pair). A pair's jobs' busy fractions in its solo
 phases are read again from the readings its cases kept (``gpu_samples.csv``, settled after each
 switch as a phase is read now): a record's own figure may predate that reading. An MPS pair's
 records whose solo phases ran each job under a thread limit are against a slower solo pace than
@@ -82,7 +84,7 @@ class SessionSpread:
     """How far sessions of one pair (other hosts, other days) disagree beyond each one's own noise: one
     standard deviation in units of ``scale.efficiency_scale``, pooled over the pairs measured in
     several sessions. A session's interval holds its own noise only; on the H200 four of five pairs
-    drawn at random read 11-15 % lower on another host, their jobs stepping faster alone there."""
+    drawn at random read 10-15 % lower on another host, their jobs stepping faster alone there."""
 
     sd: float
     pairs: int
@@ -117,7 +119,6 @@ class Measured:
                                        if not _limited_over_whole(pair, reference.pairs.get(key))}}
         return Measured(pairs, {**reference.fit, **self.fit}, self.skipped, {**reference.groups, **self.groups},
                         _resting_on_more(self.between_sessions, reference.between_sessions))
-
 
 
 def _resting_on_more(mine: Optional[SessionSpread], theirs: Optional[SessionSpread]) -> Optional[SessionSpread]:

@@ -93,8 +93,9 @@ def test_a_wide_session_weighs_little_against_precise_ones():
 
 
 def test_the_h200s_sessions_disagree_beyond_their_noise_and_a_plan_says_so():
-    """On the H200, 16 pairs measured in two sessions on different hosts: five drawn at random read
-    11-15 % lower on the second. A plan's figure for a measured pair carries that spread."""
+    """On the H200, 16 pairs measured in two sessions on different hosts: four of five drawn at random
+    read 10-15 % lower on the second. A plan's figure for a measured pair carries that spread, less of
+    it for a light pair, which reproduces."""
     from pytest_gpu_pairs.planning.cards import H200
     from pytest_gpu_pairs.planning.measured import read_reference
     from pytest_gpu_pairs.planning.predict import MEASURED_Z, _measured_efficiency
