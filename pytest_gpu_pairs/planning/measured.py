@@ -40,6 +40,7 @@ from pytest_gpu_pairs.record.store import Run, holds_profiles_only, load_run, lo
 from pytest_gpu_pairs.run.methods import EPOCH, INTERLEAVED
 
 REFERENCE = Path(__file__).with_name("reference_pairs.json")
+RECORD_Z = statistics.NormalDist().inv_cdf(0.5 + RECORD_CONFIDENCE / 2)  # a record's interval is this many standard errors
 
 
 def pair_key(a: str, b: str) -> tuple[str, str]:
@@ -163,41 +164,34 @@ def _measured_whole(record) -> bool:
     return not record.get("oom") and not record.get("failure")
 
 
-def _normal(confidence: float) -> float:
-    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+def _centres_and_variances(intervals: Sequence[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    return [(low + high) / 2 for low, high in intervals], [((high - low) / 2 / RECORD_Z) ** 2 for low, high in intervals]
 
 
-def _centres_and_variances(intervals: Sequence[tuple[float, float]], z: float) -> tuple[list[float], list[float]]:
-    return [(low + high) / 2 for low, high in intervals], [((high - low) / 2 / z) ** 2 for low, high in intervals]
-
-
-def mean_interval(intervals: Sequence[tuple[float, float]], confidence: float = RECORD_CONFIDENCE) -> tuple[float, float]:
-    """The interval of the mean of independent measurements, each given by its interval at ``confidence``
-    (normal, as a record states it). Sessions on other hosts can disagree by more than each one's own
+def mean_interval(intervals: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The interval of the mean of independent measurements, each given by its interval as a record
+    states it (normal, at ``RECORD_Z``). Sessions on other hosts can disagree by more than each one's own
     noise (on the H200, resnet44 + word_lm read 1.56 [1.47, 1.64] on one host and 1.86 [1.81, 1.90] on
     another, its jobs 26 % busier alone on the first), so the spread between them beyond that noise
     counts too (a random effect, estimated by moments). Averaging the bounds would neither narrow with
     more sessions nor widen where they disagree."""
-    z = _normal(confidence)
-    centres, variances = _centres_and_variances(intervals, z)
+    centres, variances = _centres_and_variances(intervals)
     n = len(intervals)
     between = max(0.0, statistics.variance(centres) - statistics.fmean(variances)) if n > 1 else 0.0
-    half = z * math.sqrt(sum(variances) / n**2 + between / n)
+    half = RECORD_Z * math.sqrt(sum(variances) / n**2 + between / n)
     centre = statistics.fmean(centres)
     return centre - half, centre + half
 
 
-def session_spread(by_pair: Iterable[Sequence[tuple[float, float]]],
-                   confidence: float = RECORD_CONFIDENCE) -> Optional[SessionSpread]:
+def session_spread(by_pair: Iterable[Sequence[tuple[float, float]]]) -> Optional[SessionSpread]:
     """The spread between sessions, in the units of each pair's ``efficiency_scale`` and shared by the
     pairs measured in two or more (DerSimonian and Laird's moment estimator over several pairs: each
     session weighed by its own precision, so a short session with a wide interval tells little); None
     where no pair was measured twice."""
-    z = _normal(confidence)
     q = df = c = 0.0
     pairs = 0
     for intervals in by_pair:
-        centres, variances = _centres_and_variances(intervals, z)
+        centres, variances = _centres_and_variances(intervals)
         if len(intervals) < 2 or min(variances) <= 0:
             continue
         scale = efficiency_scale(min(statistics.fmean(centres), MAX_EFFICIENCY))

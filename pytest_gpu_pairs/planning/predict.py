@@ -21,15 +21,13 @@ from typing import Any, Optional
 from pytest_gpu_pairs.planning import fit as learning
 from pytest_gpu_pairs.planning import memory, model
 from pytest_gpu_pairs.planning.cards import reference_name
-from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair, SessionSpread, pair_key
+from pytest_gpu_pairs.planning.measured import RECORD_Z, Measured, MeasuredPair, SessionSpread, pair_key
 from pytest_gpu_pairs.planning.profiles import Profiles, SoloProfile
 from pytest_gpu_pairs.planning.scale import ERROR_FLOOR, MAX_EFFICIENCY, efficiency_scale
-from pytest_gpu_pairs.record.stats import CONFIDENCE as RECORD_CONFIDENCE
 
 CLEARLY_BETTER = 0.05  # efficiency by which MPS must be predicted to beat time-slicing to be recommended
 HOST_SPREAD = 0.15  # log-SD of a host's pace that the reference pairs' hosts did not show (``_host_shift``)
 HOST_Z = statistics.NormalDist().inv_cdf(0.5 + learning.CONFIDENCE / 2)  # both ends of the stated interval
-MEASURED_Z = statistics.NormalDist().inv_cdf(0.5 + RECORD_CONFIDENCE / 2)  # a measurement's interval, as its record states it
 MEASURED, LEARNED, SOLO_ONLY, NONE = "measured pair", "solo profiles + measured pairs", "solo profiles only", "no profile"
 REFERENCE_NAME = "H100 reference"  # the whole-run fit figures of a table: only the H100's carries them
 REFERENCE_ORIGIN = re.compile(r"\((\w+ reference), ")
@@ -71,7 +69,7 @@ def _measured_efficiency(pair: MeasuredPair, spread: Optional[SessionSpread] = N
     low, high = pair.efficiency_ci or (None, None)
     basis = _measured_basis(pair)
     if low is not None and high is not None and spread is not None and spread.sd > 0.0:
-        between = MEASURED_Z * spread.sd * efficiency_scale(min(value, bound))
+        between = RECORD_Z * spread.sd * efficiency_scale(min(value, bound))
         low, high = _widened(low, high, between)
         basis += (f"; interval with the spread between sessions on other hosts (±{between:.2f} here, from "
                   f"{spread.pairs} pair(s) measured in several)")

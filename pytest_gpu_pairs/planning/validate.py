@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional, TypeVar
 
-from pytest_gpu_pairs.planning.measured import Measured, MeasuredPair
+from pytest_gpu_pairs.planning.measured import RECORD_Z, Measured, MeasuredPair
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner, mps_basis, timeslicing_basis
 
@@ -186,7 +186,7 @@ def _relative_sd(pair: MeasuredPair) -> Optional[float]:
     if pair.efficiency_ci is None or not pair.efficiency:
         return None
     low, high = pair.efficiency_ci
-    return max(0.0, high - low) / 2.0 / NORMAL.inv_cdf(0.975) / _measured(pair)
+    return max(0.0, high - low) / 2.0 / RECORD_Z / _measured(pair)
 
 
 def _share_within(error: float, sd: float) -> float:

@@ -97,8 +97,8 @@ def test_the_h200s_sessions_disagree_beyond_their_noise_and_a_plan_says_so():
     read 10-15 % lower on the second. A plan's figure for a measured pair carries that spread, less of
     it for a light pair, which reproduces."""
     from pytest_gpu_pairs.planning.cards import H200
-    from pytest_gpu_pairs.planning.measured import read_reference
-    from pytest_gpu_pairs.planning.predict import MEASURED_Z, _measured_efficiency
+    from pytest_gpu_pairs.planning.measured import RECORD_Z, read_reference
+    from pytest_gpu_pairs.planning.predict import _measured_efficiency
     from pytest_gpu_pairs.planning.scale import efficiency_scale
 
     measured = read_reference(H200.reference).measured
@@ -109,7 +109,7 @@ def test_the_h200s_sessions_disagree_beyond_their_noise_and_a_plan_says_so():
     figure = _measured_efficiency(pair, spread)
     own = (pair.efficiency_ci[1] - pair.efficiency_ci[0]) / 2
     assert figure.low is not None and figure.high is not None
-    assert math.isclose((figure.high - figure.low) / 2, math.hypot(own, MEASURED_Z * spread.sd * efficiency_scale(pair.efficiency)))
+    assert math.isclose((figure.high - figure.low) / 2, math.hypot(own, RECORD_Z * spread.sd * efficiency_scale(pair.efficiency)))
     assert "spread between sessions" in figure.basis
     assert _measured_efficiency(pair).low == pytest.approx(pair.efficiency_ci[0])
     light = measured.of(("mnist_ff", "mnist_rnn"), "timeslice")
