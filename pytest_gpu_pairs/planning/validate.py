@@ -15,7 +15,8 @@ jobs, which never teaches the planner, is set beside the planner's prediction fo
 A measurement is a reading with noise of its own: the rows say how wide each measurement's
 interval was, the summary is given again over the pairs measured to within ``PRECISE``, and the
 noise floor says what errors a planner that knew every pair's true efficiency would show against
-these same measurements.
+these same measurements; and again with the spread between sessions on several hosts added, as a
+pair's measurement is one host's while a plan is for the next.
 """
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional, TypeVar
 
-from pytest_gpu_pairs.planning.measured import RECORD_Z, Measured, MeasuredPair
+from pytest_gpu_pairs.planning.measured import RECORD_Z, Measured, MeasuredPair, SessionSpread
 from pytest_gpu_pairs.planning.model import MECHANISMS
 from pytest_gpu_pairs.planning.predict import MAX_EFFICIENCY, Figure, Planner, mps_basis, timeslicing_basis
+from pytest_gpu_pairs.planning.scale import efficiency_scale
 
 PRECISE = 0.05  # a measurement whose interval's half-width is within 5 % of its value
 NORMAL = statistics.NormalDist()
@@ -179,14 +181,19 @@ def by_mechanism(rows: Sequence[HeldOut]) -> dict[str, dict[str, Any]]:
     return _per_mechanism(rows, lambda r: r.sharing, lambda r: r.precise, summarise)
 
 
-def _relative_sd(pair: MeasuredPair) -> Optional[float]:
+def _relative_sd(pair: MeasuredPair, between: float = 0.0) -> Optional[float]:
     """A measurement's standard error over its value, its 95 % interval's half-width read as 1.96 of
     them: the most the interval allows (one from few starts uses a wider t), so a floor read from it
-    is if anything high."""
+    is if anything high. ``between``, the spread between sessions in units of the error scale, adds
+    how far the hosts its sessions ran on can sit from the mean over hosts (less for a mean over more
+    sessions); a pair whose own sessions disagreed already holds some of that in its interval, so
+    this too errs high."""
     if pair.efficiency_ci is None or not pair.efficiency:
         return None
     low, high = pair.efficiency_ci
-    return max(0.0, high - low) / 2.0 / RECORD_Z / _measured(pair)
+    value = _measured(pair)
+    hosts = between * efficiency_scale(value) / math.sqrt(max(pair.records, 1))
+    return math.hypot(max(0.0, high - low) / 2.0 / RECORD_Z, hosts) / value
 
 
 def _share_within(error: float, sd: float) -> float:
@@ -205,12 +212,13 @@ def _solve(reaches: Callable[[float], bool]) -> float:
     return high
 
 
-def noise_floor(pairs: Sequence[MeasuredPair]) -> dict[str, Any]:
+def noise_floor(pairs: Sequence[MeasuredPair], between: float = 0.0) -> dict[str, Any]:
     """What a planner that knew every pair's true efficiency would show against these measurements, from
     the measurements' own noise: its median error over the pairs, and the worst error its median and
     one time in ten reach (each pair's error ``|N(0, sd)|`` of its value, independent). A worst error
-    near these is as far as these measurements can tell."""
-    sds = [sd for sd in (_relative_sd(p) for p in pairs) if sd is not None]
+    near these is as far as these measurements can tell. With ``between`` (``_relative_sd``) the true
+    efficiency is the pair's mean over hosts, which a session on one host misses by more."""
+    sds = [sd for sd in (_relative_sd(p, between) for p in pairs) if sd is not None]
     if not sds:
         return {"n_pairs": 0, "median_error": None, "worst_error": None, "worst_error_p90": None}
 
@@ -222,10 +230,20 @@ def noise_floor(pairs: Sequence[MeasuredPair]) -> dict[str, Any]:
             "worst_error": _solve(worst_reaches(0.5)), "worst_error_p90": _solve(worst_reaches(0.9))}
 
 
-def noise_floors(pairs: Sequence[MeasuredPair]) -> dict[str, dict[str, Any]]:
+def noise_floors(pairs: Sequence[MeasuredPair], between: float = 0.0) -> dict[str, dict[str, Any]]:
     """The noise floor per mechanism, over every pair and over the precisely measured ones."""
     return _per_mechanism(pairs, lambda p: p.sharing, lambda p: _within_precise(p.efficiency_ci, _measured(p)),
-                          noise_floor)
+                          lambda of: noise_floor(of, between))
+
+
+def floors_across_hosts(pairs: Sequence[MeasuredPair], spread: Optional[SessionSpread]) -> dict[str, Any]:
+    """The noise floor with the spread between sessions on several hosts added: each measurement is one
+    host's (or a few hosts' mean), while a planner is asked for what the pair does on the next host.
+    Null, with the reason, where no pair was measured in two or more sessions to tell the spread."""
+    if spread is None:
+        return {"between_sessions": None, "reason": "no pair was measured in two or more sessions", "floors": {}}
+    return {"between_sessions": {"sd": spread.sd, "pairs": spread.pairs}, "reason": None,
+            "floors": noise_floors(pairs, spread.sd)}
 
 
 def _better(pairs: dict[str, MeasuredPair]) -> tuple[str, bool]:
@@ -276,6 +294,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
             "leave_one_pair_out": by_mechanism(pair_rows),
             "base_model_alone": by_mechanism(base_model_alone(planner)),
             "noise_floor": noise_floors(_measured_pairs(planner)),
+            "noise_floor_across_hosts": floors_across_hosts(_measured_pairs(planner), planner.measured.between_sessions),
             "timeslicing": timeslicing_basis(planner),
             "mps_base": mps_basis(planner),
             "mechanism_choice": choice,

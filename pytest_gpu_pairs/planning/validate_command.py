@@ -96,6 +96,18 @@ def noise_line(floors: dict[str, dict[str, Any]]) -> str:
             "measurements): " + ("; ".join(parts) if parts else "no measurement carries an interval"))
 
 
+def hosts_line(across: dict[str, Any]) -> str:
+    """The noise floor again with the spread between sessions on several hosts added, or why it is not
+    known."""
+    head = "and across hosts (the pair's mean over hosts, judged against its sessions here"
+    spread = across["between_sessions"]
+    if spread is None:
+        return f"{head}): not known, {across['reason']}"
+    parts = [_floor_text(mechanism, f) for mechanism, f in across["floors"].items() if f["n_pairs"]]
+    return (f"{head}; sessions disagree beyond their own noise by {spread['sd']:.2f} of the error scale, from "
+            f"{spread['pairs']} pair(s) measured in several): " + "; ".join(parts))
+
+
 def _choice_line(choice: dict[str, Any]) -> str:
     return (f"mechanism: over {choice['pairs']} pair(s) measured under both ({choice['n']} blind predictions), the "
             f"recommended one was the measured better one or within the measurements' noise of it "
@@ -137,6 +149,7 @@ def markdown(summary: dict[str, Any]) -> str:
              "and by one that never saw the pair. Errors are relative to the measured efficiency (read as 2 where "
              f"it measured above); 'precise only' keeps the pairs measured to within ±{summary['precise_within']:.0%}.",
              "", *summary_table(summary), "", noise_line(summary["noise_floor"]), "",
+             hosts_line(summary["noise_floor_across_hosts"]), "",
              _choice_line(summary["mechanism_choice"]), "",
              timeslicing_line(summary["timeslicing"]), "", mps_line(summary["mps_base"]), "",
              *(f"- {line}" for line in (*group_lines(summary), *_basis_lines(summary))), "",
@@ -172,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
     for line in summary_table(summary):
         print(line)
     print(noise_line(summary["noise_floor"]))
+    print(hosts_line(summary["noise_floor_across_hosts"]))
     print(_choice_line(summary["mechanism_choice"]))
     print(timeslicing_line(summary["timeslicing"]))
     print(mps_line(summary["mps_base"]))
