@@ -185,9 +185,10 @@ def _relative_sd(pair: MeasuredPair, between: float = 0.0) -> Optional[float]:
     """A measurement's standard error over its value, its 95 % interval's half-width read as 1.96 of
     them: the most the interval allows (one from few starts uses a wider t), so a floor read from it
     is if anything high. ``between``, the spread between sessions in units of the error scale, adds
-    how far the hosts its sessions ran on can sit from the mean over hosts (less for a mean over more
-    sessions); a pair whose own sessions disagreed already holds some of that in its interval, so
-    this too errs high."""
+    how far the hosts its records ran on can sit from the mean over hosts, each record taken as a
+    session on a host of its own (so the term shrinks with more records; records from one host, as
+    some archived H100 pairs', make it too small); a pair whose own sessions disagreed already holds
+    some of the spread in its interval, which makes it too large."""
     if pair.efficiency_ci is None or not pair.efficiency:
         return None
     low, high = pair.efficiency_ci

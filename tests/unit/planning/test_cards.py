@@ -156,9 +156,13 @@ def test_a_card_that_cannot_be_used_is_refused_in_one_line(capsys, tmp_path, com
     assert out.startswith(says) and out.count("\n") == 1
 
 
-def test_plan_validate_judges_the_card_it_is_told_on_its_own_reference(capsys):
-    assert gpu_pairs(["plan-validate", "--card", "h200", "--json"]) == 0
+def test_plan_validate_judges_the_card_it_is_told_on_its_own_reference(capsys, tmp_path):
+    """And writes the H200's committed validation, which the reference folder's README reads from."""
+    assert gpu_pairs(["plan-validate", "--card", "h200", "--json", "--out", str(tmp_path)]) == 0
     summary = json.loads(capsys.readouterr().out)
+    committed = H200_REFERENCE / "validation"
+    assert (tmp_path / "validation.md").read_text() == (committed / "validation.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((committed / "summary.json").read_text())
     reference = json.loads((ROOT / "pytest_gpu_pairs/planning/reference_pairs_h200.json").read_text())
     pairs = sum(1 for pair in reference["pairs"] if pair["sharing"] == "timeslice")
     mps = sum(1 for pair in reference["pairs"] if pair["sharing"] == "mps")
