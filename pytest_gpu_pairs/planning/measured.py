@@ -124,7 +124,7 @@ class Measured:
 
 def _resting_on_more(mine: Optional[SessionSpread], theirs: Optional[SessionSpread]) -> Optional[SessionSpread]:
     """The spread between sessions that more pairs measured twice taught: one pair of a user's that
-    agreed with itself says little against a table's sixteen."""
+    agreed with itself says little against a table's dozens."""
     if mine is None or theirs is None:
         return mine or theirs
     return mine if mine.pairs >= theirs.pairs else theirs
@@ -214,9 +214,14 @@ def _ci(records: Sequence) -> Optional[tuple[float, float]]:
     return mean_interval(intervals) if intervals else None
 
 
+def _ran(found: list[tuple[str, Any]]) -> list:
+    """The records that measured the pair whole: no OOM, no failure."""
+    return [r for _, r in found if _measured_whole(r)]
+
+
 def _pair(models: tuple[str, ...], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:
     records = [r for _, r in found]
-    ran = [r for r in records if _measured_whole(r)]
+    ran = _ran(found)
     return MeasuredPair(models, sharing, measured_mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
                         measured_mean(_number(r.get("energy_saved_vs_serial")) for r in ran),
                         measured_mean(_number(r.get("peak_vram_mb")) for r in ran), len(records),
@@ -323,7 +328,7 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
         kept, under_limits = _one_basis(found)
         measured.pairs[(models, sharing)] = replace(_pair(models, sharing, kept), solo_under_mps_limits=under_limits,
                                                     solo_busy=_mean_busy(busy[(models, sharing)]))
-        sessions.append(_intervals([r for _, r in kept if _measured_whole(r)]))
+        sessions.append(_intervals(_ran(kept)))
     measured.between_sessions = session_spread(sessions)
     for models, records in emulated.items():
         measured.fit[models] = _fit_evidence(records)

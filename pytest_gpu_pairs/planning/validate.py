@@ -286,6 +286,7 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
     workload_rows = leave_one_workload_out(planner, blind)
     host_rows = leave_one_workload_out_on_host(planner, blind)
     pair_rows = leave_one_pair_out(planner)
+    measured = _measured_pairs(planner)
     choice = mechanism_choice(planner, card_mb, lambda models: [blind[m] for m in models])
     return {"measured_pairs": {m: planner.measured_count(m) for m in MECHANISMS},
             "workloads": list(blind),
@@ -294,8 +295,8 @@ def validate(planner: Planner, card_mb: float) -> dict[str, Any]:
             "leave_one_workload_out_busy_on_host": by_mechanism(host_rows),
             "leave_one_pair_out": by_mechanism(pair_rows),
             "base_model_alone": by_mechanism(base_model_alone(planner)),
-            "noise_floor": noise_floors(_measured_pairs(planner)),
-            "noise_floor_across_hosts": floors_across_hosts(_measured_pairs(planner), planner.measured.between_sessions),
+            "noise_floor": noise_floors(measured),
+            "noise_floor_across_hosts": floors_across_hosts(measured, planner.measured.between_sessions),
             "timeslicing": timeslicing_basis(planner),
             "mps_base": mps_basis(planner),
             "mechanism_choice": choice,
