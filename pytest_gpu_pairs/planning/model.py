@@ -201,9 +201,22 @@ def occupancy(p: SoloProfile, mechanism: str, card: Card) -> float:
     return float(p.busy or 0.0) * (1.0 if mechanism == "timeslice" else intensity(p, card))
 
 
-def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
-         timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> Optional[Base]:
-    """Both jobs' relative rates beside each other; None where a profile lacks its busy fraction."""
+@dataclass(frozen=True)
+class Unbounded:
+    """A pair's rates before the card's capacity bounds them, with the shares of the card they ask
+    for: the capacity is the one number of a mechanism that does not move them, so a fit that tries
+    many capacities computes them once (``bounded`` applies each)."""
+
+    rates: tuple[float, float]
+    demands: tuple[float, float]
+    occupied: tuple[float, float]
+    collision_weight: float
+    contention: float
+
+
+def unbounded(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
+              timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> Optional[Unbounded]:
+    """None where a profile lacks its busy fraction."""
     if a.busy is None or b.busy is None:
         return None
     weight_ab = collision_weight(a, b, mechanism, card, timeslicing, mps)
@@ -211,8 +224,20 @@ def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
     rate_a, rate_b = _fixed_point(a.busy, b.busy, weight_ab, weight_ba)
     occupied = (occupancy(a, mechanism, card), occupancy(b, mechanism, card))
     demands = (rate_a * occupied[0], rate_b * occupied[1])
-    rate_a, rate_b = within_capacity((rate_a, rate_b), demands, _bound(occupied, mechanism, timeslicing, mps))
-    return Base(rate_a, rate_b, max(weight_ab, weight_ba), a.busy * b.busy)
+    return Unbounded((rate_a, rate_b), demands, occupied, max(weight_ab, weight_ba), a.busy * b.busy)
+
+
+def bounded(pair: Unbounded, mechanism: str, timeslicing: TimeSlicing = UNMEASURED,
+            mps: Mps = MPS_UNMEASURED) -> Base:
+    rate_a, rate_b = within_capacity(pair.rates, pair.demands, _bound(pair.occupied, mechanism, timeslicing, mps))
+    return Base(rate_a, rate_b, pair.collision_weight, pair.contention)
+
+
+def base(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
+         timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> Optional[Base]:
+    """Both jobs' relative rates beside each other; None where a profile lacks its busy fraction."""
+    pair = unbounded(a, b, mechanism, card, timeslicing, mps)
+    return None if pair is None else bounded(pair, mechanism, timeslicing, mps)
 
 
 def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,

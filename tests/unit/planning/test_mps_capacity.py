@@ -47,6 +47,18 @@ def test_too_few_measured_pairs_leave_the_physics_before_any_pair(pairs):
     assert learning.mps(pairs, CARD) == model.MPS_UNMEASURED == model.Mps(1.0, 1.0)
 
 
+def _least_error_by_base(pairs) -> model.Mps:
+    """The fit's definition, read off ``model.base`` at every point of the grid."""
+    grid = [model.Mps(capacity, stretch) for stretch in learning.MPS_STRETCHES for capacity in learning.MPS_CAPACITIES]
+    errors = [sum(abs(efficiency(a, b, mps) - m) / m for a, b, m in pairs) / len(pairs) for mps in grid]
+    return grid[errors.index(min(errors))]
+
+
+@given(st.lists(st.tuples(jobs, jobs, st.floats(0.5, 2.0)), min_size=learning.MIN_MPS_PAIRS, max_size=8))
+def test_the_fit_chooses_what_the_base_model_at_every_grid_point_says_errs_least(pairs):
+    assert learning.mps(pairs, CARD) == _least_error_by_base(pairs)
+
+
 @given(st.lists(st.tuples(fraction, share), min_size=2, max_size=5), capacities)
 def test_a_group_fills_the_card_at_most_to_its_capacity_under_mps_and_time_slicing_is_untouched(figures, capacity):
     profiles = [job(busy, sm, str(i)) for i, (busy, sm) in enumerate(figures)]
