@@ -209,13 +209,14 @@ def mps(pairs: Sequence[tuple[SoloProfile, SoloProfile, float]], card: model.Car
         return model.MPS_UNMEASURED
     best, best_error = model.MPS_UNMEASURED, math.inf
     for stretch in MPS_STRETCHES:
-        unbounded = [(model.unbounded(a, b, "mps", card, mps=model.Mps(stretch=stretch)), measured)
-                     for a, b, measured in pairs]
+        asked = [(model.unbounded(a, b, "mps", card, mps=model.Mps(stretch=stretch)), measured)
+                 for a, b, measured in pairs]
         for capacity in MPS_CAPACITIES:
             chosen = model.Mps(capacity, stretch)
             error = 0.0
-            for pair, measured in unbounded:
-                error += abs(model.bounded(pair, "mps", mps=chosen).efficiency - measured) / measured if pair else 0.0
+            for pair, measured in asked:
+                if pair is not None:
+                    error += abs(model.bounded(pair, "mps", mps=chosen).efficiency - measured) / measured
             if error / len(pairs) < best_error:
                 best, best_error = chosen, error / len(pairs)
     return best

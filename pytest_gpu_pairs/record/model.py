@@ -80,7 +80,7 @@ _ROUND_FIELDS: dict[str, Any] = {
 
 
 class _RoundBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # as RecordFields, built where first checked
 
     @model_validator(mode="before")
     @classmethod

@@ -64,6 +64,10 @@ class JobFigures(BaseModel):
 class RecordFields(BaseModel):
     """One case's (or one round's) result, every key typed as ``record.keys`` declares it."""
 
+    # built where a record is first checked, not at import: only the record made from these fields is ever
+    # checked, and a process that checks none (a collection, a CLI refusing its input) skips the work
+    model_config = ConfigDict(defer_build=True)
+
 '''
 
 
