@@ -24,8 +24,9 @@ GPU it runs on (``planning.cards``).
   were measured with), and the pairs measured again in a later session (``remeasured/``: those whose
   first interval was wider than ±5 %; ``sampled/``: five of the others, drawn at random;
   ``second-session/``: eighteen of the 21 time-sliced pairs still measured once, in a random order
-  drawn before the first ran, on two more hosts, and seventeen of the 31 MPS pairs still measured
-  once, the same way, on a third, and the other fourteen on a fourth), each pair the mean of its sessions. Its MPS pairs
+  drawn before the first ran, on two more hosts, the other three on a fifth, and seventeen of the 31
+  MPS pairs still measured once, the same way, on a third, the other fourteen on a fourth), each pair
+  the mean of its sessions. Its MPS pairs
   are those with no thread limit (``mps_nolimit/``): each job's solo phases there, as time-sliced,
   are the job alone on the whole card, so the two mechanisms' efficiencies share a baseline, and MPS
   means what a user gets from a daemon started with no limit.
@@ -57,7 +58,7 @@ REFERENCE = ROOT / "reports/reference/planner_validation/reference"
 FOLDERS = tuple(REFERENCE / name for name in ("timeslice", "mps_nolimit") if (REFERENCE / name).is_dir())
 AGAIN = ("remeasured/timeslice", "remeasured/mps_nolimit", "sampled/timeslice", "second-session/gpu-130be1de/timeslice",
          "second-session/gpu-6ca35074/timeslice", "second-session/gpu-325b2df4/mps_nolimit",
-         "second-session/gpu-d7f0b905/mps_nolimit")
+         "second-session/gpu-d7f0b905/mps_nolimit", "second-session/gpu-3eeea14c/timeslice")
 PAIR_FOLDERS = (*FOLDERS, *(REFERENCE / again for again in AGAIN if (REFERENCE / again).is_dir()))
 GPM_FOLDERS = tuple(REFERENCE / "gpm" / name for name in ("first", "second") if (REFERENCE / "gpm" / name).is_dir())
 PROFILES_TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles_h200.json"
