@@ -93,9 +93,9 @@ def test_a_wide_session_weighs_little_against_precise_ones():
 
 
 def test_the_h200s_sessions_disagree_beyond_their_noise_and_a_plan_says_so():
-    """On the H200, pairs measured in two sessions on different hosts (first 16, then 65): four of five
-    drawn at random read 10-15 % lower on the second, and over the 65 sessions disagree by 0.19 of the
-    error scale beyond their own noise. A plan's figure for a measured pair carries that spread, less of
+    """On the H200, pairs measured in two sessions on different hosts (first 16, then all 68): four of
+    five drawn at random read 10-15 % lower on the second, and the 68 disagree by 0.18 of the error
+    scale beyond their own noise. A plan's figure for a measured pair carries that spread, less of
     it for a light pair, which reproduces."""
     from pytest_gpu_pairs.planning.cards import H200
     from pytest_gpu_pairs.planning.measured import RECORD_Z, read_reference
