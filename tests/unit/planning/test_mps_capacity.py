@@ -4,7 +4,6 @@ measured MPS pairs as time-slicing's are, and used for pairs and groups."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
@@ -17,8 +16,9 @@ from pytest_gpu_pairs.planning.measured import Measured, read_reference
 from pytest_gpu_pairs.planning.predict import Planner, mps_basis
 from pytest_gpu_pairs.planning.profiles import SoloProfile, read_packaged
 
+from .test_cards import H200_REFERENCE
+
 CARD = model.Card(idle_w=70.0, limit_w=700.0)
-H200_REFERENCE = Path(__file__).resolve().parents[3] / "reports/reference/planner_validation/reference"
 fraction = st.floats(0.0, 1.0, allow_nan=False)
 share = st.floats(0.05, 1.0, allow_nan=False)
 capacities = st.sampled_from(learning.MPS_CAPACITIES)
