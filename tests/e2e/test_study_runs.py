@@ -13,6 +13,7 @@ from support.helpers import REPO, XDIST_WORKER_VARS, jobs_started_under
 
 from pytest_gpu_pairs.studies.declaration import find_study
 
+SCALE = "0.004"  # every job 0.4 % of its epochs: the flow is under test, not the figures
 SMALL = {  # study -> (a -k expression of one small case, the variant to run: None for all)
     "verdicts": ("g01", None),
     "feasibility_10g": ("g01", "default_method"),
@@ -31,7 +32,7 @@ def test_a_reference_study_runs_end_to_end_on_the_cpu(name, tmp_path):
     select, variant = SMALL[name]
     out = tmp_path / name
     narrowing = ["-k", select, "--sessions", "1", *(["--variant", variant] if variant else [])]
-    ran = _study("run", name, "--device", "cpu", "--scale", "0.01", *narrowing, "--out", out,
+    ran = _study("run", name, "--device", "cpu", "--scale", SCALE, *narrowing, "--out", out,
                  "--pytest-arg=--gpu-pairs-method=epoch")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     runs = json.loads((out / "runs.json").read_text())
@@ -47,5 +48,5 @@ def test_a_reference_study_runs_end_to_end_on_the_cpu(name, tmp_path):
     summary = json.loads((out / json_name).read_text())
     assert summary and (out / table_name).read_text() == collected.stdout
 
-    again = _study("run", name, "--device", "cpu", "--scale", "0.01", *narrowing, "--out", out)
+    again = _study("run", name, "--device", "cpu", "--scale", SCALE, *narrowing, "--out", out)
     assert again.returncode == 0 and "done earlier, skipped" in again.stdout and "pytest started" not in again.stdout
