@@ -48,13 +48,12 @@ def _hypothesis_profiles():
 
 
 def pytest_collection_modifyitems(items):
-    """Run the levels in order, unit first, whatever order the paths were given in.
-
-    Fast failures come first; and integration tests that count the child processes of pytest
-    (integration/test_ballast.py) must not run after e2e tests that train in-process: multiprocessing's
-    resource tracker, started by e2e/test_workloads.py's bug_localization test, lives on as a child.
-    Under pytest-xdist (CI runs ``-n 2``) the workers are handed the items in this order, so in each
-    worker, too, no integration test runs after an e2e test.
+    """Run the levels in order, unit first, whatever order the paths were given in: fast failures
+    come first. Under pytest-xdist's worksteal (CI runs ``-n 4 --dist worksteal``) each worker starts
+    on a stretch of this order, but one that runs dry steals from the end of another's, so a worker
+    can run integration tests after e2e tests; the tests that count pytest's child processes
+    therefore leave out multiprocessing's resource tracker, which an e2e test that trains in-process
+    starts and which lives on (``support.helpers.children_of_this_process``).
     """
     tests = Path(__file__).parent
 
