@@ -112,11 +112,9 @@ def test_the_h200_table_plans_as_the_h200s_own_profiles_and_pairs_do(capsys, tmp
     to the study's own profiles, which stay the table's."""
     settings = _settings(tmp_path)
     packaged = _plan(capsys, settings, "--card", "h200", "--out", str(tmp_path))
-    names = ("gpm/first", "gpm/second", "timeslice", "mps_nolimit", "remeasured/timeslice", "remeasured/mps_nolimit",
-             "sampled/timeslice", "second-session/gpu-130be1de/timeslice", "second-session/gpu-6ca35074/timeslice",
-             "second-session/gpu-325b2df4/mps_nolimit", "second-session/gpu-d7f0b905/mps_nolimit",
-             "second-session/gpu-3eeea14c/timeslice", "third-session/gpu-73d41a03/timeslice",
-             "third-session/gpu-73d41a03/mps_nolimit")
+    from tools.codegen.h200_tables import AGAIN
+
+    names = ("gpm/first", "gpm/second", "timeslice", "mps_nolimit", *AGAIN)
     folders = [f for name in names if (f := H200_REFERENCE / name).is_dir()]
     here = _plan(capsys, settings, "--profiles-here", *(a for f in folders for a in ("--results", str(f))))
     assert packaged["card_mb"] == here["card_mb"] == 143_771.0
