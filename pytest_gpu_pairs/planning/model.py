@@ -214,9 +214,12 @@ class Unbounded:
     contention: float
 
 
+@lru_cache(maxsize=65536)
 def unbounded(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
               timeslicing: TimeSlicing = UNMEASURED, mps: Mps = MPS_UNMEASURED) -> Optional[Unbounded]:
-    """None where a profile lacks its busy fraction."""
+    """None where a profile lacks its busy fraction. Kept once computed (and ``bounded`` likewise):
+    validation builds a planner for every held-out pair and workload, and each asks the same pairs
+    again under every capacity of the grid."""
     if a.busy is None or b.busy is None:
         return None
     weight_ab = collision_weight(a, b, mechanism, card, timeslicing, mps)
@@ -227,6 +230,7 @@ def unbounded(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,
     return Unbounded((rate_a, rate_b), demands, occupied, max(weight_ab, weight_ba), a.busy * b.busy)
 
 
+@lru_cache(maxsize=262144)
 def bounded(pair: Unbounded, mechanism: str, timeslicing: TimeSlicing = UNMEASURED,
             mps: Mps = MPS_UNMEASURED) -> Base:
     rate_a, rate_b = within_capacity(pair.rates, pair.demands, _bound(pair.occupied, mechanism, timeslicing, mps))

@@ -6,7 +6,8 @@ over the configuration's epochs) and, after every scaled epoch, scores the fixed
 accuracy at the predecessor's 0.9 threshold, the threshold-free ROC AUC and the mean score of
 clones and non-clones, so that a run stuck at one side of the threshold still shows whether it
 learns. ``edit`` is the generated pairs' substitution rate (the data's difficulty; the
-built-in's is 0.3).
+built-in's is 0.3); ``batch_size`` replaces the built-in's 64 (a smaller one keeps a check on the CPU
+short).
 
     python -m tools.hp_pilot.probe_mrt_oast --out probe.jsonl --parallel 3 \
         'scale=1.0 epochs=4 learning_rate=1e-4' 'scale=1.0 epochs=4 learning_rate=1e-4 edit=0.15'
@@ -53,7 +54,9 @@ def probe(config: dict[str, float]) -> list[dict]:
     from pytest_gpu_pairs.workloads.train import build, total_steps
 
     scale = config.get("scale", 1.0)
-    overrides = {k: v for k, v in config.items() if k in ("learning_rate", "epochs")}
+    overrides: dict[str, float | int] = {k: v for k, v in config.items() if k in ("learning_rate", "epochs")}
+    if "batch_size" in config:
+        overrides["batch_size"] = int(config["batch_size"])
     workload = build("mrt_oast", "cuda" if torch.cuda.is_available() else "cpu", scale, **overrides)
     if "edit" in config:
         workload.data = ClonePairs(SEQUENCE, VOCAB, workload.device, edit=config["edit"])

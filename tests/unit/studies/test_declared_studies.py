@@ -23,7 +23,7 @@ NOT_REBUILT = sorted(name for name, study in STUDIES.items() if not study.collat
 def test_every_reference_folder_is_a_declared_study_and_back():
     """A top-level folder is its study's; a sub-study (``default_method_run_spread``) lives in a
     sub-folder of the study its name starts with."""
-    folders = {p.name for p in (ROOT / "reports" / "reference").iterdir() if p.is_dir()}
+    folders = {p.name for p in (ROOT / "reports" / "reference").iterdir() if p.is_dir() and not p.is_symlink()}
     top = {name: s for name, s in STUDIES.items() if s.reference.count("/") == 2}
     assert {Path(s.reference).name for s in top.values()} == folders
     assert all(s.reference == f"reports/reference/{name}" for name, s in top.items())
@@ -31,6 +31,17 @@ def test_every_reference_folder_is_a_declared_study_and_back():
         if name not in top:
             parent = study.reference.split("/")[2]
             assert parent in top and name.startswith(f"{parent}_") and (ROOT / study.reference).is_dir(), name
+
+
+def test_every_other_name_for_a_reference_folder_is_a_link_to_a_declared_studys():
+    """An issue or a paper may name a study's folder otherwise (``planner`` for the planner's
+    validation): a link in the same folder keeps one copy of the records, which ``rglob`` and
+    ``os.walk`` do not follow, so nothing reads them twice."""
+    reference = ROOT / "reports" / "reference"
+    for link in (p for p in reference.iterdir() if p.is_symlink()):
+        target = Path(link.readlink())
+        assert target.parent == Path("."), f"{link.name} -> {target}: expected a sibling study folder"
+        assert any(s.reference == f"reports/reference/{target}" for s in STUDIES.values()), link.name
 
 
 def test_list_names_every_study(capsys):
