@@ -38,6 +38,7 @@ def test_every_other_name_for_a_reference_folder_is_a_link_to_a_declared_studys(
     validation): a link in the same folder keeps one copy of the records, which ``rglob`` and
     ``os.walk`` do not follow, so nothing reads them twice."""
     reference = ROOT / "reports" / "reference"
+    assert (reference / "planner").resolve() == (reference / "planner_validation").resolve()
     for link in (p for p in reference.iterdir() if p.is_symlink()):
         target = Path(link.readlink())
         assert target.parent == Path("."), f"{link.name} -> {target}: expected a sibling study folder"
