@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -35,8 +36,7 @@ def _weighted(pairs: list[tuple[float, float]]) -> float | None:
 def summarise(kernels: list[dict], steps: int, host_s: float, sms: int) -> dict:
     """Kernel events of ``steps`` training steps (chrome-trace ``args``) in the figures above."""
     durations = [k["dur"] for k in kernels]
-    blocks = [(k["args"].get("grid", [1, 1, 1]), k["dur"]) for k in kernels]
-    cover = [(min(1.0, (g[0] * g[1] * g[2]) / sms), d) for g, d in blocks]
+    cover = [(min(1.0, math.prod(k["args"].get("grid", [1])) / sms), k["dur"]) for k in kernels]
     occupancy = [(k["args"]["est. achieved occupancy %"] / 100, k["dur"]) for k in kernels
                  if isinstance(k["args"].get("est. achieved occupancy %"), (int, float))]
     kernel_s = sum(durations) / 1e6
