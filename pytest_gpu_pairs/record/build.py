@@ -696,6 +696,14 @@ def _explain_unread_busy(m: InterleavedMeasurement, notes: Notes) -> None:
             notes.unmeasured(key, "NVML gave no utilisation reading on this GPU")
 
 
+def _why_no_interval(record: dict[str, Any]) -> str:
+    """The interval is over the rounds that count: rounds left out (a job silent through a phase) leave
+    a case with several rounds measured and too few to give one."""
+    excluded = record.get("rounds_excluded") or 0
+    counted = f" that count ({record.get('n_rounds') or 0} here; {excluded} left out, see rounds_excluded)" if excluded else ""
+    return f"an interval needs at least two rounds{counted}"
+
+
 def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts,
                                notes: Notes) -> None:
     notes.unmeasured("perf", "interleaved rounds measure step rates, not a finished training run's metrics "
@@ -718,5 +726,5 @@ def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement
     if record["precision_target"] is None:
         notes.unmeasured("precision_reached", "no precision target: a fixed number of rounds (the CPU default, "
                                               "or --gpu-pairs-precision off)")
-    if len(m.rounds) < 2:
-        notes.unmeasured("concurrency_efficiency_ci", "an interval needs at least two rounds")
+    if (record.get("n_rounds") or 0) < 2:
+        notes.unmeasured("concurrency_efficiency_ci", _why_no_interval(record))

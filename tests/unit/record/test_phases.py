@@ -280,3 +280,21 @@ def test_a_case_that_failed_part_way_says_its_figures_cover_only_the_rounds_befo
     assert note.startswith("over the 1 round(s) of 1 of 3 start(s) measured before the case failed")
     assert "could not be measured" not in note and note.endswith(failed.failure)
 
+
+
+def test_a_case_left_with_one_counted_round_says_why_it_has_no_interval():
+    """Two rounds measured, one left out (the foreground silent through its second pair phase): the
+    case has one round that counts, no interval, and a note that says so and why."""
+    from pytest_gpu_pairs.record.build import interleaved_record
+    from unit.record import test_sharing_records as sharing
+
+    fg = progress([(1.0, 5.0, 10.0), (11.0, 20.0, 5.0), (26.0, 27.0, 5.0)])
+    bg = progress([(6.0, 10.0, 20.0), (11.0, 15.0, 15.0), (21.0, 25.0, 20.0), (26.0, 30.0, 15.0)])
+    second = (Phase("fg", 15.0, 16.0, 20.0), Phase("bg", 20.0, 21.0, 25.0), Phase("pair", 25.0, 26.0, 30.0))
+    m = InterleavedMeasurement(fg, bg, (PhaseRound(1, (FG_ALONE, BG_ALONE, PAIR)), PhaseRound(2, second)),
+                               counter(watts), (0.0, 0.0), report_gap_s={"fg": 0.25, "bg": 0.25})
+    record = interleaved_record(sharing._case("timeslice"), m, sharing.ENV).to_dict()
+    assert (record["n_rounds"], record["rounds_excluded"]) == (1, 1)
+    assert record["concurrency_efficiency"] is not None and record["concurrency_efficiency_ci"] is None
+    assert record["notes"]["concurrency_efficiency_ci"] == (
+        "an interval needs at least two rounds that count (1 here; 1 left out, see rounds_excluded)")
