@@ -700,8 +700,10 @@ def _why_no_interval(record: dict[str, Any]) -> str:
     """The interval is over the rounds that count: rounds left out (a job silent through a phase) leave
     a case with several rounds measured and too few to give one."""
     excluded = record.get("rounds_excluded") or 0
-    counted = f" that count ({record.get('n_rounds') or 0} here; {excluded} left out, see rounds_excluded)" if excluded else ""
-    return f"an interval needs at least two rounds{counted}"
+    if not excluded:
+        return "an interval needs at least two rounds"
+    return (f"an interval needs at least two rounds that count ({record.get('n_rounds') or 0} here; "
+            f"{excluded} left out, see rounds_excluded)")
 
 
 def _explain_interleaved_nulls(record: dict[str, Any], m: InterleavedMeasurement, env: DeviceFacts,

@@ -281,7 +281,6 @@ def test_a_case_that_failed_part_way_says_its_figures_cover_only_the_rounds_befo
     assert "could not be measured" not in note and note.endswith(failed.failure)
 
 
-
 def test_a_case_left_with_one_counted_round_says_why_it_has_no_interval():
     """Two rounds measured, one left out (the foreground silent through its second pair phase): the
     case has one round that counts, no interval, and a note that says so and why."""
