@@ -1,10 +1,9 @@
 """What measured pairs teach the base model: time-slicing's two numbers for the card, the
 correction learned from the residuals, and intervals calibrated on workloads it never saw.
 
-Time-slicing's collision weight and capacity (``timeslicing``), and MPS's stretch (``mps``), are
-chosen on a grid to fit the card's measured pairs; MPS's capacity is read from them, as the most of
-the card two clients were measured to fill. With them the base model alone predicts pairs of
-workloads never measured at all.
+Time-slicing's collision weight and capacity (``timeslicing``), and MPS's stretch and capacity
+(``mps``), are chosen on a grid to fit the card's measured pairs: with them the base model alone
+predicts pairs of workloads never measured at all.
 
 The residual of a measured pair (measured minus base model) is modelled as a ridge regression on
 ``[1, contention, mps, mps x contention]`` plus one effect per workload, added for both workloads of
@@ -38,8 +37,8 @@ MIN_TIMESLICED_PAIRS = 5  # fewer measured pairs leave time-slicing's physics as
 MIN_MPS_PAIRS = 5  # likewise MPS's
 COLLISION_WEIGHTS = tuple(w / 10 for w in range(10, -1, -1))  # the whole overlap first: ties keep it
 CAPACITIES = tuple(1.0 - c / 40 for c in range(9))  # 1.0 down to 0.8 of the card's time
-MPS_STRETCHES = tuple(sorted((s / 20 for s in range(41)), key=lambda s: abs(s - 1.0)))  # 0 to 2, the whole stretch first: ties keep it
-ROUNDING = 1e-9  # a pair held to its busier job's own share reads that share, give or take this
+MPS_CAPACITIES = tuple(1.0 - c / 40 for c in range(21))  # 1.0 down to 0.5: SM shares can overstate the room
+MPS_STRETCHES = COLLISION_WEIGHTS  # the whole stretch first: ties keep it
 RIDGE_GLOBAL = 0.5
 RIDGE_WORKLOAD = 2.0
 CONFIDENCE = 0.90  # the stated interval: on held-out pairs it holds the measurement nine times in ten
@@ -201,52 +200,23 @@ def timeslicing(pairs: Sequence[tuple[float, float, float]]) -> model.TimeSlicin
     return best
 
 
-@dataclass(frozen=True)
-class PairReading:
-    """One measured pair as the base model's fit reads it: both jobs' solo profiles, the pair's
-    efficiency, and each job's pace beside the other over its pace alone where the records gave them."""
-
-    a: SoloProfile
-    b: SoloProfile
-    efficiency: float
-    paces: Optional[tuple[float, float]] = None
-
-
-def mps_capacity(pairs: Sequence[PairReading], card: model.Card) -> float:
-    """The least capacity every measured MPS pair fits within: the most of the card, each job's busy time
-    weighted by its SM share and its measured pace, that two clients filled together, counting only pairs
-    that filled more than either job alone (below that the bound is the job's own share, which says
-    nothing of the card). Read, not fitted: fitted to the efficiencies, it fell from 0.825 to 0.725 on an
-    H200 without pcb's pairs, pulled down by pairs that slow for their kernels' stretch (resnet56 beside
-    mrt_oast filled 0.74), where two heavy jobs (mrt_oast + pcb) had filled 0.90. The whole card where no
-    pair gave its jobs' paces."""
-    filled = []
-    for pair in pairs:
-        if pair.paces is None:
-            continue
-        occupied = (model.occupancy(pair.a, "mps", card), model.occupancy(pair.b, "mps", card))
-        demand = occupied[0] * pair.paces[0] + occupied[1] * pair.paces[1]
-        if demand > max(occupied) + ROUNDING:
-            filled.append(demand)
-    return min(1.0, max(filled)) if filled else 1.0
-
-
-def mps(pairs: Sequence[PairReading], card: model.Card) -> model.Mps:
-    """The capacity the card's measured MPS pairs show (``mps_capacity``), and the stretch under which
-    MPS's base model then errs least (mean relative error) on their efficiencies; the unmeasured
-    physics with fewer than ``MIN_MPS_PAIRS``. Two numbers for the whole card, where the ridge
-    correction cannot reach."""
+def mps(pairs: Sequence[tuple[SoloProfile, SoloProfile, float]], card: model.Card) -> model.Mps:
+    """The stretch and capacity under which MPS's base model errs least (mean relative error) on a
+    card's measured MPS pairs, each given as (one job's profile, the other's, measured efficiency); the
+    unmeasured physics with fewer than ``MIN_MPS_PAIRS``. Two numbers for the whole card, learnt as
+    time-slicing's are, where the ridge correction cannot reach."""
     if len(pairs) < MIN_MPS_PAIRS:
         return model.MPS_UNMEASURED
-    capacity = mps_capacity(pairs, card)
     best, best_error = model.MPS_UNMEASURED, math.inf
     for stretch in MPS_STRETCHES:
-        chosen = model.Mps(capacity, stretch, within_overlap=False)
-        error = 0.0
-        for pair in pairs:
-            base = model.base(pair.a, pair.b, "mps", card, mps=chosen)
-            if base is not None:
-                error += abs(base.efficiency - pair.efficiency) / pair.efficiency
-        if error / len(pairs) < best_error:
-            best, best_error = chosen, error / len(pairs)
+        asked = [(model.unbounded(a, b, "mps", card, mps=model.Mps(stretch=stretch)), measured)
+                 for a, b, measured in pairs]
+        for capacity in MPS_CAPACITIES:
+            chosen = model.Mps(capacity, stretch)
+            error = 0.0
+            for pair, measured in asked:
+                if pair is not None:
+                    error += abs(model.bounded(pair, "mps", mps=chosen).efficiency - measured) / measured
+            if error / len(pairs) < best_error:
+                best, best_error = chosen, error / len(pairs)
     return best

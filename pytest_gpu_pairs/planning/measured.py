@@ -63,7 +63,6 @@ class MeasuredPair:
     reference: bool = False  # from the package's H100 reference, not from a results folder given
     solo_busy: tuple[tuple[str, float], ...] = ()  # (workload, busy fraction in the pair's solo phases), settled readings
     solo_under_mps_limits: bool = False  # its solo phases had each job alone under an MPS thread limit, not on the whole card
-    rates: tuple[tuple[str, float], ...] = ()  # (workload, its pace beside the other over its pace alone), mean over records
 
 
 @dataclass(frozen=True)
@@ -220,31 +219,13 @@ def _ran(found: list[tuple[str, Any]]) -> list:
     return [r for _, r in found if _measured_whole(r)]
 
 
-def _job_rates(record) -> dict[str, float]:
-    """Each job's pace beside the other over its pace alone: the jobs' progress ratios, or where a
-    record predates them the foreground's inverse slowdown and the background's progress ratio. Two
-    jobs of one workload give it their mean; a group of more jobs, nothing."""
-    jobs = record.get("jobs")
-    if isinstance(jobs, list) and len(jobs) > 2:
-        return {}
-    found = [(j.get("model"), _number(j.get("progress_ratio"))) for j in jobs if isinstance(j, dict)] \
-        if isinstance(jobs, list) else []
-    if len(found) != 2 or any(rate is None for _, rate in found):
-        slowdown = _number(record.get("fg_slowdown"))
-        found = [(record.get("fg_model"), 1.0 / slowdown if slowdown else None),
-                 (record.get("bg_model"), _number(record.get("bg_progress_ratio")))]
-    if any(not isinstance(name, str) or rate is None for name, rate in found):
-        return {}
-    return {name: statistics.fmean(r for n, r in found if n == name) for name, _ in found}
-
-
 def _pair(models: tuple[str, ...], sharing: str, found: list[tuple[str, Any]]) -> MeasuredPair:
     records = [r for _, r in found]
     ran = _ran(found)
     return MeasuredPair(models, sharing, measured_mean(_number(r.get("concurrency_efficiency")) for r in ran), _ci(ran),
                         measured_mean(_number(r.get("energy_saved_vs_serial")) for r in ran),
                         measured_mean(_number(r.get("peak_vram_mb")) for r in ran), len(records),
-                        tuple(sorted({s for s, _ in found})), rates=_per_workload_means([_job_rates(r) for r in ran]))
+                        tuple(sorted({s for s, _ in found})))
 
 
 def _fit_evidence(records: Iterable) -> FitEvidence:
@@ -302,8 +283,7 @@ def _one_basis(found: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], boo
     return (whole, False) if whole else (found, True)
 
 
-def _per_workload_means(readings: Sequence[dict[str, float]]) -> tuple[tuple[str, float], ...]:
-    """Each workload's mean over the readings that hold it."""
+def _mean_busy(readings: Sequence[dict[str, float]]) -> tuple[tuple[str, float], ...]:
     names = sorted({name for reading in readings for name in reading})
     return tuple((name, statistics.fmean(r[name] for r in readings if name in r)) for name in names)
 
@@ -347,7 +327,7 @@ def read_measured(paths: Sequence[Path], methods: Sequence[str] = (INTERLEAVED.n
     for (models, sharing), found in grouped.items():
         kept, under_limits = _one_basis(found)
         measured.pairs[(models, sharing)] = replace(_pair(models, sharing, kept), solo_under_mps_limits=under_limits,
-                                                    solo_busy=_per_workload_means(busy[(models, sharing)]))
+                                                    solo_busy=_mean_busy(busy[(models, sharing)]))
         sessions.append(_intervals(_ran(kept)))
     measured.between_sessions = session_spread(sessions)
     for models, records in emulated.items():
@@ -371,7 +351,6 @@ class _ReferencePair(BaseModel):
     records: StrictInt
     solo_gpu_busy: Optional[dict[StrictStr, StrictFloat]] = None
     solo_under_mps_limits: StrictBool = False
-    rates: Optional[dict[StrictStr, StrictFloat]] = None
 
 
 class _ReferenceFit(BaseModel):
@@ -415,10 +394,6 @@ def _shape(data: _ReferenceFile, source: str) -> None:
             if name not in pair.models or not 0.0 <= busy <= 1.0:
                 raise SettingsError(source, f"$.pairs[{index}].solo_gpu_busy.{name}",
                                     f"expected a fraction from 0 to 1 for one of {pair.models!r}, got {busy!r}")
-        for name, rate in (pair.rates or {}).items():
-            if name not in pair.models or not 0.0 <= rate <= MAX_EFFICIENCY:
-                raise SettingsError(source, f"$.pairs[{index}].rates.{name}",
-                                    f"expected a pace from 0 to {MAX_EFFICIENCY:g} times alone for one of {pair.models!r}, got {rate!r}")
     for index, group in enumerate(data.groups):
         if len(group.models) < 3:
             raise SettingsError(source, f"$.groups[{index}].models", f"expected three or more model names, got {group.models!r}")
@@ -432,7 +407,7 @@ def _reference_pair(p: _ReferencePair, source: str) -> MeasuredPair:
     ci = (p.efficiency_ci[0], p.efficiency_ci[1]) if p.efficiency_ci else None
     return MeasuredPair(models, p.sharing, p.efficiency, ci, p.energy_saved, p.peak_vram_mb, p.records, (source,),
                         reference=True, solo_busy=tuple(sorted((p.solo_gpu_busy or {}).items())),
-                        solo_under_mps_limits=p.solo_under_mps_limits, rates=tuple(sorted((p.rates or {}).items())))
+                        solo_under_mps_limits=p.solo_under_mps_limits)
 
 
 def parse_reference(raw: object, source: str) -> Reference:

@@ -15,10 +15,8 @@ costs a time:
   ``s_a / (1 - s_b)`` waves where alone it runs in one, so the cost runs one way: a light job's
   kernels wait behind a job that fills the card, far more than the other way round (resnet20 beside
   vulberta_cnn on an H200 ran at 0.58 of its pace, vulberta_cnn at 0.91). The share of that stretch
-  that costs time is learnt from the card's MPS pairs (``Mps``); before any, it costs at most the
-  whole overlap time-slicing would, and once learnt it may cost more: a kernel that finds few SMs
-  free runs in many waves, longer than it would wait for its turn (resnet20 there would keep 0.71 of
-  its pace waiting out every overlap). The memory bandwidth (GPM DRAM bandwidth, else NVML memory utilisation,
+  that costs time is learnt from the card's MPS pairs (``Mps``), never more than the whole overlap
+  time-slicing would cost. The memory bandwidth (GPM DRAM bandwidth, else NVML memory utilisation,
   per busy time) costs both what the two ask beyond it.
 
 The GPU cannot be busier than always: where the jobs ask for more than the card's capacity (under
@@ -80,13 +78,10 @@ class Mps:
     SMs that hold a warp, not the issue slots, caches and bandwidth the kernels on them also share).
     A job alone runs at its own pace whatever it occupies, so the bound is never below the busiest
     job's own share. The defaults are the physics before any pair is measured (the whole stretch, a
-    card filled to the last SM, a stretch that costs at most the whole overlap, as time-slicing
-    would); ``fit.mps`` reads the capacity from a card's MPS pairs and learns the stretch from them,
-    no longer held to the overlap (``within_overlap``): measured pairs show what a stretch costs."""
+    card filled to the last SM), and ``fit.mps`` learns both from a card's MPS pairs."""
 
     capacity: float = 1.0
     stretch: float = 1.0
-    within_overlap: bool = True
 
 
 MPS_UNMEASURED = Mps()
@@ -135,11 +130,9 @@ def _sm_stretch(waiting: SoloProfile, holding: SoloProfile, card: Card) -> float
 
 
 def _mps_sm_weight(waiting: SoloProfile, holding: SoloProfile, card: Card, mps: Mps) -> float:
-    """The learnt share of the stretch; before any pair, never more than the whole overlap. Learnt, it
-    is not held there: held to it, the light jobs beside vulberta_cnn on an H200 were predicted
-    0.71-0.84 of their pace where three of four ran at 0.55-0.68."""
-    weight = mps.stretch * _sm_stretch(waiting, holding, card)
-    return min(1.0, weight) if mps.within_overlap else weight
+    """The learnt share of the stretch, never more than the whole overlap: at worst a kernel's blocks
+    wait for the other kernel's to finish, as time-slicing would have them wait."""
+    return min(1.0, mps.stretch * _sm_stretch(waiting, holding, card))
 
 
 def collision_weight(a: SoloProfile, b: SoloProfile, mechanism: str, card: Card,

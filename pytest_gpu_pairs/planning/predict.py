@@ -129,15 +129,6 @@ def _busier(solo: Profiles, models: Iterable[str], factor: float) -> Profiles:
     return replace(solo, workloads={**solo.workloads, **changed})
 
 
-def _paces(pair: MeasuredPair) -> Optional[tuple[float, float]]:
-    """Each job's measured pace beside the other, in the order of the pair's workloads; None where the
-    records gave none."""
-    rates = dict(pair.rates)
-    if not all(m in rates for m in pair.models[:2]):
-        return None
-    return rates[pair.models[0]], rates[pair.models[1]]
-
-
 def _without_workload(measured: Measured, name: str) -> Measured:
     return Measured({k: v for k, v in measured.pairs.items() if name not in k[0]},
                     {k: v for k, v in measured.fit.items() if name not in k}, between_sessions=measured.between_sessions)
@@ -199,17 +190,17 @@ class Planner:
 
     def _timesliced_pairs(self) -> list[tuple[float, float, float]]:
         """(busy, busy, measured efficiency within the physical range) of each measured time-sliced pair."""
-        return [(float(r.a.busy or 0.0), float(r.b.busy or 0.0), r.efficiency) for r in self._measured_under("timeslice")]
+        return [(float(a.busy or 0.0), float(b.busy or 0.0), measured) for a, b, measured in self._measured_under("timeslice")]
 
-    def _measured_under(self, mechanism: str) -> list[learning.PairReading]:
-        """Each pair measured under ``mechanism`` whose two solo profiles give their busy fractions, its
-        efficiency within the physical range."""
+    def _measured_under(self, mechanism: str) -> list[tuple[SoloProfile, SoloProfile, float]]:
+        """(profile, profile, measured efficiency within the physical range) of each pair measured under
+        ``mechanism`` whose two solo profiles give their busy fractions."""
         found = []
         for (models, sharing), pair in sorted(self.measured.pairs.items()):
             a, b = self.solo.get(models[0]), self.solo.get(models[1])
             if sharing == mechanism and pair.efficiency and a is not None and b is not None \
                     and a.busy is not None and b.busy is not None:
-                found.append(learning.PairReading(a, b, min(pair.efficiency, MAX_EFFICIENCY), _paces(pair)))
+                found.append((a, b, min(pair.efficiency, MAX_EFFICIENCY)))
         return found
 
     def _observations(self, what: str, solo: Optional[Profiles] = None) -> list[learning.Observation]:
@@ -456,7 +447,7 @@ def mps_basis(planner: Planner) -> dict[str, Any]:
 
 def mps_line(basis: dict[str, Any]) -> str:
     numbers = (f"a kernel's stretch beside another's costs {basis['stretch']:g} of it, both jobs' kernels, weighted "
-               f"by their SM shares, fill at most {basis['capacity']:.3g} of the card")
+               f"by their SM shares, fill at most {basis['capacity']:g} of the card")
     if basis["learnt"]:
         return f"MPS's base model: {numbers} (learnt from {basis['measured_pairs']} measured pairs)"
     return (f"MPS's base model: {numbers} (the physics before any pair: {basis['measured_pairs']} measured "
@@ -499,9 +490,9 @@ def recommend(figures: dict[str, dict[str, Any]]) -> tuple[Optional[str], str, s
     never measured. The two predictions of a pair err together (the same jobs, the same profiles),
     so their difference is told apart by a margin, not by one interval's top. Leaving one workload
     out, no reference pair of the H100 or the H200 measured clearly better time-sliced; those MPS
-    measured clearly better were predicted 0.05 to 0.52 better on the H200 (20 of 22 predictions
-    above the margin, the other two at it) and 0.03 to 0.46 on the H100 (8 of 10), those within the
-    measurements' noise 0.00 to 0.48 (the margin was set after reading an earlier set of them)."""
+    measured clearly better were predicted 0.03 to 0.49 better (25 of the H200's 26 above the margin,
+    all 8 of the H100's), those within the measurements' noise -0.02 to 0.11 (the margin was set
+    after reading them: 0.1 passed over 7 of the H200's 26)."""
     known = {m: f["efficiency"] for m, f in figures.items() if f["efficiency"]["value"] is not None}
     if not known:
         return None, "no solo profile of one of the jobs: nothing to predict from", "-"

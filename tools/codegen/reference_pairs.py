@@ -10,8 +10,8 @@ study's six pairs in three sessions and the predecessor's predicted pairs in thr
 (``predecessor_predictions``; its group of three jobs teaches pairs nothing and is kept apart, under
 ``groups``, to check the planner's groups against). Each
 folder is read as ``gpu-pairs plan --results`` reads it, and only what the planner uses is kept:
-per pair and mechanism the mean efficiency, its interval, each job's pace beside the other, the
-energy saved, the peak memory and the record count; per pair the smallest emulated card it ran on and the largest it ran out of memory
+per pair and mechanism the mean efficiency, its interval, the energy saved, the peak memory and the
+record count; per pair the smallest emulated card it ran on and the largest it ran out of memory
 on. So a planner on a fresh install learns its correction and its intervals from the same measured
 pairs as the validation (``python -m tools.planner.validate``). A unit test regenerates the file and
 compares, so the package and the references cannot drift apart.
@@ -46,8 +46,6 @@ def _row(p: MeasuredPair) -> dict[str, Any]:
         row["solo_gpu_busy"] = {name: _round(busy) for name, busy in p.solo_busy}
     if p.solo_under_mps_limits:
         row["solo_under_mps_limits"] = True
-    if p.rates:
-        row["rates"] = {name: _round(rate) for name, rate in p.rates}
     return row
 
 

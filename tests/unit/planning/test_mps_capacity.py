@@ -1,6 +1,6 @@
 """MPS's two numbers (the share of a kernel's stretch beside another's that costs time, and how much of
-the card the clients' kernels, weighted by their SM shares, can fill together), read and learnt from a
-card's measured MPS pairs, and used for pairs and groups."""
+the card the clients' kernels, weighted by their SM shares, can fill together), learnt from a card's
+measured MPS pairs as time-slicing's are, and used for pairs and groups."""
 from __future__ import annotations
 
 import json
@@ -21,7 +21,7 @@ from .test_cards import H200_REFERENCE
 CARD = model.Card(idle_w=70.0, limit_w=700.0)
 fraction = st.floats(0.0, 1.0, allow_nan=False)
 share = st.floats(0.05, 1.0, allow_nan=False)
-capacities = st.sampled_from([1.0 - c / 40 for c in range(21)])
+capacities = st.sampled_from(learning.MPS_CAPACITIES)
 stretches = st.sampled_from(learning.MPS_STRETCHES)
 
 
@@ -36,65 +36,28 @@ def efficiency(a: SoloProfile, b: SoloProfile, mps: model.Mps) -> float:
 jobs = st.builds(job, fraction, share)
 
 
-def measured(a: SoloProfile, b: SoloProfile, mps: model.Mps) -> learning.PairReading:
-    """A pair as a card that shares by ``mps`` would measure it, each job's pace with it."""
-    pair = model.base(a, b, "mps", CARD, mps=mps)
-    return learning.PairReading(a, b, pair.efficiency, (pair.rate_a, pair.rate_b))
-
-
-def unpaced(a: SoloProfile, b: SoloProfile, value: float) -> learning.PairReading:
-    return learning.PairReading(a, b, value)
-
-
 @given(capacities, stretches, st.lists(st.tuples(jobs, jobs), min_size=learning.MIN_MPS_PAIRS, max_size=10))
 def test_pairs_made_by_numbers_on_the_grid_are_fitted_without_error(capacity, stretch, pairs):
-    """On a card whose capacity lies above what any one job fills alone: a pair held to its busier job's
-    own share shows nothing of the card's."""
-    assume(all(model.occupancy(job_, "mps", CARD) < capacity for pair in pairs for job_ in pair))
-    readings = [measured(a, b, model.Mps(capacity, stretch, within_overlap=False)) for a, b in pairs]
-    fitted = learning.mps(readings, CARD)
-    assert [efficiency(r.a, r.b, fitted) for r in readings] == pytest.approx([r.efficiency for r in readings], abs=1e-6)
-
-
-@given(capacities, stretches, st.lists(st.tuples(jobs, jobs), min_size=1, max_size=10))
-def test_the_capacity_read_never_exceeds_the_cards_and_reaches_it_where_a_pair_was_held_to_it(capacity, stretch, pairs):
-    truth = model.Mps(capacity, stretch, within_overlap=False)
-    readings = [measured(a, b, truth) for a, b in pairs]
-    read = learning.mps_capacity(readings, CARD)
-    filled = [r for r in readings if r.a.busy * r.a.sm_share * r.paces[0] + r.b.busy * r.b.sm_share * r.paces[1]
-              > max(r.a.busy * r.a.sm_share, r.b.busy * r.b.sm_share) + learning.ROUNDING]
-    assert read <= capacity + 1e-9 if filled else read == 1.0
-    held = [r for r in readings if model.unbounded(r.a, r.b, "mps", CARD, mps=truth) is not None
-            and sum(model.unbounded(r.a, r.b, "mps", CARD, mps=truth).demands) > capacity
-            and max(model.occupancy(r.a, "mps", CARD), model.occupancy(r.b, "mps", CARD)) < capacity - 1e-6]
-    if held:
-        assert read == pytest.approx(capacity)
-
-
-@given(st.lists(st.tuples(jobs, jobs, st.floats(0.5, 2.0)), min_size=1, max_size=6))
-def test_pairs_without_their_jobs_paces_leave_the_whole_card(pairs):
-    assert learning.mps_capacity([unpaced(a, b, m) for a, b, m in pairs], CARD) == 1.0
+    measured = [(a, b, efficiency(a, b, model.Mps(capacity, stretch))) for a, b in pairs]
+    fitted = learning.mps(measured, CARD)
+    assert [efficiency(a, b, fitted) for a, b, _ in measured] == pytest.approx([m for *_, m in measured], abs=1e-6)
 
 
 @given(st.lists(st.tuples(jobs, jobs, st.floats(0.5, 2.0)), max_size=learning.MIN_MPS_PAIRS - 1))
 def test_too_few_measured_pairs_leave_the_physics_before_any_pair(pairs):
-    assert learning.mps([unpaced(a, b, m) for a, b, m in pairs], CARD) == model.MPS_UNMEASURED == model.Mps(1.0, 1.0)
+    assert learning.mps(pairs, CARD) == model.MPS_UNMEASURED == model.Mps(1.0, 1.0)
 
 
-def _least_error_by_base(readings) -> model.Mps:
-    """The fit's definition, read off ``model.base`` at every stretch of the grid."""
-    capacity = learning.mps_capacity(readings, CARD)
-    grid = [model.Mps(capacity, stretch, within_overlap=False) for stretch in learning.MPS_STRETCHES]
-    errors = [sum(abs(efficiency(r.a, r.b, mps) - r.efficiency) / r.efficiency for r in readings) / len(readings)
-              for mps in grid]
+def _least_error_by_base(pairs) -> model.Mps:
+    """The fit's definition, read off ``model.base`` at every point of the grid."""
+    grid = [model.Mps(capacity, stretch) for stretch in learning.MPS_STRETCHES for capacity in learning.MPS_CAPACITIES]
+    errors = [sum(abs(efficiency(a, b, mps) - m) / m for a, b, m in pairs) / len(pairs) for mps in grid]
     return grid[errors.index(min(errors))]
 
 
-@given(st.lists(st.tuples(jobs, jobs, st.floats(0.5, 2.0), st.floats(0.3, 1.0), st.floats(0.3, 1.0)),
-                min_size=learning.MIN_MPS_PAIRS, max_size=8))
-def test_the_fit_chooses_what_the_base_model_at_every_stretch_of_the_grid_says_errs_least(pairs):
-    readings = [learning.PairReading(a, b, m, (pa, pb)) for a, b, m, pa, pb in pairs]
-    assert learning.mps(readings, CARD) == _least_error_by_base(readings)
+@given(st.lists(st.tuples(jobs, jobs, st.floats(0.5, 2.0)), min_size=learning.MIN_MPS_PAIRS, max_size=8))
+def test_the_fit_chooses_what_the_base_model_at_every_grid_point_says_errs_least(pairs):
+    assert learning.mps(pairs, CARD) == _least_error_by_base(pairs)
 
 
 @given(st.lists(st.tuples(fraction, share), min_size=2, max_size=5), capacities)
@@ -113,9 +76,9 @@ def test_a_group_fills_the_card_at_most_to_its_capacity_under_mps_and_time_slici
 def test_a_card_that_saturates_early_is_learnt_below_one_and_predicts_its_pairs_lower():
     """Two busy jobs on many SMs, measured well below what their shares leave room for."""
     heavy, saturated = job(0.6, 0.9), model.Mps(0.7, 0.0)
-    pairs = [measured(heavy, job(busy, 0.5, "b"), saturated) for busy in (0.2, 0.4, 0.6, 0.8, 1.0)]
+    pairs = [(heavy, job(busy, 0.5, "b"), efficiency(heavy, job(busy, 0.5, "b"), saturated)) for busy in (0.2, 0.4, 0.6, 0.8, 1.0)]
     learnt = learning.mps(pairs, CARD)
-    assert learnt.capacity == pytest.approx(saturated.capacity) and learnt.stretch == saturated.stretch
+    assert learnt == saturated
     assert efficiency(heavy, job(1.0, 0.5, "b"), learnt) < efficiency(heavy, job(1.0, 0.5, "b"), model.Mps(1.0, 0.0))
 
 
@@ -169,7 +132,7 @@ def test_a_planner_learns_it_from_its_cards_pairs_and_forgets_it_with_the_pairs(
     planner = Planner(read_packaged(h200.profiles), read_reference(h200.reference).measured)
     learnt = mps_basis(planner)
     assert learnt["learnt"] and learnt["measured_pairs"] >= learning.MIN_MPS_PAIRS
-    assert 0.0 < learnt["capacity"] <= 1.0 and learnt["stretch"] in learning.MPS_STRETCHES
+    assert learnt["capacity"] in learning.MPS_CAPACITIES and learnt["stretch"] in learning.MPS_STRETCHES
     assert planner.without_workload("pcb").mps_count < planner.mps_count
     blind = Planner(planner.profiles, Measured())
     assert blind.mps == model.MPS_UNMEASURED and not mps_basis(blind)["learnt"]
@@ -184,7 +147,7 @@ def test_plan_validate_says_what_mps_numbers_it_learnt_and_the_noise_floor_in_te
     summary = json.loads((committed / "summary.json").read_text())
     basis = summary["mps_base"]
     line = f"MPS's base model: a kernel's stretch beside another's costs {basis['stretch']:g} of it, both jobs' " \
-           f"kernels, weighted by their SM shares, fill at most {basis['capacity']:.3g} of the card " \
+           f"kernels, weighted by their SM shares, fill at most {basis['capacity']:g} of the card " \
            f"(learnt from {basis['measured_pairs']} measured pairs)"
     assert line in printed
     floor = next(p for p in printed if p.startswith("measurement noise alone"))
