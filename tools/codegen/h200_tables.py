@@ -61,7 +61,8 @@ AGAIN = ("remeasured/timeslice", "remeasured/mps_nolimit", "sampled/timeslice", 
          "second-session/gpu-6ca35074/timeslice", "second-session/gpu-325b2df4/mps_nolimit",
          "second-session/gpu-d7f0b905/mps_nolimit", "second-session/gpu-3eeea14c/timeslice",
          "third-session/gpu-73d41a03/timeslice", "third-session/gpu-73d41a03/mps_nolimit",
-         "third-session/gpu-7e1a6050/timeslice", "third-session/gpu-50adcf8f/timeslice")
+         "third-session/gpu-7e1a6050/timeslice", "third-session/gpu-50adcf8f/timeslice",
+         "third-session/gpu-73b529a6/mps_nolimit")
 PAIR_FOLDERS = (*FOLDERS, *(REFERENCE / again for again in AGAIN if (REFERENCE / again).is_dir()))
 GPM_FOLDERS = tuple(REFERENCE / "gpm" / name for name in ("first", "second") if (REFERENCE / "gpm" / name).is_dir())
 PROFILES_TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles_h200.json"
