@@ -27,7 +27,8 @@ GPU it runs on (``planning.cards``).
   drawn before the first ran, on two more hosts, the other three on a fifth, and seventeen of the 31
   MPS pairs still measured once, the same way, on a third, the other fourteen on a fourth;
   ``third-session/``: the thirteen pairs still wider than ±5 % after two, then every other time-sliced
-  pair in a random order, on three more hosts), each pair the mean of its sessions. Its MPS pairs
+  pair in a random order, on three more hosts, then MPS pairs measured twice in a random order, on a
+  fourth), each pair the mean of its sessions. Its MPS pairs
   are those with no thread limit (``mps_nolimit/``): each job's solo phases there, as time-sliced,
   are the job alone on the whole card, so the two mechanisms' efficiencies share a baseline, and MPS
   means what a user gets from a daemon started with no limit.
