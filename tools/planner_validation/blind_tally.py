@@ -7,6 +7,7 @@ hurt the second (a capacity read from the jobs' paces took the reference's MPS w
 
     python -m tools.planner_validation.blind_tally                 # the working tree's summaries
     python -m tools.planner_validation.blind_tally --against HEAD  # and the committed ones beside them
+    python -m tools.planner_validation.blind_tally --by-study      # each study apart: where a worst moved
 """
 from __future__ import annotations
 
@@ -91,12 +92,15 @@ def _at(revision: str) -> Callable[[str], Optional[str]]:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", metavar="REVISION", help="also tally the summaries committed at REVISION")
+    parser.add_argument("--by-study", action="store_true", help="a tally for each blind study as well as all together")
     args = parser.parse_args(argv)
     folders = blind_folders()
+    groups = [("", folders)] + ([(f" ({folder})", [folder]) for folder in folders] if args.by_study else [])
     sources = [("now", _working_tree)] + ([(f"at {args.against}", _at(args.against))] if args.against else [])
-    for label, read in sources:
-        for mechanism, found in by_mechanism(read, folders).items():
-            print(found.line(mechanism, label))
+    for where, chosen in groups:
+        for label, read in sources:
+            for mechanism, found in by_mechanism(read, chosen).items():
+                print(found.line(mechanism, label + where))
     return 0
 
 

@@ -42,3 +42,14 @@ def test_the_committed_blind_studies_tally_every_mechanism(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert {line.split()[0] for line in lines} == {"mps", "timeslice"}
     assert all(" inside their intervals" in line for line in lines)
+
+
+def test_by_study_adds_one_tally_per_study_after_the_whole(capsys):
+    assert blind_tally.main(["--by-study"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    whole = [line for line in lines if "(" not in line]
+    assert {line.split()[0] for line in whole} == {"mps", "timeslice"} and lines[:len(whole)] == whole
+    studies = {line[line.index("(") + 1:line.index(")")] for line in lines[len(whole):]}
+    assert studies == set(blind_tally.blind_folders())
+    counted = sum(int(line.split(" of ")[1].split()[0]) for line in lines[len(whole):] if "no figure" not in line)
+    assert counted == sum(int(line.split(" of ")[1].split()[0]) for line in whole)
