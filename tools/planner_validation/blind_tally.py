@@ -12,6 +12,7 @@ hurt the second (a capacity read from the jobs' paces took the reference's MPS w
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import subprocess
@@ -97,6 +98,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     folders = blind_folders()
     groups = [("", folders)] + ([(f" ({folder})", [folder]) for folder in folders] if args.by_study else [])
     sources = [("now", _working_tree)] + ([(f"at {args.against}", _at(args.against))] if args.against else [])
+    sources = [(label, functools.cache(read)) for label, read in sources]  # --by-study reads each summary again
     for where, chosen in groups:
         for label, read in sources:
             for mechanism, found in by_mechanism(read, chosen).items():
