@@ -28,7 +28,7 @@ GPU it runs on (``planning.cards``).
   MPS pairs still measured once, the same way, on a third, the other fourteen on a fourth;
   ``third-session/``: the thirteen pairs still wider than ±5 % after two, then every other time-sliced
   pair in a random order, on three more hosts, then MPS pairs measured twice in a random order, on a
-  fourth and a fifth), each pair the mean of its sessions. Its MPS pairs
+  fourth, a fifth and a sixth, until every pair had three), each pair the mean of its sessions. Its MPS pairs
   are those with no thread limit (``mps_nolimit/``): each job's solo phases there, as time-sliced,
   are the job alone on the whole card, so the two mechanisms' efficiencies share a baseline, and MPS
   means what a user gets from a daemon started with no limit.
@@ -63,7 +63,8 @@ AGAIN = ("remeasured/timeslice", "remeasured/mps_nolimit", "sampled/timeslice", 
          "second-session/gpu-d7f0b905/mps_nolimit", "second-session/gpu-3eeea14c/timeslice",
          "third-session/gpu-73d41a03/timeslice", "third-session/gpu-73d41a03/mps_nolimit",
          "third-session/gpu-7e1a6050/timeslice", "third-session/gpu-50adcf8f/timeslice",
-         "third-session/gpu-73b529a6/mps_nolimit", "third-session/gpu-73d9026e/mps_nolimit")
+         "third-session/gpu-73b529a6/mps_nolimit", "third-session/gpu-73d9026e/mps_nolimit",
+         "third-session/gpu-14510562/mps_nolimit")
 PAIR_FOLDERS = (*FOLDERS, *(REFERENCE / again for again in AGAIN if (REFERENCE / again).is_dir()))
 GPM_FOLDERS = tuple(REFERENCE / "gpm" / name for name in ("first", "second") if (REFERENCE / "gpm" / name).is_dir())
 PROFILES_TARGET = ROOT / "pytest_gpu_pairs/planning/workload_profiles_h200.json"
