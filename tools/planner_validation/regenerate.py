@@ -29,6 +29,7 @@ COLLECTED = (
     ("planner_validation_groups_four", f"{VALIDATION}/groups/four"),
     ("planner_validation_heavy", f"{VALIDATION}/heavy"),
     ("planner_validation_random", f"{VALIDATION}/random"),
+    ("planner_validation_random", f"{VALIDATION}/random/second-host"),
     ("planner_validation_heavy", f"{VALIDATION}/heavy/one-gpu"),
     ("planner_validation_heavy", f"{VALIDATION}/heavy/one-gpu-timeslice"),
     ("planner_validation_host", f"{VALIDATION}/host"),
