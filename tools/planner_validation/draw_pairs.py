@@ -60,8 +60,11 @@ def draw(pool: list[tuple[Pair, dict[str, float]]], seed: int, n: int) -> list[t
     return random.Random(seed).sample(pool, min(n, len(pool)))
 
 
+def _job(model: str) -> dict:
+    return {"model": model, "hyperparameters": {"epochs": 1}}
+
+
 def settings(drawn: list[tuple[Pair, dict[str, float]]], seed: int, below: float, pool: int) -> dict:
-    job = lambda model: {"model": model, "hyperparameters": {"epochs": 1}}  # noqa: E731
     return {
         "name": "planner_random",
         "description": (f"{len(drawn)} pairs of built-in workloads drawn at random (seed {seed}, "
@@ -74,7 +77,7 @@ def settings(drawn: list[tuple[Pair, dict[str, float]]], seed: int, below: float
         "design": "pairs",
         "defaults": {"vram_budget_mb": 130000, "min_efficiency": 0.0, "runs_per_config": 1,
                      "restart_delay_s": 0, "timeout_s": 600},
-        "pairs": [{"group": f"d{i:02d}", "foreground": job(a), "background": job(b)}
+        "pairs": [{"group": f"d{i:02d}", "foreground": _job(a), "background": _job(b)}
                   for i, ((a, b), _) in enumerate(drawn, start=1)],
     }
 
