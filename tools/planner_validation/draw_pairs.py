@@ -9,6 +9,7 @@ draw estimates what a user who picks a pair meets.
 
 The candidates depend on the planner of the commit that draws (its predictions decide what reads as
 contended), so a draw is reproduced at that commit; the settings file records the seed and the rule.
+A later draw adds the earlier draw's settings (``settings/planner_random.json``) to ``ELSEWHERE`` first.
 """
 from __future__ import annotations
 
