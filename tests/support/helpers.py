@@ -17,6 +17,8 @@ from typing import Optional
 
 import psutil
 
+from pytest_gpu_pairs.record.store import save_result
+
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 DATA = TESTS / "data"
@@ -199,3 +201,11 @@ def _images_differ(made: bytes, committed: bytes, name: str) -> Optional[str]:
     if moved.max() > ANTI_ALIASING or (moved > 0).mean() > MOVED_PIXELS:
         return f"{name}: {(moved > 0).mean():.2%} of its pixels moved, by up to {moved.max():.2f}"
     return None
+
+
+def save_measured_case(session: Path, record: dict, gpu: str = "NVIDIA H200") -> None:
+    """A case's record in a session folder whose ``session.json`` names the GPU it ran on, as the
+    blind studies' collates read a measured pair: through the store, with the card's facts beside."""
+    save_result(session / record["case_id"], record)
+    (session / "session.json").write_text(json.dumps({"device": gpu, "idle_power_w": 80.0, "gpu": {
+        "name": gpu, "memory_total_mb": 143_771.0, "power_limit_w": 700.0}}))

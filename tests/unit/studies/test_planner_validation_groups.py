@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.helpers import save_measured_case
 
 from pytest_gpu_pairs.planning.cards import H200
 from pytest_gpu_pairs.planning.predict import Planner
-from pytest_gpu_pairs.record.store import save_result
 from pytest_gpu_pairs.studies.collates import (
     planner_validation_groups,
     planner_validation_groups_blind,
@@ -29,9 +29,7 @@ def _measured(folder, efficiency: float, jobs: tuple[str, ...] = ("resnet20", "r
               "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H200",
               "concurrency_efficiency": efficiency, "concurrency_efficiency_ci": [efficiency - 0.1, efficiency + 0.1],
               "oom": False}
-    save_result(session / record["case_id"], record)
-    (session / "session.json").write_text(json.dumps({"device": "NVIDIA H200", "idle_power_w": 80.0, "gpu": {
-        "name": "NVIDIA H200", "memory_total_mb": 143_771.0, "power_limit_w": 700.0}}))
+    save_measured_case(session, record)
 
 
 def _plan(folder) -> None:

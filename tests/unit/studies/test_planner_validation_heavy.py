@@ -6,10 +6,10 @@ import json
 import shutil
 
 import pytest
+from support.helpers import save_measured_case
 
 from pytest_gpu_pairs.planning.cards import H200
 from pytest_gpu_pairs.planning.measured import pair_key
-from pytest_gpu_pairs.record.store import save_result
 from pytest_gpu_pairs.studies.collates import planner_validation_heavy
 from tools.codegen.reference_pairs import ROOT
 
@@ -39,9 +39,7 @@ def test_a_measured_pair_stands_beside_the_plan_and_the_table_names_the_study(tm
     record = {"case_id": "b05-resnet32+vulberta_cnn-default-concurrent-mps", "mode": "concurrent", "fg_model": "resnet32",
               "bg_model": "vulberta_cnn", "sharing": "mps", "method": "interleaved", "device": "NVIDIA H200",
               "concurrency_efficiency": 1.5, "concurrency_efficiency_ci": [1.45, 1.55], "oom": False}
-    save_result(session / record["case_id"], record)
-    (session / "session.json").write_text(json.dumps({"device": "NVIDIA H200", "idle_power_w": 80.0, "gpu": {
-        "name": "NVIDIA H200", "memory_total_mb": 143_771.0, "power_limit_w": 700.0}}))
+    save_measured_case(session, record)
     summary = planner_validation_heavy.summarize(tmp_path, ROOT)
     (row,) = summary["measured"]
     assert row["pair"] == ["resnet32", "vulberta_cnn"] and row["sharing"] == "mps" and row["measured"] == 1.5

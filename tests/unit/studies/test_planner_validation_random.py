@@ -9,9 +9,9 @@ import shutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.helpers import save_measured_case
 
 from pytest_gpu_pairs.planning.measured import pair_key
-from pytest_gpu_pairs.record.store import save_result
 from pytest_gpu_pairs.studies.collates import planner_validation_random
 from tools.codegen.reference_pairs import ROOT
 from tools.planner_validation import draw_pairs
@@ -58,9 +58,7 @@ def test_a_measured_pair_stands_beside_the_plan_and_the_table_names_the_study(tm
     record = {"case_id": "d05-mnist+pcb-default-concurrent", "mode": "concurrent", "fg_model": "mnist",
               "bg_model": "pcb", "sharing": "timeslice", "method": "interleaved", "device": "NVIDIA H200",
               "concurrency_efficiency": 1.7, "concurrency_efficiency_ci": [1.65, 1.75], "oom": False}
-    save_result(session / record["case_id"], record)
-    (session / "session.json").write_text(json.dumps({"device": "NVIDIA H200", "idle_power_w": 80.0, "gpu": {
-        "name": "NVIDIA H200", "memory_total_mb": 143_771.0, "power_limit_w": 700.0}}))
+    save_measured_case(session, record)
     summary = planner_validation_random.summarize(tmp_path, ROOT)
     (row,) = summary["measured"]
     assert row["pair"] == ["mnist", "pcb"] and row["measured"] == 1.7 and row["planned_before"] is not None

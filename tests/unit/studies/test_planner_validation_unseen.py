@@ -6,10 +6,10 @@ import json
 import shutil
 
 import pytest
+from support.helpers import save_measured_case
 
 from pytest_gpu_pairs.planning.cards import H200
 from pytest_gpu_pairs.planning.predict import Planner
-from pytest_gpu_pairs.record.store import save_result
 from pytest_gpu_pairs.studies.collates import planner_validation_unseen
 from tools.codegen.reference_pairs import ROOT
 
@@ -22,9 +22,7 @@ def _measured(folder, gpu: str, efficiency: float = 1.45) -> None:
               "bg_model": "resnet20", "sharing": "timeslice", "method": "interleaved", "device": gpu,
               "concurrency_efficiency": efficiency, "concurrency_efficiency_ci": [efficiency - 0.05, efficiency + 0.05],
               "oom": False}
-    save_result(session / record["case_id"], record)
-    (session / "session.json").write_text(json.dumps({"device": gpu, "idle_power_w": 80.0, "gpu": {
-        "name": gpu, "memory_total_mb": 143_771.0, "power_limit_w": 700.0}}))
+    save_measured_case(session, record, gpu)
 
 
 def test_a_measured_pair_stands_beside_the_plan_before_the_run_and_this_commits_prediction(tmp_path):
