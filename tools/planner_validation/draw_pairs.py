@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from pytest_gpu_pairs.planning.cards import H200
+from pytest_gpu_pairs.planning.measured import pair_key
 from pytest_gpu_pairs.planning.predict import Planner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,11 +34,7 @@ Pair = tuple[str, str]
 
 
 def pairs_in(settings: Path) -> set[Pair]:
-    found = set()
-    for pair in json.loads(settings.read_text())["pairs"]:
-        a, b = sorted((pair["foreground"]["model"], pair["background"]["model"]))
-        found.add((a, b))
-    return found
+    return {pair_key(p["foreground"]["model"], p["background"]["model"]) for p in json.loads(settings.read_text())["pairs"]}
 
 
 def candidates(below: float, root: Path = ROOT) -> list[tuple[Pair, dict[str, float]]]:
