@@ -30,6 +30,7 @@ COLLECTED = (
     ("planner_validation_heavy", f"{VALIDATION}/heavy"),
     ("planner_validation_random", f"{VALIDATION}/random"),
     ("planner_validation_random", f"{VALIDATION}/random/second-host"),
+    ("planner_validation_contended", f"{VALIDATION}/contended"),
     ("planner_validation_heavy", f"{VALIDATION}/heavy/one-gpu"),
     ("planner_validation_heavy", f"{VALIDATION}/heavy/one-gpu-timeslice"),
     ("planner_validation_host", f"{VALIDATION}/host"),
