@@ -31,7 +31,8 @@ from pytest_gpu_pairs.planning.predict import Planner
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = "settings/planner_reference.json"
 ELSEWHERE = ("settings/planner_unseen.json", "settings/planner_heavy.json", "settings/planner_host.json",
-             "settings/planner_fresh.json", "settings/planner_random.json")  # H200 studies of pairs outside the reference
+             "settings/planner_fresh.json", "settings/planner_random.json",
+             "settings/planner_contended.json")  # H200 studies of pairs outside the reference
 MECHANISMS = ("timeslice", "mps")
 EITHER = "either"
 Pair = tuple[str, str]

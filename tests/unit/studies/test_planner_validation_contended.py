@@ -17,9 +17,12 @@ FOLDER = ROOT / "reports/reference/planner_validation/contended"
 SETTINGS = ROOT / "settings/planner_contended.json"
 
 
-def test_no_pair_is_one_an_earlier_study_measured():
+def test_no_pair_is_one_an_earlier_study_measured_and_later_draws_keep_them_out():
+    earlier = (f for f in draw_pairs.ELSEWHERE if ROOT / f != SETTINGS)
+    before = draw_pairs.pairs_in(ROOT / draw_pairs.REFERENCE).union(*(draw_pairs.pairs_in(ROOT / f) for f in earlier))
     pairs = draw_pairs.pairs_in(SETTINGS)
-    assert len(pairs) == 9 and not pairs & draw_pairs.measured_elsewhere()
+    assert len(pairs) == 9 and not pairs & before
+    assert pairs <= draw_pairs.measured_elsewhere()
 
 
 def test_the_plan_committed_before_the_run_calls_every_pair_contended_under_mps():
@@ -31,22 +34,23 @@ def test_the_plan_committed_before_the_run_calls_every_pair_contended_under_mps(
 
 @pytest.mark.parametrize("under", ["timeslice", "mps"])
 def test_a_candidate_under_one_mechanism_is_judged_by_that_mechanism_alone(under):
-    pool = draw_pairs.candidates(1.9, under=under)
-    assert pool and all(predicted[under] < 1.9 for _, predicted in pool)
+    pool = draw_pairs.candidates(1.99, under=under)
+    assert pool and all(predicted[under] < 1.99 for _, predicted in pool)
 
 
 def test_the_candidates_under_either_mechanism_are_those_under_one_or_the_other():
-    either = {pair for pair, _ in draw_pairs.candidates(1.9)}
-    one = {pair for m in draw_pairs.MECHANISMS for pair, _ in draw_pairs.candidates(1.9, under=m)}
-    assert either == one
+    either = {pair for pair, _ in draw_pairs.candidates(1.99)}
+    one = {pair for m in draw_pairs.MECHANISMS for pair, _ in draw_pairs.candidates(1.99, under=m)}
+    assert either == one and either
 
 
 def test_taking_every_candidate_needs_no_seed_and_a_draw_needs_one(tmp_path, capsys):
     out = tmp_path / "all.json"
-    assert draw_pairs.main(["--all", "--under", "mps", "--name", "planner_x", "--prefix", "x", "--settings", str(out)]) == 0
+    assert draw_pairs.main(["--all", "--under", "mps", "--below", "1.99", "--name", "planner_x", "--prefix", "x",
+                            "--settings", str(out)]) == 0
     written = json.loads(out.read_text())
     assert written["name"] == "planner_x" and written["pairs"][0]["group"] == "x01"
-    assert {pair for pair, _ in draw_pairs.candidates(1.9, under="mps")} == draw_pairs.pairs_in(out)
+    assert {pair for pair, _ in draw_pairs.candidates(1.99, under="mps")} == draw_pairs.pairs_in(out)
     assert "reports/reference/planner_validation/x/" in written["description"]
     for wrong in ([], ["--all", "--seed", "1"]):
         with pytest.raises(SystemExit):
