@@ -2,7 +2,8 @@
 H200 study of the planner holds, those the planner predicts contended (below ``--below`` under either
 mechanism, where an error could show; a pair at 2 either way tests little), ``--n`` of them by a
 seeded draw. Chosen studies test what their chooser suspected (the heavy pairs, the host's pairs); a
-draw estimates what a user who picks a pair meets.
+draw estimates what a user who picks a pair meets. ``--all`` takes every candidate instead, where the
+question is the worst case rather than the typical one, and ``--under`` judges by one mechanism.
 
     python -m tools.planner_validation.draw_pairs --seed 20261203 --n 6            # the draw, as text
     python -m tools.planner_validation.draw_pairs --seed 20261203 --n 6 --settings settings/planner_random.json
