@@ -43,9 +43,10 @@ def pairs_in(settings: Path) -> set[Pair]:
     return {pair_key(p["foreground"]["model"], p["background"]["model"]) for p in json.loads(settings.read_text())["pairs"]}
 
 
-def measured_elsewhere(root: Path = ROOT) -> set[Pair]:
-    """Every pair an H200 study of the planner holds: the reference's and the other studies'."""
-    return pairs_in(root / REFERENCE).union(*(pairs_in(root / f) for f in ELSEWHERE))
+def measured_elsewhere(root: Path = ROOT, excluding: Optional[str] = None) -> set[Pair]:
+    """Every pair an H200 study of the planner holds: the reference's and the other studies', but
+    those of ``excluding`` (a study's own settings: what was measured before it, as its draw saw)."""
+    return pairs_in(root / REFERENCE).union(*(pairs_in(root / f) for f in ELSEWHERE if f != excluding))
 
 
 def candidates(below: float, root: Path = ROOT, under: str = EITHER) -> list[tuple[Pair, dict[str, float]]]:

@@ -18,8 +18,7 @@ SETTINGS = ROOT / "settings/planner_contended.json"
 
 
 def test_no_pair_is_one_an_earlier_study_measured_and_later_draws_keep_them_out():
-    earlier = (f for f in draw_pairs.ELSEWHERE if ROOT / f != SETTINGS)
-    before = draw_pairs.pairs_in(ROOT / draw_pairs.REFERENCE).union(*(draw_pairs.pairs_in(ROOT / f) for f in earlier))
+    before = draw_pairs.measured_elsewhere(excluding=SETTINGS.relative_to(ROOT).as_posix())
     pairs = draw_pairs.pairs_in(SETTINGS)
     assert len(pairs) == 9 and not pairs & before
     assert pairs <= draw_pairs.measured_elsewhere()

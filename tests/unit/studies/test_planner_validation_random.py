@@ -20,12 +20,6 @@ FOLDER = ROOT / "reports/reference/planner_validation/random"
 SETTINGS = ROOT / "settings/planner_random.json"
 
 
-def _measured_before() -> set[tuple[str, str]]:
-    """What the studies before this draw hold: every study but this one, which later draws keep out."""
-    earlier = (f for f in draw_pairs.ELSEWHERE if ROOT / f != SETTINGS)
-    return draw_pairs.pairs_in(ROOT / draw_pairs.REFERENCE).union(*(draw_pairs.pairs_in(ROOT / f) for f in earlier))
-
-
 @pytest.fixture(scope="module")
 def pool():
     return draw_pairs.candidates(1.9)
@@ -33,7 +27,7 @@ def pool():
 
 def test_no_drawn_pair_is_one_another_study_measured():
     drawn = draw_pairs.pairs_in(SETTINGS)
-    assert len(drawn) == 6 and not drawn & _measured_before()
+    assert len(drawn) == 6 and not drawn & draw_pairs.measured_elsewhere(excluding=SETTINGS.relative_to(ROOT).as_posix())
 
 
 def test_the_pool_holds_only_unmeasured_pairs_the_planner_calls_contended(pool):
