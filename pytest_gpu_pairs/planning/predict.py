@@ -446,8 +446,8 @@ def mps_basis(planner: Planner) -> dict[str, Any]:
 
 
 def mps_line(basis: dict[str, Any]) -> str:
-    numbers = (f"a kernel's stretch beside another's costs {basis['stretch']:g} of it, both jobs' kernels, weighted "
-               f"by their SM shares, fill at most {basis['capacity']:g} of the card")
+    numbers = (f"a kernel's stretch beside another's costs {basis['stretch']:g} of it, both jobs' kernels fill at "
+               f"most {basis['capacity']:g} of the card's time, each counted as busy as it is alone")
     if basis["learnt"]:
         return f"MPS's base model: {numbers} (learnt from {basis['measured_pairs']} measured pairs)"
     return (f"MPS's base model: {numbers} (the physics before any pair: {basis['measured_pairs']} measured "

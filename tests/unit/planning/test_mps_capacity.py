@@ -1,5 +1,5 @@
-"""MPS's two numbers (the share of a kernel's stretch beside another's that costs time, and how much of
-the card the clients' kernels, weighted by their SM shares, can fill together), learnt from a card's
+"""MPS's two numbers (the share of a kernel's stretch beside another's that costs time, and how much
+busy time, each job's as it reads alone, the clients' kernels can fill together), learnt from a card's
 measured MPS pairs as time-slicing's are, and used for pairs and groups."""
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def test_a_group_fills_the_card_at_most_to_its_capacity_under_mps_and_time_slici
     profiles = [job(busy, sm, str(i)) for i, (busy, sm) in enumerate(figures)]
     rates = model.group_rates(profiles, "mps", CARD, mps=model.Mps(capacity))
     assert rates is not None and all(0.0 <= r <= 1.0 + 1e-9 for r in rates)
-    alone = max(busy * sm for busy, sm in figures)
-    assert sum(r * busy * sm for r, (busy, sm) in zip(rates, figures)) <= max(capacity, alone) + 1e-9
+    alone = max(busy for busy, _ in figures)
+    assert sum(r * busy for r, (busy, _) in zip(rates, figures)) <= max(capacity, alone) + 1e-9
     pair = model.base(profiles[0], profiles[1], "mps", CARD, mps=model.Mps(capacity))
     assert model.group_rates(profiles[:2], "mps", CARD, mps=model.Mps(capacity)) == pytest.approx([pair.rate_a, pair.rate_b])
     assert model.group_rates(profiles, "timeslice", CARD, mps=model.Mps(capacity)) == \
@@ -74,12 +74,12 @@ def test_a_group_fills_the_card_at_most_to_its_capacity_under_mps_and_time_slici
 
 
 def test_a_card_that_saturates_early_is_learnt_below_one_and_predicts_its_pairs_lower():
-    """Two busy jobs on many SMs, measured well below what their shares leave room for."""
-    heavy, saturated = job(0.6, 0.9), model.Mps(0.7, 0.0)
+    """Two busy jobs, measured well below what their busy times leave room for."""
+    heavy, saturated = job(0.6, 0.9), model.Mps(0.9, 0.0)
     pairs = [(heavy, job(busy, 0.5, "b"), efficiency(heavy, job(busy, 0.5, "b"), saturated)) for busy in (0.2, 0.4, 0.6, 0.8, 1.0)]
     learnt = learning.mps(pairs, CARD)
     assert learnt == saturated
-    assert efficiency(heavy, job(1.0, 0.5, "b"), learnt) < efficiency(heavy, job(1.0, 0.5, "b"), model.Mps(1.0, 0.0))
+    assert efficiency(heavy, job(0.8, 0.5, "b"), learnt) < efficiency(heavy, job(0.8, 0.5, "b"), model.Mps(1.0, 0.0))
 
 
 @given(st.floats(0.1, 0.5), st.floats(0.3, 0.7), st.floats(0.8, 0.95), stretches.filter(bool))
@@ -102,7 +102,7 @@ def test_under_mps_the_job_whose_kernels_find_the_sms_taken_slows_more(busy, lig
 def test_with_no_stretch_only_the_bandwidth_and_the_capacity_slow_mps_jobs(busy_a, sm_a, busy_b, sm_b, capacity):
     a, b = job(busy_a, sm_a), job(busy_b, sm_b, "b")
     pair = model.base(a, b, "mps", CARD, mps=model.Mps(capacity, 0.0))
-    occupied = (busy_a * sm_a, busy_b * sm_b)
+    occupied = (busy_a, busy_b)
     assert pair.collision_weight == 0.0
     assert pair.rate_a * occupied[0] + pair.rate_b * occupied[1] <= max(capacity, *occupied) + 1e-9
     if sum(occupied) <= capacity:
@@ -113,7 +113,7 @@ def test_with_no_stretch_only_the_bandwidth_and_the_capacity_slow_mps_jobs(busy_
 def test_more_of_the_stretch_never_makes_a_pair_faster(busy_a, sm_a, busy_b, sm_b, low, high):
     """Where the card's capacity does not bind: there, sharing it max-min fairly can hand a pair's
     slower job more of it than a lighter stretch would."""
-    assume(busy_a * sm_a + busy_b * sm_b <= 1.0)
+    assume(busy_a + busy_b <= 1.0)
     a, b = job(busy_a, sm_a), job(busy_b, sm_b, "b")
     low, high = sorted((low, high))
     assert efficiency(a, b, model.Mps(1.0, high)) <= efficiency(a, b, model.Mps(1.0, low)) + 1e-9
@@ -147,7 +147,7 @@ def test_plan_validate_says_what_mps_numbers_it_learnt_and_the_noise_floor_in_te
     summary = json.loads((committed / "summary.json").read_text())
     basis = summary["mps_base"]
     line = f"MPS's base model: a kernel's stretch beside another's costs {basis['stretch']:g} of it, both jobs' " \
-           f"kernels, weighted by their SM shares, fill at most {basis['capacity']:g} of the card " \
+           f"kernels fill at most {basis['capacity']:g} of the card's time, each counted as busy as it is alone " \
            f"(learnt from {basis['measured_pairs']} measured pairs)"
     assert line in printed
     floor = next(p for p in printed if p.startswith("measurement noise alone"))
