@@ -258,15 +258,14 @@ def group_rates(profiles: Sequence[SoloProfile], mechanism: str, card: Card,
     fraction."""
     if any(p.busy is None for p in profiles):
         return None
-    busy = [float(p.busy or 0.0) for p in profiles]
+    busy = [occupancy(p) for p in profiles]
     weights = [[collision_weight(a, b, mechanism, card, timeslicing, mps) for b in profiles] for a in profiles]
     rates = [1.0] * len(profiles)
     for _ in range(ITERATIONS):
         rates = [1.0 / (1.0 + busy[i] * sum(weights[i][j] * rates[j] * busy[j] for j in range(len(rates)) if j != i))
                  for i in range(len(rates))]
-    occupied = [occupancy(p) for p in profiles]
-    demands = [r * o for r, o in zip(rates, occupied)]
-    return within_capacity(rates, demands, _bound(occupied, mechanism, timeslicing, mps))
+    demands = [r * b for r, b in zip(rates, busy)]
+    return within_capacity(rates, demands, _bound(busy, mechanism, timeslicing, mps))
 
 
 def _solo_power(p: SoloProfile, card: Card) -> Optional[float]:
